@@ -1,0 +1,466 @@
+#!/usr/bin/env bash
+# Cache-hit throughput benchmark: hoard vs. nginx proxy_cache.
+#
+# Both proxies sit in front of the same nginx origin, are pinned to one CPU
+# and are driven by wrk on another CPU.  Every measured request is a cache
+# hit, so the numbers show the cost of the hit path alone.  See
+# bench/README.md for how to read the output.
+#
+# Environment knobs (all optional):
+#   DURATION=10        seconds per wrk run
+#   CONNS=64           wrk connections
+#   PROXIES="nginx hoard"   which proxies to run (e.g. PROXIES=nginx)
+#   OBJECTS="1k 64k"   which objects to fetch
+#   PROXY_CPU=0 WRK_CPU=1   CPUs used for the proxy under test and for wrk
+#   HOARD_BIN=path     use this binary instead of building target/release/hoard
+#   SKIP_BUILD=1       do not run cargo build (HOARD_BIN or an existing binary)
+#   KEEP=1             keep bench/out/run.* (configs, logs, raw wrk output)
+#   BASE_PORT=18080    first loopback port to try (origin, nginx, hoard)
+set -euo pipefail
+
+BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$BENCH_DIR/.." && pwd)"
+OUT_DIR="$BENCH_DIR/out"
+
+DURATION="${DURATION:-10}"
+CONNS="${CONNS:-64}"
+PROXIES="${PROXIES:-nginx hoard}"
+OBJECTS="${OBJECTS:-1k 64k}"
+PROXY_CPU="${PROXY_CPU:-0}"
+WRK_CPU="${WRK_CPU:-1}"
+KEEP="${KEEP:-0}"
+SKIP_BUILD="${SKIP_BUILD:-0}"
+HOARD_BIN="${HOARD_BIN:-$ROOT/target/release/hoard}"
+
+log() { printf '[hit] %s\n' "$*" >&2; }
+die() { printf '[hit] ERROR: %s\n' "$*" >&2; exit 1; }
+
+case "$DURATION" in ''|*[!0-9]*) die "DURATION must be a whole number of seconds" ;; esac
+case "$CONNS" in ''|*[!0-9]*) die "CONNS must be a whole number" ;; esac
+[ "$DURATION" -gt 0 ] || die "DURATION must be > 0"
+[ "$CONNS" -gt 0 ] || die "CONNS must be > 0"
+
+# ---------------------------------------------------------------- tools ----
+ensure_tools() {
+    local missing=() need
+    for need in nginx:nginx-light wrk:wrk perf:linux-perf curl:curl taskset:util-linux; do
+        command -v "${need%%:*}" >/dev/null 2>&1 || missing+=("${need#*:}")
+    done
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    log "installing: ${missing[*]}"
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || die "need root (or sudo) to install ${missing[*]}"
+        sudo=(sudo)
+    fi
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    for need in nginx wrk perf curl taskset; do
+        command -v "$need" >/dev/null 2>&1 || die "$need still missing after apt-get install"
+    done
+}
+ensure_tools
+
+NCPU="$(nproc)"
+[ "$PROXY_CPU" -lt "$NCPU" ] && [ "$WRK_CPU" -lt "$NCPU" ] \
+    || die "need CPUs $PROXY_CPU and $WRK_CPU, machine has $NCPU (set PROXY_CPU/WRK_CPU)"
+[ "$PROXY_CPU" -ne "$WRK_CPU" ] || log "warning: proxy and wrk share CPU $PROXY_CPU"
+
+# Hardware instruction counters are often missing inside VMs/containers.
+PERF_OK=0
+if perf stat -x, -e instructions true 2>&1 >/dev/null | grep -Eq '^[0-9]+,[^,]*,instructions'; then
+    PERF_OK=1
+else
+    log "instructions: n/a (perf counters unsupported)"
+fi
+
+CLK_TCK="$(getconf CLK_TCK)"
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+# ---------------------------------------------------------------- build ----
+want_hoard=0
+for p in $PROXIES; do
+    case "$p" in
+        hoard) want_hoard=1 ;;
+        nginx) ;;
+        *) die "unknown proxy '$p' in PROXIES" ;;
+    esac
+done
+if [ "$want_hoard" -eq 1 ]; then
+    if [ "$SKIP_BUILD" != 1 ] && [ "$HOARD_BIN" = "$ROOT/target/release/hoard" ]; then
+        log "building hoard (cargo build --release -p hoard)"
+        (cd "$ROOT" && cargo build --release -p hoard) || die "cargo build failed"
+    fi
+    [ -x "$HOARD_BIN" ] || die "hoard binary not found at $HOARD_BIN"
+fi
+
+# ------------------------------------------------------------- work dir ----
+mkdir -p "$OUT_DIR"
+RUN="$(mktemp -d "$OUT_DIR/run.XXXXXX")"
+chmod 755 "$RUN"
+
+PIDS=()   # processes we started, stopped in reverse order on exit
+STATUS=1
+cleanup() {
+    local rc=$? i pid
+    trap - EXIT INT TERM
+    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+        pid="${PIDS[i]}"
+        kill -0 "$pid" 2>/dev/null || continue
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+        wait "$pid" 2>/dev/null || true
+    done
+    if [ "$STATUS" -eq 0 ] && [ "$KEEP" != 1 ]; then
+        rm -rf "$RUN"
+    else
+        log "logs and configs kept in $RUN"
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+NEXT_PORT="${BASE_PORT:-18080}"
+free_port() { # varname: next port nobody listens on
+    while port_in_use "$NEXT_PORT"; do NEXT_PORT=$((NEXT_PORT + 1)); done
+    printf -v "$1" %s "$NEXT_PORT"
+    NEXT_PORT=$((NEXT_PORT + 1))
+}
+free_port ORIGIN_PORT
+free_port NGINX_PORT
+free_port HOARD_PORT
+
+wait_port() { # port name pid
+    local i
+    for i in $(seq 100); do
+        port_in_use "$1" && return 0
+        kill -0 "$3" 2>/dev/null || die "$2 exited during startup (see $RUN)"
+        sleep 0.1
+    done
+    die "$2 did not listen on 127.0.0.1:$1 within 10s (see $RUN)"
+}
+
+# nginx as root would switch workers to "nobody"; keep the invoking user.
+NGINX_USER=""
+[ "$(id -u)" -eq 0 ] && NGINX_USER="user $(id -un) $(id -gn);"
+
+nginx_common() { # name
+    local d="$RUN/$1"
+    mkdir -p "$d/tmp"
+    cat <<EOF
+$NGINX_USER
+daemon off;
+master_process on;
+worker_processes 1;
+worker_rlimit_nofile 65536;
+pid $d/nginx.pid;
+error_log $d/error.log warn;
+events {
+    worker_connections 16384;
+    use epoll;
+}
+EOF
+}
+
+nginx_temp_paths() { # name
+    local d="$RUN/$1/tmp"
+    cat <<EOF
+    client_body_temp_path $d/client_body;
+    proxy_temp_path $d/proxy;
+    fastcgi_temp_path $d/fastcgi;
+    uwsgi_temp_path $d/uwsgi;
+    scgi_temp_path $d/scgi;
+EOF
+}
+
+# --------------------------------------------------------------- origin ----
+DOCROOT="$RUN/www"
+mkdir -p "$DOCROOT"
+declare -A OBJ_SIZE=([1k]=1024 [64k]=65536)
+for o in $OBJECTS; do
+    [ -n "${OBJ_SIZE[$o]:-}" ] || die "unknown object '$o' (known: ${!OBJ_SIZE[*]})"
+done
+for o in "${!OBJ_SIZE[@]}"; do
+    head -c "${OBJ_SIZE[$o]}" /dev/urandom >"$DOCROOT/$o.bin"
+done
+
+{
+    nginx_common origin
+    cat <<EOF
+http {
+    access_log off;
+    default_type application/octet-stream;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 10000000;
+$(nginx_temp_paths origin)
+    server {
+        listen 127.0.0.1:$ORIGIN_PORT;
+        root $DOCROOT;
+        location / {
+            expires 1h;
+        }
+    }
+}
+EOF
+} >"$RUN/origin.conf"
+
+start_nginx() { # name cpu-prefix... ; sets STARTED_PID
+    local name="$1"; shift
+    nginx -t -q -e "$RUN/$name/error.log" -c "$RUN/$name.conf" \
+        || die "nginx config $RUN/$name.conf is invalid"
+    "$@" nginx -e "$RUN/$name/error.log" -c "$RUN/$name.conf" \
+        >"$RUN/$name/stdout.log" 2>&1 &
+    STARTED_PID=$!
+    PIDS+=("$STARTED_PID")
+}
+
+log "origin nginx on 127.0.0.1:$ORIGIN_PORT"
+start_nginx origin
+wait_port "$ORIGIN_PORT" origin "$STARTED_PID"
+for o in $OBJECTS; do
+    hdr="$(curl -sS -o /dev/null -D - "http://127.0.0.1:$ORIGIN_PORT/$o.bin")"
+    grep -qi '^cache-control: *max-age=3600' <<<"$hdr" \
+        || die "origin does not send Cache-Control: max-age=3600 for /$o.bin"
+done
+
+# ---------------------------------------------------------------- proxies ----
+declare -A PROXY_PORT PROXY_PID
+
+if [[ " $PROXIES " == *" nginx "* ]]; then
+    mkdir -p "$RUN/nginx/cache"
+    {
+        nginx_common nginx
+        cat <<EOF
+http {
+    access_log off;
+    default_type application/octet-stream;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_timeout 75s;
+    keepalive_requests 10000000;
+    open_file_cache max=1024 inactive=60s;
+$(nginx_temp_paths nginx)
+    proxy_cache_path $RUN/nginx/cache levels=1:2 keys_zone=bench:16m
+                     max_size=256m inactive=1h use_temp_path=off;
+    upstream origin {
+        server 127.0.0.1:$ORIGIN_PORT;
+        keepalive 32;
+    }
+    server {
+        listen 127.0.0.1:$NGINX_PORT backlog=4096;
+        location / {
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_cache bench;
+            add_header X-Cache \$upstream_cache_status always;
+        }
+    }
+}
+EOF
+    } >"$RUN/nginx.conf"
+    log "nginx proxy_cache on 127.0.0.1:$NGINX_PORT (CPU $PROXY_CPU)"
+    start_nginx nginx taskset -c "$PROXY_CPU"
+    master="$STARTED_PID"
+    wait_port "$NGINX_PORT" "nginx proxy" "$master"
+    worker=""
+    for _ in $(seq 50); do
+        for c in $(pgrep -P "$master" || true); do
+            if tr '\0' ' ' <"/proc/$c/cmdline" 2>/dev/null | grep -q 'worker process'; then
+                worker="$c"
+            fi
+        done
+        [ -n "$worker" ] && break
+        sleep 0.1
+    done
+    [ -n "$worker" ] || die "could not find the nginx proxy worker process"
+    PROXY_PORT[nginx]="$NGINX_PORT"
+    PROXY_PID[nginx]="$worker"
+fi
+
+if [[ " $PROXIES " == *" hoard "* ]]; then
+    mkdir -p "$RUN/hoard"
+    log "hoard on 127.0.0.1:$HOARD_PORT (CPU $PROXY_CPU, --threads 1)"
+    taskset -c "$PROXY_CPU" "$HOARD_BIN" \
+        --upstream "http://127.0.0.1:$ORIGIN_PORT" \
+        --listen "127.0.0.1:$HOARD_PORT" \
+        --cache-size 256MiB \
+        --threads 1 \
+        >"$RUN/hoard/stdout.log" 2>&1 &
+    PIDS+=("$!")
+    wait_port "$HOARD_PORT" hoard "$!"
+    PROXY_PORT[hoard]="$HOARD_PORT"
+    PROXY_PID[hoard]="$!"
+fi
+
+# ---------------------------------------------------------------- warm-up ----
+is_hit() { # proxy headers
+    case "$1" in
+        nginx) grep -Eqi '^x-cache: *hit' <<<"$2" ;;
+        hoard) grep -Eqi '^cache-status:.*hoard; *hit' <<<"$2" ;;
+    esac
+}
+
+for p in $PROXIES; do
+    for o in $OBJECTS; do
+        url="http://127.0.0.1:${PROXY_PORT[$p]}/$o.bin"
+        for n in 1 2; do
+            hdr="$(curl -sS --fail -o "$RUN/$p-$o.body" -D - "$url")" \
+                || die "$p: GET $url failed"
+            cmp -s "$RUN/$p-$o.body" "$DOCROOT/$o.bin" \
+                || die "$p: body of $url differs from the origin's file"
+        done
+        if ! is_hit "$p" "$hdr"; then
+            printf '%s\n' "$hdr" >&2
+            die "$p: second GET $url was not a cache hit (headers above)"
+        fi
+        log "$p: /$o.bin warm, second request was a hit"
+    done
+done
+
+# ---------------------------------------------------------------- measure ----
+cat >"$RUN/report.lua" <<'EOF'
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    "BENCH requests=%d duration_us=%d p50_us=%d p99_us=%d connect=%d read=%d write=%d status=%d timeout=%d\n",
+    summary.requests, summary.duration,
+    latency:percentile(50), latency:percentile(99),
+    e.connect, e.read, e.write, e.status, e.timeout))
+end
+EOF
+
+cpu_ticks() { # pid -> utime+stime of the whole process, in clock ticks
+    local s
+    s="$(cat "/proc/$1/stat")" || die "process $1 vanished"
+    s="${s##*) }"
+    awk '{ print $12 + $13 }' <<<"$s"
+}
+
+declare -A R_RPS R_P50 R_P99 R_REQ R_INSTR R_CPU R_PCPU R_WCPU
+NOTES=()
+
+for o in $OBJECTS; do
+    for p in $PROXIES; do
+        pid="${PROXY_PID[$p]}"
+        url="http://127.0.0.1:${PROXY_PORT[$p]}/$o.bin"
+        tag="$p-$o"
+        log "$p /$o.bin: wrk -t1 -c$CONNS -d${DURATION}s"
+
+        perf_pid=""
+        if [ "$PERF_OK" -eq 1 ]; then
+            perf stat -x, -e instructions -o "$RUN/$tag.perf" -p "$pid" &
+            perf_pid=$!
+            PIDS+=("$perf_pid")
+            sleep 0.3
+        fi
+        t0="$(cpu_ticks "$pid")"
+        TIMEFORMAT='%R %U %S'
+        { time taskset -c "$WRK_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency \
+              -s "$RUN/report.lua" "$url" >"$RUN/$tag.wrk" 2>&1; } 2>"$RUN/$tag.time" \
+            || { cat "$RUN/$tag.wrk" >&2; die "wrk failed for $url"; }
+        t1="$(cpu_ticks "$pid")"
+        if [ -n "$perf_pid" ]; then
+            kill -INT "$perf_pid" 2>/dev/null || true
+            wait "$perf_pid" 2>/dev/null || true
+        fi
+
+        line="$(grep '^BENCH ' "$RUN/$tag.wrk" || true)"
+        [ -n "$line" ] || { cat "$RUN/$tag.wrk" >&2; die "could not parse wrk output for $url"; }
+        get() { sed -E "s/.* $1=([0-9]+).*/\1/" <<<" ${line#BENCH }"; }
+        req="$(get requests)"; dur="$(get duration_us)"
+        R_REQ[$tag]="$req"
+        R_RPS[$tag]="$(awk -v r="$req" -v d="$dur" 'BEGIN { printf "%.0f", r / (d / 1e6) }')"
+        R_P50[$tag]="$(get p50_us)"
+        R_P99[$tag]="$(get p99_us)"
+        errs=""
+        for k in connect read write status timeout; do
+            v="$(get "$k")"
+            [ "$v" -eq 0 ] || errs+=" $k=$v"
+        done
+        [ -z "$errs" ] || NOTES+=("$p /$o.bin: wrk reported errors:$errs (see the raw output with KEEP=1)")
+        [ "$req" -gt 0 ] || die "$p /$o.bin: no requests completed"
+
+        read -r real user sys <"$RUN/$tag.time"
+        R_CPU[$tag]="$(awk -v a="$t0" -v b="$t1" -v hz="$CLK_TCK" -v n="$req" \
+            'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }')"
+        R_PCPU[$tag]="$(awk -v a="$t0" -v b="$t1" -v hz="$CLK_TCK" -v w="$real" \
+            'BEGIN { printf "%.0f", (b - a) / hz / w * 100 }')"
+        R_WCPU[$tag]="$(awk -v u="$user" -v s="$sys" -v w="$real" \
+            'BEGIN { printf "%.0f", (u + s) / w * 100 }')"
+        if [ "${R_WCPU[$tag]}" -ge 95 ] && [ "${R_PCPU[$tag]}" -lt 90 ]; then
+            NOTES+=("$p /$o.bin: wrk used ${R_WCPU[$tag]}% of its CPU but the proxy only ${R_PCPU[$tag]}%: the client, not the proxy, was the limit")
+        fi
+
+        R_INSTR[$tag]="n/a"
+        if [ -n "$perf_pid" ]; then
+            ins="$(awk -F, '$3 ~ /^instructions/ && $1 ~ /^[0-9]+$/ { print $1; exit }' "$RUN/$tag.perf" || true)"
+            if [ -n "$ins" ]; then
+                R_INSTR[$tag]="$(awk -v i="$ins" -v n="$req" 'BEGIN { printf "%.0f", i / n }')"
+            else
+                NOTES+=("$p /$o.bin: perf stat gave no instruction count")
+            fi
+        fi
+    done
+done
+
+# ----------------------------------------------------------------- report ----
+ms() { awk -v u="$1" 'BEGIN { printf "%.3f ms", u / 1000 }'; }
+ratio() { # a b -> a/b
+    case "$1$2" in *n/a*|'') echo "n/a"; return ;; esac
+    awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "n/a"; else printf "%.2fx", a / b }'
+}
+
+STAMP="$(date +%Y%m%d-%H%M%S)"
+REPORT="$OUT_DIR/hit-$STAMP.md"
+cpu_model="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
+git_rev="$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo none)"
+nginx_ver="$(nginx -v 2>&1 | sed 's/^nginx version: //')"
+{
+    echo "# hoard cache-hit benchmark ($STAMP)"
+    echo
+    echo "- machine: $NCPU CPUs, ${cpu_model:-unknown CPU}, kernel $(uname -r)"
+    echo "- hoard: git $git_rev, --threads 1; nginx: $nginx_ver, worker_processes 1"
+    echo "- proxy pinned to CPU $PROXY_CPU, wrk pinned to CPU $WRK_CPU"
+    echo "- load: wrk -t1 -c$CONNS -d${DURATION}s --latency, every request a cache hit"
+    if [ "$PERF_OK" -eq 1 ]; then
+        echo "- instructions: perf stat -e instructions on the proxy process (nginx: worker)"
+    else
+        echo "- instructions: n/a (perf counters unsupported)"
+    fi
+    echo "- cpu µs/req: user+sys CPU time of the proxy process / requests; proxy cpu and wrk cpu: share of one core used"
+    echo
+    echo "| proxy | object | req/s | p50 | p99 | instr/req | cpu µs/req | proxy cpu | wrk cpu |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+    for o in $OBJECTS; do
+        for p in $PROXIES; do
+            t="$p-$o"
+            echo "| $p | $o | ${R_RPS[$t]} | $(ms "${R_P50[$t]}") | $(ms "${R_P99[$t]}") | ${R_INSTR[$t]} | ${R_CPU[$t]} | ${R_PCPU[$t]}% | ${R_WCPU[$t]}% |"
+        done
+        if [[ " $PROXIES " == *" nginx "* && " $PROXIES " == *" hoard "* ]]; then
+            h="hoard-$o"; n="nginx-$o"
+            echo "| **hoard/nginx** | $o | **$(ratio "${R_RPS[$h]}" "${R_RPS[$n]}")** | $(ratio "${R_P50[$h]}" "${R_P50[$n]}") | $(ratio "${R_P99[$h]}" "${R_P99[$n]}") | **$(ratio "${R_INSTR[$h]}" "${R_INSTR[$n]}")** | $(ratio "${R_CPU[$h]}" "${R_CPU[$n]}") | | |"
+        fi
+    done
+    echo
+    echo "Total requests: $(for o in $OBJECTS; do for p in $PROXIES; do printf '%s %s=%s; ' "$p" "$o" "${R_REQ[$p-$o]}"; done; done)"
+    if [ "${#NOTES[@]}" -gt 0 ]; then
+        echo
+        echo "Notes:"
+        for n in "${NOTES[@]}"; do echo "- $n"; done
+    fi
+} >"$REPORT"
+
+echo
+cat "$REPORT"
+echo
+log "report written to ${REPORT#"$ROOT"/}"
+STATUS=0

@@ -1,0 +1,53 @@
+//! Hop-by-hop header fields (RFC 9110 §7.6.1) and proxy bookkeeping fields.
+
+use http::header::{self, HeaderMap, HeaderName};
+
+/// The fields that are hop-by-hop whether or not `Connection` names them.
+pub fn is_hop_by_hop(name: &HeaderName) -> bool {
+    name == header::CONNECTION
+        || name == header::TE
+        || name == header::TRANSFER_ENCODING
+        || name == header::UPGRADE
+        || name == header::TRAILER
+        || name == header::PROXY_AUTHORIZATION
+        || name == header::PROXY_AUTHENTICATE
+        || name.as_str() == "keep-alive"
+        || name.as_str() == "proxy-connection"
+}
+
+/// Removes hop-by-hop fields, including every field named in `Connection`
+/// (RFC 9110 §7.6.1). Used in both directions.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|s| s.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        headers.remove(n);
+    }
+    let hop: Vec<HeaderName> = headers.keys().filter(|n| is_hop_by_hop(n)).cloned().collect();
+    for n in hop {
+        headers.remove(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_named_and_standard() {
+        let mut h = HeaderMap::new();
+        h.insert("connection", "close, X-Secret".parse().unwrap());
+        h.insert("x-secret", "1".parse().unwrap());
+        h.insert("keep-alive", "timeout=5".parse().unwrap());
+        h.insert("te", "trailers".parse().unwrap());
+        h.insert("x-keep", "1".parse().unwrap());
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key("x-keep"));
+    }
+}

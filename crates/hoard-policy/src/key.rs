@@ -1,0 +1,210 @@
+//! Cache keys: which parts of a request name a stored object.
+//!
+//! A [`KeyTemplate`] (per route, from configuration) turns a request into the
+//! key text, e.g. `http|example.com|/a?x=1`, and a 128-bit [`Digest`] of it.
+//! The store indexes by digest and keeps the text with the object, comparing it
+//! on lookup, so a digest collision can never serve another URL's object.
+
+use std::fmt;
+
+use http::header::{HeaderMap, HeaderName, COOKIE};
+
+/// 128-bit digest of a key text (xxh3).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Digest(pub u128);
+
+impl Digest {
+    /// Digest of arbitrary bytes.
+    pub fn of(bytes: &[u8]) -> Digest {
+        Digest(xxhash_rust::xxh3::xxh3_128(bytes))
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+/// How the query string takes part in the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueryKey {
+    /// As sent (default).
+    All,
+    /// Parameters sorted by name, so `?b=1&a=2` and `?a=2&b=1` share an object.
+    Sorted,
+    /// Ignored.
+    None,
+    /// Only these parameters, sorted.
+    Only(Vec<String>),
+    /// All parameters but these, sorted (e.g. tracking parameters).
+    Except(Vec<String>),
+}
+
+/// Which request parts make the key. Default: scheme, host, path and the full query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyTemplate {
+    /// Include the scheme.
+    pub scheme: bool,
+    /// Include the Host (lowercased, default port removed).
+    pub host: bool,
+    /// The query string.
+    pub query: QueryKey,
+    /// Request header values to include.
+    pub headers: Vec<HeaderName>,
+    /// Cookie values to include, by cookie name.
+    pub cookies: Vec<String>,
+}
+
+impl Default for KeyTemplate {
+    fn default() -> Self {
+        KeyTemplate { scheme: true, host: true, query: QueryKey::All, headers: Vec::new(), cookies: Vec::new() }
+    }
+}
+
+/// The request parts a key is made from.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyInput<'a> {
+    /// `http` or `https`.
+    pub scheme: &'a str,
+    /// The Host (or `:authority`).
+    pub host: &'a str,
+    /// The path, as sent.
+    pub path: &'a str,
+    /// The query, without `?`.
+    pub query: Option<&'a str>,
+    /// The request header fields.
+    pub headers: &'a HeaderMap,
+}
+
+/// A primary cache key: its text and digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheKey {
+    /// The key text (shown in `Cache-Status` when debugging is on).
+    pub text: String,
+    /// The digest of `text`.
+    pub digest: Digest,
+}
+
+impl KeyTemplate {
+    /// Builds the primary key of a request.
+    pub fn key(&self, input: KeyInput<'_>) -> CacheKey {
+        let mut text = String::with_capacity(input.host.len() + input.path.len() + 24);
+        if self.scheme {
+            text.push_str(input.scheme);
+        }
+        text.push('|');
+        if self.host {
+            push_host(&mut text, input.host, input.scheme);
+        }
+        text.push('|');
+        text.push_str(input.path);
+        if let Some(q) = input.query {
+            self.push_query(&mut text, q);
+        }
+        for name in &self.headers {
+            text.push('|');
+            text.push_str(name.as_str());
+            text.push('=');
+            let values: Vec<&str> = input.headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect();
+            text.push_str(&values.join(","));
+        }
+        if !self.cookies.is_empty() {
+            let jar: Vec<(&str, &str)> = input
+                .headers
+                .get_all(COOKIE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|s| s.split(';'))
+                .filter_map(|c| c.trim().split_once('='))
+                .collect();
+            for name in &self.cookies {
+                text.push_str("|cookie:");
+                text.push_str(name);
+                text.push('=');
+                if let Some((_, v)) = jar.iter().find(|(n, _)| n == name) {
+                    text.push_str(v);
+                }
+            }
+        }
+        let digest = Digest::of(text.as_bytes());
+        CacheKey { text, digest }
+    }
+
+    fn push_query(&self, text: &mut String, q: &str) {
+        let keep = |name: &str| match &self.query {
+            QueryKey::Only(names) => names.iter().any(|n| n == name),
+            QueryKey::Except(names) => !names.iter().any(|n| n == name),
+            _ => true,
+        };
+        match &self.query {
+            QueryKey::None => {}
+            QueryKey::All => {
+                text.push('?');
+                text.push_str(q);
+            }
+            QueryKey::Sorted | QueryKey::Only(_) | QueryKey::Except(_) => {
+                let mut params: Vec<&str> = q
+                    .split('&')
+                    .filter(|p| !p.is_empty())
+                    .filter(|p| keep(p.split_once('=').map_or(*p, |(n, _)| n)))
+                    .collect();
+                params.sort_unstable();
+                if !params.is_empty() {
+                    text.push('?');
+                    text.push_str(&params.join("&"));
+                }
+            }
+        }
+    }
+}
+
+fn push_host(text: &mut String, host: &str, scheme: &str) {
+    let host = host.trim_end_matches('.');
+    let host = match (scheme, host.rsplit_once(':')) {
+        ("http", Some((h, "80"))) | ("https", Some((h, "443"))) => h,
+        _ => host,
+    };
+    for c in host.chars() {
+        text.push(c.to_ascii_lowercase());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(t: &KeyTemplate, host: &str, path: &str, query: Option<&str>, hdrs: &[(&str, &str)]) -> String {
+        let mut h = HeaderMap::new();
+        for (k, v) in hdrs {
+            h.append(HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+        }
+        t.key(KeyInput { scheme: "http", host, path, query, headers: &h }).text
+    }
+
+    #[test]
+    fn table() {
+        let all = KeyTemplate::default();
+        let sorted = KeyTemplate { query: QueryKey::Sorted, ..Default::default() };
+        let only = KeyTemplate { query: QueryKey::Only(vec!["id".into()]), ..Default::default() };
+        let except = KeyTemplate { query: QueryKey::Except(vec!["utm_source".into()]), ..Default::default() };
+        let none = KeyTemplate { query: QueryKey::None, host: false, ..Default::default() };
+        let hdr = KeyTemplate { headers: vec![HeaderName::from_static("x-device")], cookies: vec!["lang".into()], ..Default::default() };
+        assert_eq!(key(&all, "Example.COM:80", "/a", Some("b=1&a=2"), &[]), "http|example.com|/a?b=1&a=2");
+        assert_eq!(key(&sorted, "h", "/a", Some("b=1&a=2"), &[]), "http|h|/a?a=2&b=1");
+        assert_eq!(key(&only, "h", "/a", Some("x=1&id=7"), &[]), "http|h|/a?id=7");
+        assert_eq!(key(&except, "h", "/a", Some("utm_source=x&id=7"), &[]), "http|h|/a?id=7");
+        assert_eq!(key(&none, "h", "/a", Some("x=1"), &[]), "http||/a");
+        assert_eq!(
+            key(&hdr, "h", "/", None, &[("x-device", "mobile"), ("cookie", "a=1; lang=fr")]),
+            "http|h|/|x-device=mobile|cookie:lang=fr"
+        );
+        assert_ne!(Digest::of(b"a"), Digest::of(b"b"));
+    }
+}
