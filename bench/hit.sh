@@ -76,6 +76,8 @@ fi
 
 CLK_TCK="$(getconf CLK_TCK)"
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+NOFILE="$(ulimit -n)"
+[ "$NOFILE" != unlimited ] || NOFILE=65536
 
 # ---------------------------------------------------------------- build ----
 want_hoard=0
@@ -100,10 +102,12 @@ RUN="$(mktemp -d "$OUT_DIR/run.XXXXXX")"
 chmod 755 "$RUN"
 
 PIDS=()   # processes we started, stopped in reverse order on exit
+CUR_PERF=""  # perf stat running right now, if any
 STATUS=1
 cleanup() {
     local rc=$? i pid
     trap - EXIT INT TERM
+    if [ -n "$CUR_PERF" ]; then kill -INT "$CUR_PERF" 2>/dev/null || true; wait "$CUR_PERF" 2>/dev/null || true; fi
     for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
         pid="${PIDS[i]}"
         kill -0 "$pid" 2>/dev/null || continue
@@ -136,11 +140,11 @@ free_port ORIGIN_PORT
 free_port NGINX_PORT
 free_port HOARD_PORT
 
-wait_port() { # port name pid
+wait_port() { # port name pid [log]
     local i
     for i in $(seq 100); do
         port_in_use "$1" && return 0
-        kill -0 "$3" 2>/dev/null || die "$2 exited during startup (see $RUN)"
+        kill -0 "$3" 2>/dev/null || { [ -z "${4:-}" ] || tail -n 20 "$4" >&2; die "$2 exited during startup (see $RUN)"; }
         sleep 0.1
     done
     die "$2 did not listen on 127.0.0.1:$1 within 10s (see $RUN)"
@@ -158,11 +162,11 @@ $NGINX_USER
 daemon off;
 master_process on;
 worker_processes 1;
-worker_rlimit_nofile 65536;
+worker_rlimit_nofile $NOFILE;
 pid $d/nginx.pid;
 error_log $d/error.log warn;
 events {
-    worker_connections 16384;
+    worker_connections 4096;
     use epoll;
 }
 EOF
@@ -197,7 +201,6 @@ http {
     access_log off;
     default_type application/octet-stream;
     sendfile on;
-    tcp_nopush on;
     keepalive_requests 10000000;
 $(nginx_temp_paths origin)
     server {
@@ -241,8 +244,10 @@ if [[ " $PROXIES " == *" nginx "* ]]; then
 http {
     access_log off;
     default_type application/octet-stream;
+    # No tcp_nopush: with it, a 64 KiB hit served by sendfile from the cache
+    # file stalls ~40 ms per response on loopback (TCP_CORK + delayed ACK),
+    # which would cut nginx to ~25 req/s per connection.
     sendfile on;
-    tcp_nopush on;
     tcp_nodelay on;
     keepalive_timeout 75s;
     keepalive_requests 10000000;
@@ -296,7 +301,7 @@ if [[ " $PROXIES " == *" hoard "* ]]; then
         --threads 1 \
         >"$RUN/hoard/stdout.log" 2>&1 &
     PIDS+=("$!")
-    wait_port "$HOARD_PORT" hoard "$!"
+    wait_port "$HOARD_PORT" hoard "$!" "$RUN/hoard/stdout.log"
     PROXY_PORT[hoard]="$HOARD_PORT"
     PROXY_PID[hoard]="$!"
 fi
@@ -338,6 +343,10 @@ done = function(summary, latency, requests)
 end
 EOF
 
+sys_busy() { # busy ticks summed over all CPUs (excluding idle and iowait)
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
+
 cpu_ticks() { # pid -> utime+stime of the whole process, in clock ticks
     local s
     s="$(cat "/proc/$1/stat")" || die "process $1 vanished"
@@ -345,7 +354,7 @@ cpu_ticks() { # pid -> utime+stime of the whole process, in clock ticks
     awk '{ print $12 + $13 }' <<<"$s"
 }
 
-declare -A R_RPS R_P50 R_P99 R_REQ R_INSTR R_CPU R_PCPU R_WCPU
+declare -A R_RPS R_P50 R_P99 R_REQ R_INSTR R_CPU R_PCPU R_WCPU R_OCPU
 NOTES=()
 
 for o in $OBJECTS; do
@@ -359,18 +368,21 @@ for o in $OBJECTS; do
         if [ "$PERF_OK" -eq 1 ]; then
             perf stat -x, -e instructions -o "$RUN/$tag.perf" -p "$pid" &
             perf_pid=$!
-            PIDS+=("$perf_pid")
+            CUR_PERF="$perf_pid"
             sleep 0.3
         fi
         t0="$(cpu_ticks "$pid")"
+        s0="$(sys_busy)"
         TIMEFORMAT='%R %U %S'
         { time taskset -c "$WRK_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency \
               -s "$RUN/report.lua" "$url" >"$RUN/$tag.wrk" 2>&1; } 2>"$RUN/$tag.time" \
             || { cat "$RUN/$tag.wrk" >&2; die "wrk failed for $url"; }
         t1="$(cpu_ticks "$pid")"
+        s1="$(sys_busy)"
         if [ -n "$perf_pid" ]; then
             kill -INT "$perf_pid" 2>/dev/null || true
             wait "$perf_pid" 2>/dev/null || true
+            CUR_PERF=""
         fi
 
         line="$(grep '^BENCH ' "$RUN/$tag.wrk" || true)"
@@ -396,6 +408,12 @@ for o in $OBJECTS; do
             'BEGIN { printf "%.0f", (b - a) / hz / w * 100 }')"
         R_WCPU[$tag]="$(awk -v u="$user" -v s="$sys" -v w="$real" \
             'BEGIN { printf "%.0f", (u + s) / w * 100 }')"
+        R_OCPU[$tag]="$(awk -v a="$s0" -v b="$s1" -v p0="$t0" -v p1="$t1" -v hz="$CLK_TCK" \
+            -v u="$user" -v s="$sys" -v w="$real" \
+            'BEGIN { o = ((b - a) - (p1 - p0)) / hz - (u + s); if (o < 0) o = 0; printf "%.0f", o / w * 100 }')"
+        if [ "${R_OCPU[$tag]}" -ge 10 ]; then
+            NOTES+=("$p /$o.bin: other processes used ${R_OCPU[$tag]}% of a core during the run; the machine was not quiet, expect noise")
+        fi
         if [ "${R_WCPU[$tag]}" -ge 95 ] && [ "${R_PCPU[$tag]}" -lt 90 ]; then
             NOTES+=("$p /$o.bin: wrk used ${R_WCPU[$tag]}% of its CPU but the proxy only ${R_PCPU[$tag]}%: the client, not the proxy, was the limit")
         fi
@@ -436,22 +454,21 @@ nginx_ver="$(nginx -v 2>&1 | sed 's/^nginx version: //')"
     else
         echo "- instructions: n/a (perf counters unsupported)"
     fi
-    echo "- cpu µs/req: user+sys CPU time of the proxy process / requests; proxy cpu and wrk cpu: share of one core used"
+    echo "- cpu µs/req: user+sys CPU time of the proxy process / requests"
+    echo "- proxy / wrk / other cpu: share of one core used by the proxy, by wrk, and by everything else on the machine"
     echo
-    echo "| proxy | object | req/s | p50 | p99 | instr/req | cpu µs/req | proxy cpu | wrk cpu |"
-    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| proxy | object | requests | req/s | p50 | p99 | instr/req | cpu µs/req | proxy cpu | wrk cpu | other cpu |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for o in $OBJECTS; do
         for p in $PROXIES; do
             t="$p-$o"
-            echo "| $p | $o | ${R_RPS[$t]} | $(ms "${R_P50[$t]}") | $(ms "${R_P99[$t]}") | ${R_INSTR[$t]} | ${R_CPU[$t]} | ${R_PCPU[$t]}% | ${R_WCPU[$t]}% |"
+            echo "| $p | $o | ${R_REQ[$t]} | ${R_RPS[$t]} | $(ms "${R_P50[$t]}") | $(ms "${R_P99[$t]}") | ${R_INSTR[$t]} | ${R_CPU[$t]} | ${R_PCPU[$t]}% | ${R_WCPU[$t]}% | ${R_OCPU[$t]}% |"
         done
         if [[ " $PROXIES " == *" nginx "* && " $PROXIES " == *" hoard "* ]]; then
             h="hoard-$o"; n="nginx-$o"
-            echo "| **hoard/nginx** | $o | **$(ratio "${R_RPS[$h]}" "${R_RPS[$n]}")** | $(ratio "${R_P50[$h]}" "${R_P50[$n]}") | $(ratio "${R_P99[$h]}" "${R_P99[$n]}") | **$(ratio "${R_INSTR[$h]}" "${R_INSTR[$n]}")** | $(ratio "${R_CPU[$h]}" "${R_CPU[$n]}") | | |"
+            echo "| **hoard/nginx** | $o | | **$(ratio "${R_RPS[$h]}" "${R_RPS[$n]}")** | $(ratio "${R_P50[$h]}" "${R_P50[$n]}") | $(ratio "${R_P99[$h]}" "${R_P99[$n]}") | **$(ratio "${R_INSTR[$h]}" "${R_INSTR[$n]}")** | $(ratio "${R_CPU[$h]}" "${R_CPU[$n]}") | | | |"
         fi
     done
-    echo
-    echo "Total requests: $(for o in $OBJECTS; do for p in $PROXIES; do printf '%s %s=%s; ' "$p" "$o" "${R_REQ[$p-$o]}"; done; done)"
     if [ "${#NOTES[@]}" -gt 0 ]; then
         echo
         echo "Notes:"

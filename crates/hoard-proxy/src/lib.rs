@@ -1,1 +1,119 @@
-//! placeholder
+//! hoard: an HTTP caching reverse proxy, as a library.
+//!
+//! [`Proxy::start`] binds the configured listeners on the current tokio
+//! runtime and serves until [`Proxy::shutdown`]. Tests start it in-process
+//! with a test clock; the `hoard` binary is a thin wrapper around it. See
+//! `docs/architecture.md` for the request path and the object lifecycle.
+#![deny(missing_debug_implementations)]
+
+pub mod body;
+pub mod config;
+pub mod counters;
+pub mod error;
+pub mod pipeline;
+pub mod server;
+pub mod upstream;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hoard_policy::clock::Clock;
+use hoard_store::Store;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use config::{Config, ConfigError, QuickStart};
+pub use counters::Counters;
+pub use hoard_policy::clock::SystemClock;
+
+/// Why the proxy could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// A listener could not bind.
+    Bind(SocketAddr, std::io::Error),
+    /// TLS certificate or key could not be loaded.
+    Tls(String),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
+            StartError::Tls(e) => write!(f, "TLS setup failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// A running proxy.
+#[derive(Debug)]
+pub struct Proxy {
+    addrs: Vec<SocketAddr>,
+    pipeline: Arc<pipeline::Pipeline>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Binds every listener and starts serving on the current runtime.
+    ///
+    /// # Errors
+    /// When a listener cannot bind or TLS material cannot be loaded.
+    pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Proxy, StartError> {
+        let cfg = Arc::new(cfg);
+        let counters = Arc::new(Counters::default());
+        let store = Arc::new(Store::new(cfg.cache.memory_size, cfg.cache.max_object_size));
+        let pipeline = Arc::new(pipeline::Pipeline::new(cfg.clone(), store, counters, clock));
+        let (tx, rx) = watch::channel(false);
+        let mut addrs = Vec::new();
+        let mut tasks = Vec::new();
+        for l in &cfg.listeners {
+            let tls = match &l.tls {
+                Some(t) => Some(server::tls::acceptor(t, l.http2).map_err(StartError::Tls)?),
+                None => None,
+            };
+            let listener = server::bind(l.address).map_err(|e| StartError::Bind(l.address, e))?;
+            let addr = listener.local_addr().map_err(|e| StartError::Bind(l.address, e))?;
+            addrs.push(addr);
+            tracing::info!(%addr, tls = tls.is_some(), "listening");
+            tasks.push(tokio::spawn(server::accept_loop(
+                listener,
+                l.clone(),
+                cfg.server.clone(),
+                pipeline.clone(),
+                tls,
+                rx.clone(),
+            )));
+        }
+        Ok(Proxy { addrs, pipeline, shutdown: tx, tasks })
+    }
+
+    /// The address of the first listener.
+    pub fn addr(&self) -> SocketAddr {
+        self.addrs[0]
+    }
+
+    /// The addresses of all listeners, in configuration order.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// The proxy's counters.
+    pub fn counters(&self) -> &Counters {
+        &self.pipeline.counters
+    }
+
+    /// The cache store.
+    pub fn store(&self) -> &Store {
+        &self.pipeline.store
+    }
+
+    /// Stops accepting connections and waits for the accept loops to end.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}

@@ -1,0 +1,570 @@
+//! Configuration: the resolved [`Config`] and how it is built.
+//!
+//! Two ways in, one type out:
+//! * [`Config::from_toml`] reads a file ([`raw`] mirrors it and rejects unknown
+//!   keys); errors name the file, line and key.
+//! * [`Config::quick`] builds the same structure from the command-line quick
+//!   start (`--upstream`, `--listen`, `--cache-size`, ...).
+//!
+//! Every default lives in this file, next to the field it fills, and is
+//! documented in the README's configuration reference.
+
+pub mod raw;
+pub mod units;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hoard_policy::config::{CachePolicy, DefaultTtl, StatusMatch};
+use hoard_policy::key::{KeyTemplate, QueryKey};
+use http::HeaderName;
+use regex::Regex;
+
+use raw::{RawConfig, RawRoute};
+
+/// An error in the configuration: where it is and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file (or `command line`).
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// The key at fault, e.g. `site[0].route[1].upstream`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "config error: {}:{}: `{}`: {}", self.file, l, self.key, self.message),
+            None => write!(f, "config error: {}: `{}`: {}", self.file, self.key, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Sockets to accept on.
+    pub listeners: Vec<ListenerConfig>,
+    /// Limits and server behaviour.
+    pub server: ServerConfig,
+    /// The cache store.
+    pub cache: CacheConfig,
+    /// Origin groups, referenced by routes by index.
+    pub upstreams: Vec<UpstreamConfig>,
+    /// Sites selected by Host; the first site without hosts is the default.
+    pub sites: Vec<SiteConfig>,
+}
+
+/// A listening socket.
+#[derive(Debug, Clone)]
+pub struct ListenerConfig {
+    /// Address; port 0 picks a free port.
+    pub address: SocketAddr,
+    /// TLS (HTTP/1.1 and h2 by ALPN); plain otherwise (HTTP/1.1 and h2c prior knowledge).
+    pub tls: Option<TlsConfig>,
+    /// Accept HTTP/2. Default: true.
+    pub http2: bool,
+}
+
+/// Certificate and key files (PEM).
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    /// Certificate chain.
+    pub cert: PathBuf,
+    /// Private key.
+    pub key: PathBuf,
+}
+
+/// Limits and server behaviour.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Runtime worker threads; 0 = one per core. Default: 0.
+    pub threads: usize,
+    /// Time allowed to receive a request head. Default: 10s.
+    pub header_read_timeout: Duration,
+    /// Largest request head (431 beyond). Default: 16 KiB.
+    pub max_header_size: usize,
+    /// Most request header fields (431 beyond). Default: 100.
+    pub max_headers: usize,
+    /// Longest request target (414 beyond). Default: 8 KiB.
+    pub max_uri_length: usize,
+    /// Largest request body (413 beyond). Default: 64 MiB.
+    pub max_body_size: u64,
+    /// Name in `Via` and `Cache-Status`. Default: `hoard`.
+    pub via: String,
+    /// Add the cache key to `Cache-Status`. Default: false.
+    pub debug_headers: bool,
+}
+
+/// The cache store.
+#[derive(Debug, Clone)]
+pub struct CacheConfig {
+    /// Byte limit of the memory tier (headers + body + bookkeeping). Default: 256 MiB.
+    pub memory_size: u64,
+    /// Largest object stored; larger responses are passed through. Default: 8 MiB.
+    pub max_object_size: u64,
+    /// Directory for disk tiers. Default: `hoard-cache` under the working directory.
+    pub dir: PathBuf,
+}
+
+/// What `Host` to send to the origin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostHeader {
+    /// The client's Host (default).
+    Preserve,
+    /// The origin server's `host:port`.
+    Server,
+    /// A fixed value.
+    Fixed(String),
+}
+
+/// One origin server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerAddr {
+    /// `host:port` to connect to.
+    pub authority: String,
+}
+
+/// A group of origin servers with its connection settings.
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    /// Name used by routes.
+    pub name: String,
+    /// Servers, used round-robin.
+    pub servers: Vec<ServerAddr>,
+    /// Connect timeout (504 when exceeded). Default: 3s.
+    pub connect_timeout: Duration,
+    /// Time to wait for response headers and between body reads (504 / abort). Default: 30s.
+    pub read_timeout: Duration,
+    /// Idle keep-alive connections kept per server. Default: 64.
+    pub max_idle: usize,
+    /// How long an idle connection is kept. Default: 60s.
+    pub idle_timeout: Duration,
+    /// The Host sent. Default: preserve the client's.
+    pub host: HostHeader,
+}
+
+/// How a site is selected by Host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostMatch {
+    /// Exactly this host (lowercase, no port).
+    Exact(String),
+    /// `*.example.com`: any subdomain.
+    Suffix(String),
+}
+
+/// A virtual host.
+#[derive(Debug, Clone)]
+pub struct SiteConfig {
+    /// Host patterns; empty for the default site.
+    pub hosts: Vec<HostMatch>,
+    /// Routes, tried in order.
+    pub routes: Vec<RouteConfig>,
+}
+
+/// How a route matches the path.
+#[derive(Debug, Clone)]
+pub enum PathMatch {
+    /// Path starts with this.
+    Prefix(String),
+    /// Path matches this regex.
+    Regex(Regex),
+}
+
+/// A route: which upstream, and how to cache.
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    /// Path match.
+    pub path: PathMatch,
+    /// Index into [`Config::upstreams`].
+    pub upstream: usize,
+    /// Cache at all. Default: true.
+    pub cache: bool,
+    /// RFC 9111 knobs.
+    pub policy: CachePolicy,
+    /// Cache key.
+    pub key: KeyTemplate,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            threads: 0,
+            header_read_timeout: Duration::from_secs(10),
+            max_header_size: 16 << 10,
+            max_headers: 100,
+            max_uri_length: 8 << 10,
+            max_body_size: 64 << 20,
+            via: "hoard".into(),
+            debug_headers: false,
+        }
+    }
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig { memory_size: 256 << 20, max_object_size: 8 << 20, dir: PathBuf::from("hoard-cache") }
+    }
+}
+
+impl UpstreamConfig {
+    /// An upstream with default settings.
+    pub fn new(name: &str, servers: Vec<ServerAddr>) -> UpstreamConfig {
+        UpstreamConfig {
+            name: name.into(),
+            servers,
+            connect_timeout: Duration::from_secs(3),
+            read_timeout: Duration::from_secs(30),
+            max_idle: 64,
+            idle_timeout: Duration::from_secs(60),
+            host: HostHeader::Preserve,
+        }
+    }
+}
+
+impl RouteConfig {
+    /// A catch-all caching route to upstream 0 with default policy.
+    pub fn catch_all() -> RouteConfig {
+        RouteConfig {
+            path: PathMatch::Prefix("/".into()),
+            upstream: 0,
+            cache: true,
+            policy: CachePolicy::default(),
+            key: KeyTemplate::default(),
+        }
+    }
+}
+
+/// The command-line quick start.
+#[derive(Debug, Clone, Default)]
+pub struct QuickStart {
+    /// `--upstream http://host:port` (required).
+    pub upstream: String,
+    /// `--listen`; default 127.0.0.1:8000.
+    pub listen: Option<SocketAddr>,
+    /// `--cache-size`.
+    pub cache_size: Option<u64>,
+    /// `--max-object-size`.
+    pub max_object_size: Option<u64>,
+    /// `--default-ttl` for heuristically cacheable statuses without freshness information.
+    pub default_ttl: Option<Duration>,
+    /// `--stale-while-revalidate`.
+    pub stale_while_revalidate: Option<Duration>,
+    /// `--stale-if-error`.
+    pub stale_if_error: Option<Duration>,
+    /// `--cache-dir`.
+    pub cache_dir: Option<PathBuf>,
+    /// `--threads`.
+    pub threads: Option<usize>,
+    /// `--debug-headers`.
+    pub debug_headers: bool,
+}
+
+impl Config {
+    /// The configuration of the command-line quick start.
+    pub fn quick(q: &QuickStart) -> Result<Config, ConfigError> {
+        let err = |key: &str, message: String| ConfigError { file: "command line".into(), line: None, key: key.into(), message };
+        let server = parse_server_url(&q.upstream).map_err(|m| err("--upstream", m))?;
+        let mut route = RouteConfig::catch_all();
+        if let Some(ttl) = q.default_ttl {
+            route.policy.default_ttls.push(DefaultTtl { status: StatusMatch::Any, ttl });
+        }
+        route.policy.stale_while_revalidate = q.stale_while_revalidate;
+        route.policy.stale_if_error = q.stale_if_error;
+        let mut cache = CacheConfig::default();
+        if let Some(s) = q.cache_size {
+            cache.memory_size = s;
+        }
+        if let Some(s) = q.max_object_size {
+            cache.max_object_size = s;
+        }
+        if let Some(d) = &q.cache_dir {
+            cache.dir = d.clone();
+        }
+        let server_cfg = ServerConfig {
+            threads: q.threads.unwrap_or(0),
+            debug_headers: q.debug_headers,
+            ..ServerConfig::default()
+        };
+        Ok(Config {
+            listeners: vec![ListenerConfig {
+                address: q.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8000))),
+                tls: None,
+                http2: true,
+            }],
+            server: server_cfg,
+            cache,
+            upstreams: vec![UpstreamConfig::new("default", vec![server])],
+            sites: vec![SiteConfig { hosts: Vec::new(), routes: vec![route] }],
+        })
+    }
+
+    /// Reads and validates a configuration file's text. `file` names it in errors.
+    pub fn from_toml(file: &str, text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start));
+            let msg = e.message().to_string();
+            let key = e.span().map(|s| key_at(text, s.start)).unwrap_or_default();
+            ConfigError { file: file.into(), line, key, message: msg }
+        })?;
+        Resolver { file, text }.resolve(raw)
+    }
+
+    /// Reads a configuration file.
+    pub fn from_file(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: name.clone(),
+            line: None,
+            key: String::new(),
+            message: format!("cannot read: {e}"),
+        })?;
+        Config::from_toml(&name, &text)
+    }
+}
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
+}
+
+/// The key written on the line holding `offset` (for parse errors).
+fn key_at(text: &str, offset: usize) -> String {
+    let start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..].lines().next().unwrap_or("");
+    match line.split_once('=') {
+        Some((k, _)) => k.trim().to_string(),
+        None => line.trim().to_string(),
+    }
+}
+
+fn parse_server_url(s: &str) -> Result<ServerAddr, String> {
+    let rest = s.strip_prefix("http://").ok_or_else(|| {
+        if s.starts_with("https://") {
+            format!("{s:?}: https origins are not supported yet; use http://")
+        } else {
+            format!("{s:?}: expected http://host:port")
+        }
+    })?;
+    let authority = rest.trim_end_matches('/');
+    if authority.is_empty() || authority.contains('/') {
+        return Err(format!("{s:?}: expected http://host:port with no path"));
+    }
+    let authority = if authority.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+        authority.to_string()
+    } else {
+        format!("{authority}:80")
+    };
+    Ok(ServerAddr { authority })
+}
+
+struct Resolver<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Resolver<'_> {
+    fn err(&self, span: Option<std::ops::Range<usize>>, key: String, message: String) -> ConfigError {
+        ConfigError { file: self.file.into(), line: span.map(|s| line_of(self.text, s.start)), key, message }
+    }
+
+    fn resolve(&self, raw: RawConfig) -> Result<Config, ConfigError> {
+        let d = ServerConfig::default();
+        let s = raw.server;
+        let server = ServerConfig {
+            threads: s.threads.unwrap_or(d.threads),
+            header_read_timeout: s.header_read_timeout.map_or(d.header_read_timeout, |x| x.0),
+            max_header_size: s.max_header_size.map_or(d.max_header_size, |x| x.0 as usize).max(8192),
+            max_headers: s.max_headers.unwrap_or(d.max_headers),
+            max_uri_length: s.max_uri_length.map_or(d.max_uri_length, |x| x.0 as usize),
+            max_body_size: s.max_body_size.map_or(d.max_body_size, |x| x.0),
+            via: s.via.unwrap_or(d.via),
+            debug_headers: s.debug_headers.unwrap_or(d.debug_headers),
+        };
+        let dc = CacheConfig::default();
+        let cache = CacheConfig {
+            memory_size: raw.cache.memory_size.map_or(dc.memory_size, |x| x.0),
+            max_object_size: raw.cache.max_object_size.map_or(dc.max_object_size, |x| x.0),
+            dir: raw.cache.dir.map_or(dc.dir, PathBuf::from),
+        };
+        let mut listeners = Vec::new();
+        for (i, l) in raw.listeners.into_iter().enumerate() {
+            let address = l.address.get_ref().parse::<SocketAddr>().map_err(|e| {
+                self.err(Some(l.address.span()), format!("listener[{i}].address"), format!("{:?}: {e}", l.address.get_ref()))
+            })?;
+            listeners.push(ListenerConfig {
+                address,
+                tls: l.tls.map(|t| TlsConfig { cert: t.cert.into(), key: t.key.into() }),
+                http2: l.http2.unwrap_or(true),
+            });
+        }
+        if listeners.is_empty() {
+            listeners.push(ListenerConfig { address: SocketAddr::from(([127, 0, 0, 1], 8000)), tls: None, http2: true });
+        }
+        let mut upstreams = Vec::new();
+        for (name, u) in raw.upstreams {
+            let mut servers = Vec::new();
+            for (j, s) in u.servers.iter().enumerate() {
+                servers.push(parse_server_url(s.get_ref()).map_err(|m| {
+                    self.err(Some(s.span()), format!("upstream.{name}.servers[{j}]"), m)
+                })?);
+            }
+            if servers.is_empty() {
+                return Err(self.err(None, format!("upstream.{name}.servers"), "at least one server is required".into()));
+            }
+            let mut up = UpstreamConfig::new(&name, servers);
+            if let Some(t) = u.connect_timeout {
+                up.connect_timeout = t.0;
+            }
+            if let Some(t) = u.read_timeout {
+                up.read_timeout = t.0;
+            }
+            if let Some(n) = u.max_idle {
+                up.max_idle = n;
+            }
+            if let Some(t) = u.idle_timeout {
+                up.idle_timeout = t.0;
+            }
+            up.host = match u.host.as_deref() {
+                None | Some("preserve") => HostHeader::Preserve,
+                Some("server") => HostHeader::Server,
+                Some(v) => HostHeader::Fixed(v.to_string()),
+            };
+            upstreams.push(up);
+        }
+        if upstreams.is_empty() {
+            return Err(self.err(None, "upstream".into(), "at least one [upstream.NAME] with `servers` is required".into()));
+        }
+        let mut sites = Vec::new();
+        for (i, site) in raw.sites.into_iter().enumerate() {
+            let hosts = site
+                .hosts
+                .iter()
+                .map(|h| {
+                    let h = h.to_ascii_lowercase();
+                    match h.strip_prefix("*.") {
+                        Some(s) => HostMatch::Suffix(format!(".{s}")),
+                        None => HostMatch::Exact(h),
+                    }
+                })
+                .collect();
+            let mut routes = Vec::new();
+            for (j, r) in site.routes.into_iter().enumerate() {
+                routes.push(self.route(&format!("site[{i}].route[{j}]"), r, &upstreams)?);
+            }
+            if routes.is_empty() {
+                routes.push(RouteConfig::catch_all());
+            }
+            sites.push(SiteConfig { hosts, routes });
+        }
+        if sites.is_empty() {
+            sites.push(SiteConfig { hosts: Vec::new(), routes: vec![RouteConfig::catch_all()] });
+        }
+        Ok(Config { listeners, server, cache, upstreams, sites })
+    }
+
+    fn route(&self, at: &str, r: RawRoute, upstreams: &[UpstreamConfig]) -> Result<RouteConfig, ConfigError> {
+        let path = match (r.prefix, r.regex) {
+            (Some(_), Some(re)) => {
+                return Err(self.err(Some(re.span()), format!("{at}.regex"), "set either `prefix` or `regex`, not both".into()))
+            }
+            (_, Some(re)) => PathMatch::Regex(Regex::new(re.get_ref()).map_err(|e| {
+                self.err(Some(re.span()), format!("{at}.regex"), format!("invalid regex: {e}"))
+            })?),
+            (Some(p), None) => PathMatch::Prefix(p),
+            (None, None) => PathMatch::Prefix("/".into()),
+        };
+        let upstream = match r.upstream {
+            None if upstreams.len() == 1 => 0,
+            None => {
+                return Err(self.err(None, format!("{at}.upstream"), "required when several upstreams are defined".into()))
+            }
+            Some(name) => upstreams.iter().position(|u| &u.name == name.get_ref()).ok_or_else(|| {
+                let known: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
+                self.err(
+                    Some(name.span()),
+                    format!("{at}.upstream"),
+                    format!("unknown upstream {:?} (defined: {})", name.get_ref(), known.join(", ")),
+                )
+            })?,
+        };
+        let mut policy = CachePolicy::default();
+        if let Some(ttls) = r.default_ttl {
+            for (status, ttl) in ttls {
+                let m = if status == "any" {
+                    StatusMatch::Any
+                } else {
+                    match status.parse::<u16>() {
+                        Ok(c) if (100..600).contains(&c) => StatusMatch::Code(c),
+                        _ => {
+                            return Err(self.err(
+                                Some(ttl.span()),
+                                format!("{at}.default_ttl.{status}"),
+                                "expected a status code (100-599) or \"any\"".into(),
+                            ))
+                        }
+                    }
+                };
+                policy.default_ttls.push(DefaultTtl { status: m, ttl: ttl.get_ref().0 });
+            }
+            // Exact codes take precedence over "any".
+            policy.default_ttls.sort_by_key(|d| matches!(d.status, StatusMatch::Any));
+        }
+        for h in r.ignore_headers.unwrap_or_default() {
+            match h.get_ref().to_ascii_lowercase().as_str() {
+                "cache-control" => policy.ignore_cache_control = true,
+                "cdn-cache-control" => policy.ignore_cdn_cache_control = true,
+                "expires" => policy.ignore_expires = true,
+                "set-cookie" => policy.ignore_set_cookie = true,
+                "vary" => policy.ignore_vary = true,
+                other => {
+                    return Err(self.err(
+                        Some(h.span()),
+                        format!("{at}.ignore_headers"),
+                        format!("cannot ignore {other:?}: use cache-control, cdn-cache-control, expires, set-cookie or vary"),
+                    ))
+                }
+            }
+        }
+        policy.max_ttl = r.max_ttl.map(|d| d.0);
+        if let Some(p) = r.heuristic_percent {
+            policy.heuristic_percent = p;
+        }
+        policy.stale_while_revalidate = r.stale_while_revalidate.map(|d| d.0);
+        policy.stale_if_error = r.stale_if_error.map(|d| d.0);
+        let mut key = KeyTemplate::default();
+        if let Some(k) = r.key {
+            key.scheme = k.scheme.unwrap_or(true);
+            key.host = k.host.unwrap_or(true);
+            key.query = match (k.query.as_ref().map(|q| q.get_ref().as_str()), k.query_params, k.query_exclude) {
+                (_, Some(p), _) => QueryKey::Only(p),
+                (_, None, Some(x)) => QueryKey::Except(x),
+                (None | Some("all"), None, None) => QueryKey::All,
+                (Some("sorted"), None, None) => QueryKey::Sorted,
+                (Some("none"), None, None) => QueryKey::None,
+                (Some(other), None, None) => {
+                    let span = k.query.as_ref().map(|q| q.span());
+                    return Err(self.err(span, format!("{at}.key.query"), format!("{other:?}: expected \"all\", \"sorted\" or \"none\"")));
+                }
+            };
+            for h in k.headers.unwrap_or_default() {
+                key.headers.push(HeaderName::from_bytes(h.get_ref().as_bytes()).map_err(|_| {
+                    self.err(Some(h.span()), format!("{at}.key.headers"), format!("{:?} is not a header name", h.get_ref()))
+                })?);
+            }
+            key.cookies = k.cookies.unwrap_or_default();
+        }
+        Ok(RouteConfig { path, upstream, cache: r.cache.unwrap_or(true), policy, key })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,110 @@
+//! The configuration file as written: serde mirrors of the TOML, rejecting
+//! unknown keys. [`super::Config::from_toml`] turns it into the resolved
+//! [`super::Config`], the only type the rest of the proxy sees.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::units::{Dur, Size};
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub server: RawServer,
+    #[serde(default, rename = "listener")]
+    pub listeners: Vec<RawListener>,
+    #[serde(default)]
+    pub cache: RawCache,
+    #[serde(default, rename = "upstream")]
+    pub upstreams: BTreeMap<String, RawUpstream>,
+    #[serde(default, rename = "site")]
+    pub sites: Vec<RawSite>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub threads: Option<usize>,
+    pub header_read_timeout: Option<Dur>,
+    pub max_header_size: Option<Size>,
+    pub max_headers: Option<usize>,
+    pub max_uri_length: Option<Size>,
+    pub max_body_size: Option<Size>,
+    pub via: Option<String>,
+    pub debug_headers: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListener {
+    pub address: Spanned<String>,
+    pub tls: Option<RawTls>,
+    pub http2: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTls {
+    pub cert: String,
+    pub key: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCache {
+    pub memory_size: Option<Size>,
+    pub max_object_size: Option<Size>,
+    pub dir: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    pub servers: Vec<Spanned<String>>,
+    pub connect_timeout: Option<Dur>,
+    pub read_timeout: Option<Dur>,
+    pub max_idle: Option<usize>,
+    pub idle_timeout: Option<Dur>,
+    pub host: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSite {
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RawRoute>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoute {
+    pub prefix: Option<String>,
+    pub regex: Option<Spanned<String>>,
+    pub upstream: Option<Spanned<String>>,
+    pub cache: Option<bool>,
+    pub default_ttl: Option<BTreeMap<String, Spanned<Dur>>>,
+    pub ignore_headers: Option<Vec<Spanned<String>>>,
+    pub max_ttl: Option<Dur>,
+    pub heuristic_percent: Option<u32>,
+    pub stale_while_revalidate: Option<Dur>,
+    pub stale_if_error: Option<Dur>,
+    pub key: Option<RawKey>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKey {
+    pub scheme: Option<bool>,
+    pub host: Option<bool>,
+    pub query: Option<Spanned<String>>,
+    pub query_params: Option<Vec<String>>,
+    pub query_exclude: Option<Vec<String>>,
+    pub headers: Option<Vec<Spanned<String>>>,
+    pub cookies: Option<Vec<String>>,
+}

@@ -1,0 +1,90 @@
+use super::*;
+
+const GOOD: &str = r#"
+[server]
+debug_headers = true
+
+[[listener]]
+address = "127.0.0.1:0"
+
+[cache]
+memory_size = "64MiB"
+
+[upstream.app]
+servers = ["http://127.0.0.1:9000", "http://127.0.0.1:9001"]
+read_timeout = "500ms"
+
+[[site]]
+hosts = ["example.com", "*.example.org"]
+
+[[site.route]]
+prefix = "/api/"
+upstream = "app"
+cache = false
+
+[[site.route]]
+regex = "\\.(css|js)$"
+upstream = "app"
+default_ttl = { "200" = "10m", "any" = "1s" }
+ignore_headers = ["set-cookie"]
+key = { query = "sorted", headers = ["x-device"] }
+"#;
+
+#[test]
+fn good_file_resolves() {
+    let c = Config::from_toml("hoard.toml", GOOD).unwrap();
+    assert_eq!(c.upstreams[0].servers.len(), 2);
+    assert_eq!(c.upstreams[0].read_timeout, Duration::from_millis(500));
+    assert_eq!(c.cache.memory_size, 64 << 20);
+    let r = &c.sites[0].routes[1];
+    assert_eq!(r.policy.default_ttl(200), Some(Duration::from_secs(600)));
+    assert_eq!(r.policy.default_ttl(404), Some(Duration::from_secs(1)));
+    assert!(r.policy.ignore_set_cookie);
+    assert_eq!(r.key.query, QueryKey::Sorted);
+    assert!(!c.sites[0].routes[0].cache);
+    assert_eq!(c.sites[0].hosts[1], HostMatch::Suffix(".example.org".into()));
+}
+
+fn error(text: &str) -> ConfigError {
+    Config::from_toml("hoard.toml", text).unwrap_err()
+}
+
+#[test]
+fn errors_name_file_line_and_key() {
+    let e = error("[upstream.app]\nservers = [\"http://a:1\"]\nbogus = 1\n");
+    assert_eq!((e.line, e.key.as_str()), (Some(3), "bogus"), "{e}");
+    assert!(e.message.contains("unknown field"), "{e}");
+    assert!(e.to_string().starts_with("config error: hoard.toml:3:"), "{e}");
+
+    let e = error("[upstream.app]\nservers = [\"http://a:1\"]\nread_timeout = \"5 parsecs\"\n");
+    assert_eq!((e.line, e.key.as_str()), (Some(3), "read_timeout"), "{e}");
+    assert!(e.message.contains("invalid duration"), "{e}");
+
+    let e = error("[upstream.app]\nservers = [\"http://a:1\"]\n[[site]]\n[[site.route]]\nupstream = \"ap\"\n");
+    assert_eq!((e.line, e.key.as_str()), (Some(5), "site[0].route[0].upstream"), "{e}");
+    assert!(e.message.contains("unknown upstream \"ap\""), "{e}");
+
+    let e = error("[upstream.app]\nservers = [\"ftp://a\"]\n");
+    assert_eq!((e.line, e.key.as_str()), (Some(2), "upstream.app.servers[0]"), "{e}");
+
+    let e = error("[cache]\nmemory_size = \"12 bananas\"\n[upstream.app]\nservers = [\"http://a:1\"]\n");
+    assert_eq!(e.line, Some(2), "{e}");
+    assert!(e.message.contains("invalid size"), "{e}");
+
+    let e = error("[server]\nthreads = 2\n");
+    assert!(e.message.contains("upstream"), "{e}");
+}
+
+#[test]
+fn quick_start_builds_a_catch_all() {
+    let q = QuickStart {
+        upstream: "http://127.0.0.1:8080".into(),
+        default_ttl: Some(Duration::from_millis(1500)),
+        ..Default::default()
+    };
+    let c = Config::quick(&q).unwrap();
+    assert_eq!(c.upstreams[0].servers[0].authority, "127.0.0.1:8080");
+    assert_eq!(c.sites[0].routes[0].policy.default_ttl(200), Some(Duration::from_millis(1500)));
+    let e = Config::quick(&QuickStart { upstream: "127.0.0.1:8080".into(), ..Default::default() }).unwrap_err();
+    assert_eq!(e.key, "--upstream");
+}

@@ -1,0 +1,116 @@
+//! Errors on the request path: where they came from and what happens next.
+//!
+//! Every failure becomes a [`ProxyError`] with an [`ErrorSource`] (client,
+//! origin, storage, internal) and a [`ErrorKind`]. One function,
+//! [`ProxyError::status`], maps it to the status the client gets, and
+//! [`ProxyError::may_serve_stale`] says whether a stale copy may stand in
+//! (RFC 5861 stale-if-error).
+
+use std::fmt;
+
+use http::StatusCode;
+
+/// Where a failure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorSource {
+    /// The client sent something wrong.
+    Client,
+    /// The origin failed or misbehaved.
+    Origin,
+    /// The cache store failed.
+    Storage,
+    /// A bug or broken invariant in hoard.
+    Internal,
+}
+
+/// What went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Malformed request (400).
+    BadRequest,
+    /// Request target too long (414).
+    UriTooLong,
+    /// Request body too large (413).
+    BodyTooLarge,
+    /// No site or route for the request (404).
+    NoRoute,
+    /// Could not connect to any origin server (502).
+    ConnectRefused,
+    /// Connecting timed out (504).
+    ConnectTimeout,
+    /// No response headers within the read timeout (504).
+    ReadTimeout,
+    /// The origin closed or sent an invalid response (502).
+    BadResponse,
+    /// Nothing usable stored for an `only-if-cached` request (504, RFC 9111 §5.2.1.7).
+    OnlyIfCached,
+}
+
+/// A failure on the request path.
+#[derive(Debug)]
+pub struct ProxyError {
+    /// Where it came from.
+    pub source: ErrorSource,
+    /// What went wrong.
+    pub kind: ErrorKind,
+    /// Detail for logs (never sent to clients).
+    pub detail: String,
+}
+
+impl ProxyError {
+    /// A client error.
+    pub fn client(kind: ErrorKind, detail: impl Into<String>) -> ProxyError {
+        ProxyError { source: ErrorSource::Client, kind, detail: detail.into() }
+    }
+
+    /// An origin error.
+    pub fn origin(kind: ErrorKind, detail: impl Into<String>) -> ProxyError {
+        ProxyError { source: ErrorSource::Origin, kind, detail: detail.into() }
+    }
+
+    /// The status code the client receives.
+    pub fn status(&self) -> StatusCode {
+        match self.kind {
+            ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
+            ErrorKind::UriTooLong => StatusCode::URI_TOO_LONG,
+            ErrorKind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorKind::NoRoute => StatusCode::NOT_FOUND,
+            ErrorKind::ConnectRefused | ErrorKind::BadResponse => StatusCode::BAD_GATEWAY,
+            ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout | ErrorKind::OnlyIfCached => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    /// Whether a stale stored response may be served instead (RFC 5861 §4).
+    pub fn may_serve_stale(&self) -> bool {
+        self.source == ErrorSource::Origin
+    }
+
+    /// A short name for logs and metrics.
+    pub fn as_str(&self) -> &'static str {
+        match self.kind {
+            ErrorKind::BadRequest => "bad-request",
+            ErrorKind::UriTooLong => "uri-too-long",
+            ErrorKind::BodyTooLarge => "body-too-large",
+            ErrorKind::NoRoute => "no-route",
+            ErrorKind::ConnectRefused => "connect-refused",
+            ErrorKind::ConnectTimeout => "connect-timeout",
+            ErrorKind::ReadTimeout => "read-timeout",
+            ErrorKind::BadResponse => "bad-response",
+            ErrorKind::OnlyIfCached => "only-if-cached",
+        }
+    }
+}
+
+impl fmt::Display for ProxyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let src = match self.source {
+            ErrorSource::Client => "client",
+            ErrorSource::Origin => "origin",
+            ErrorSource::Storage => "storage",
+            ErrorSource::Internal => "internal",
+        };
+        write!(f, "{src} error {}: {} (answered {})", self.as_str(), self.detail, self.status().as_u16())
+    }
+}
+
+impl std::error::Error for ProxyError {}

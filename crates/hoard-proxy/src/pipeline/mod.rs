@@ -1,0 +1,262 @@
+//! The request pipeline: recv → lookup → {hit, revalidate, miss, pass} → deliver.
+//!
+//! ```text
+//!  recv ──(not GET/HEAD, or route cache=off)──────────────► pass ──► deliver
+//!   │                                                        (unsafe + 2xx/3xx: invalidate, §4.4)
+//!   ▼
+//!  lookup ──Hit, reuse()=Fresh/StaleAllowed──────────────► hit ──► deliver (Age, 304/412 from cache)
+//!   │  └───Hit, reuse()=Revalidate────► fetch with validators ─304─► merge, store, deliver
+//!   │                                        └─200/other──► as a miss
+//!   │                                        └─error/5xx──► stale-if-error or 502/504
+//!   └──UriMiss / VaryMiss──► fetch ─storable──► fill task (BusyBody) ──► deliver from the fill
+//!                                  └not storable─► stream origin body through
+//! ```
+//!
+//! Each step records its outcome in a [`CacheStatus`] (RFC 9211) that goes out
+//! on the response, and in counters. The steps live in sibling files:
+//! `recv` (this file), `origin_request`, `hit`, `fetch`, `pass`.
+
+mod fetch;
+mod hit;
+mod origin_request;
+mod pass;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hoard_policy::cache_status::{CacheStatus, Fwd};
+use hoard_policy::clock::Clock;
+use hoard_policy::headers::strip_hop_by_hop;
+use hoard_policy::key::{CacheKey, KeyInput};
+use hoard_policy::reuse::{request_cache_control, reuse, Reuse};
+use hoard_store::{Lookup, Store};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+
+use crate::body::ProxyBody;
+use crate::config::{Config, HostMatch, PathMatch, RouteConfig, SiteConfig};
+use crate::counters::Counters;
+use crate::error::{ErrorKind, ProxyError};
+use crate::upstream::{ReqBody, Upstream};
+
+/// Shared state of the request pipeline.
+#[derive(Debug)]
+pub struct Pipeline {
+    pub(crate) cfg: Arc<Config>,
+    pub(crate) upstreams: Vec<Upstream>,
+    pub(crate) store: Arc<Store>,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) clock: Arc<dyn Clock>,
+    via: HeaderValue,
+    via_h2: HeaderValue,
+}
+
+/// One request as the pipeline sees it after recv.
+#[derive(Debug)]
+pub(crate) struct Ctx<'a> {
+    pub route: &'a RouteConfig,
+    pub site: &'a SiteConfig,
+    pub upstream: &'a Upstream,
+    pub peer: SocketAddr,
+    pub tls: bool,
+    pub method: Method,
+    pub uri: Uri,
+    pub version: Version,
+    /// Client header fields, hop-by-hop removed.
+    pub headers: HeaderMap,
+    /// Host as sent (with port).
+    pub authority: String,
+}
+
+impl Ctx<'_> {
+    pub fn scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    pub fn key_for(&self, route: &RouteConfig, path: &str, query: Option<&str>) -> CacheKey {
+        route.key.key(KeyInput { scheme: self.scheme(), host: &self.authority, path, query, headers: &self.headers })
+    }
+}
+
+impl Pipeline {
+    /// A pipeline over a store, with upstreams built from the configuration.
+    pub fn new(cfg: Arc<Config>, store: Arc<Store>, counters: Arc<Counters>, clock: Arc<dyn Clock>) -> Pipeline {
+        let upstreams = cfg.upstreams.iter().map(|u| Upstream::new(u.clone(), counters.clone())).collect();
+        let via = HeaderValue::from_str(&format!("1.1 {}", cfg.server.via)).unwrap_or(HeaderValue::from_static("1.1 hoard"));
+        let via_h2 = HeaderValue::from_str(&format!("2 {}", cfg.server.via)).unwrap_or(HeaderValue::from_static("2 hoard"));
+        Pipeline { cfg, upstreams, store, counters, clock, via, via_h2 }
+    }
+
+    /// Handles one request; never fails (errors become responses).
+    pub async fn handle(self: Arc<Self>, req: Request<Incoming>, peer: SocketAddr, tls: bool) -> Response<ProxyBody> {
+        self.counters.inc(&self.counters.requests_total);
+        match self.recv(req, peer, tls).await {
+            Ok(resp) => resp,
+            Err(e) => self.error_response(&e, None),
+        }
+    }
+
+    async fn recv(&self, req: Request<Incoming>, peer: SocketAddr, tls: bool) -> Result<Response<ProxyBody>, ProxyError> {
+        let (parts, body) = req.into_parts();
+        let limits = &self.cfg.server;
+        if parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) > limits.max_uri_length {
+            return Err(ProxyError::client(ErrorKind::UriTooLong, "request target too long"));
+        }
+        let authority = match parts.uri.authority() {
+            Some(a) => a.as_str().to_string(),
+            None => match parts.headers.get_all(header::HOST).iter().collect::<Vec<_>>().as_slice() {
+                [one] => one.to_str().map_err(|_| ProxyError::client(ErrorKind::BadRequest, "invalid Host"))?.to_string(),
+                [] if parts.version < Version::HTTP_11 => String::new(),
+                [] => return Err(ProxyError::client(ErrorKind::BadRequest, "missing Host (RFC 9112 §3.2)")),
+                _ => return Err(ProxyError::client(ErrorKind::BadRequest, "several Host fields (RFC 9112 §3.2)")),
+            },
+        };
+        let host = strip_port(&authority).to_ascii_lowercase();
+        if let Some(len) = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
+            if len > limits.max_body_size {
+                return Err(ProxyError::client(ErrorKind::BodyTooLarge, format!("body of {len} bytes")));
+            }
+        }
+        let site = self.select_site(&host).ok_or_else(|| ProxyError::client(ErrorKind::NoRoute, format!("no site for host {host:?}")))?;
+        let path = parts.uri.path();
+        let route = site
+            .routes
+            .iter()
+            .find(|r| match &r.path {
+                PathMatch::Prefix(p) => path.starts_with(p.as_str()),
+                PathMatch::Regex(re) => re.is_match(path),
+            })
+            .ok_or_else(|| ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}")))?;
+        let mut headers = parts.headers;
+        strip_hop_by_hop(&mut headers);
+        let ctx = Ctx {
+            route,
+            site,
+            upstream: &self.upstreams[route.upstream],
+            peer,
+            tls,
+            method: parts.method,
+            uri: parts.uri,
+            version: parts.version,
+            headers,
+            authority,
+        };
+        if (ctx.method == Method::GET || ctx.method == Method::HEAD) && route.cache {
+            drop(body);
+            self.cacheable(&ctx).await
+        } else {
+            let body = if http_body::Body::is_end_stream(&body) {
+                None
+            } else {
+                Some(Limited::new(body, limits.max_body_size as usize).map_err(|e| e as crate::upstream::BoxError).boxed() as ReqBody)
+            };
+            self.pass(&ctx, body).await
+        }
+    }
+
+    fn select_site(&self, host: &str) -> Option<&SiteConfig> {
+        let sites = &self.cfg.sites;
+        sites
+            .iter()
+            .find(|s| {
+                s.hosts.iter().any(|m| match m {
+                    HostMatch::Exact(h) => h == host,
+                    HostMatch::Suffix(suffix) => host.ends_with(suffix.as_str()),
+                })
+            })
+            .or_else(|| sites.iter().find(|s| s.hosts.is_empty()))
+    }
+
+    /// Cacheable method on a caching route: look up and decide.
+    async fn cacheable(&self, ctx: &Ctx<'_>) -> Result<Response<ProxyBody>, ProxyError> {
+        let req_cc = request_cache_control(&ctx.headers);
+        let key = ctx.key_for(ctx.route, ctx.uri.path(), ctx.uri.query());
+        let now = self.clock.now();
+        let (stale, fwd) = match self.store.lookup(key.digest, &key.text, &ctx.headers) {
+            Lookup::Hit(obj) => match reuse(&obj.times, &obj.rules, &req_cc, now) {
+                Reuse::Fresh | Reuse::StaleAllowed => {
+                    self.counters.inc(&self.counters.cache_hit);
+                    let status = CacheStatus { hit: true, ..Default::default() };
+                    return Ok(self.serve_stored(ctx, &key, obj, status, now));
+                }
+                // Background refresh arrives with the fill engine; until then a
+                // stale-while-revalidate hit revalidates in line.
+                Reuse::StaleWhileRevalidate => (Some(obj), Fwd::Stale),
+                Reuse::Revalidate(reason) => {
+                    let fwd = match reason {
+                        hoard_policy::reuse::RevalidateReason::RequestNoCache
+                        | hoard_policy::reuse::RevalidateReason::RequestFreshness => Fwd::Request,
+                        _ => Fwd::Stale,
+                    };
+                    (Some(obj), fwd)
+                }
+            },
+            Lookup::VaryMiss => (None, Fwd::VaryMiss),
+            Lookup::UriMiss => (None, Fwd::UriMiss),
+        };
+        if req_cc.only_if_cached {
+            self.counters.inc(&self.counters.only_if_cached_miss);
+            let e = ProxyError::client(ErrorKind::OnlyIfCached, "only-if-cached and nothing usable stored");
+            return Ok(self.error_response(&e, Some(fwd)));
+        }
+        if stale.is_some() {
+            self.counters.inc(&self.counters.cache_revalidate);
+        } else {
+            self.counters.inc(&self.counters.cache_miss);
+        }
+        self.fetch(ctx, &key, &req_cc, fwd, stale).await
+    }
+
+    /// Adds `Cache-Status` (RFC 9211), appended after any upstream cache's entry.
+    pub(crate) fn add_cache_status(&self, headers: &mut HeaderMap, status: &CacheStatus) {
+        if let Ok(v) = HeaderValue::from_str(&status.to_header(&self.cfg.server.via)) {
+            headers.append("cache-status", v);
+        }
+    }
+
+    /// Appends this hop to `Via` (RFC 9110 §7.6.3).
+    pub(crate) fn add_via(&self, headers: &mut HeaderMap, version: Version) {
+        let v = if version == Version::HTTP_2 { self.via_h2.clone() } else { self.via.clone() };
+        headers.append(header::VIA, v);
+    }
+
+    /// A response for an error generated by hoard.
+    pub(crate) fn error_response(&self, e: &ProxyError, fwd: Option<Fwd>) -> Response<ProxyBody> {
+        if e.source == crate::error::ErrorSource::Client {
+            self.counters.inc(&self.counters.client_errors);
+        }
+        tracing::info!(error = %e, "request failed");
+        let status = e.status();
+        let mut resp = Response::new(ProxyBody::Full(Some(Bytes::from(format!("{}\n", status)))));
+        *resp.status_mut() = status;
+        let h = resp.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        let cs = CacheStatus { fwd, detail: Some(e.as_str()), ..Default::default() };
+        self.add_cache_status(h, &cs);
+        if e.kind == ErrorKind::BadRequest || e.kind == ErrorKind::BodyTooLarge {
+            h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        resp
+    }
+
+    pub(crate) fn status_only(&self, status: StatusCode) -> Response<ProxyBody> {
+        let mut resp = Response::new(ProxyBody::Empty);
+        *resp.status_mut() = status;
+        resp
+    }
+}
+
+fn strip_port(authority: &str) -> &str {
+    if authority.starts_with('[') {
+        return authority.split_once(']').map_or(authority, |(h, _)| &authority[..h.len() + 1]);
+    }
+    authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+}

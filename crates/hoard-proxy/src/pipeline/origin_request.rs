@@ -1,0 +1,69 @@
+//! Building the request that goes to the origin.
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Uri};
+
+use super::{Ctx, Pipeline};
+use crate::config::HostHeader;
+use crate::upstream::{OriginRequest, ReqBody};
+
+/// Request fields a cache fill must not forward: the fill is shared, so the
+/// client's own preconditions and ranges are answered from the stored
+/// response instead (RFC 9111 §4.3.2).
+const FILL_STRIPPED: [HeaderName; 6] = [
+    header::IF_NONE_MATCH,
+    header::IF_MODIFIED_SINCE,
+    header::IF_MATCH,
+    header::IF_UNMODIFIED_SINCE,
+    header::IF_RANGE,
+    header::RANGE,
+];
+
+impl Pipeline {
+    /// The origin request for `ctx`: same target, client fields minus
+    /// hop-by-hop ones, Host as configured, `Via`, `X-Forwarded-For` and
+    /// `Forwarded` appended. For a fill (`for_fill`), the method is GET and the
+    /// client's preconditions and Range are removed.
+    pub(crate) fn origin_request(&self, ctx: &Ctx<'_>, for_fill: bool, body: Option<ReqBody>) -> OriginRequest {
+        let mut headers: HeaderMap = ctx.headers.clone();
+        if for_fill {
+            for h in &FILL_STRIPPED {
+                headers.remove(h);
+            }
+        }
+        let host = match &ctx.upstream.cfg.host {
+            HostHeader::Preserve => HeaderValue::from_str(&ctx.authority).ok(),
+            HostHeader::Server => HeaderValue::from_str(ctx.upstream.peek_authority()).ok(),
+            HostHeader::Fixed(v) => HeaderValue::from_str(v).ok(),
+        };
+        match host {
+            Some(h) if !ctx.authority.is_empty() || !matches!(ctx.upstream.cfg.host, HostHeader::Preserve) => {
+                headers.insert(header::HOST, h);
+            }
+            _ => {
+                headers.insert(header::HOST, HeaderValue::from_str(ctx.upstream.peek_authority()).unwrap_or(HeaderValue::from_static("localhost")));
+            }
+        }
+        self.add_via(&mut headers, ctx.version);
+        let ip = ctx.peer.ip().to_string();
+        let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+            Some(prev) => format!("{prev}, {ip}"),
+            None => ip.clone(),
+        };
+        if let Ok(v) = HeaderValue::from_str(&xff) {
+            headers.insert("x-forwarded-for", v);
+        }
+        let node = if ctx.peer.is_ipv6() { format!("\"[{ip}]\"") } else { ip };
+        let fwd = format!("for={node};proto={}", ctx.scheme());
+        if let Ok(v) = HeaderValue::from_str(&fwd) {
+            headers.append(header::FORWARDED, v);
+        }
+        let uri = ctx
+            .uri
+            .path_and_query()
+            .map(|pq| Uri::from(pq.clone()))
+            .unwrap_or_else(|| Uri::from_static("/"));
+        let method = if for_fill { Method::GET } else { ctx.method.clone() };
+        OriginRequest { method, uri, headers, body }
+    }
+}

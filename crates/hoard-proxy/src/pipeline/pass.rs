@@ -1,0 +1,70 @@
+//! Passing a request to the origin without the cache, and invalidation
+//! after unsafe methods (RFC 9111 §4.4).
+
+use hoard_policy::cache_status::{CacheStatus, Fwd};
+use http::header::{self, HeaderMap};
+use http::{Method, Response, Uri, Version};
+
+use super::{Ctx, Pipeline};
+use crate::body::ProxyBody;
+use crate::config::PathMatch;
+use crate::error::ProxyError;
+use crate::upstream::ReqBody;
+
+impl Pipeline {
+    /// Forwards the request as is and streams the response back.
+    pub(crate) async fn pass(&self, ctx: &Ctx<'_>, body: Option<ReqBody>) -> Result<Response<ProxyBody>, ProxyError> {
+        self.counters.inc(&self.counters.cache_pass);
+        let oreq = self.origin_request(ctx, false, body);
+        let resp = ctx.upstream.send(oreq).await?;
+        let (parts, body) = resp.into_parts();
+        let mut headers = parts.headers;
+        hoard_policy::headers::strip_hop_by_hop(&mut headers);
+        if !is_safe(&ctx.method) && (parts.status.is_success() || parts.status.is_redirection()) {
+            self.invalidate(ctx, &headers);
+        }
+        self.add_via(&mut headers, Version::HTTP_11);
+        let fwd = if ctx.method == Method::GET || ctx.method == Method::HEAD { Fwd::Bypass } else { Fwd::Method };
+        let cs = CacheStatus { fwd: Some(fwd), fwd_status: Some(parts.status.as_u16()), ..Default::default() };
+        self.add_cache_status(&mut headers, &cs);
+        let mut r = Response::new(ProxyBody::Origin(body));
+        *r.status_mut() = parts.status;
+        *r.headers_mut() = headers;
+        Ok(r)
+    }
+
+    /// Removes the target URI and the same-origin `Location` and
+    /// `Content-Location` URIs from the cache (RFC 9111 §4.4).
+    fn invalidate(&self, ctx: &Ctx<'_>, resp_headers: &HeaderMap) {
+        let mut targets = vec![(ctx.uri.path().to_string(), ctx.uri.query().map(str::to_string))];
+        for name in [header::LOCATION, header::CONTENT_LOCATION] {
+            let Some(v) = resp_headers.get(&name).and_then(|v| v.to_str().ok()) else { continue };
+            let Ok(uri) = v.parse::<Uri>() else { continue };
+            if let Some(a) = uri.authority() {
+                if !a.as_str().eq_ignore_ascii_case(&ctx.authority) {
+                    continue; // another origin: never invalidated (§4.4)
+                }
+            }
+            if uri.path().starts_with('/') {
+                targets.push((uri.path().to_string(), uri.query().map(str::to_string)));
+            }
+        }
+        for (path, query) in targets {
+            let Some(route) = ctx.site.routes.iter().find(|r| match &r.path {
+                PathMatch::Prefix(p) => path.starts_with(p.as_str()),
+                PathMatch::Regex(re) => re.is_match(&path),
+            }) else {
+                continue;
+            };
+            let key = ctx.key_for(route, &path, query.as_deref());
+            let n = self.store.remove_all(key.digest);
+            for _ in 0..n {
+                self.counters.inc(&self.counters.invalidations);
+            }
+        }
+    }
+}
+
+fn is_safe(m: &Method) -> bool {
+    matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE)
+}

@@ -1,0 +1,109 @@
+//! Listeners and client connections.
+//!
+//! Each listener has an accept loop task; each accepted connection gets a task
+//! that serves it with hyper (HTTP/1.1, and HTTP/2 by prior knowledge on plain
+//! sockets or by ALPN over TLS). A request is handed to the
+//! [`crate::pipeline::Pipeline`]; limits (head size, header count, head read
+//! timeout) are enforced by hyper, which answers 431/400 itself. The accept
+//! loops stop when the proxy's shutdown signal fires; connections in flight
+//! finish on their own.
+
+pub mod tls;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::config::{ListenerConfig, ServerConfig};
+use crate::pipeline::Pipeline;
+
+/// Binds a listener (SO_REUSEADDR, backlog 4096).
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let domain = if addr.is_ipv6() { socket2::Domain::IPV6 } else { socket2::Domain::IPV4 };
+    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    TcpListener::from_std(socket.into())
+}
+
+fn builder(server: &ServerConfig, http2: bool) -> auto::Builder<TokioExecutor> {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    b.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(server.header_read_timeout)
+        .max_buf_size(server.max_header_size.max(8192))
+        .keep_alive(true);
+    if server.max_headers != 100 {
+        b.http1().max_headers(server.max_headers);
+    }
+    b.http2().timer(TokioTimer::new()).max_concurrent_streams(256).max_header_list_size(server.max_header_size as u32);
+    if http2 {
+        b
+    } else {
+        b.http1_only()
+    }
+}
+
+/// Runs the accept loop of one listener until `shutdown` turns true.
+pub async fn accept_loop(
+    listener: TcpListener,
+    cfg: ListenerConfig,
+    server: ServerConfig,
+    pipeline: Arc<Pipeline>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let builder = Arc::new(builder(&server, cfg.http2));
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(serve(stream, peer, builder.clone(), pipeline.clone(), tls.clone()));
+    }
+}
+
+async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    pipeline: Arc<Pipeline>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
+    let is_tls = tls.is_some();
+    let svc = service_fn(move |req| {
+        let p = pipeline.clone();
+        async move { Ok::<_, Infallible>(p.handle(req, peer, is_tls).await) }
+    });
+    let result = match tls {
+        None => builder.serve_connection(TokioIo::new(stream), svc).await,
+        Some(acceptor) => match acceptor.accept(stream).await {
+            Ok(s) => builder.serve_connection(TokioIo::new(s), svc).await,
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return;
+            }
+        },
+    };
+    if let Err(e) = result {
+        tracing::debug!(%peer, error = %e, "client connection ended with an error");
+    }
+}

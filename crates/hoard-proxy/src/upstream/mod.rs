@@ -1,0 +1,273 @@
+//! Upstreams: origin server groups, connections and the request/response
+//! exchange with them.
+//!
+//! [`Upstream::send`] picks a server round-robin, takes an idle connection or
+//! opens one (connect timeout), sends the request and waits for the response
+//! head (read timeout). The response body is an [`OriginBody`], which enforces
+//! the read timeout between chunks and returns the connection to its pool at
+//! the end. A request that fails on a *reused* connection before any response
+//! arrived is retried once on a fresh connection (the idle connection had been
+//! closed by the origin).
+
+pub mod pool;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, Uri, Version};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::combinators::BoxBody;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::Sleep;
+
+use crate::config::UpstreamConfig;
+use crate::counters::Counters;
+use crate::error::{ErrorKind, ProxyError};
+use pool::{Pool, PoolReturn};
+
+/// Boxed error for bodies.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body of a request to an origin.
+pub type ReqBody = BoxBody<Bytes, BoxError>;
+
+/// A request to an origin, in a form that can be rebuilt for a retry.
+#[derive(Debug)]
+pub struct OriginRequest {
+    /// Method.
+    pub method: Method,
+    /// Origin-form target (path and query).
+    pub uri: Uri,
+    /// Header fields, hop-by-hop already removed, Host set.
+    pub headers: HeaderMap,
+    /// Body; `None` for an empty body (replayable).
+    pub body: Option<ReqBody>,
+}
+
+impl OriginRequest {
+    fn build(&self, body: ReqBody) -> Request<ReqBody> {
+        let mut req = Request::new(body);
+        *req.method_mut() = self.method.clone();
+        *req.uri_mut() = self.uri.clone();
+        *req.version_mut() = Version::HTTP_11;
+        *req.headers_mut() = self.headers.clone();
+        req
+    }
+}
+
+fn empty() -> ReqBody {
+    use http_body_util::BodyExt;
+    http_body_util::Empty::new().map_err(|never| match never {}).boxed()
+}
+
+/// One origin server group. See the module docs.
+#[derive(Debug)]
+pub struct Upstream {
+    /// Its configuration.
+    pub cfg: UpstreamConfig,
+    next: AtomicUsize,
+    pools: Vec<Arc<Pool>>,
+    counters: Arc<Counters>,
+}
+
+impl Upstream {
+    /// An upstream with empty pools.
+    pub fn new(cfg: UpstreamConfig, counters: Arc<Counters>) -> Upstream {
+        let pools = cfg.servers.iter().map(|_| Arc::new(Pool::new(cfg.max_idle, cfg.idle_timeout))).collect();
+        Upstream { cfg, next: AtomicUsize::new(0), pools, counters }
+    }
+
+    /// The `host:port` of the server a request would go to next (for `host = "server"`).
+    pub fn peek_authority(&self) -> &str {
+        let i = self.next.load(Ordering::Relaxed) % self.cfg.servers.len();
+        &self.cfg.servers[i].authority
+    }
+
+    /// Sends a request and waits for the response head. See the module docs.
+    pub async fn send(&self, mut req: OriginRequest) -> Result<Response<OriginBody>, ProxyError> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.cfg.servers.len();
+        let pool = &self.pools[i];
+        let authority = &self.cfg.servers[i].authority;
+        self.counters.inc(&self.counters.origin_requests);
+
+        let mut reused = None;
+        while let Some(mut s) = pool.take() {
+            if s.ready().await.is_ok() {
+                reused = Some(s);
+                break;
+            }
+        }
+        let (mut sender, was_reused) = match reused {
+            Some(s) => {
+                self.counters.inc(&self.counters.origin_connections_reused);
+                (s, true)
+            }
+            None => (self.connect(authority).await?, false),
+        };
+        let replayable = req.body.is_none();
+        let body = req.body.take().unwrap_or_else(empty);
+        let first = req.build(body);
+        let result = tokio::time::timeout(self.cfg.read_timeout, sender.try_send_request(first)).await;
+        let resp = match result {
+            Err(_) => {
+                self.counters.inc(&self.counters.origin_timeouts);
+                return Err(ProxyError::origin(ErrorKind::ReadTimeout, format!("{authority}: no response head within {:?}", self.cfg.read_timeout)));
+            }
+            Ok(Ok(resp)) => resp,
+            Ok(Err(mut e)) => {
+                let unsent = e.take_message();
+                let retry = match unsent {
+                    Some(r) if was_reused => Some(r),
+                    None if was_reused && replayable => Some(req.build(empty())),
+                    _ => None,
+                };
+                let Some(retry) = retry else {
+                    return Err(ProxyError::origin(ErrorKind::BadResponse, format!("{authority}: {}", e.error())));
+                };
+                self.counters.inc(&self.counters.origin_retries);
+                sender = self.connect(authority).await?;
+                match tokio::time::timeout(self.cfg.read_timeout, sender.send_request(retry)).await {
+                    Err(_) => {
+                        self.counters.inc(&self.counters.origin_timeouts);
+                        return Err(ProxyError::origin(ErrorKind::ReadTimeout, format!("{authority}: no response head within {:?}", self.cfg.read_timeout)));
+                    }
+                    Ok(Err(e)) => return Err(ProxyError::origin(ErrorKind::BadResponse, format!("{authority}: {e}"))),
+                    Ok(Ok(resp)) => resp,
+                }
+            }
+        };
+        let ret = PoolReturn { sender, pool: pool.clone() };
+        Ok(resp.map(|body| OriginBody::new(body, self.cfg.read_timeout, ret)))
+    }
+
+    async fn connect(&self, authority: &str) -> Result<hyper::client::conn::http1::SendRequest<ReqBody>, ProxyError> {
+        let stream = match tokio::time::timeout(self.cfg.connect_timeout, TcpStream::connect(authority)).await {
+            Err(_) => {
+                self.counters.inc(&self.counters.origin_connect_errors);
+                return Err(ProxyError::origin(ErrorKind::ConnectTimeout, format!("{authority}: connect timed out after {:?}", self.cfg.connect_timeout)));
+            }
+            Ok(Err(e)) => {
+                self.counters.inc(&self.counters.origin_connect_errors);
+                return Err(ProxyError::origin(ErrorKind::ConnectRefused, format!("{authority}: {e}")));
+            }
+            Ok(Ok(s)) => s,
+        };
+        let _ = stream.set_nodelay(true);
+        let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| ProxyError::origin(ErrorKind::ConnectRefused, format!("{authority}: handshake: {e}")))?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "origin connection ended");
+            }
+        });
+        self.counters.inc(&self.counters.origin_connections_opened);
+        sender
+            .ready()
+            .await
+            .map_err(|e| ProxyError::origin(ErrorKind::ConnectRefused, format!("{authority}: {e}")))?;
+        Ok(sender)
+    }
+
+    /// Idle connections held across all servers (for tests and stats).
+    pub fn idle_connections(&self) -> usize {
+        self.pools.iter().map(|p| p.idle_len()).sum()
+    }
+}
+
+/// Why an origin body failed.
+#[derive(Debug)]
+pub enum OriginBodyError {
+    /// No data within the read timeout.
+    Timeout,
+    /// The connection failed or the framing was broken.
+    Aborted(hyper::Error),
+}
+
+impl std::fmt::Display for OriginBodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OriginBodyError::Timeout => f.write_str("origin body read timed out"),
+            OriginBodyError::Aborted(e) => write!(f, "origin body aborted: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for OriginBodyError {}
+
+/// A response body from an origin: read timeout between frames, connection
+/// returned to the pool at the end.
+#[derive(Debug)]
+pub struct OriginBody {
+    inner: Incoming,
+    timeout: Duration,
+    sleep: Option<Pin<Box<Sleep>>>,
+    ret: Option<PoolReturn>,
+}
+
+impl OriginBody {
+    fn new(inner: Incoming, timeout: Duration, ret: PoolReturn) -> OriginBody {
+        let mut b = OriginBody { inner, timeout, sleep: None, ret: Some(ret) };
+        if b.inner.is_end_stream() {
+            b.release();
+        }
+        b
+    }
+
+    fn release(&mut self) {
+        if let Some(r) = self.ret.take() {
+            r.release();
+        }
+    }
+}
+
+impl Body for OriginBody {
+    type Data = Bytes;
+    type Error = OriginBodyError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, OriginBodyError>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(f))) => {
+                this.sleep = None;
+                if this.inner.is_end_stream() {
+                    this.release();
+                }
+                Poll::Ready(Some(Ok(f)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                this.ret = None;
+                Poll::Ready(Some(Err(OriginBodyError::Aborted(e))))
+            }
+            Poll::Ready(None) => {
+                this.release();
+                Poll::Ready(None)
+            }
+            Poll::Pending => {
+                let timeout = this.timeout;
+                let sleep = this.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+                if sleep.as_mut().poll(cx).is_ready() {
+                    this.ret = None;
+                    return Poll::Ready(Some(Err(OriginBodyError::Timeout)));
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

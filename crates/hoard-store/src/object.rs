@@ -1,0 +1,119 @@
+//! A stored object: one response (one variant of one key), headers and body.
+//!
+//! ## Lifecycle
+//!
+//! | state | where | how it gets there |
+//! |---|---|---|
+//! | busy | a [`crate::busy::BusyBody`] owned by the fill | the origin answered with a storable response |
+//! | complete | an `Arc<StoredObject>` in a tier | the fill finished the body and called `Store::insert` |
+//! | updated | a new `Arc<StoredObject>` sharing the body | a 304 revalidation merged new headers (`with_headers`) |
+//! | dead | dropped when the last reader lets go | evicted, replaced, purged or invalidated |
+//!
+//! Objects are immutable once complete: an update makes a new object that
+//! shares the body (`Bytes` are reference counted), so a reader that holds an
+//! object always sees one consistent response.
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use hoard_policy::freshness::{LifetimeSource, StoredTimes};
+use hoard_policy::reuse::StoredRules;
+use hoard_policy::vary::VaryNames;
+
+/// Fixed per-object bookkeeping counted against the byte limit.
+pub const OBJECT_OVERHEAD: u64 = 256;
+
+/// The body of a stored object: a list of chunks.
+#[derive(Debug, Clone, Default)]
+pub struct ObjectBody {
+    chunks: Vec<Bytes>,
+    len: u64,
+}
+
+impl ObjectBody {
+    /// A body from its chunks.
+    pub fn from_chunks(chunks: Vec<Bytes>) -> ObjectBody {
+        let len = chunks.iter().map(|c| c.len() as u64).sum();
+        ObjectBody { chunks, len }
+    }
+
+    /// The chunks, in order.
+    pub fn chunks(&self) -> &[Bytes] {
+        &self.chunks
+    }
+
+    /// Total length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for an empty body.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// One complete stored response.
+#[derive(Debug)]
+pub struct StoredObject {
+    /// The primary key text, compared on lookup so a digest collision can never
+    /// serve another key's object.
+    pub key: String,
+    /// The `Vary` names of the response.
+    pub vary: VaryNames,
+    /// Response status.
+    pub status: StatusCode,
+    /// Stored header fields (hop-by-hop fields and `Set-Cookie` already removed).
+    pub headers: HeaderMap,
+    /// The instants needed for age calculation.
+    pub times: StoredTimes,
+    /// Where the lifetime came from.
+    pub lifetime_source: LifetimeSource,
+    /// Reuse rules (no-cache, must-revalidate, stale windows).
+    pub rules: StoredRules,
+    /// The body.
+    pub body: ObjectBody,
+    weight: u64,
+}
+
+impl StoredObject {
+    /// Builds an object; its weight counts key, headers and body.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        key: String,
+        vary: VaryNames,
+        status: StatusCode,
+        headers: HeaderMap,
+        times: StoredTimes,
+        lifetime_source: LifetimeSource,
+        rules: StoredRules,
+        body: ObjectBody,
+    ) -> StoredObject {
+        let weight = weigh(&key, &headers, body.len());
+        StoredObject { key, vary, status, headers, times, lifetime_source, rules, body, weight }
+    }
+
+    /// A copy with new headers and times (after a 304), sharing the body.
+    pub fn with_headers(&self, headers: HeaderMap, times: StoredTimes, lifetime_source: LifetimeSource, rules: StoredRules) -> StoredObject {
+        StoredObject::new(
+            self.key.clone(),
+            self.vary.clone(),
+            self.status,
+            headers,
+            times,
+            lifetime_source,
+            rules,
+            self.body.clone(),
+        )
+    }
+
+    /// Bytes this object counts against the store's limit.
+    pub fn weight(&self) -> u64 {
+        self.weight
+    }
+}
+
+/// The weight of an object with this key, headers and body length.
+pub fn weigh(key: &str, headers: &HeaderMap, body_len: u64) -> u64 {
+    let header_bytes: usize = headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
+    OBJECT_OVERHEAD + key.len() as u64 + header_bytes as u64 + body_len
+}

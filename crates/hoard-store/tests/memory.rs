@@ -1,0 +1,80 @@
+//! Memory tier: byte limit, variants, removal.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use hoard_policy::cache_control::CacheControl;
+use hoard_policy::freshness::{LifetimeSource, StoredTimes};
+use hoard_policy::key::Digest;
+use hoard_policy::reuse::StoredRules;
+use hoard_policy::vary::VaryNames;
+use hoard_store::object::{ObjectBody, StoredObject};
+use hoard_store::{Lookup, Store};
+use http::{HeaderMap, StatusCode};
+
+fn obj(key: &str, vary: &[&str], body_len: usize) -> Arc<StoredObject> {
+    let mut h = HeaderMap::new();
+    if !vary.is_empty() {
+        h.insert("vary", vary.join(",").parse().unwrap());
+    }
+    let t = SystemTime::UNIX_EPOCH;
+    Arc::new(StoredObject::new(
+        key.to_string(),
+        VaryNames::from_response(&h),
+        StatusCode::OK,
+        h,
+        StoredTimes { request_time: t, response_time: t, date: t, age_value: 0, lifetime: Duration::from_secs(60) },
+        LifetimeSource::MaxAge,
+        StoredRules::new(&CacheControl::default(), None, None),
+        ObjectBody::from_chunks(vec![Bytes::from(vec![b'x'; body_len])]),
+    ))
+}
+
+fn req(pairs: &[(&str, &str)]) -> HeaderMap {
+    let mut m = HeaderMap::new();
+    for (k, v) in pairs {
+        m.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+    }
+    m
+}
+
+#[test]
+fn e00001_byte_limit_is_never_exceeded() {
+    let store = Store::new(1 << 20, 64 << 10);
+    for i in 0..2000u32 {
+        let key = format!("k{i}");
+        let _ = store.insert(Digest::of(key.as_bytes()), &req(&[]), obj(&key, &[], 1000 + (i as usize * 37) % 30_000));
+        assert!(store.weight() <= store.capacity(), "weight {} > capacity", store.weight());
+    }
+    assert!(store.stats().evicted.load(Ordering::Relaxed) > 0);
+    assert!(store.weight() > store.capacity() / 2, "the cache is used");
+}
+
+#[test]
+fn e00002_objects_over_max_size_are_refused() {
+    let store = Store::new(1 << 20, 10_000);
+    let k = Digest::of(b"big");
+    assert!(store.insert(k, &req(&[]), obj("big", &[], 20_000)).is_err());
+    assert!(matches!(store.lookup(k, "big", &req(&[])), Lookup::UriMiss));
+    assert_eq!(store.stats().rejected_too_large.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn k00001_variants_side_by_side_and_remove_all() {
+    let store = Store::new(1 << 20, 64 << 10);
+    let k = Digest::of(b"v");
+    let gz = req(&[("accept-encoding", "gzip")]);
+    let br = req(&[("accept-encoding", "br")]);
+    store.insert(k, &gz, obj("v", &["accept-encoding"], 10)).unwrap();
+    store.insert(k, &br, obj("v", &["accept-encoding"], 20)).unwrap();
+    let Lookup::Hit(o) = store.lookup(k, "v", &gz) else { panic!("gzip variant") };
+    assert_eq!(o.body.len(), 10);
+    let Lookup::Hit(o) = store.lookup(k, "v", &br) else { panic!("br variant") };
+    assert_eq!(o.body.len(), 20);
+    assert!(matches!(store.lookup(k, "v", &req(&[])), Lookup::VaryMiss));
+    assert!(matches!(store.lookup(k, "other", &gz), Lookup::VaryMiss), "key text is compared");
+    assert_eq!(store.remove_all(k), 2);
+    assert!(matches!(store.lookup(k, "v", &gz), Lookup::UriMiss));
+}
