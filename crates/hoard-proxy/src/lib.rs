@@ -109,6 +109,11 @@ impl Proxy {
         &self.pipeline.store
     }
 
+    /// A shared handle on the cache store.
+    pub fn store_arc(&self) -> Arc<Store> {
+        self.pipeline.store.clone()
+    }
+
     /// Stops accepting connections and waits for the accept loops to end.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);

@@ -173,6 +173,13 @@ impl BusyWriter {
         trim(&mut st);
     }
 
+    /// All chunks so far, when history is kept (to store the object before
+    /// readers see the end).
+    pub fn chunks(&self) -> Option<Vec<Bytes>> {
+        let st = self.body.state.lock();
+        st.keep_history.then(|| st.chunks.iter().cloned().collect())
+    }
+
     /// Ends the body as complete and returns all chunks (when history was kept).
     pub fn finish(mut self) -> Option<Vec<Bytes>> {
         self.done = true;

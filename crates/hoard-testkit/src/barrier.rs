@@ -31,7 +31,12 @@ impl Barrier {
 
     pub(crate) fn build(n: usize, name: String, transcript: Option<Transcript>) -> Self {
         assert!(n > 0, "a barrier needs at least one party");
-        Self { inner: Arc::new(tokio::sync::Barrier::new(n)), n, name, transcript }
+        Self {
+            inner: Arc::new(tokio::sync::Barrier::new(n)),
+            n,
+            name,
+            transcript,
+        }
     }
 
     /// Number of parties per generation.
@@ -63,6 +68,9 @@ impl Barrier {
 
 impl fmt::Debug for Barrier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Barrier").field("name", &self.name).field("n", &self.n).finish()
+        f.debug_struct("Barrier")
+            .field("name", &self.name)
+            .field("n", &self.n)
+            .finish()
     }
 }

@@ -39,7 +39,11 @@ pub struct Client {
 
 impl Client {
     pub(crate) fn new(addr: SocketAddr, name: String, transcript: Transcript) -> Self {
-        Self { addr, name: format!("client {name}"), transcript }
+        Self {
+            addr,
+            name: format!("client {name}"),
+            transcript,
+        }
     }
 
     /// The address requests go to.
@@ -64,7 +68,10 @@ impl Client {
 
     /// Any method on a new connection.
     pub fn request(&self, method: &str, path: &str) -> RequestBuilder {
-        RequestBuilder { target: OneShot(self.clone()), spec: Spec::new(method, path) }
+        RequestBuilder {
+            target: OneShot(self.clone()),
+            spec: Spec::new(method, path),
+        }
     }
 
     /// Opens a persistent connection.
@@ -97,7 +104,10 @@ impl Client {
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Client").field("name", &self.name).field("addr", &self.addr).finish()
+        f.debug_struct("Client")
+            .field("name", &self.name)
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 
@@ -119,7 +129,14 @@ pub(crate) struct Spec {
 impl Spec {
     pub(crate) fn new(method: &str, path: &str) -> Self {
         let (method, path) = (method.to_owned(), path.to_owned());
-        Self { method, path, headers: Vec::new(), body: None, timeout: CLIENT_TIMEOUT, no_body: false }
+        Self {
+            method,
+            path,
+            headers: Vec::new(),
+            body: None,
+            timeout: CLIENT_TIMEOUT,
+            no_body: false,
+        }
     }
 
     pub(crate) fn ctx(&self, client: &Client) -> String {
@@ -136,7 +153,8 @@ impl Spec {
         if !persistent && !has("connection") {
             headers.push(("Connection".to_owned(), "close".to_owned()));
         }
-        let wants_length = self.body.is_some() || matches!(self.method.as_str(), "POST" | "PUT" | "PATCH");
+        let wants_length =
+            self.body.is_some() || matches!(self.method.as_str(), "POST" | "PUT" | "PATCH");
         if wants_length && !has("content-length") && !has("transfer-encoding") {
             let len = self.body.as_ref().map_or(0, Bytes::len);
             headers.push(("Content-Length".to_owned(), len.to_string()));
@@ -151,7 +169,11 @@ impl Spec {
         let mut event = wire::fmt_head(&format!("tx {start}"), &headers);
         if let Some(body) = &self.body {
             out.extend_from_slice(body);
-            event.push_str(&format!("\n  ({} body bytes) {}", body.len(), wire::show(body)));
+            event.push_str(&format!(
+                "\n  ({} body bytes) {}",
+                body.len(),
+                wire::show(body)
+            ));
         }
         (out, event)
     }
@@ -194,8 +216,13 @@ impl<T> RequestBuilder<T> {
 }
 
 /// Runs `fut` within `timeout`, turning expiry into [`ClientError::Timeout`].
-pub(crate) async fn within<T>(timeout: Duration, fut: impl Future<Output = Result<T, ClientError>>) -> Result<T, ClientError> {
-    tokio::time::timeout(timeout, fut).await.unwrap_or(Err(ClientError::Timeout(timeout)))
+pub(crate) async fn within<T>(
+    timeout: Duration,
+    fut: impl Future<Output = Result<T, ClientError>>,
+) -> Result<T, ClientError> {
+    tokio::time::timeout(timeout, fut)
+        .await
+        .unwrap_or(Err(ClientError::Timeout(timeout)))
 }
 
 impl RequestBuilder<OneShot> {
@@ -205,7 +232,9 @@ impl RequestBuilder<OneShot> {
     /// On any [`ClientError`], with the transcript context.
     pub async fn send(self) -> Response {
         let ctx = self.spec.ctx(&self.target.0);
-        self.try_send().await.unwrap_or_else(|e| panic!("{ctx}: {e}"))
+        self.try_send()
+            .await
+            .unwrap_or_else(|e| panic!("{ctx}: {e}"))
     }
 
     /// Sends on a new connection and reads the response, reporting failures.

@@ -37,7 +37,10 @@ impl TestClock {
 
     fn build(transcript: Option<Transcript>) -> Self {
         let start = UNIX_EPOCH + Duration::from_secs(Self::START_UNIX_SECS);
-        Self { now: Arc::new(Mutex::new(start)), transcript }
+        Self {
+            now: Arc::new(Mutex::new(start)),
+            transcript,
+        }
     }
 
     /// The start time as a [`SystemTime`].
@@ -63,7 +66,10 @@ impl TestClock {
             *now
         };
         if let Some(t) = &self.transcript {
-            t.log("clock", format_args!("advance {by:?} -> {}", httpdate::fmt_http_date(now)));
+            t.log(
+                "clock",
+                format_args!("advance {by:?} -> {}", httpdate::fmt_http_date(now)),
+            );
         }
     }
 
@@ -81,7 +87,9 @@ impl Default for TestClock {
 
 impl fmt::Debug for TestClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("TestClock").field(&httpdate::fmt_http_date(self.now())).finish()
+        f.debug_tuple("TestClock")
+            .field(&httpdate::fmt_http_date(self.now()))
+            .finish()
     }
 }
 
@@ -98,10 +106,16 @@ mod tests {
     #[test]
     fn starts_at_2026_and_advances() {
         let c = TestClock::new();
-        assert_eq!(httpdate::fmt_http_date(c.now()), "Thu, 01 Jan 2026 00:00:00 GMT");
+        assert_eq!(
+            httpdate::fmt_http_date(c.now()),
+            "Thu, 01 Jan 2026 00:00:00 GMT"
+        );
         let shared = c.as_clock();
         c.advance(Duration::from_millis(1500));
-        assert_eq!(shared.now(), TestClock::start() + Duration::from_millis(1500));
+        assert_eq!(
+            shared.now(),
+            TestClock::start() + Duration::from_millis(1500)
+        );
         assert_eq!(c.elapsed(), Duration::from_millis(1500));
     }
 }

@@ -27,7 +27,7 @@ pub mod barrier;
 pub mod client;
 pub mod clock;
 pub mod origin;
-// pub mod proxy; (added by the proxy glue)
+pub mod proxy;
 pub mod transcript;
 mod wire;
 
@@ -38,9 +38,10 @@ use std::path::{Path, PathBuf};
 use parking_lot::Mutex;
 
 pub use barrier::Barrier;
-pub use client::{ClientError, Client, Conn, RequestBuilder, Response};
+pub use client::{Client, ClientError, Conn, RequestBuilder, Response};
 pub use clock::TestClock;
 pub use origin::{Origin, OriginBuilder, Request, Script};
+pub use proxy::{ProxyBuilder, TestProxy};
 pub use transcript::Transcript;
 
 /// Something a client can connect to: a [`SocketAddr`], an [`Origin`], a proxy.
@@ -92,8 +93,17 @@ impl Test {
             true => Dir::Kept(tmp.keep()),
             false => Dir::Temp(tmp),
         };
-        let t = Self { name: name.to_owned(), clock, transcript, dir, ids: Mutex::new(HashMap::new()) };
-        t.transcript.log("test", format_args!("start {name}, dir {}", t.dir().display()));
+        let t = Self {
+            name: name.to_owned(),
+            clock,
+            transcript,
+            dir,
+            ids: Mutex::new(HashMap::new()),
+        };
+        t.transcript.log(
+            "test",
+            format_args!("start {name}, dir {}", t.dir().display()),
+        );
         t
     }
 
@@ -125,7 +135,11 @@ impl Test {
 
     /// A barrier for `n` parties (named `b1`, `b2`, ... in the transcript).
     pub fn barrier(&self, n: usize) -> Barrier {
-        Barrier::build(n, format!("barrier {}", self.next_name("b")), Some(self.transcript.clone()))
+        Barrier::build(
+            n,
+            format!("barrier {}", self.next_name("b")),
+            Some(self.transcript.clone()),
+        )
     }
 
     /// A fake origin to configure (`s1`, `s2`, ...); see [`origin`].
@@ -136,7 +150,11 @@ impl Test {
 
     /// A raw client (`c1`, `c2`, ...) for `target`; see [`client`].
     pub fn client(&self, target: impl Endpoint) -> Client {
-        Client::new(target.endpoint(), self.next_name("c"), self.transcript.clone())
+        Client::new(
+            target.endpoint(),
+            self.next_name("c"),
+            self.transcript.clone(),
+        )
     }
 }
 
@@ -158,7 +176,10 @@ impl Drop for Test {
 
 impl std::fmt::Debug for Test {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Test").field("name", &self.name).field("dir", &self.dir()).finish()
+        f.debug_struct("Test")
+            .field("name", &self.name)
+            .field("dir", &self.dir())
+            .finish()
     }
 }
 

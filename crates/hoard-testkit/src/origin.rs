@@ -99,7 +99,10 @@ impl OriginBuilder {
             requests: watch::Sender::new(0),
             connections: AtomicUsize::new(0),
         };
-        Self { shared, script: None }
+        Self {
+            shared,
+            script: None,
+        }
     }
 
     /// Sets the script. Without one, every request is unexpected.
@@ -114,20 +117,34 @@ impl OriginBuilder {
 
     /// Binds `127.0.0.1:0` and starts accepting and running the script.
     pub async fn start(self) -> Origin {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("origin: bind 127.0.0.1:0");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("origin: bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("origin: local_addr");
         let shared = Arc::new(self.shared);
         shared.log(format_args!("listening on {addr}"));
         let (queue_tx, queue_rx) = mpsc::unbounded_channel();
         let accept_task = tokio::spawn(accept_loop(listener, shared.clone(), queue_tx));
         let script = Script::new(shared.clone(), queue_rx);
-        let f = self.script.unwrap_or_else(|| Box::new(|_s: Script| -> BoxFuture { Box::pin(async {}) }));
+        let f = self
+            .script
+            .unwrap_or_else(|| Box::new(|_s: Script| -> BoxFuture { Box::pin(async {}) }));
         let script_task = tokio::spawn(run_script(shared.clone(), f(script)));
-        Origin { addr, shared, script_task: Some(script_task), accept_task, finished: false }
+        Origin {
+            addr,
+            shared,
+            script_task: Some(script_task),
+            accept_task,
+            finished: false,
+        }
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, queue: mpsc::UnboundedSender<conn::Pending>) {
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    queue: mpsc::UnboundedSender<conn::Pending>,
+) {
     // Dropping this task (Origin::drop) drops the set, which aborts every connection.
     let mut conns = JoinSet::new();
     loop {
@@ -224,7 +241,11 @@ impl Origin {
         let mut rx = self.shared.requests.subscribe();
         let reached = tokio::time::timeout(ORIGIN_TIMEOUT, rx.wait_for(|&got| got >= n)).await;
         if !matches!(reached, Ok(Ok(_))) {
-            panic!("{}: wait_requests({n}): only {} after {ORIGIN_TIMEOUT:?}", self.shared.name, self.requests());
+            panic!(
+                "{}: wait_requests({n}): only {} after {ORIGIN_TIMEOUT:?}",
+                self.shared.name,
+                self.requests()
+            );
         }
     }
 
@@ -233,7 +254,8 @@ impl Origin {
     pub async fn finish(mut self) {
         if let Some(task) = self.script_task.take() {
             if let Err(e) = task.await {
-                self.shared.fail(format!("script task did not complete: {e}"));
+                self.shared
+                    .fail(format!("script task did not complete: {e}"));
             }
         }
         self.finished = true;
@@ -263,7 +285,10 @@ impl Endpoint for Origin {
 
 impl fmt::Debug for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Origin").field("name", &self.shared.name).field("addr", &self.addr).finish()
+        f.debug_struct("Origin")
+            .field("name", &self.shared.name)
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 

@@ -42,7 +42,9 @@ impl Transcript {
             events: Mutex::new(Vec::new()),
             shown: AtomicUsize::new(0),
         };
-        Self { inner: Arc::new(inner) }
+        Self {
+            inner: Arc::new(inner),
+        }
     }
 
     /// Appends an event. `source` names the actor (`"origin s1"`, `"client c1"`,
@@ -50,7 +52,11 @@ impl Transcript {
     pub fn log(&self, source: &str, event: impl fmt::Display) {
         let at = self.inner.start.elapsed();
         let text = event.to_string();
-        self.inner.events.lock().push(Event { at, source: source.to_owned(), text });
+        self.inner.events.lock().push(Event {
+            at,
+            source: source.to_owned(),
+            text,
+        });
     }
 
     /// The number of events logged so far.
@@ -65,7 +71,12 @@ impl Transcript {
 
     /// Every event as `"source: text"`, without timestamps.
     pub fn events(&self) -> Vec<String> {
-        self.inner.events.lock().iter().map(|e| format!("{}: {}", e.source, e.text)).collect()
+        self.inner
+            .events
+            .lock()
+            .iter()
+            .map(|e| format!("{}: {}", e.source, e.text))
+            .collect()
     }
 
     /// The whole log, one timestamped event per line.
@@ -83,7 +94,11 @@ impl Transcript {
 
     /// Prints the log to stderr: all of it, or only what no panic message showed.
     pub(crate) fn print(&self, only_unshown: bool) {
-        let from = if only_unshown { self.inner.shown.load(Ordering::SeqCst) } else { 0 };
+        let from = if only_unshown {
+            self.inner.shown.load(Ordering::SeqCst)
+        } else {
+            0
+        };
         if from > 0 && from >= self.len() {
             return;
         }

@@ -31,7 +31,9 @@ pub(crate) enum Framing {
 #[derive(Debug)]
 pub(crate) enum HeadError {
     /// The peer closed after sending `got` bytes of a head (0: nothing at all).
-    Eof { got: usize },
+    Eof {
+        got: usize,
+    },
     Io(io::Error),
     Malformed(String),
 }
@@ -54,7 +56,10 @@ pub(crate) type ParseResult<T> = Result<Option<(usize, T)>, String>;
 
 impl<R: AsyncRead + Unpin> WireReader<R> {
     pub(crate) fn new(io: R) -> Self {
-        Self { io, buf: BytesMut::with_capacity(8192) }
+        Self {
+            io,
+            buf: BytesMut::with_capacity(8192),
+        }
     }
 
     async fn fill(&mut self) -> io::Result<usize> {
@@ -74,12 +79,18 @@ impl<R: AsyncRead + Unpin> WireReader<R> {
                     return Ok(Some(head));
                 }
                 if self.buf.len() > MAX_HEAD {
-                    return Err(HeadError::Malformed(format!("head larger than {MAX_HEAD} bytes")));
+                    return Err(HeadError::Malformed(format!(
+                        "head larger than {MAX_HEAD} bytes"
+                    )));
                 }
             }
             match self.fill().await {
                 Ok(0) if self.buf.is_empty() => return Ok(None),
-                Ok(0) => return Err(HeadError::Eof { got: self.buf.len() }),
+                Ok(0) => {
+                    return Err(HeadError::Eof {
+                        got: self.buf.len(),
+                    })
+                }
                 Ok(_) => {}
                 Err(e) => return Err(HeadError::Io(e)),
             }
@@ -92,7 +103,7 @@ impl<R: AsyncRead + Unpin> WireReader<R> {
             Framing::Empty => Ok(Bytes::new()),
             Framing::Length(n) => self.exact(n).await,
             Framing::Chunked => self.chunked().await,
-            Framing::Close => self.to_eof().await,
+            Framing::Close => self.until_close().await,
         }
     }
 
@@ -108,7 +119,10 @@ impl<R: AsyncRead + Unpin> WireReader<R> {
                 Ok(_) => continue,
                 Err(e) => format!("{e} after {got} of {n} body bytes"),
             };
-            return Err(BodyError { partial: self.buf.split().freeze(), reason });
+            return Err(BodyError {
+                partial: self.buf.split().freeze(),
+                reason,
+            });
         }
         Ok(self.buf.split_to(n).freeze())
     }
@@ -117,7 +131,10 @@ impl<R: AsyncRead + Unpin> WireReader<R> {
         let mut out = BytesMut::new();
         match self.chunked_into(&mut out).await {
             Ok(()) => Ok(out.freeze()),
-            Err(reason) => Err(BodyError { partial: out.freeze(), reason }),
+            Err(reason) => Err(BodyError {
+                partial: out.freeze(),
+                reason,
+            }),
         }
     }
 
@@ -125,7 +142,9 @@ impl<R: AsyncRead + Unpin> WireReader<R> {
         loop {
             let line = self.line().await?;
             let size = line.split(|&b| b == b';').next().unwrap_or_default();
-            let size = std::str::from_utf8(size).map_err(|_| bad_size(&line))?.trim_matches([' ', '\t']);
+            let size = std::str::from_utf8(size)
+                .map_err(|_| bad_size(&line))?
+                .trim_matches([' ', '\t']);
             let size = u64::from_str_radix(size, 16).map_err(|_| bad_size(&line))?;
             if size == 0 {
                 // Trailer section: header lines until an empty line.
@@ -157,27 +176,44 @@ impl<R: AsyncRead + Unpin> WireReader<R> {
                 return Err(format!("chunked body: line longer than {MAX_LINE} bytes"));
             }
             match self.fill().await {
-                Ok(0) => return Err("chunked body: connection closed before the last chunk".to_owned()),
+                Ok(0) => {
+                    return Err("chunked body: connection closed before the last chunk".to_owned())
+                }
                 Ok(_) => {}
                 Err(e) => return Err(format!("chunked body: {e}")),
             }
         }
     }
 
-    async fn to_eof(&mut self) -> Result<Bytes, BodyError> {
+    async fn until_close(&mut self) -> Result<Bytes, BodyError> {
         loop {
             match self.fill().await {
                 Ok(0) => return Ok(self.buf.split().freeze()),
                 Ok(_) => {}
                 Err(e) => {
                     let partial = self.buf.split().freeze();
-                    return Err(BodyError { partial, reason: format!("{e} before end of body") });
+                    return Err(BodyError {
+                        partial,
+                        reason: format!("{e} before end of body"),
+                    });
                 }
             }
         }
     }
 
     /// Whether the peer has closed with nothing left to read.
+    /// Raw bytes up to and including the first occurrence of `needle`.
+    pub(crate) async fn until(&mut self, needle: &[u8]) -> io::Result<Bytes> {
+        loop {
+            if let Some(pos) = self.buf.windows(needle.len()).position(|w| w == needle) {
+                return Ok(self.buf.split_to(pos + needle.len()).freeze());
+            }
+            if self.fill().await? == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "closed before the expected bytes"));
+            }
+        }
+    }
+
     pub(crate) async fn at_eof(&mut self) -> io::Result<bool> {
         if !self.buf.is_empty() {
             return Ok(false);
@@ -194,7 +230,12 @@ fn bad_size(line: &[u8]) -> String {
 pub(crate) fn owned_headers(headers: &[httparse::Header<'_>]) -> Vec<(String, String)> {
     headers
         .iter()
-        .map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned()))
+        .map(|h| {
+            (
+                h.name.to_owned(),
+                String::from_utf8_lossy(h.value).into_owned(),
+            )
+        })
         .collect()
 }
 
@@ -208,19 +249,26 @@ pub(crate) fn find_all<'a, 'n>(
     headers: &'a [(String, String)],
     name: &'n str,
 ) -> impl Iterator<Item = &'a str> + use<'a, 'n> {
-    headers.iter().filter(move |(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    headers
+        .iter()
+        .filter(move |(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
 }
 
 /// Whether any `name` header lists `token` (comma-separated, case-insensitive).
 pub(crate) fn has_token(headers: &[(String, String)], name: &str, token: &str) -> bool {
-    find_all(headers, name).flat_map(|v| v.split(',')).any(|t| t.trim().eq_ignore_ascii_case(token))
+    find_all(headers, name)
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
 }
 
 /// Body framing from headers: chunked wins over Content-Length; `otherwise`
 /// applies when neither is present.
 pub(crate) fn framing(headers: &[(String, String)], otherwise: Framing) -> Result<Framing, String> {
-    let te: Vec<&str> = find_all(headers, "transfer-encoding").flat_map(|v| v.split(',')).collect();
-    if let Some(last) = te.iter().map(|t| t.trim()).filter(|t| !t.is_empty()).last() {
+    let te: Vec<&str> = find_all(headers, "transfer-encoding")
+        .flat_map(|v| v.split(','))
+        .collect();
+    if let Some(last) = te.iter().map(|t| t.trim()).rfind(|t| !t.is_empty()) {
         if last.eq_ignore_ascii_case("chunked") {
             return Ok(Framing::Chunked);
         }
@@ -228,7 +276,10 @@ pub(crate) fn framing(headers: &[(String, String)], otherwise: Framing) -> Resul
     }
     let mut len = None;
     for v in find_all(headers, "content-length").flat_map(|v| v.split(',')) {
-        let n: u64 = v.trim().parse().map_err(|_| format!("bad Content-Length {v:?}"))?;
+        let n: u64 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad Content-Length {v:?}"))?;
         if len.is_some_and(|l| l != n) {
             return Err("conflicting Content-Length values".to_owned());
         }
@@ -252,7 +303,11 @@ pub(crate) fn show(bytes: &[u8]) -> String {
     if bytes.len() <= MAX {
         format!("\"{}\"", bytes.escape_ascii())
     } else {
-        format!("\"{}\"... ({} bytes)", bytes[..MAX].escape_ascii(), bytes.len())
+        format!(
+            "\"{}\"... ({} bytes)",
+            bytes[..MAX].escape_ascii(),
+            bytes.len()
+        )
     }
 }
 
@@ -295,28 +350,51 @@ mod tests {
 
     #[tokio::test]
     async fn chunked_complete_and_broken() {
-        let ok = body(b"3\r\nabc\r\n2;x=y\r\nde\r\n0\r\nT: 1\r\n\r\n", Framing::Chunked).await;
+        let ok = body(
+            b"3\r\nabc\r\n2;x=y\r\nde\r\n0\r\nT: 1\r\n\r\n",
+            Framing::Chunked,
+        )
+        .await;
         assert_eq!(ok.expect("complete chunked body"), "abcde");
-        let cut = body(b"3\r\nabc\r\n5\r\nde", Framing::Chunked).await.expect_err("cut mid-chunk");
+        let cut = body(b"3\r\nabc\r\n5\r\nde", Framing::Chunked)
+            .await
+            .expect_err("cut mid-chunk");
         assert_eq!(cut.partial, "abcde");
-        let no_end = body(b"3\r\nabc\r\n", Framing::Chunked).await.expect_err("no last chunk");
+        let no_end = body(b"3\r\nabc\r\n", Framing::Chunked)
+            .await
+            .expect_err("no last chunk");
         assert_eq!(no_end.partial, "abc");
-        body(b"3\r\nabcX\r\n0\r\n\r\n", Framing::Chunked).await.expect_err("no CRLF after data");
-        body(b"zz\r\n", Framing::Chunked).await.expect_err("bad size");
+        body(b"3\r\nabcX\r\n0\r\n\r\n", Framing::Chunked)
+            .await
+            .expect_err("no CRLF after data");
+        body(b"zz\r\n", Framing::Chunked)
+            .await
+            .expect_err("bad size");
     }
 
     #[tokio::test]
     async fn length_short_is_an_error() {
-        assert_eq!(body(b"abcdef", Framing::Length(4)).await.expect("4 bytes"), "abcd");
-        let e = body(b"ab", Framing::Length(4)).await.expect_err("2 of 4 bytes");
+        assert_eq!(
+            body(b"abcdef", Framing::Length(4)).await.expect("4 bytes"),
+            "abcd"
+        );
+        let e = body(b"ab", Framing::Length(4))
+            .await
+            .expect_err("2 of 4 bytes");
         assert_eq!(e.partial, "ab");
     }
 
     #[test]
     fn framing_rules() {
         let h = |k: &str, v: &str| vec![(k.to_owned(), v.to_owned())];
-        assert_eq!(framing(&h("Content-Length", "5"), Framing::Empty), Ok(Framing::Length(5)));
-        assert_eq!(framing(&h("transfer-encoding", "gzip, chunked"), Framing::Empty), Ok(Framing::Chunked));
+        assert_eq!(
+            framing(&h("Content-Length", "5"), Framing::Empty),
+            Ok(Framing::Length(5))
+        );
+        assert_eq!(
+            framing(&h("transfer-encoding", "gzip, chunked"), Framing::Empty),
+            Ok(Framing::Chunked)
+        );
         assert_eq!(framing(&[], Framing::Close), Ok(Framing::Close));
         assert!(framing(&h("content-length", "5, 6"), Framing::Empty).is_err());
     }

@@ -12,7 +12,10 @@ async fn panic_message(task: tokio::task::JoinHandle<()>) -> String {
     let err = task.await.expect_err("task should have panicked");
     assert!(err.is_panic(), "task should have panicked, got {err}");
     let payload = err.into_panic();
-    match (payload.downcast_ref::<String>(), payload.downcast_ref::<&str>()) {
+    match (
+        payload.downcast_ref::<String>(),
+        payload.downcast_ref::<&str>(),
+    ) {
         (Some(s), _) => s.clone(),
         (_, Some(s)) => (*s).to_owned(),
         _ => String::new(),
@@ -28,18 +31,34 @@ async fn a00001_round_trip() {
         .origin()
         .script(|mut s| async move {
             let req = s.rxreq().await;
-            req.expect_method("POST").expect_url("/a").expect_header("host", "localhost").expect_no_header("te");
+            req.expect_method("POST")
+                .expect_url("/a")
+                .expect_header("host", "localhost")
+                .expect_no_header("te");
             req.expect_header("x-test", "1").expect_body("ping");
             assert_eq!(req.header("content-length").as_deref(), Some("4"));
-            s.txresp(200).hdr("Cache-Control", "max-age=10").body("v1").send().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=10")
+                .body("v1")
+                .send()
+                .await;
         })
         .start()
         .await;
     assert!(origin.url().starts_with("http://127.0.0.1:"));
 
-    let resp = t.client(&origin).post("/a").hdr("X-Test", "1").body("ping").send().await;
-    resp.expect_status(200).expect_header("cache-control", "max-age=10").expect_body("v1");
-    resp.expect_header("content-length", "2").expect_no_header("cache-status");
+    let resp = t
+        .client(&origin)
+        .post("/a")
+        .hdr("X-Test", "1")
+        .body("ping")
+        .send()
+        .await;
+    resp.expect_status(200)
+        .expect_header("cache-control", "max-age=10")
+        .expect_body("v1");
+    resp.expect_header("content-length", "2")
+        .expect_no_header("cache-status");
     assert_eq!(resp.cache_status(), None);
     assert_eq!(origin.requests(), 1);
     origin.finish().await;
@@ -107,7 +126,11 @@ async fn a00004_chunked_streaming() {
             let head_sent = head_sent.clone();
             |mut s| async move {
                 s.rxreq().await.expect_url("/stream");
-                s.txresp(200).hdr("Cache-Control", "max-age=60").chunked().send_head().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .chunked()
+                    .send_head()
+                    .await;
                 head_sent.sync().await;
                 s.chunk("line1\n").await;
                 s.chunk("line2\n").await;
@@ -119,7 +142,9 @@ async fn a00004_chunked_streaming() {
     let c1 = t.client(&origin).get("/stream").spawn();
     head_sent.sync().await;
     let resp = c1.await.expect("c1 task");
-    resp.expect_status(200).expect_header("transfer-encoding", "chunked").expect_body("line1\nline2\n");
+    resp.expect_status(200)
+        .expect_header("transfer-encoding", "chunked")
+        .expect_body("line1\nline2\n");
     origin.finish().await;
 }
 
@@ -138,12 +163,19 @@ async fn a00005_truncated_body_is_incomplete() {
             s.chunk("abc").await;
             s.close().await;
             s.rxreq().await.expect_url("/framing");
-            s.send_raw("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY\r\n0\r\n\r\n").await;
+            s.send_raw(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY\r\n0\r\n\r\n",
+            )
+            .await;
             s.close().await;
         })
         .start()
         .await;
-    for (path, partial) in [("/length", "0123"), ("/chunked", "abc"), ("/framing", "abc")] {
+    for (path, partial) in [
+        ("/length", "0123"),
+        ("/chunked", "abc"),
+        ("/framing", "abc"),
+    ] {
         match t.client(&origin).get(path).try_send().await {
             Err(ClientError::IncompleteBody { response, reason }) => {
                 assert_eq!(response.status, 200, "{path}: {reason}");
@@ -174,7 +206,12 @@ async fn a00006_keep_alive_reuses_connection() {
         .start()
         .await;
     let mut c = t.client(&origin).connect().await;
-    c.get("/a").send().await.expect_status(200).expect_body("a").expect_no_header("connection");
+    c.get("/a")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("a")
+        .expect_no_header("connection");
     c.get("/b").send().await.expect_status(200).expect_body("b");
     origin.wait_requests(2).await;
     assert_eq!(origin.connections(), 1);
@@ -196,11 +233,23 @@ async fn a00007_clock_drives_date() {
         .start()
         .await;
     let client = t.client(&origin);
-    client.get("/").send().await.expect_header("date", "Thu, 01 Jan 2026 00:00:00 GMT");
+    client
+        .get("/")
+        .send()
+        .await
+        .expect_header("date", "Thu, 01 Jan 2026 00:00:00 GMT");
     t.clock.advance(Duration::from_millis(90_500));
-    client.get("/").send().await.expect_header("date", "Thu, 01 Jan 2026 00:01:30 GMT");
+    client
+        .get("/")
+        .send()
+        .await
+        .expect_header("date", "Thu, 01 Jan 2026 00:01:30 GMT");
     t.clock.advance(Duration::from_secs(86_400));
-    client.get("/").send().await.expect_header("date", "Fri, 02 Jan 2026 00:01:30 GMT");
+    client
+        .get("/")
+        .send()
+        .await
+        .expect_header("date", "Fri, 02 Jan 2026 00:01:30 GMT");
     origin.finish().await;
 }
 
@@ -217,10 +266,18 @@ async fn a00008_script_panic_fails_finish() {
         })
         .start()
         .await;
-    let err = t.client(&origin).get("/other").try_send().await.expect_err("no response");
+    let err = t
+        .client(&origin)
+        .get("/other")
+        .try_send()
+        .await
+        .expect_err("no response");
     assert!(matches!(err, ClientError::ClosedBeforeResponse(_)), "{err}");
     let msg = panic_message(tokio::spawn(origin.finish())).await;
-    assert!(msg.contains("script panicked") && msg.contains("expected url \"/expected\""), "{msg}");
+    assert!(
+        msg.contains("script panicked") && msg.contains("expected url \"/expected\""),
+        "{msg}"
+    );
 }
 
 // a00009: an origin with failures that is dropped without finish() still
@@ -256,9 +313,16 @@ async fn a00010_bodiless_responses_and_out_of_order_answers() {
         .start()
         .await;
     let c = t.client(&origin);
-    c.head("/h").send().await.expect_status(200).expect_header("content-length", "12").expect_body_len(0);
+    c.head("/h")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_header("content-length", "12")
+        .expect_body_len(0);
     let resp = c.get("/c").hdr("If-None-Match", "\"v1\"").send().await;
-    resp.expect_status(304).expect_no_header("content-length").expect_body("");
+    resp.expect_status(304)
+        .expect_no_header("content-length")
+        .expect_body("");
     let one = c.get("/one").spawn();
     origin.wait_requests(3).await;
     let two = c.get("/two").spawn();

@@ -82,7 +82,7 @@ impl Pipeline {
             }
             if status == StatusCode::NOT_MODIFIED {
                 let (parts, _body) = resp.into_parts();
-                return Ok(self.refresh_from_304(ctx, key, obj, parts.headers, request_time, response_time));
+                return Ok(self.refresh_from_304(ctx, key, obj, fwd, parts.headers, request_time, response_time));
             }
         }
         let (parts, body) = resp.into_parts();
@@ -183,9 +183,10 @@ impl Pipeline {
             match outcome {
                 Ok(keep) => {
                     counters.inc(&counters.fills_completed);
-                    let chunks = writer.finish();
-                    match (keep, chunks) {
-                        (true, Some(chunks)) => {
+                    // Store before readers see the end: a client holding the
+                    // complete body can count on the next request hitting.
+                    match writer.chunks().filter(|_| keep) {
+                        Some(chunks) => {
                             let obj = build_object(plan, chunks);
                             if store.insert(obj.0, &obj.1, Arc::new(obj.2)).is_ok() {
                                 counters.inc(&counters.objects_stored);
@@ -193,8 +194,9 @@ impl Pipeline {
                                 counters.inc(&counters.objects_too_large);
                             }
                         }
-                        _ => counters.inc(&counters.objects_too_large),
+                        None => counters.inc(&counters.objects_too_large),
                     }
+                    writer.finish();
                 }
                 Err(e) => {
                     counters.inc(&counters.fills_aborted);
@@ -213,6 +215,7 @@ impl Pipeline {
         self.serve_stored(ctx, key, obj, status, self.clock.now())
     }
 
+    #[allow(clippy::too_many_arguments)]
     /// A 304 answered a revalidation: merge its fields into the stored
     /// response (RFC 9111 §4.3.4), store the refreshed copy and serve it.
     fn refresh_from_304(
@@ -220,6 +223,7 @@ impl Pipeline {
         ctx: &Ctx<'_>,
         key: &CacheKey,
         obj: &Arc<StoredObject>,
+        fwd: Fwd,
         not_modified: HeaderMap,
         request_time: SystemTime,
         response_time: SystemTime,
@@ -248,7 +252,7 @@ impl Pipeline {
         } else {
             self.store.update(key.digest, &ctx.headers, fresh.clone());
         }
-        let status = CacheStatus { fwd: Some(Fwd::Stale), fwd_status: Some(304), stored: true, ..Default::default() };
+        let status = CacheStatus { fwd: Some(fwd), fwd_status: Some(304), stored: true, ..Default::default() };
         self.serve_stored(ctx, key, fresh, status, response_time)
     }
 }

@@ -42,6 +42,9 @@ use crate::counters::Counters;
 use crate::error::{ErrorKind, ProxyError};
 use crate::upstream::{ReqBody, Upstream};
 
+/// The store type the pipeline uses.
+pub type StoreHandle = Store;
+
 /// Shared state of the request pipeline.
 #[derive(Debug)]
 pub struct Pipeline {

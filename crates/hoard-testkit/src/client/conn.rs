@@ -17,13 +17,19 @@ impl RequestBuilder<&mut Conn> {
     /// On any [`ClientError`], or if pipelined responses are still unread.
     pub async fn send(self) -> Response {
         let ctx = self.spec.ctx(&self.target.client);
-        self.try_send().await.unwrap_or_else(|e| panic!("{ctx}: {e}"))
+        self.try_send()
+            .await
+            .unwrap_or_else(|e| panic!("{ctx}: {e}"))
     }
 
     /// Sends on the persistent connection and reads the response, reporting failures.
     pub async fn try_send(self) -> Result<Response, ClientError> {
         let conn = self.target;
-        assert!(conn.inflight.is_empty(), "{}: send() with pipelined responses unread", conn.client.name);
+        assert!(
+            conn.inflight.is_empty(),
+            "{}: send() with pipelined responses unread",
+            conn.client.name
+        );
         let result = within(self.spec.timeout, conn.exchange(self.spec, true)).await;
         if let Err(e) = &result {
             conn.client.log(format_args!("error: {e}"));
@@ -51,7 +57,12 @@ pub struct Conn {
 
 impl Conn {
     pub(super) fn new(client: Client, rd: OwnedReadHalf, wr: OwnedWriteHalf) -> Self {
-        Self { client, reader: WireReader::new(rd), writer: wr, inflight: VecDeque::new() }
+        Self {
+            client,
+            reader: WireReader::new(rd),
+            writer: wr,
+            inflight: VecDeque::new(),
+        }
     }
 
     /// A GET on this connection.
@@ -71,15 +82,37 @@ impl Conn {
 
     /// Any method on this connection.
     pub fn request(&mut self, method: &str, path: &str) -> RequestBuilder<&mut Conn> {
-        RequestBuilder { target: self, spec: Spec::new(method, path) }
+        RequestBuilder {
+            target: self,
+            spec: Spec::new(method, path),
+        }
     }
 
     /// Writes raw bytes (malformed or pipelined requests). Write errors are
     /// logged, not fatal: the next read shows what the peer did.
     pub async fn send_raw(&mut self, bytes: impl AsRef<[u8]>) {
         let bytes = bytes.as_ref();
-        self.client.log(format_args!("tx raw ({} bytes) {}", bytes.len(), wire::show(bytes)));
+        self.client.log(format_args!(
+            "tx raw ({} bytes) {}",
+            bytes.len(),
+            wire::show(bytes)
+        ));
         self.write(bytes).await;
+    }
+
+    /// Reads raw bytes up to and including `needle` (to observe a response
+    /// while it streams).
+    ///
+    /// # Panics
+    /// If the connection closes first or nothing arrives within the client timeout.
+    pub async fn read_until(&mut self, needle: impl AsRef<[u8]>) -> bytes::Bytes {
+        let needle = needle.as_ref();
+        let got = tokio::time::timeout(CLIENT_TIMEOUT, self.reader.until(needle))
+            .await
+            .unwrap_or_else(|_| panic!("{}: read_until: timed out", self.client.name))
+            .unwrap_or_else(|e| panic!("{}: read_until: {e}", self.client.name));
+        self.client.log(format_args!("rx raw ({} bytes) {}", got.len(), wire::show(&got)));
+        got
     }
 
     /// Half-closes the connection (sends FIN); responses can still be read.
@@ -95,12 +128,17 @@ impl Conn {
     /// On any [`ClientError`].
     pub async fn read_response(&mut self) -> Response {
         let name = self.client.name.clone();
-        self.try_read_response().await.unwrap_or_else(|e| panic!("{name}: read_response: {e}"))
+        self.try_read_response()
+            .await
+            .unwrap_or_else(|e| panic!("{name}: read_response: {e}"))
     }
 
     /// Reads the next response, reporting failures.
     pub async fn try_read_response(&mut self) -> Result<Response, ClientError> {
-        let spec = self.inflight.pop_front().unwrap_or_else(|| Spec::new("GET", "(raw request)"));
+        let spec = self
+            .inflight
+            .pop_front()
+            .unwrap_or_else(|| Spec::new("GET", "(raw request)"));
         let result = within(spec.timeout, self.read(&spec)).await;
         if let Err(e) = &result {
             self.client.log(format_args!("error: {e}"));
@@ -138,7 +176,11 @@ impl Conn {
     }
 
     /// Sends `spec` and reads its final response, skipping interim 1xx.
-    pub(super) async fn exchange(&mut self, spec: Spec, persistent: bool) -> Result<Response, ClientError> {
+    pub(super) async fn exchange(
+        &mut self,
+        spec: Spec,
+        persistent: bool,
+    ) -> Result<Response, ClientError> {
         let (bytes, event) = spec.encode(persistent);
         self.client.log(event);
         // A write error is not final: the peer may have answered before closing.
@@ -155,15 +197,24 @@ impl Conn {
     async fn read(&mut self, spec: &Spec) -> Result<Response, ClientError> {
         let head = match self.reader.head(parse_head).await {
             Ok(Some(head)) => head,
-            Ok(None) => return Err(ClientError::ClosedBeforeResponse("connection closed".to_owned())),
+            Ok(None) => {
+                return Err(ClientError::ClosedBeforeResponse(
+                    "connection closed".to_owned(),
+                ))
+            }
             Err(HeadError::Eof { got }) => {
-                return Err(ClientError::ClosedBeforeResponse(format!("connection closed after {got} head bytes")))
+                return Err(ClientError::ClosedBeforeResponse(format!(
+                    "connection closed after {got} head bytes"
+                )))
             }
             Err(HeadError::Io(e)) => return Err(ClientError::ClosedBeforeResponse(e.to_string())),
             Err(HeadError::Malformed(e)) => return Err(ClientError::BadResponse(e)),
         };
         let (status, reason, headers) = head;
-        self.client.log(wire::fmt_head(&format!("rx HTTP/1.1 {status} {reason}"), &headers));
+        self.client.log(wire::fmt_head(
+            &format!("rx HTTP/1.1 {status} {reason}"),
+            &headers,
+        ));
         let bodiless = spec.no_body || spec.method == "HEAD" || wire::bodiless_status(status);
         let framing = match bodiless {
             true => Framing::Empty,
@@ -172,13 +223,20 @@ impl Conn {
         let mut resp = Response::new(spec.ctx(&self.client), status, reason, headers);
         match self.reader.body(framing).await {
             Ok(body) => {
-                self.client.log(format_args!("rx body ({} bytes) {}", body.len(), wire::show(&body)));
+                self.client.log(format_args!(
+                    "rx body ({} bytes) {}",
+                    body.len(),
+                    wire::show(&body)
+                ));
                 resp.body = body;
                 Ok(resp)
             }
             Err(e) => {
                 resp.body = e.partial;
-                Err(ClientError::IncompleteBody { response: Box::new(resp), reason: e.reason })
+                Err(ClientError::IncompleteBody {
+                    response: Box::new(resp),
+                    reason: e.reason,
+                })
             }
         }
     }
@@ -186,7 +244,10 @@ impl Conn {
 
 impl fmt::Debug for Conn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Conn").field("client", &self.client).field("inflight", &self.inflight.len()).finish()
+        f.debug_struct("Conn")
+            .field("client", &self.client)
+            .field("inflight", &self.inflight.len())
+            .finish()
     }
 }
 
@@ -199,7 +260,10 @@ fn parse_head(buf: &[u8]) -> wire::ParseResult<Head> {
         Ok(httparse::Status::Complete(len)) => {
             let status = resp.code.unwrap_or_default();
             let reason = resp.reason.unwrap_or_default().to_owned();
-            Ok(Some((len, (status, reason, wire::owned_headers(resp.headers)))))
+            Ok(Some((
+                len,
+                (status, reason, wire::owned_headers(resp.headers)),
+            )))
         }
         Ok(httparse::Status::Partial) => Ok(None),
         Err(e) => Err(e.to_string()),

@@ -26,8 +26,19 @@ pub struct Response {
 }
 
 impl Response {
-    pub(crate) fn new(ctx: String, status: u16, reason: String, headers: Vec<(String, String)>) -> Self {
-        Self { status, reason, headers, body: Bytes::new(), ctx }
+    pub(crate) fn new(
+        ctx: String,
+        status: u16,
+        reason: String,
+        headers: Vec<(String, String)>,
+    ) -> Self {
+        Self {
+            status,
+            reason,
+            headers,
+            body: Bytes::new(),
+            ctx,
+        }
     }
 
     /// The first value of header `name` (case-insensitive).
@@ -54,7 +65,10 @@ impl Response {
     #[track_caller]
     pub fn expect_status(&self, status: u16) -> &Self {
         if self.status != status {
-            self.fail(format_args!("expected status {status}, got {}", self.status));
+            self.fail(format_args!(
+                "expected status {status}, got {}",
+                self.status
+            ));
         }
         self
     }
@@ -65,7 +79,9 @@ impl Response {
         match self.header(name) {
             Some(v) if v == value => self,
             Some(v) => self.fail(format_args!("expected header {name}: {value:?}, got {v:?}")),
-            None => self.fail(format_args!("expected header {name}: {value:?}, but it is absent")),
+            None => self.fail(format_args!(
+                "expected header {name}: {value:?}, but it is absent"
+            )),
         }
     }
 
@@ -74,8 +90,12 @@ impl Response {
     pub fn expect_header_contains(&self, name: &str, part: &str) -> &Self {
         match self.header(name) {
             Some(v) if v.contains(part) => self,
-            Some(v) => self.fail(format_args!("expected header {name} to contain {part:?}, got {v:?}")),
-            None => self.fail(format_args!("expected header {name} containing {part:?}, but it is absent")),
+            Some(v) => self.fail(format_args!(
+                "expected header {name} to contain {part:?}, got {v:?}"
+            )),
+            None => self.fail(format_args!(
+                "expected header {name} containing {part:?}, but it is absent"
+            )),
         }
     }
 
@@ -93,7 +113,11 @@ impl Response {
     pub fn expect_body(&self, body: impl AsRef<[u8]>) -> &Self {
         let body = body.as_ref();
         if self.body != body {
-            self.fail(format_args!("expected body {}, got {}", wire::show(body), wire::show(&self.body)));
+            self.fail(format_args!(
+                "expected body {}, got {}",
+                wire::show(body),
+                wire::show(&self.body)
+            ));
         }
         self
     }
@@ -102,7 +126,10 @@ impl Response {
     #[track_caller]
     pub fn expect_body_len(&self, len: usize) -> &Self {
         if self.body.len() != len {
-            self.fail(format_args!("expected a body of {len} bytes, got {}", self.body.len()));
+            self.fail(format_args!(
+                "expected a body of {len} bytes, got {}",
+                self.body.len()
+            ));
         }
         self
     }
@@ -116,7 +143,11 @@ impl Response {
     pub fn dump(&self) -> String {
         let start = format!("  HTTP/1.1 {} {}", self.status, self.reason);
         let mut s = wire::fmt_head(&start, &self.headers).replace("\n  ", "\n    ");
-        s.push_str(&format!("\n    ({} body bytes) {}", self.body.len(), wire::show(&self.body)));
+        s.push_str(&format!(
+            "\n    ({} body bytes) {}",
+            self.body.len(),
+            wire::show(&self.body)
+        ));
         s
     }
 }
@@ -165,7 +196,11 @@ impl fmt::Display for ClientError {
             ClientError::ClosedBeforeResponse(why) => write!(f, "closed before a response: {why}"),
             ClientError::BadResponse(why) => write!(f, "bad response: {why}"),
             ClientError::IncompleteBody { response, reason } => {
-                write!(f, "incomplete body: {reason}\nresponse so far:\n{}", response.dump())
+                write!(
+                    f,
+                    "incomplete body: {reason}\nresponse so far:\n{}",
+                    response.dump()
+                )
             }
             ClientError::Timeout(d) => write!(f, "no complete response within {d:?}"),
         }

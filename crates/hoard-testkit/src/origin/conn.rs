@@ -34,7 +34,9 @@ pub(crate) struct ConnIo {
 impl ConnIo {
     pub(crate) async fn write(&self, bytes: &[u8]) -> io::Result<()> {
         let mut guard = self.writer.lock().await;
-        let w = guard.as_mut().ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "closed by the script"))?;
+        let w = guard
+            .as_mut()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "closed by the script"))?;
         w.write_all(bytes).await?;
         w.flush().await
     }
@@ -59,8 +61,14 @@ pub(crate) struct Pending {
 impl Pending {
     /// Consumes the request for the script.
     pub(crate) fn take(mut self) -> (Request, Arc<ConnIo>, oneshot::Sender<Done>) {
-        let req = self.req.take().expect("origin: pending request taken twice");
-        let done = self.done.take().expect("origin: pending request taken twice");
+        let req = self
+            .req
+            .take()
+            .expect("origin: pending request taken twice");
+        let done = self
+            .done
+            .take()
+            .expect("origin: pending request taken twice");
         (req, self.conn.clone(), done)
     }
 }
@@ -68,17 +76,30 @@ impl Pending {
 impl Drop for Pending {
     fn drop(&mut self) {
         if let (Some(req), Some(done)) = (self.req.take(), self.done.take()) {
-            self.shared.fail(format!("unexpected request: {} {} (conn {})", req.method(), req.url(), self.conn.id));
+            self.shared.fail(format!(
+                "unexpected request: {} {} (conn {})",
+                req.method(),
+                req.url(),
+                self.conn.id
+            ));
             let _ = done.send(Done::Unexpected);
         }
     }
 }
 
 /// Serves one connection until it closes.
-pub(crate) async fn serve(stream: TcpStream, id: usize, shared: Arc<Shared>, queue: mpsc::UnboundedSender<Pending>) {
+pub(crate) async fn serve(
+    stream: TcpStream,
+    id: usize,
+    shared: Arc<Shared>,
+    queue: mpsc::UnboundedSender<Pending>,
+) {
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
-    let conn = Arc::new(ConnIo { id, writer: tokio::sync::Mutex::new(Some(wr)) });
+    let conn = Arc::new(ConnIo {
+        id,
+        writer: tokio::sync::Mutex::new(Some(wr)),
+    });
     let mut reader = WireReader::new(rd);
     loop {
         let req = match read_request(&mut reader, &shared, id).await {
@@ -86,19 +107,28 @@ pub(crate) async fn serve(stream: TcpStream, id: usize, shared: Arc<Shared>, que
             Ok(None) => break,
             Err(bad) => {
                 shared.fail(format!("conn {id}: malformed request: {bad}"));
-                let _ = conn.write(&error_response(&shared, 400, "bad request")).await;
+                let _ = conn
+                    .write(&error_response(&shared, 400, "bad request"))
+                    .await;
                 break;
             }
         };
         shared.requests.send_modify(|n| *n += 1);
         let (done_tx, done_rx) = oneshot::channel();
-        let pending = Pending { req: Some(req), conn: conn.clone(), done: Some(done_tx), shared: shared.clone() };
+        let pending = Pending {
+            req: Some(req),
+            conn: conn.clone(),
+            done: Some(done_tx),
+            shared: shared.clone(),
+        };
         // If the script has ended the send fails and dropping `pending` answers Unexpected.
         let _ = queue.send(pending);
         match done_rx.await {
             Ok(Done::Keep) => {}
             Ok(Done::Unexpected) => {
-                let _ = conn.write(&error_response(&shared, 500, "unexpected request")).await;
+                let _ = conn
+                    .write(&error_response(&shared, 500, "unexpected request"))
+                    .await;
                 break;
             }
             Ok(Done::Close) | Err(_) => break,
@@ -120,7 +150,9 @@ async fn read_request(
         Ok(None) => return Ok(None),
         Err(HeadError::Malformed(e)) => return Err(e),
         Err(HeadError::Eof { got }) => {
-            shared.log(format_args!("conn {conn}: peer closed after {got} bytes of a request head"));
+            shared.log(format_args!(
+                "conn {conn}: peer closed after {got} bytes of a request head"
+            ));
             return Ok(None);
         }
         Err(HeadError::Io(e)) => {
@@ -135,16 +167,31 @@ async fn read_request(
         Ok(body) => body,
         Err(e) => {
             let head = wire::fmt_head(&start, &headers);
-            shared.log(format_args!("{head}\nrequest body incomplete: {}", e.reason));
+            shared.log(format_args!(
+                "{head}\nrequest body incomplete: {}",
+                e.reason
+            ));
             return Ok(None);
         }
     };
     let mut event = wire::fmt_head(&start, &headers);
     if !body.is_empty() {
-        event.push_str(&format!("\n  ({} body bytes) {}", body.len(), wire::show(&body)));
+        event.push_str(&format!(
+            "\n  ({} body bytes) {}",
+            body.len(),
+            wire::show(&body)
+        ));
     }
     shared.log(event);
-    Ok(Some(Request::new(shared.name().to_owned(), conn, method, url, version, headers, body)))
+    Ok(Some(Request::new(
+        shared.name().to_owned(),
+        conn,
+        method,
+        url,
+        version,
+        headers,
+        body,
+    )))
 }
 
 type Head = (String, String, u8, Vec<(String, String)>);
@@ -157,7 +204,10 @@ fn parse_head(buf: &[u8]) -> wire::ParseResult<Head> {
             let method = req.method.unwrap_or_default().to_owned();
             let url = req.path.unwrap_or_default().to_owned();
             let version = req.version.unwrap_or(1);
-            Ok(Some((len, (method, url, version, wire::owned_headers(req.headers)))))
+            Ok(Some((
+                len,
+                (method, url, version, wire::owned_headers(req.headers)),
+            )))
         }
         Ok(httparse::Status::Partial) => Ok(None),
         Err(e) => Err(e.to_string()),

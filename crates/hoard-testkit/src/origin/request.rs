@@ -29,7 +29,16 @@ impl Request {
         headers: Vec<(String, String)>,
         body: Bytes,
     ) -> Self {
-        Self { who, seq: 0, conn, method, url, version, headers, body }
+        Self {
+            who,
+            seq: 0,
+            conn,
+            method,
+            url,
+            version,
+            headers,
+            body,
+        }
     }
 
     /// The method, e.g. `GET`.
@@ -64,7 +73,9 @@ impl Request {
 
     /// Every value of header `name` (case-insensitive), in order.
     pub fn header_all(&self, name: &str) -> Vec<String> {
-        wire::find_all(&self.headers, name).map(str::to_owned).collect()
+        wire::find_all(&self.headers, name)
+            .map(str::to_owned)
+            .collect()
     }
 
     /// The decoded body (Content-Length or chunked).
@@ -76,7 +87,10 @@ impl Request {
     #[track_caller]
     pub fn expect_method(&self, method: &str) -> &Self {
         if self.method != method {
-            self.fail(format_args!("expected method {method:?}, got {:?}", self.method));
+            self.fail(format_args!(
+                "expected method {method:?}, got {:?}",
+                self.method
+            ));
         }
         self
     }
@@ -96,7 +110,9 @@ impl Request {
         match wire::find(&self.headers, name) {
             Some(v) if v == value => self,
             Some(v) => self.fail(format_args!("expected header {name}: {value:?}, got {v:?}")),
-            None => self.fail(format_args!("expected header {name}: {value:?}, but it is absent")),
+            None => self.fail(format_args!(
+                "expected header {name}: {value:?}, but it is absent"
+            )),
         }
     }
 
@@ -105,8 +121,12 @@ impl Request {
     pub fn expect_header_contains(&self, name: &str, part: &str) -> &Self {
         match wire::find(&self.headers, name) {
             Some(v) if v.contains(part) => self,
-            Some(v) => self.fail(format_args!("expected header {name} to contain {part:?}, got {v:?}")),
-            None => self.fail(format_args!("expected header {name} containing {part:?}, but it is absent")),
+            Some(v) => self.fail(format_args!(
+                "expected header {name} to contain {part:?}, got {v:?}"
+            )),
+            None => self.fail(format_args!(
+                "expected header {name} containing {part:?}, but it is absent"
+            )),
         }
     }
 
@@ -124,7 +144,11 @@ impl Request {
     pub fn expect_body(&self, body: impl AsRef<[u8]>) -> &Self {
         let body = body.as_ref();
         if self.body != body {
-            self.fail(format_args!("expected body {}, got {}", wire::show(body), wire::show(&self.body)));
+            self.fail(format_args!(
+                "expected body {}, got {}",
+                wire::show(body),
+                wire::show(&self.body)
+            ));
         }
         self
     }
@@ -135,9 +159,16 @@ impl Request {
     }
 
     fn dump(&self) -> String {
-        let start = format!("  {} {} HTTP/1.{} (conn {})", self.method, self.url, self.version, self.conn);
+        let start = format!(
+            "  {} {} HTTP/1.{} (conn {})",
+            self.method, self.url, self.version, self.conn
+        );
         let mut s = wire::fmt_head(&start, &self.headers).replace("\n  ", "\n    ");
-        s.push_str(&format!("\n    ({} body bytes) {}", self.body.len(), wire::show(&self.body)));
+        s.push_str(&format!(
+            "\n    ({} body bytes) {}",
+            self.body.len(),
+            wire::show(&self.body)
+        ));
         s
     }
 }

@@ -44,7 +44,11 @@ impl Exchange {
     fn complete(&mut self) {
         self.stream = None;
         if let Some(done) = self.done.take() {
-            let _ = done.send(if self.close_after { Done::Close } else { Done::Keep });
+            let _ = done.send(if self.close_after {
+                Done::Close
+            } else {
+                Done::Keep
+            });
         }
     }
 }
@@ -61,7 +65,13 @@ pub struct Script {
 
 impl Script {
     pub(crate) fn new(shared: Arc<Shared>, queue: mpsc::UnboundedReceiver<Pending>) -> Self {
-        Self { shared, queue, open: Vec::new(), current: None, next_seq: 1 }
+        Self {
+            shared,
+            queue,
+            open: Vec::new(),
+            current: None,
+            next_seq: 1,
+        }
     }
 
     /// Receives the next request from any connection and makes it current.
@@ -73,8 +83,14 @@ impl Script {
         self.settle();
         let pending = match tokio::time::timeout(ORIGIN_TIMEOUT, self.queue.recv()).await {
             Ok(Some(p)) => p,
-            Ok(None) => panic!("{}: rxreq: the origin stopped accepting", self.shared.name()),
-            Err(_) => panic!("{}: rxreq: no request arrived within {ORIGIN_TIMEOUT:?}", self.shared.name()),
+            Ok(None) => panic!(
+                "{}: rxreq: the origin stopped accepting",
+                self.shared.name()
+            ),
+            Err(_) => panic!(
+                "{}: rxreq: no request arrived within {ORIGIN_TIMEOUT:?}",
+                self.shared.name()
+            ),
         };
         let (mut req, conn, done) = pending.take();
         req.seq = self.next_seq;
@@ -111,7 +127,12 @@ impl Script {
     pub fn switch_to(&mut self, req: &Request) {
         self.settle();
         if !self.open.iter().any(|ex| ex.seq == req.seq) {
-            panic!("{}: switch_to {} {}: already answered", self.shared.name(), req.method(), req.url());
+            panic!(
+                "{}: switch_to {} {}: already answered",
+                self.shared.name(),
+                req.method(),
+                req.url()
+            );
         }
         self.current = Some(req.seq);
     }
@@ -121,7 +142,10 @@ impl Script {
         let current = self.current;
         match self.open.iter_mut().find(|ex| Some(ex.seq) == current) {
             Some(ex) => ex,
-            None => panic!("{}: no current request (call rxreq first)", self.shared.name()),
+            None => panic!(
+                "{}: no current request (call rxreq first)",
+                self.shared.name()
+            ),
         }
     }
 
@@ -202,7 +226,11 @@ impl Script {
     /// Writes raw bytes on the current connection.
     pub async fn send_raw(&mut self, bytes: impl AsRef<[u8]>) {
         let bytes = bytes.as_ref();
-        self.write(bytes, &format!("tx raw ({} bytes) {}", bytes.len(), wire::show(bytes))).await;
+        self.write(
+            bytes,
+            &format!("tx raw ({} bytes) {}", bytes.len(), wire::show(bytes)),
+        )
+        .await;
     }
 
     /// Closes the current connection now, whatever was sent.
@@ -226,9 +254,11 @@ impl Script {
         let conn = ex.conn.clone();
         let (first, rest) = what.split_once('\n').map_or((what, ""), |(f, r)| (f, r));
         let sep = if rest.is_empty() { "" } else { "\n" };
-        self.shared.log(format_args!("{first} (conn {}){sep}{rest}", conn.id));
+        self.shared
+            .log(format_args!("{first} (conn {}){sep}{rest}", conn.id));
         if let Err(e) = conn.write(bytes).await {
-            self.shared.log(format_args!("write failed on conn {}: {e}", conn.id));
+            self.shared
+                .log(format_args!("write failed on conn {}: {e}", conn.id));
         }
     }
 }
@@ -308,14 +338,20 @@ impl Resp<'_> {
         if ex.close_after && !self.has("connection") {
             headers.push(("Connection".to_owned(), "close".to_owned()));
         }
-        let reason = self.reason.clone().unwrap_or_else(|| wire::reason(self.status).to_owned());
+        let reason = self
+            .reason
+            .clone()
+            .unwrap_or_else(|| wire::reason(self.status).to_owned());
         let start = format!("HTTP/1.1 {} {reason}", self.status);
         let mut out = start.clone();
         for (k, v) in &headers {
             out.push_str(&format!("\r\n{k}: {v}"));
         }
         out.push_str("\r\n\r\n");
-        (out.into_bytes(), wire::fmt_head(&format!("tx {} {reason}", self.status), &headers))
+        (
+            out.into_bytes(),
+            wire::fmt_head(&format!("tx {} {reason}", self.status), &headers),
+        )
     }
 
     /// The body length to announce: the body's, else 0 unless the status has no body.
@@ -330,12 +366,19 @@ impl Resp<'_> {
     /// Sends the whole response and completes it (interim 1xx responses other
     /// than 101 do not complete the exchange).
     pub async fn send(mut self) {
-        assert!(!self.chunked, "a chunked response is sent with .send_head(), then chunk()/end()");
+        assert!(
+            !self.chunked,
+            "a chunked response is sent with .send_head(), then chunk()/end()"
+        );
         let (mut out, mut event) = self.head(self.body_len());
         let body = self.body.take().unwrap_or_default();
         if !self.no_body && !self.script.ex().head_request && !body.is_empty() {
             out.extend_from_slice(&body);
-            event.push_str(&format!("\n  ({} body bytes) {}", body.len(), wire::show(&body)));
+            event.push_str(&format!(
+                "\n  ({} body bytes) {}",
+                body.len(),
+                wire::show(&body)
+            ));
         }
         self.script.write(&out, &event).await;
         if !(100..200).contains(&self.status) || self.status == 101 {
@@ -352,8 +395,15 @@ impl Resp<'_> {
     /// [`Script::end`]. Without `.chunked()` or a `Content-Length` set with
     /// `.hdr`, the body is delimited by closing the connection.
     pub async fn send_head(mut self) {
-        assert!(self.body.is_none(), "with .send_head() the body is sent with chunk()");
-        let stream = if self.chunked { Stream::Chunked } else { Stream::Raw };
+        assert!(
+            self.body.is_none(),
+            "with .send_head() the body is sent with chunk()"
+        );
+        let stream = if self.chunked {
+            Stream::Chunked
+        } else {
+            Stream::Raw
+        };
         if !self.chunked && !self.has("content-length") && !self.has("transfer-encoding") {
             self.script.ex().close_after = true;
         }
@@ -369,7 +419,12 @@ impl Resp<'_> {
         let (mut out, mut event) = self.head(Some(body.len()));
         let part = &body[..keep.min(body.len())];
         out.extend_from_slice(part);
-        event.push_str(&format!("\n  (truncated: {} of {} body bytes) {}", part.len(), body.len(), wire::show(part)));
+        event.push_str(&format!(
+            "\n  (truncated: {} of {} body bytes) {}",
+            part.len(),
+            body.len(),
+            wire::show(part)
+        ));
         self.script.write(&out, &event).await;
         self.script.close().await;
     }

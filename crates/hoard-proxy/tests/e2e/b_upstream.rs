@@ -1,0 +1,125 @@
+//! b: the upstream side: errors, timeouts, keep-alive reuse, retry, Host, round-robin.
+
+use std::time::Duration;
+
+use hoard_proxy::config::{HostHeader, ServerAddr};
+use hoard_testkit::Test;
+
+// b00020: an origin that refuses connections gives 502.
+#[tokio::test]
+async fn b00020_origin_refused_is_502() {
+    let t = Test::new("b00020");
+    // Reserve a port, then close it so nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let proxy = t.proxy().upstream(|u| u.servers = vec![ServerAddr { authority: format!("127.0.0.1:{port}") }]).start().await;
+
+    let r = t.client(&proxy).get("/").send().await;
+    r.expect_status(502).expect_header_contains("cache-status", "detail=connect-refused");
+    proxy.expect_counter("origin_connect_errors", 1);
+}
+
+// b00021: an origin that accepts but never answers gives 504 after the read timeout.
+#[tokio::test]
+async fn b00021_origin_timeout_is_504() {
+    let t = Test::new("b00021");
+    let answered = t.barrier(2);
+    let origin = t.origin().script({
+        let answered = answered.clone();
+        |mut s| async move {
+            s.rxreq().await.expect_url("/slow");
+            answered.sync().await; // hold the request until the client saw its 504
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).upstream(|u| u.read_timeout = Duration::from_millis(200)).start().await;
+
+    t.client(&proxy).get("/slow").send().await.expect_status(504).expect_header_contains("cache-status", "detail=read-timeout");
+    proxy.expect_counter("origin_timeouts", 1);
+    answered.sync().await;
+    origin.finish().await;
+}
+
+// b00022: keep-alive connections to the origin are reused.
+#[tokio::test]
+async fn b00022_origin_connection_reused() {
+    let t = Test::new("b00022");
+    let origin = t.origin().script(|mut s| async move {
+        for path in ["/1", "/2", "/3"] {
+            s.rxreq().await.expect_url(path);
+            s.txresp(200).hdr("Cache-Control", "max-age=60").body(path).send().await;
+        }
+        assert_eq!(s.connections(), 1, "one origin connection for three requests");
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+
+    for path in ["/1", "/2", "/3"] {
+        t.client(&proxy).get(path).send().await.expect_body(path);
+    }
+    proxy.expect_counter("origin_connections_opened", 1).expect_counter("origin_connections_reused", 2);
+    origin.finish().await;
+}
+
+// b00023: when a reused idle connection turns out dead, the request is retried once on a new one.
+#[tokio::test]
+async fn b00023_retry_once_on_dead_reused_connection() {
+    let t = Test::new("b00023");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await.expect_url("/1");
+        s.txresp(200).hdr("Cache-Control", "max-age=60").body("one").send().await;
+        let r = s.rxreq().await;
+        r.expect_url("/2");
+        assert_eq!(r.conn(), 1, "second request came on the reused connection");
+        s.close().await; // the origin drops the connection without answering
+        let r = s.rxreq().await;
+        r.expect_url("/2");
+        assert_eq!(r.conn(), 2, "retried on a new connection");
+        s.txresp(200).hdr("Cache-Control", "max-age=60").body("two").send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+
+    t.client(&proxy).get("/1").send().await.expect_body("one");
+    t.client(&proxy).get("/2").send().await.expect_status(200).expect_body("two");
+    proxy.expect_counter("origin_retries", 1);
+    origin.finish().await;
+}
+
+// b00024: the Host sent to the origin follows the upstream's `host` setting.
+#[tokio::test]
+async fn b00024_host_as_configured() {
+    let t = Test::new("b00024");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await.expect_header("host", "origin.internal");
+        s.txresp(200).hdr("Cache-Control", "no-store").body("ok").send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).upstream(|u| u.host = HostHeader::Fixed("origin.internal".into())).start().await;
+
+    t.client(&proxy).get("/").hdr("Host", "public.example").send().await.expect_status(200);
+    origin.finish().await;
+}
+
+// b00025: requests are spread round-robin over the servers of an upstream.
+#[tokio::test]
+async fn b00025_round_robin() {
+    let t = Test::new("b00025");
+    let s1 = t.origin().script(|mut s| async move {
+        for _ in 0..2 {
+            s.rxreq().await;
+            s.txresp(200).hdr("Cache-Control", "no-store").body("s1").send().await;
+        }
+    }).start().await;
+    let s2 = t.origin().script(|mut s| async move {
+        for _ in 0..2 {
+            s.rxreq().await;
+            s.txresp(200).hdr("Cache-Control", "no-store").body("s2").send().await;
+        }
+    }).start().await;
+    let (a1, a2) = (s1.addr().to_string(), s2.addr().to_string());
+    let proxy = t.proxy().upstream(|u| u.servers = vec![ServerAddr { authority: a1 }, ServerAddr { authority: a2 }]).start().await;
+
+    let mut bodies = Vec::new();
+    for _ in 0..4 {
+        bodies.push(t.client(&proxy).get("/").send().await.text());
+    }
+    assert_eq!(bodies, ["s1", "s2", "s1", "s2"]);
+    s1.finish().await;
+    s2.finish().await;
+}

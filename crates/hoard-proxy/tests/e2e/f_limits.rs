@@ -1,0 +1,85 @@
+//! f: robustness: limits on request heads, targets and bodies; framing conflicts.
+
+use hoard_testkit::Test;
+
+// f00001: a request head over the size limit gets 431.
+#[tokio::test]
+async fn f00001_oversized_head_is_431() {
+    let t = Test::new("f00001");
+    let origin = t.origin().script(|_s| async move {}).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let big = "x".repeat(20_000);
+    let mut c = t.client(&proxy).connect().await;
+    c.send_raw(format!("GET / HTTP/1.1\r\nHost: a\r\nX-Big: {big}\r\n\r\n")).await;
+    c.read_response().await.expect_status(431);
+    origin.finish().await;
+}
+
+// f00002: too many header fields get 431.
+#[tokio::test]
+async fn f00002_too_many_headers_is_431() {
+    let t = Test::new("f00002");
+    let origin = t.origin().script(|_s| async move {}).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let mut req = String::from("GET / HTTP/1.1\r\nHost: a\r\n");
+    for i in 0..150 {
+        req.push_str(&format!("X-H{i}: v\r\n"));
+    }
+    req.push_str("\r\n");
+    let mut c = t.client(&proxy).connect().await;
+    c.send_raw(req).await;
+    c.read_response().await.expect_status(431);
+    origin.finish().await;
+}
+
+// f00003: a request target over the limit gets 414.
+#[tokio::test]
+async fn f00003_long_uri_is_414() {
+    let t = Test::new("f00003");
+    let origin = t.origin().script(|_s| async move {}).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let path = format!("/{}", "a".repeat(9000));
+    t.client(&proxy).get(&path).send().await.expect_status(414);
+    proxy.expect_counter("client_errors", 1);
+    origin.finish().await;
+}
+
+// f00004: a declared body over the limit gets 413 without reaching the origin.
+#[tokio::test]
+async fn f00004_body_too_large_is_413() {
+    let t = Test::new("f00004");
+    let origin = t.origin().script(|_s| async move {}).start().await;
+    let proxy = t.proxy().origin(&origin).config(|c| c.server.max_body_size = 1000).start().await;
+    t.client(&proxy).post("/up").body(vec![b'b'; 2000]).send().await.expect_status(413);
+    origin.finish().await;
+}
+
+// f00005: Content-Length with Transfer-Encoding (a smuggling vector): the body is framed by
+// Transfer-Encoding alone and the connection is closed after the response (RFC 9112 §6.1),
+// so the request hidden behind it never reaches the origin.
+#[tokio::test]
+async fn f00005_cl_and_te_cannot_smuggle() {
+    let t = Test::new("f00005");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await.expect_method("POST").expect_url("/").expect_body("").expect_no_header("content-length");
+        s.txresp(200).body("ok").send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let mut c = t.client(&proxy).connect().await;
+    c.send_raw("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n").await;
+    c.read_response().await.expect_status(200);
+    c.expect_closed().await;
+    origin.finish().await;
+}
+
+// f00006: a malformed request line gets 400.
+#[tokio::test]
+async fn f00006_garbage_is_400() {
+    let t = Test::new("f00006");
+    let origin = t.origin().script(|_s| async move {}).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let mut c = t.client(&proxy).connect().await;
+    c.send_raw("GET\x01 / HTTP/1.1\r\n\r\n").await;
+    c.read_response().await.expect_status(400);
+    origin.finish().await;
+}

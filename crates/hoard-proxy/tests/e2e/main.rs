@@ -1,0 +1,29 @@
+//! End-to-end cases: the real proxy in-process, a strict fake origin, a raw
+//! client. Naming follows varnishtest: b basic proxying, c RFC 9111
+//! semantics, k keys and Vary, w fills, e store limits, f robustness, h HTTP/2.
+
+mod b_basic;
+mod b_upstream;
+mod c_freshness;
+mod c_request;
+mod c_storable;
+mod c_validation;
+mod e_store;
+mod f_limits;
+mod h_http2;
+mod k_keys;
+mod w_fill;
+
+use std::time::Duration;
+
+/// Seconds, for clock advances.
+pub fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// The test clock's start as an HTTP-date, shifted by `delta` seconds.
+pub fn http_date(delta: i64) -> String {
+    let base = hoard_testkit::TestClock::start();
+    let t = if delta >= 0 { base + Duration::from_secs(delta as u64) } else { base - Duration::from_secs((-delta) as u64) };
+    httpdate::fmt_http_date(t)
+}

@@ -1,0 +1,156 @@
+//! The real proxy, started in-process for a case.
+//!
+//! `t.proxy().origin(&origin).start().await` runs hoard on `127.0.0.1:0`
+//! with the case's [`crate::TestClock`], a catch-all caching route to the
+//! origin, the cache key in `Cache-Status` (debug headers on) and short
+//! origin timeouts. `.route(|r| ...)`, `.upstream(|u| ...)` and
+//! `.config(|c| ...)` adjust the configuration; `.toml(text)` starts from a
+//! configuration file instead (`{origin}` in it is replaced by the origin's
+//! address).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hoard_proxy::config::{Config, RouteConfig, ServerAddr, UpstreamConfig};
+use hoard_proxy::{Counters, Proxy, QuickStart};
+
+use crate::{Endpoint, Origin, Test, TestClock, Transcript};
+
+/// Configures a proxy for a case.
+#[derive(Debug)]
+pub struct ProxyBuilder {
+    cfg: Config,
+    clock: TestClock,
+    transcript: Transcript,
+}
+
+/// A running proxy in a case.
+#[derive(Debug)]
+pub struct TestProxy {
+    proxy: Option<Proxy>,
+    addr: SocketAddr,
+}
+
+impl Test {
+    /// A proxy builder with the test defaults (see the module docs).
+    pub fn proxy(&self) -> ProxyBuilder {
+        let mut cfg = Config::quick(&QuickStart {
+            upstream: "http://127.0.0.1:9".into(),
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            debug_headers: true,
+            cache_dir: Some(self.dir().join("cache")),
+            ..QuickStart::default()
+        })
+        .expect("test: quick-start config");
+        let u = &mut cfg.upstreams[0];
+        u.connect_timeout = Duration::from_secs(2);
+        u.read_timeout = Duration::from_secs(5);
+        ProxyBuilder { cfg, clock: self.clock.clone(), transcript: self.transcript().clone() }
+    }
+}
+
+impl ProxyBuilder {
+    /// Sends everything to this origin.
+    pub fn origin(mut self, origin: &Origin) -> Self {
+        self.cfg.upstreams[0].servers = vec![ServerAddr { authority: origin.addr().to_string() }];
+        self
+    }
+
+    /// Adjusts the first route of the default site.
+    pub fn route(mut self, f: impl FnOnce(&mut RouteConfig)) -> Self {
+        f(&mut self.cfg.sites[0].routes[0]);
+        self
+    }
+
+    /// Adjusts the first upstream.
+    pub fn upstream(mut self, f: impl FnOnce(&mut UpstreamConfig)) -> Self {
+        f(&mut self.cfg.upstreams[0]);
+        self
+    }
+
+    /// Adjusts anything.
+    pub fn config(mut self, f: impl FnOnce(&mut Config)) -> Self {
+        f(&mut self.cfg);
+        self
+    }
+
+    /// Replaces the configuration by a TOML text; `{origin}` becomes the
+    /// origin's `host:port`. Listeners are forced to `127.0.0.1:0`.
+    ///
+    /// # Panics
+    /// When the text is not a valid configuration.
+    pub fn toml(mut self, origin: &Origin, text: &str) -> Self {
+        let text = text.replace("{origin}", &origin.addr().to_string());
+        let mut cfg = Config::from_toml("test.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+        for l in &mut cfg.listeners {
+            l.address = SocketAddr::from(([127, 0, 0, 1], 0));
+        }
+        self.cfg = cfg;
+        self
+    }
+
+    /// Starts the proxy.
+    pub async fn start(self) -> TestProxy {
+        let proxy = Proxy::start(self.cfg, self.clock.as_clock()).await.expect("test: proxy starts");
+        let addr = proxy.addr();
+        self.transcript.log("proxy", format_args!("listening on {addr}"));
+        TestProxy { proxy: Some(proxy), addr }
+    }
+}
+
+impl TestProxy {
+    fn inner(&self) -> &Proxy {
+        self.proxy.as_ref().expect("invariant: proxy is running")
+    }
+
+    /// The proxy's counters.
+    pub fn counters(&self) -> &Counters {
+        self.inner().counters()
+    }
+
+    /// A counter's value by name.
+    pub fn counter(&self, name: &str) -> u64 {
+        self.counters().get(name)
+    }
+
+    /// Asserts a counter's value.
+    ///
+    /// # Panics
+    /// When it differs, listing every counter.
+    pub fn expect_counter(&self, name: &str, value: u64) -> &Self {
+        let got = self.counter(name);
+        assert_eq!(got, value, "counter {name}: got {got}, want {value}\nall counters: {:?}", self.counters().snapshot());
+        self
+    }
+
+    /// Waits (by event, with a 10 s safety limit) until a counter reaches `value`.
+    pub async fn wait_counter(&self, name: &str, value: u64) {
+        if tokio::time::timeout(Duration::from_secs(10), self.counters().wait_for(name, value)).await.is_err() {
+            panic!("counter {name} did not reach {value} (now {})", self.counter(name));
+        }
+    }
+
+    /// The cache store.
+    pub fn store(&self) -> &hoard_proxy::pipeline::StoreHandle {
+        self.inner().store()
+    }
+
+    /// Stops the proxy.
+    pub async fn stop(mut self) {
+        if let Some(p) = self.proxy.take() {
+            p.shutdown().await;
+        }
+    }
+
+    /// Keeps the Arc of the store alive for inspection after stop.
+    pub fn store_arc(&self) -> Arc<hoard_proxy::pipeline::StoreHandle> {
+        self.inner().store_arc()
+    }
+}
+
+impl Endpoint for TestProxy {
+    fn endpoint(&self) -> SocketAddr {
+        self.addr
+    }
+}
