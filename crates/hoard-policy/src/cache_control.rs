@@ -115,11 +115,8 @@ impl CacheControl {
             "s-maxage" => first!(self.s_maxage, parse_delta(arg)),
             "max-stale" => first!(
                 self.max_stale,
-                match arg {
-                    None => None,
-                    // An invalid argument is read as "no staleness accepted".
-                    Some(a) => Some(delta_secs(a).unwrap_or(0)),
-                }
+                // An invalid argument is read as "no staleness accepted".
+                arg.map(|a| delta_secs(a).unwrap_or(0))
             ),
             "min-fresh" => first!(self.min_fresh, arg.and_then(delta_secs).unwrap_or(0)),
             "stale-while-revalidate" => {

@@ -29,7 +29,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "d" => n * 86_400.0,
         other => return Err(format!("invalid duration {s:?}: unknown unit {other:?} (use ms, s, m, h or d)")),
     };
-    if !secs.is_finite() || secs < 0.0 || secs > 1e10 {
+    if !(0.0..=1e10).contains(&secs) {
         return Err(format!("invalid duration {s:?}: out of range"));
     }
     Ok(Duration::from_secs_f64(secs))
@@ -54,7 +54,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         other => return Err(format!("invalid size {s:?}: unknown unit {other:?} (use B, KiB, MiB, GiB, KB, MB, GB)")),
     };
     let v = n * mult;
-    if !v.is_finite() || v < 0.0 || v > 1.8e19 {
+    if !(0.0..=1.8e19).contains(&v) {
         return Err(format!("invalid size {s:?}: out of range"));
     }
     Ok(v as u64)

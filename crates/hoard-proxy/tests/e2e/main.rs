@@ -11,6 +11,7 @@ mod c_validation;
 mod e_store;
 mod f_limits;
 mod h_http2;
+mod h_tls;
 mod k_keys;
 mod w_fill;
 

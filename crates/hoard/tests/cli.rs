@@ -1,0 +1,40 @@
+//! The command line: `hoard check` reports configuration errors with file, line and key.
+
+use std::process::Command;
+
+fn hoard(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hoard")).args(args).output().expect("run hoard");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn check_accepts_a_valid_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hoard.toml");
+    std::fs::write(&path, "[upstream.app]\nservers = [\"http://127.0.0.1:8080\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\nupstream = \"app\"\ndefault_ttl = { \"200\" = \"500ms\" }\n").unwrap();
+    let (code, out, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "stdout {out} stderr {err}");
+    assert!(out.contains("valid"));
+}
+
+#[test]
+fn check_names_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "[upstream.app]\nservers = [\"http://127.0.0.1:8080\"]\nread_timeot = \"1s\"\n").unwrap();
+    let (code, _, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bad.toml:3"), "{err}");
+    assert!(err.contains("read_timeot"), "{err}");
+    assert!(err.contains("unknown field"), "{err}");
+}
+
+#[test]
+fn quick_start_needs_an_upstream() {
+    let (code, _, err) = hoard(&[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--upstream"), "{err}");
+    let (code, _, err) = hoard(&["--upstream", "ftp://x"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("expected http://host:port"), "{err}");
+}
