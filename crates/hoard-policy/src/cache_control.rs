@@ -83,6 +83,48 @@ impl CacheControl {
         Some(cc)
     }
 
+    /// Parses a field defined as a Structured Field Dictionary (RFC 9213 §2.1,
+    /// `CDN-Cache-Control`). `None` when absent or invalid: an invalid field is
+    /// ignored as a whole; a directive whose value has the wrong type is ignored.
+    pub fn from_structured(headers: &HeaderMap, name: &HeaderName) -> Option<CacheControl> {
+        let mut lines = headers.get_all(name).iter().peekable();
+        lines.peek()?;
+        let mut joined = String::new();
+        for v in lines {
+            if !joined.is_empty() {
+                joined.push_str(", ");
+            }
+            joined.push_str(v.to_str().ok()?);
+        }
+        let dict = crate::structured::parse_dictionary(&joined)?;
+        let mut cc = CacheControl::default();
+        for (key, item) in dict {
+            use crate::structured::Item;
+            let secs = match item {
+                Item::Integer(n) if n >= 0 => Some((n as u64).min(DELTA_SECONDS_MAX)),
+                _ => None,
+            };
+            let flag = !matches!(item, Item::Boolean(false));
+            match key.as_str() {
+                "max-age" => cc.max_age = secs.map(Delta::Secs),
+                "s-maxage" => cc.s_maxage = secs.map(Delta::Secs),
+                "stale-while-revalidate" => cc.stale_while_revalidate = secs,
+                "stale-if-error" => cc.stale_if_error = secs,
+                "no-cache" => cc.no_cache = flag,
+                "no-store" => cc.no_store = flag,
+                "must-revalidate" => cc.must_revalidate = flag,
+                "proxy-revalidate" => cc.proxy_revalidate = flag,
+                "must-understand" => cc.must_understand = flag,
+                "private" => cc.private = flag,
+                "public" => cc.public = flag,
+                "no-transform" => cc.no_transform = flag,
+                "immutable" => cc.immutable = flag,
+                _ => {}
+            }
+        }
+        Some(cc)
+    }
+
     /// Parses one field value (a comma-separated directive list).
     pub fn parse(value: &str) -> CacheControl {
         let mut cc = CacheControl::default();

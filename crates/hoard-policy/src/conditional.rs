@@ -47,7 +47,8 @@ pub fn evaluate(method: &Method, req: &HeaderMap, stored: &HeaderMap) -> Precond
     // Step 4: If-Modified-Since, GET and HEAD only (§13.1.3).
     if get_or_head {
         if let Some(ims) = req.get(header::IF_MODIFIED_SINCE).and_then(|v| v.to_str().ok()).and_then(parse_date) {
-            if let Some(lm) = last_modified {
+            // RFC 9111 §4.3.2: without Last-Modified, the stored Date stands in.
+            if let Some(lm) = last_modified.or_else(|| date_header(stored, &header::DATE)) {
                 if lm <= ims {
                     return Precondition::NotModified;
                 }
@@ -145,6 +146,7 @@ mod tests {
         use Precondition::*;
         let stored = h(&[("etag", "\"v1\""), ("last-modified", "Mon, 01 Jan 2024 00:00:00 GMT")]);
         let weak = h(&[("etag", "W/\"v1\"")]);
+        let dated = h(&[("date", "Mon, 01 Jan 2024 00:00:00 GMT")]);
         let cases: &[(&HeaderMap, Method, &[(&str, &str)], Precondition)] = &[
             (&stored, Method::GET, &[], Pass),
             (&stored, Method::GET, &[("if-none-match", "\"v1\"")], NotModified),
@@ -161,6 +163,8 @@ mod tests {
             (&stored, Method::GET, &[("if-match", "\"v1\"")], Pass),
             (&weak, Method::GET, &[("if-match", "W/\"v1\"")], Failed),
             (&stored, Method::GET, &[("if-unmodified-since", "Sun, 31 Dec 2023 00:00:00 GMT")], Failed),
+            (&dated, Method::GET, &[("if-modified-since", "Tue, 02 Jan 2024 00:00:00 GMT")], NotModified),
+            (&dated, Method::GET, &[("if-modified-since", "Sun, 31 Dec 2023 00:00:00 GMT")], Pass),
         ];
         for (stored, m, req, want) in cases {
             assert_eq!(evaluate(m, &h(req), stored), *want, "{m} {req:?}");

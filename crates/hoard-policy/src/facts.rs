@@ -66,7 +66,7 @@ impl ResponseFacts {
         let cdn = if policy.ignore_cdn_cache_control {
             None
         } else {
-            CacheControl::from_headers(headers, &CDN_CACHE_CONTROL)
+            CacheControl::from_structured(headers, &CDN_CACHE_CONTROL)
         };
         let (cc, source) = match cdn {
             Some(cc) => (cc, DirectiveSource::CdnCacheControl),
@@ -86,9 +86,11 @@ impl ResponseFacts {
                 None => Expires::Invalid,
             })
         };
+        // §5.1: a list is invalid; use the first member of the first line.
         let age = headers
             .get(header::AGE)
             .and_then(|v| v.to_str().ok())
+            .and_then(|s| s.split(',').next())
             .and_then(crate::cache_control::delta_secs)
             .unwrap_or(0);
         let vary_star = !policy.ignore_vary

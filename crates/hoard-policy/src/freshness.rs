@@ -177,6 +177,9 @@ mod tests {
             (vec![("date", &date)], 200, None),
             (vec![("cdn-cache-control", "max-age=7"), ("cache-control", "max-age=60")], 200, Some((7, LifetimeSource::MaxAge))),
             (vec![("cdn-cache-control", "no-store"), ("expires", &exp), ("date", &date)], 200, None),
+            // An invalid CDN-Cache-Control is ignored as a whole (RFC 9213).
+            (vec![("cdn-cache-control", "max-age=7, &&&"), ("cache-control", "max-age=60")], 200, Some((60, LifetimeSource::MaxAge))),
+            (vec![("cdn-cache-control", "max-age=\"7\""), ("cache-control", "max-age=60")], 200, None),
         ];
         for (h, status, want) in cases {
             let f = facts(&h, status, &p);
@@ -198,6 +201,13 @@ mod tests {
         assert_eq!(freshness_lifetime(&f, &p, t(0)), Some((Duration::from_millis(500), LifetimeSource::Configured)));
         let f = facts(&[], 500, &p);
         assert_eq!(freshness_lifetime(&f, &p, t(0)), None);
+    }
+
+    #[test]
+    fn age_field_list_uses_first_member() {
+        let p = CachePolicy::default();
+        assert_eq!(facts(&[("age", "7200, 0")], 200, &p).age, 7200);
+        assert_eq!(facts(&[("age", "abc")], 200, &p).age, 0);
     }
 
     #[test]

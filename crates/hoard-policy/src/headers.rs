@@ -15,6 +15,11 @@ pub fn is_hop_by_hop(name: &HeaderName) -> bool {
         || name.as_str() == "proxy-connection"
 }
 
+/// Removes the fields a cache must not store (RFC 9111 §3.1).
+pub fn strip_never_stored(headers: &mut HeaderMap) {
+    headers.remove("proxy-authentication-info");
+}
+
 /// Removes hop-by-hop fields, including every field named in `Connection`
 /// (RFC 9110 §7.6.1). Used in both directions.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {

@@ -19,4 +19,5 @@ pub mod headers;
 pub mod key;
 pub mod reuse;
 pub mod storable;
+pub mod structured;
 pub mod vary;

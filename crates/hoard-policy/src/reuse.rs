@@ -117,7 +117,9 @@ pub fn reuse(times: &StoredTimes, rules: &StoredRules, req: &CacheControl, now: 
 
 /// May a stale response stand in for an origin error at `now`? (RFC 5861 §4)
 pub fn stale_if_error(times: &StoredTimes, rules: &StoredRules, req: &CacheControl, now: SystemTime) -> bool {
-    if rules.no_stale || req.no_cache {
+    // A response that must be revalidated on every use (§5.2.2.4) or never
+    // served stale (§5.2.2.2) cannot stand in for a failed revalidation.
+    if rules.no_stale || rules.no_cache || req.no_cache {
         return false;
     }
     let staleness = times.staleness(now);
@@ -161,6 +163,21 @@ mod tests {
         for (at, rules, req, want) in cases {
             assert_eq!(reuse(&times, rules, &CacheControl::parse(req), t(*at)), *want, "at {at} req {req:?} rules {rules:?}");
         }
+    }
+
+    #[test]
+    fn stale_if_error_respects_no_cache_and_windows() {
+        let times = StoredTimes { request_time: t(0), response_time: t(0), date: t(0), age_value: 0, lifetime: Duration::from_secs(10) };
+        let sie = StoredRules::new(&CacheControl::parse("stale-if-error=30"), None, None);
+        let nc = StoredRules::new(&CacheControl::parse("no-cache, stale-if-error=30"), None, None);
+        let none = CacheControl::default();
+        assert!(stale_if_error(&times, &sie, &none, t(5)));
+        assert!(stale_if_error(&times, &sie, &none, t(39)));
+        assert!(!stale_if_error(&times, &sie, &none, t(40)));
+        assert!(!stale_if_error(&times, &nc, &none, t(5)), "no-cache: never without revalidation");
+        let plain = StoredRules::new(&CacheControl::default(), None, Some(Duration::from_secs(5)));
+        assert!(stale_if_error(&times, &plain, &none, t(14)), "configured window");
+        assert!(stale_if_error(&times, &StoredRules::new(&CacheControl::default(), None, None), &CacheControl::parse("stale-if-error=100"), t(50)), "request window");
     }
 
     #[test]

@@ -65,6 +65,11 @@ pub fn heuristically_cacheable(status: u16) -> bool {
     matches!(status, 200 | 203 | 204 | 206 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501)
 }
 
+/// Statuses whose caching semantics hoard implements (RFC 9110 §15).
+pub fn understood(status: u16) -> bool {
+    matches!(status, 200..=206 | 300..=304 | 307 | 308 | 400..=417 | 421 | 422 | 426 | 500..=505)
+}
+
 /// The request side of a storability decision.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestFacts<'a> {
@@ -94,7 +99,12 @@ pub fn storability(
     if req.cc.no_store {
         return Err(NotStorable::RequestNoStore);
     }
-    if resp.cc.no_store {
+    // §5.2.2.3: must-understand lets a cache that understands the status
+    // ignore no-store; one that does not must not store.
+    if resp.cc.must_understand && !understood(resp.status) {
+        return Err(NotStorable::Status);
+    }
+    if resp.cc.no_store && !(resp.cc.must_understand && understood(resp.status)) {
         return Err(NotStorable::NoStore);
     }
     if resp.cc.private {
@@ -172,6 +182,8 @@ mod tests {
             ("", false, 302, vec![("etag", "\"x\"")], Err(NoFreshness)),
             ("", false, 200, vec![("cache-control", "no-cache, max-age=60"), ("etag", "\"x\"")], Ok(LifetimeSource::MaxAge)),
             ("", false, 200, vec![("cdn-cache-control", "max-age=5"), ("cache-control", "private")], Ok(LifetimeSource::MaxAge)),
+            ("", false, 200, vec![("cache-control", "max-age=5, no-store, must-understand")], Ok(LifetimeSource::MaxAge)),
+            ("", false, 299, vec![("cache-control", "max-age=5, no-store, must-understand")], Err(Status)),
         ];
         for (req, auth, status, h, want) in cases {
             assert_eq!(decide(req, auth, status, &h), want, "req {req:?} auth {auth} status {status} {h:?}");

@@ -5,9 +5,10 @@
 //! fields in the request; two requests whose values normalize to the same text
 //! share a variant. Normalization (§4.1 allows it) joins field lines with `,`,
 //! trims list members and collapses white space; for `Accept-Encoding` it also
-//! lowercases and sorts the members, so `gzip, br` and `br,gzip` match.
+//! lowercases and sorts the members, so `gzip, br` and `br,gzip` match; for
+//! `Accept-Language` it lowercases them (`en-US` = `en-us`).
 
-use http::header::{HeaderMap, HeaderName, ACCEPT_ENCODING, VARY};
+use http::header::{HeaderMap, HeaderName, ACCEPT_ENCODING, ACCEPT_LANGUAGE, VARY};
 
 use crate::key::Digest;
 
@@ -66,6 +67,11 @@ pub fn normalized(name: &HeaderName, request: &HeaderMap) -> Option<String> {
         .map(|m| m.split_whitespace().collect::<Vec<_>>().join(" "))
         .filter(|m| !m.is_empty())
         .collect();
+    if name == ACCEPT_LANGUAGE {
+        for m in &mut members {
+            *m = m.to_ascii_lowercase();
+        }
+    }
     if name == ACCEPT_ENCODING {
         for m in &mut members {
             *m = m.to_ascii_lowercase().replace(' ', "");

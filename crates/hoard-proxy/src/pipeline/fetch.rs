@@ -118,6 +118,7 @@ impl Pipeline {
                 let rules = StoredRules::new(&facts.cc, policy.stale_while_revalidate, policy.stale_if_error);
                 let mut stored_headers = headers.clone();
                 stored_headers.remove(header::SET_COOKIE);
+                hoard_policy::headers::strip_never_stored(&mut stored_headers);
                 let plan = FillPlan {
                     primary: key.digest,
                     key_text: key.text.clone(),
@@ -234,6 +235,7 @@ impl Pipeline {
         hoard_policy::headers::strip_hop_by_hop(&mut update);
         update.remove(header::SET_COOKIE);
         update.remove(header::VIA);
+        hoard_policy::headers::strip_never_stored(&mut update);
         merge_304(&mut headers, &update);
         let policy = &ctx.route.policy;
         let facts = ResponseFacts::read(obj.status.as_u16(), &headers, policy);

@@ -159,3 +159,14 @@ async fn c00009_no_freshness_not_stored() {
     proxy.expect_counter("not_storable", 2);
     origin.finish().await;
 }
+
+// c00010: an invalid CDN-Cache-Control (not a Structured Field) is ignored; Cache-Control applies.
+#[tokio::test]
+async fn c00010_invalid_cdn_cache_control_is_ignored() {
+    let t = Test::new("c00010f");
+    let origin = origin_serving(&t, 2, vec![("Cache-Control", "no-store".into()), ("CDN-Cache-Control", "max-age=10000, &&&&&".into())]).await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy).get("/a").send().await.expect_body("v1").expect_header_contains("cache-status", "detail=no-store");
+    t.client(&proxy).get("/a").send().await.expect_body("v2");
+    origin.finish().await;
+}

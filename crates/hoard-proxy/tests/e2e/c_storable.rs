@@ -135,3 +135,18 @@ async fn c00017_error_status_needs_explicit_freshness() {
     t.client(&proxy).get("/e").send().await.expect_status(500).expect_body("e2").expect_header_contains("cache-status", "hit");
     origin.finish().await;
 }
+
+// c00018: Proxy-Authentication-Info is never stored (RFC 9111 §3.1); other fields are.
+#[tokio::test]
+async fn c00018_never_stored_fields() {
+    let t = Test::new("c00018");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await;
+        s.txresp(200).hdr("Cache-Control", "max-age=60").hdr("Proxy-Authentication-Info", "nextnonce=x").hdr("X-Kept", "1").body("b").send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy).get("/s").send().await.expect_body("b");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.client(&proxy).get("/s").send().await.expect_header_contains("cache-status", "hit").expect_no_header("proxy-authentication-info").expect_header("x-kept", "1");
+    origin.finish().await;
+}
