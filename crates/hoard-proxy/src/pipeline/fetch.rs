@@ -138,6 +138,11 @@ impl Pipeline {
             }
             Err(reason) => {
                 self.counters.inc(&self.counters.not_storable);
+                if stale.is_some() {
+                    // The stored copy was replaced by a response that may not be
+                    // stored: keeping the old one would keep serving it.
+                    self.store.remove_all(key.digest);
+                }
                 cs.detail = Some(reason.as_str());
                 tracing::debug!(key = %key.text, reason = reason.as_str(), "not storable");
                 Ok(self.deliver_fetched(ctx, status, headers, ProxyBody::Origin(body), &cs))

@@ -114,20 +114,22 @@ impl Pipeline {
         }
         let authority = match parts.uri.authority() {
             Some(a) => a.as_str().to_string(),
-            None => match parts.headers.get_all(header::HOST).iter().collect::<Vec<_>>().as_slice() {
-                [one] => one.to_str().map_err(|_| ProxyError::client(ErrorKind::BadRequest, "invalid Host"))?.to_string(),
-                [] if parts.version < Version::HTTP_11 => String::new(),
-                [] => return Err(ProxyError::client(ErrorKind::BadRequest, "missing Host (RFC 9112 §3.2)")),
-                _ => return Err(ProxyError::client(ErrorKind::BadRequest, "several Host fields (RFC 9112 §3.2)")),
-            },
+            None => {
+                let mut hosts = parts.headers.get_all(header::HOST).iter();
+                match (hosts.next(), hosts.next()) {
+                    (Some(one), None) => one.to_str().map_err(|_| ProxyError::client(ErrorKind::BadRequest, "invalid Host"))?.to_string(),
+                    (None, _) if parts.version < Version::HTTP_11 => String::new(),
+                    (None, _) => return Err(ProxyError::client(ErrorKind::BadRequest, "missing Host (RFC 9112 §3.2)")),
+                    (Some(_), Some(_)) => return Err(ProxyError::client(ErrorKind::BadRequest, "several Host fields (RFC 9112 §3.2)")),
+                }
+            }
         };
-        let host = strip_port(&authority).to_ascii_lowercase();
         if let Some(len) = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
             if len > limits.max_body_size {
                 return Err(ProxyError::client(ErrorKind::BodyTooLarge, format!("body of {len} bytes")));
             }
         }
-        let site = self.select_site(&host).ok_or_else(|| ProxyError::client(ErrorKind::NoRoute, format!("no site for host {host:?}")))?;
+        let site = self.select_site(&authority).ok_or_else(|| ProxyError::client(ErrorKind::NoRoute, format!("no site for host {authority:?}")))?;
         let path = parts.uri.path();
         let route = site
             .routes
@@ -164,8 +166,15 @@ impl Pipeline {
         }
     }
 
-    fn select_site(&self, host: &str) -> Option<&SiteConfig> {
+    fn select_site(&self, authority: &str) -> Option<&SiteConfig> {
         let sites = &self.cfg.sites;
+        if let [only] = sites.as_slice() {
+            if only.hosts.is_empty() {
+                return Some(only);
+            }
+        }
+        let host = strip_port(authority).to_ascii_lowercase();
+        let host = host.as_str();
         sites
             .iter()
             .find(|s| {

@@ -83,3 +83,15 @@ async fn f00006_garbage_is_400() {
     c.read_response().await.expect_status(400);
     origin.finish().await;
 }
+
+// f00007: a client that does not finish its request head within the header read timeout is disconnected.
+#[tokio::test]
+async fn f00007_header_read_timeout_closes() {
+    let t = Test::new("f00007");
+    let origin = t.origin().script(|_s| async move {}).start().await;
+    let proxy = t.proxy().origin(&origin).config(|c| c.server.header_read_timeout = std::time::Duration::from_millis(200)).start().await;
+    let mut c = t.client(&proxy).connect().await;
+    c.send_raw("GET / HTTP/1.1\r\nHost: a\r\nX-Slow: ").await;
+    c.expect_closed().await;
+    origin.finish().await;
+}
