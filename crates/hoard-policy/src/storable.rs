@@ -38,9 +38,27 @@ pub enum NotStorable {
     TooLarge,
     /// The route does not cache.
     RouteOff,
+    /// A 5xx answered a revalidation while the stale copy may stand in (RFC 5861 §4).
+    ServerError,
 }
 
 impl NotStorable {
+    /// True when the reason is a property of the response (and so of the key),
+    /// not of this one request: such keys are marked hit-for-pass.
+    pub fn is_response_property(self) -> bool {
+        matches!(
+            self,
+            NotStorable::NoStore
+                | NotStorable::Private
+                | NotStorable::VaryStar
+                | NotStorable::SetCookie
+                | NotStorable::NoFreshness
+                | NotStorable::StaleOnArrival
+                | NotStorable::TooLarge
+                | NotStorable::Status
+        )
+    }
+
     /// A short name for `Cache-Status` details, logs and metrics.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -56,6 +74,7 @@ impl NotStorable {
             NotStorable::StaleOnArrival => "stale-on-arrival",
             NotStorable::TooLarge => "too-large",
             NotStorable::RouteOff => "route-off",
+            NotStorable::ServerError => "server-error",
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod body;
 pub mod config;
 pub mod counters;
 pub mod error;
+pub mod fill;
 pub mod pipeline;
 pub mod server;
 pub mod upstream;

@@ -192,6 +192,15 @@ pub struct RouteConfig {
     pub policy: CachePolicy,
     /// Cache key.
     pub key: KeyTemplate,
+    /// Coalesce concurrent misses into one fill. Default: true.
+    pub coalesce: bool,
+    /// How long a request waits for another's fill before going to the
+    /// origin on its own, uncached (like nginx `proxy_cache_lock_timeout`). Default: 30s.
+    pub coalesce_timeout: Duration,
+    /// A fill older than this is not joined; a new one may start. Default: 30s.
+    pub fill_max_age: Duration,
+    /// How long a key whose response was uncacheable goes straight to the origin. Default: 120s; 0 disables.
+    pub hit_for_pass: Duration,
 }
 
 impl Default for ServerConfig {
@@ -239,6 +248,10 @@ impl RouteConfig {
             cache: true,
             policy: CachePolicy::default(),
             key: KeyTemplate::default(),
+            coalesce: true,
+            coalesce_timeout: Duration::from_secs(30),
+            fill_max_age: Duration::from_secs(30),
+            hit_for_pass: Duration::from_secs(120),
         }
     }
 }
@@ -562,7 +575,18 @@ impl Resolver<'_> {
             }
             key.cookies = k.cookies.unwrap_or_default();
         }
-        Ok(RouteConfig { path, upstream, cache: r.cache.unwrap_or(true), policy, key })
+        let d = RouteConfig::catch_all();
+        Ok(RouteConfig {
+            path,
+            upstream,
+            cache: r.cache.unwrap_or(true),
+            policy,
+            key,
+            coalesce: r.coalesce.unwrap_or(d.coalesce),
+            coalesce_timeout: r.coalesce_timeout.map_or(d.coalesce_timeout, |x| x.0),
+            fill_max_age: r.fill_max_age.map_or(d.fill_max_age, |x| x.0),
+            hit_for_pass: r.hit_for_pass.map_or(d.hit_for_pass, |x| x.0),
+        })
     }
 }
 

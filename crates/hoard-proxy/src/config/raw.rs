@@ -95,6 +95,10 @@ pub struct RawRoute {
     pub stale_while_revalidate: Option<Dur>,
     pub stale_if_error: Option<Dur>,
     pub key: Option<RawKey>,
+    pub coalesce: Option<bool>,
+    pub coalesce_timeout: Option<Dur>,
+    pub fill_max_age: Option<Dur>,
+    pub hit_for_pass: Option<Dur>,
 }
 
 #[derive(Debug, Default, Deserialize)]

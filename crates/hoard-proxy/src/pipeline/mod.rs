@@ -53,6 +53,8 @@ pub struct Pipeline {
     pub(crate) store: Arc<Store>,
     pub(crate) counters: Arc<Counters>,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) coalescer: Arc<crate::fill::coalesce::Coalescer>,
+    pub(crate) hfp: crate::fill::hfp::HitForPass,
     via: HeaderValue,
     via_h2: HeaderValue,
 }
@@ -60,6 +62,8 @@ pub struct Pipeline {
 /// One request as the pipeline sees it after recv.
 #[derive(Debug)]
 pub(crate) struct Ctx<'a> {
+    pub site_idx: usize,
+    pub route_idx: usize,
     pub route: &'a RouteConfig,
     pub site: &'a SiteConfig,
     pub upstream: &'a Upstream,
@@ -91,10 +95,20 @@ impl Ctx<'_> {
 impl Pipeline {
     /// A pipeline over a store, with upstreams built from the configuration.
     pub fn new(cfg: Arc<Config>, store: Arc<Store>, counters: Arc<Counters>, clock: Arc<dyn Clock>) -> Pipeline {
-        let upstreams = cfg.upstreams.iter().map(|u| Upstream::new(u.clone(), counters.clone())).collect();
+        let upstreams = cfg.upstreams.iter().map(|u| Upstream::new(u.clone(), counters.clone(), clock.clone())).collect();
         let via = HeaderValue::from_str(&format!("1.1 {}", cfg.server.via)).unwrap_or(HeaderValue::from_static("1.1 hoard"));
         let via_h2 = HeaderValue::from_str(&format!("2 {}", cfg.server.via)).unwrap_or(HeaderValue::from_static("2 hoard"));
-        Pipeline { cfg, upstreams, store, counters, clock, via, via_h2 }
+        Pipeline {
+            cfg,
+            upstreams,
+            store,
+            counters,
+            clock,
+            coalescer: Arc::default(),
+            hfp: crate::fill::hfp::HitForPass::default(),
+            via,
+            via_h2,
+        }
     }
 
     /// Handles one request; never fails (errors become responses).
@@ -106,7 +120,7 @@ impl Pipeline {
         }
     }
 
-    async fn recv(&self, req: Request<Incoming>, peer: SocketAddr, tls: bool) -> Result<Response<ProxyBody>, ProxyError> {
+    async fn recv(self: &Arc<Self>, req: Request<Incoming>, peer: SocketAddr, tls: bool) -> Result<Response<ProxyBody>, ProxyError> {
         let (parts, body) = req.into_parts();
         let limits = &self.cfg.server;
         if parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) > limits.max_uri_length {
@@ -129,19 +143,23 @@ impl Pipeline {
                 return Err(ProxyError::client(ErrorKind::BodyTooLarge, format!("body of {len} bytes")));
             }
         }
-        let site = self.select_site(&authority).ok_or_else(|| ProxyError::client(ErrorKind::NoRoute, format!("no site for host {authority:?}")))?;
+        let site_idx = self.select_site(&authority).ok_or_else(|| ProxyError::client(ErrorKind::NoRoute, format!("no site for host {authority:?}")))?;
+        let site = &self.cfg.sites[site_idx];
         let path = parts.uri.path();
-        let route = site
+        let route_idx = site
             .routes
             .iter()
-            .find(|r| match &r.path {
+            .position(|r| match &r.path {
                 PathMatch::Prefix(p) => path.starts_with(p.as_str()),
                 PathMatch::Regex(re) => re.is_match(path),
             })
             .ok_or_else(|| ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}")))?;
+        let route = &site.routes[route_idx];
         let mut headers = parts.headers;
         strip_hop_by_hop(&mut headers);
         let ctx = Ctx {
+            site_idx,
+            route_idx,
             route,
             site,
             upstream: &self.upstreams[route.upstream],
@@ -166,28 +184,28 @@ impl Pipeline {
         }
     }
 
-    fn select_site(&self, authority: &str) -> Option<&SiteConfig> {
+    fn select_site(&self, authority: &str) -> Option<usize> {
         let sites = &self.cfg.sites;
         if let [only] = sites.as_slice() {
             if only.hosts.is_empty() {
-                return Some(only);
+                return Some(0);
             }
         }
         let host = strip_port(authority).to_ascii_lowercase();
         let host = host.as_str();
         sites
             .iter()
-            .find(|s| {
+            .position(|s| {
                 s.hosts.iter().any(|m| match m {
                     HostMatch::Exact(h) => h == host,
                     HostMatch::Suffix(suffix) => host.ends_with(suffix.as_str()),
                 })
             })
-            .or_else(|| sites.iter().find(|s| s.hosts.is_empty()))
+            .or_else(|| sites.iter().position(|s| s.hosts.is_empty()))
     }
 
     /// Cacheable method on a caching route: look up and decide.
-    async fn cacheable(&self, ctx: &Ctx<'_>) -> Result<Response<ProxyBody>, ProxyError> {
+    async fn cacheable(self: &Arc<Self>, ctx: &Ctx<'_>) -> Result<Response<ProxyBody>, ProxyError> {
         let req_cc = request_cache_control(&ctx.headers);
         let key = ctx.key_for(ctx.route, ctx.uri.path(), ctx.uri.query());
         let now = self.clock.now();
@@ -198,9 +216,15 @@ impl Pipeline {
                     let status = CacheStatus { hit: true, ..Default::default() };
                     return Ok(self.serve_stored(ctx, &key, obj, status, now));
                 }
-                // Background refresh arrives with the fill engine; until then a
-                // stale-while-revalidate hit revalidates in line.
-                Reuse::StaleWhileRevalidate => (Some(obj), Fwd::Stale),
+                Reuse::StaleWhileRevalidate => {
+                    // RFC 5861 §3: serve the stale copy now; one background refresh
+                    // (a fill nobody waits for) runs unless one is in flight.
+                    self.counters.inc(&self.counters.stale_while_revalidate_served);
+                    let job = self.fill_job(ctx, &key, &req_cc, Some(obj.clone()), false);
+                    self.spawn_refresh(job, ctx.route.fill_max_age);
+                    let status = CacheStatus { hit: true, detail: Some("stale-while-revalidate"), ..Default::default() };
+                    return Ok(self.serve_stored(ctx, &key, obj, status, now));
+                }
                 Reuse::Revalidate(reason) => {
                     let fwd = match reason {
                         hoard_policy::reuse::RevalidateReason::RequestNoCache

@@ -9,6 +9,7 @@
 //! arrived is retried once on a fresh connection (the idle connection had been
 //! closed by the origin).
 
+pub mod health;
 pub mod pool;
 
 use std::future::Future;
@@ -74,14 +75,42 @@ pub struct Upstream {
     pub cfg: UpstreamConfig,
     next: AtomicUsize,
     pools: Vec<Arc<Pool>>,
+    health: Vec<health::Health>,
     counters: Arc<Counters>,
+    clock: Arc<dyn hoard_policy::clock::Clock>,
 }
 
 impl Upstream {
     /// An upstream with empty pools.
-    pub fn new(cfg: UpstreamConfig, counters: Arc<Counters>) -> Upstream {
+    pub fn new(cfg: UpstreamConfig, counters: Arc<Counters>, clock: Arc<dyn hoard_policy::clock::Clock>) -> Upstream {
         let pools = cfg.servers.iter().map(|_| Arc::new(Pool::new(cfg.max_idle, cfg.idle_timeout))).collect();
-        Upstream { cfg, next: AtomicUsize::new(0), pools, counters }
+        let health = cfg.servers.iter().map(|_| health::Health::default()).collect();
+        Upstream { cfg, next: AtomicUsize::new(0), pools, health, counters, clock }
+    }
+
+    /// True when every server of the upstream is considered down (see [`health`]).
+    pub fn is_down(&self) -> bool {
+        let now = self.clock.now();
+        self.health.iter().all(|h| h.is_down(now))
+    }
+
+    /// Records the status of a response from server `i` in its health.
+    fn record_status(&self, i: usize, status: http::StatusCode) {
+        match status.as_u16() {
+            502..=504 => self.health[i].failure(self.clock.now()),
+            _ => self.health[i].success(),
+        }
+    }
+
+    /// The next server round-robin, skipping servers that are down when another is up.
+    fn pick(&self) -> usize {
+        let n = self.cfg.servers.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        if n == 1 {
+            return 0;
+        }
+        let now = self.clock.now();
+        (0..n).map(|k| (start + k) % n).find(|&i| !self.health[i].is_down(now)).unwrap_or(start % n)
     }
 
     /// The `host:port` of the server a request would go to next (for `host = "server"`).
@@ -91,8 +120,17 @@ impl Upstream {
     }
 
     /// Sends a request and waits for the response head. See the module docs.
-    pub async fn send(&self, mut req: OriginRequest) -> Result<Response<OriginBody>, ProxyError> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.cfg.servers.len();
+    pub async fn send(&self, req: OriginRequest) -> Result<Response<OriginBody>, ProxyError> {
+        let i = self.pick();
+        let result = self.send_to(i, req).await;
+        match &result {
+            Ok(resp) => self.record_status(i, resp.status()),
+            Err(_) => self.health[i].failure(self.clock.now()),
+        }
+        result
+    }
+
+    async fn send_to(&self, i: usize, mut req: OriginRequest) -> Result<Response<OriginBody>, ProxyError> {
         let pool = &self.pools[i];
         let authority = &self.cfg.servers[i].authority;
         self.counters.inc(&self.counters.origin_requests);

@@ -34,7 +34,7 @@ async fn e00011_declared_length_over_max_size() {
     }).start().await;
     let proxy = t.proxy().origin(&origin).config(|c| c.cache.max_object_size = 100_000).start().await;
     t.client(&proxy).get("/big").send().await.expect_body_len(150_000).expect_header_contains("cache-status", "detail=too-large");
-    proxy.expect_counter("fills_started", 0);
+    proxy.expect_counter("not_storable", 1).expect_counter("objects_stored", 0);
     origin.finish().await;
 }
 

@@ -1,0 +1,289 @@
+//! The fill engine: one origin fetch per key, shared by every request that
+//! wants it, owned by the cache rather than by any client.
+//!
+//! ## Model
+//!
+//! A fill is a task of its own ([`Pipeline::run_fill`]). It sends the origin
+//! request, publishes one [`coalesce::Outcome`] into its slot, and for a
+//! storable response reads the body into a `BusyBody` that every waiter
+//! streams from byte 0 at its own pace. When the body is complete the object
+//! is stored, the slot leaves the in-flight table, and only then do readers
+//! see the end of the body.
+//!
+//! ## Cancellation
+//!
+//! * A client that goes away (including the one whose request started the
+//!   fill) only drops its own reader; the fill goes on for the others and for
+//!   the cache.
+//! * A fill task that is cancelled or panics drops its `FillPermit` (waiters
+//!   see `Dangling` and go to the origin themselves) and its `BusyWriter`
+//!   (readers see an error, never a silent end).
+//! * The origin failing mid-body aborts the busy body: every reader's
+//!   response is aborted (connection closed / h2 stream reset), nothing is
+//!   stored.
+//!
+//! ## Background refresh
+//!
+//! Stale-while-revalidate starts a fill that nobody waits for
+//! ([`Pipeline::spawn_refresh`]): the stale copy is served at once and the
+//! refresh never delays any response, including later ones on the same
+//! keep-alive connection.
+
+pub mod coalesce;
+pub mod hfp;
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use hoard_policy::cache_control::CacheControl;
+use hoard_policy::cache_status::ttl_secs;
+use hoard_policy::conditional::merge_304;
+use hoard_policy::facts::ResponseFacts;
+use hoard_policy::freshness::{freshness_lifetime, StoredTimes};
+use hoard_policy::key::CacheKey;
+use hoard_policy::reuse::{stale_if_error, StoredRules};
+use hoard_policy::storable::{storability, NotStorable, RequestFacts};
+use hoard_policy::vary::VaryNames;
+use hoard_store::busy::{BusyBody, BusyWriter, FillError};
+use hoard_store::object::{ObjectBody, StoredObject};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{StatusCode, Version};
+use http_body_util::BodyExt;
+
+use crate::pipeline::Pipeline;
+use crate::upstream::{OriginBody, OriginBodyError, OriginRequest};
+use coalesce::{FillHead, FillPermit, Outcome};
+
+/// Everything a fill needs, owned: it outlives the request that started it.
+#[derive(Debug)]
+pub struct FillJob {
+    /// Site index in the configuration.
+    pub site: usize,
+    /// Route index in the site.
+    pub route: usize,
+    /// The primary key.
+    pub key: CacheKey,
+    /// The request to send (GET; validators added when revalidating); taken when sent.
+    pub oreq: Option<OriginRequest>,
+    /// The leading request's fields (they select the stored variant).
+    pub request_headers: HeaderMap,
+    /// The leading request's directives.
+    pub req_cc: CacheControl,
+    /// The stored object being revalidated, if any.
+    pub stale: Option<Arc<StoredObject>>,
+    /// A request waits for this fill as its leader (false for background refreshes).
+    pub has_leader: bool,
+}
+
+impl Pipeline {
+    /// Runs a fill to its end. See the module docs.
+    pub(crate) async fn run_fill(self: Arc<Self>, mut job: FillJob, mut permit: FillPermit) {
+        self.counters.inc(&self.counters.fills_started);
+        let route = &self.cfg.sites[job.site].routes[job.route];
+        let upstream = &self.upstreams[route.upstream];
+        let request_time = self.clock.now();
+        let oreq = job.oreq.take().expect("invariant: a fill job is run once");
+        let resp = match upstream.send(oreq).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::info!(key = %job.key.text, error = %e, "fill failed before a response");
+                permit.publish(Outcome::OriginError(e.kind));
+                return;
+            }
+        };
+        let response_time = self.clock.now();
+        let status = resp.status();
+        if let Some(stale) = &job.stale {
+            if status == StatusCode::NOT_MODIFIED {
+                let fresh = self.refresh_from_304(&job, stale, resp.headers(), request_time, response_time);
+                permit.publish(Outcome::Refreshed(fresh));
+                return;
+            }
+            if status.is_server_error() && stale_if_error(&stale.times, &stale.rules, &job.req_cc, response_time) {
+                permit.publish_uncacheable(NotStorable::ServerError, resp);
+                return;
+            }
+        }
+        let (mut parts, body) = resp.into_parts();
+        hoard_policy::headers::strip_hop_by_hop(&mut parts.headers);
+        let policy = &route.policy;
+        let facts = ResponseFacts::read(status.as_u16(), &parts.headers, policy);
+        let req_facts = RequestFacts {
+            cacheable_method: true,
+            cc: &job.req_cc,
+            authorization: job.request_headers.contains_key(header::AUTHORIZATION),
+        };
+        let content_length =
+            parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+        let max_object = self.store.max_object();
+        let decision = storability(req_facts, &facts, policy, response_time).and_then(|ok| match content_length {
+            Some(len) if len > max_object => Err(NotStorable::TooLarge),
+            _ => Ok(ok),
+        });
+        self.add_via(&mut parts.headers, Version::HTTP_11);
+        let (lifetime, source) = match decision {
+            Ok(d) => d,
+            Err(reason) => {
+                self.counters.inc(&self.counters.not_storable);
+                if job.stale.is_some() {
+                    // The stored copy was replaced by a response that may not be
+                    // stored: keeping the old one would keep serving it.
+                    self.store.remove_all(job.key.digest);
+                }
+                if reason.is_response_property() && !route.hit_for_pass.is_zero() {
+                    self.hfp.mark(job.key.digest, response_time + route.hit_for_pass);
+                    self.counters.inc(&self.counters.hit_for_pass_marks);
+                }
+                tracing::debug!(key = %job.key.text, reason = reason.as_str(), "not storable");
+                permit.publish_uncacheable(reason, http::Response::from_parts(parts, body));
+                return;
+            }
+        };
+        self.hfp.clear(job.key.digest);
+        let times =
+            StoredTimes { request_time, response_time, date: facts.date.unwrap_or(response_time), age_value: facts.age, lifetime };
+        let rules = StoredRules::new(&facts.cc, policy.stale_while_revalidate, policy.stale_if_error);
+        let vary = if policy.ignore_vary { VaryNames::default() } else { VaryNames::from_response(&parts.headers) };
+        let mut stored_headers = parts.headers.clone();
+        stored_headers.remove(header::SET_COOKIE);
+        hoard_policy::headers::strip_never_stored(&mut stored_headers);
+        let (busy, writer) = BusyBody::new();
+        // The leader's reader exists before any byte arrives, so it starts at
+        // byte 0 even if history is released early (a body too large to store).
+        {
+            let slot = permit.slot().clone();
+            let leader_gone = slot.leader_gone.lock();
+            let leader_reader =
+                (job.has_leader && !*leader_gone).then(|| busy.reader().expect("invariant: a new busy body accepts readers"));
+            let head = Arc::new(FillHead {
+                status,
+                headers: parts.headers,
+                busy,
+                leader_reader: parking_lot::Mutex::new(leader_reader),
+                variant: vary.variant(&job.request_headers),
+                vary: vary.clone(),
+                ttl: ttl_secs(times.ttl_millis(response_time)),
+            });
+            permit.publish(Outcome::Streaming(head));
+        }
+        let outcome = read_body(body, &writer, max_object, &mut permit).await;
+        match outcome {
+            Ok(true) => {
+                self.counters.inc(&self.counters.fills_completed);
+                let chunks = writer.chunks().expect("invariant: history kept while storable");
+                let body = ObjectBody::from_chunks(compact(chunks));
+                stored_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+                let obj = StoredObject::new(job.key.text.clone(), vary, status, stored_headers, times, source, rules, body);
+                // Store, leave the table, and only then let readers see the end.
+                if self.store.insert(job.key.digest, &job.request_headers, Arc::new(obj)).is_ok() {
+                    self.counters.inc(&self.counters.objects_stored);
+                } else {
+                    self.counters.inc(&self.counters.objects_too_large);
+                }
+                permit.done();
+                writer.finish();
+            }
+            Ok(false) => {
+                self.counters.inc(&self.counters.fills_completed);
+                self.counters.inc(&self.counters.objects_too_large);
+                permit.done();
+                writer.finish();
+            }
+            Err(e) => {
+                self.counters.inc(&self.counters.fills_aborted);
+                self.counters.inc(&self.counters.origin_body_errors);
+                tracing::info!(key = %job.key.text, error = e.as_str(), "fill aborted; nothing stored");
+                permit.done();
+                writer.abort(e);
+            }
+        }
+    }
+
+    /// Starts a background refresh of a stale object unless a fill for its
+    /// key is already in flight. Returns true when one was started.
+    pub(crate) fn spawn_refresh(self: &Arc<Self>, job: FillJob, max_age: std::time::Duration) -> bool {
+        let Some(permit) = self.coalescer.try_lead(job.key.digest, max_age) else { return false };
+        self.counters.inc(&self.counters.background_refreshes);
+        tokio::spawn(self.clone().run_fill(job, permit));
+        true
+    }
+
+    /// A 304 answered a revalidation: merge its fields into the stored
+    /// response (RFC 9111 §4.3.4) and store the refreshed copy.
+    fn refresh_from_304(
+        &self,
+        job: &FillJob,
+        stale: &Arc<StoredObject>,
+        not_modified: &HeaderMap,
+        request_time: SystemTime,
+        response_time: SystemTime,
+    ) -> Arc<StoredObject> {
+        self.counters.inc(&self.counters.cache_revalidated_304);
+        let mut headers = stale.headers.clone();
+        let mut update = not_modified.clone();
+        hoard_policy::headers::strip_hop_by_hop(&mut update);
+        update.remove(header::SET_COOKIE);
+        update.remove(header::VIA);
+        hoard_policy::headers::strip_never_stored(&mut update);
+        merge_304(&mut headers, &update);
+        let policy = &self.cfg.sites[job.site].routes[job.route].policy;
+        let facts = ResponseFacts::read(stale.status.as_u16(), &headers, policy);
+        let (lifetime, source) =
+            freshness_lifetime(&facts, policy, response_time).unwrap_or((std::time::Duration::ZERO, stale.lifetime_source));
+        let times =
+            StoredTimes { request_time, response_time, date: facts.date.unwrap_or(response_time), age_value: facts.age, lifetime };
+        let rules = StoredRules::new(&facts.cc, policy.stale_while_revalidate, policy.stale_if_error);
+        let fresh = Arc::new(stale.with_headers(headers, times, source, rules));
+        if facts.cc.no_store || facts.cc.private {
+            self.store.remove_all(job.key.digest);
+        } else {
+            self.store.update(job.key.digest, &job.request_headers, fresh.clone());
+        }
+        fresh
+    }
+}
+
+/// Reads the origin body into the busy body. `Ok(true)`: complete and
+/// storable; `Ok(false)`: complete but too large to store (history released
+/// and the slot left the table as soon as that was known).
+async fn read_body(mut body: OriginBody, writer: &BusyWriter, max_object: u64, permit: &mut FillPermit) -> Result<bool, FillError> {
+    let mut keep = true;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(f) => {
+                if let Ok(data) = f.into_data() {
+                    writer.append(data);
+                    if keep && writer.len() > max_object {
+                        keep = false;
+                        permit.done();
+                        writer.release_history();
+                    }
+                }
+            }
+            Err(OriginBodyError::Timeout) => return Err(FillError::OriginTimeout),
+            Err(OriginBodyError::Aborted(_)) => return Err(FillError::OriginAborted),
+        }
+    }
+    Ok(keep)
+}
+
+/// Joins small chunks so a hit writes few, large buffers (up to 1 MiB each).
+fn compact(chunks: Vec<Bytes>) -> Vec<Bytes> {
+    const TARGET: usize = 1 << 20;
+    if chunks.len() <= 1 {
+        return chunks;
+    }
+    let mut out = Vec::new();
+    let mut cur = bytes::BytesMut::new();
+    for c in chunks {
+        if !cur.is_empty() && cur.len() + c.len() > TARGET {
+            out.push(std::mem::take(&mut cur).freeze());
+        }
+        cur.extend_from_slice(&c);
+    }
+    if !cur.is_empty() {
+        out.push(cur.freeze());
+    }
+    out
+}
