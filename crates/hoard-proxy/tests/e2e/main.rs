@@ -13,7 +13,9 @@ mod f_limits;
 mod h_http2;
 mod h_tls;
 mod k_keys;
+mod w_coalesce;
 mod w_fill;
+mod w_stale;
 
 use std::time::Duration;
 

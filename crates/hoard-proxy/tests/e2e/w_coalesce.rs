@@ -1,0 +1,267 @@
+//! w: coalescing, read-while-write for waiters, outcomes reaching every waiter, hit-for-pass.
+
+use std::time::Duration;
+
+use hoard_testkit::Test;
+
+// w00010: five simultaneous misses make one origin request; followers are woken by the fill
+// (no polling) and get identical bodies.
+#[tokio::test]
+async fn w00010_concurrent_misses_one_origin_request() {
+    let t = Test::new("w00010");
+    let go = t.barrier(2);
+    let origin = t.origin().script({
+        let go = go.clone();
+        |mut s| async move {
+            s.rxreq().await.expect_url("/c");
+            go.sync().await; // every follower has attached
+            s.txresp(200).hdr("Cache-Control", "max-age=60").body("shared").send().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let clients: Vec<_> = (0..5).map(|_| t.client(&proxy).get("/c").spawn()).collect();
+    proxy.wait_counter("fill_waiters_total", 4).await;
+    go.sync().await;
+    let mut collapsed = 0;
+    for c in clients {
+        let r = c.await.expect("client");
+        r.expect_status(200).expect_body("shared");
+        if r.cache_status().unwrap_or_default().contains("collapsed") {
+            collapsed += 1;
+        }
+    }
+    assert_eq!(collapsed, 4);
+    proxy.expect_counter("origin_requests", 1).expect_counter("fills_started", 1);
+    origin.finish().await;
+}
+
+// w00011: two clients on one fill both receive the first chunk while the origin is still sending.
+#[tokio::test]
+async fn w00011_waiters_stream_while_the_origin_sends() {
+    let t = Test::new("w00011");
+    let both_have_part1 = t.barrier(2);
+    let origin = t.origin().script({
+        let both = both_have_part1.clone();
+        |mut s| async move {
+            s.rxreq().await;
+            s.txresp(200).hdr("Cache-Control", "max-age=60").chunked().send_head().await;
+            s.chunk("part1|").await;
+            both.sync().await;
+            s.chunk("part2").await;
+            s.end().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let mut c1 = t.client(&proxy).connect().await;
+    c1.send_raw("GET /r HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
+    c1.read_until("part1|").await;
+    let mut c2 = t.client(&proxy).connect().await;
+    c2.send_raw("GET /r HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
+    let head2 = c2.read_until("part1|").await;
+    assert!(String::from_utf8_lossy(&head2).contains("collapsed"), "c2 joined the fill");
+    both_have_part1.sync().await;
+    c1.read_until("part2").await;
+    c2.read_until("part2").await;
+    proxy.expect_counter("origin_requests", 1);
+    origin.finish().await;
+}
+
+// w00012: the client whose request started the fill disconnects; the follower still gets
+// the whole body and the object is stored.
+#[tokio::test]
+async fn w00012_leader_disconnect_does_not_cancel_the_fill() {
+    let t = Test::new("w00012");
+    let go = t.barrier(2);
+    let origin = t.origin().script({
+        let go = go.clone();
+        |mut s| async move {
+            s.rxreq().await;
+            s.txresp(200).hdr("Cache-Control", "max-age=60").chunked().send_head().await;
+            s.chunk("a").await;
+            go.sync().await;
+            s.chunk("b").await;
+            s.end().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let mut leader = t.client(&proxy).connect().await;
+    leader.send_raw("GET /l HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
+    proxy.wait_counter("fills_started", 1).await;
+    let follower = t.client(&proxy).get("/l").spawn();
+    proxy.wait_counter("fill_waiters_total", 1).await;
+    drop(leader);
+    go.sync().await;
+    follower.await.unwrap().expect_status(200).expect_body("ab");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.client(&proxy).get("/l").send().await.expect_body("ab").expect_header_contains("cache-status", "hit");
+    origin.finish().await;
+}
+
+// w00013: an origin failing mid-body aborts every reader's response; nothing is stored.
+#[tokio::test]
+async fn w00013_mid_body_failure_reaches_every_reader() {
+    let t = Test::new("w00013");
+    let go = t.barrier(2);
+    let origin = t.origin().script({
+        let go = go.clone();
+        |mut s| async move {
+            s.rxreq().await;
+            s.txresp(200).hdr("Cache-Control", "max-age=60").hdr("Content-Length", "100").send_head().await;
+            go.sync().await;
+            s.send_raw("only part").await;
+            s.close().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let c1 = tokio::spawn({
+        let c = t.client(&proxy);
+        async move { c.get("/m").try_send().await }
+    });
+    proxy.wait_counter("fills_started", 1).await;
+    let c2 = tokio::spawn({
+        let c = t.client(&proxy);
+        async move { c.get("/m").try_send().await }
+    });
+    proxy.wait_counter("fill_waiters_total", 1).await;
+    go.sync().await;
+    for c in [c1, c2] {
+        let err = c.await.unwrap().expect_err("a truncated body must not look complete");
+        assert!(err.is_incomplete(), "{err:?}");
+    }
+    proxy.expect_counter("fills_aborted", 1).expect_counter("objects_stored", 0);
+    origin.finish().await;
+}
+
+// w00014: an uncacheable response releases the waiters at once (each goes to the origin
+// itself), and marks the key hit-for-pass: later requests go to the origin in parallel.
+#[tokio::test]
+async fn w00014_uncacheable_releases_waiters_and_marks_hit_for_pass() {
+    let t = Test::new("w00014");
+    let go = t.barrier(2);
+    let origin = t.origin().script({
+        let go = go.clone();
+        |mut s| async move {
+            s.rxreq().await;
+            go.sync().await;
+            s.txresp(200).hdr("Cache-Control", "private").body("mine").send().await;
+            // The follower, released, comes on its own.
+            s.rxreq().await;
+            s.txresp(200).hdr("Cache-Control", "private").body("yours").send().await;
+            // Two more requests arrive together: neither waits for the other.
+            let a = s.rxreq().await;
+            let b = s.rxreq().await;
+            s.switch_to(&a);
+            s.txresp(200).hdr("Cache-Control", "private").body("a").send().await;
+            s.switch_to(&b);
+            s.txresp(200).hdr("Cache-Control", "private").body("b").send().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let leader = t.client(&proxy).get("/p").spawn();
+    proxy.wait_counter("fills_started", 1).await;
+    let follower = t.client(&proxy).get("/p").spawn();
+    proxy.wait_counter("fill_waiters_total", 1).await;
+    go.sync().await;
+    leader.await.unwrap().expect_body("mine").expect_header_contains("cache-status", "detail=private");
+    follower.await.unwrap().expect_body("yours");
+    proxy.expect_counter("hit_for_pass_marks", 2);
+    let (x, y) = (t.client(&proxy).get("/p").spawn(), t.client(&proxy).get("/p").spawn());
+    let mut bodies = vec![x.await.unwrap().text(), y.await.unwrap().text()];
+    bodies.sort();
+    assert_eq!(bodies, ["a", "b"]);
+    proxy.expect_counter("hit_for_pass", 2).expect_counter("fill_waiters_total", 1);
+    origin.finish().await;
+}
+
+// w00015: a cacheable response for a hit-for-pass key is stored and clears the mark.
+#[tokio::test]
+async fn w00015_cacheable_response_clears_hit_for_pass() {
+    let t = Test::new("w00015");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await;
+        s.txresp(200).hdr("Cache-Control", "no-store").body("1").send().await;
+        s.rxreq().await;
+        s.txresp(200).hdr("Cache-Control", "max-age=60").body("2").send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy).get("/h").send().await.expect_body("1");
+    t.client(&proxy).get("/h").send().await.expect_body("2");
+    proxy.expect_counter("hit_for_pass", 1);
+    proxy.wait_counter("objects_stored", 1).await;
+    t.client(&proxy).get("/h").send().await.expect_body("2").expect_header_contains("cache-status", "hit");
+    // The mark expires on the proxy clock.
+    origin.finish().await;
+}
+
+// w00016: a waiter that waits longer than the coalesce timeout goes to the origin on its
+// own, uncached.
+#[tokio::test]
+async fn w00016_waiter_timeout_goes_alone_uncached() {
+    let t = Test::new("w00016");
+    let release = t.barrier(2);
+    let origin = t.origin().script({
+        let release = release.clone();
+        |mut s| async move {
+            let slow = s.rxreq().await;
+            let fast = s.rxreq().await; // the waiter, after its timeout
+            s.switch_to(&fast);
+            s.txresp(200).hdr("Cache-Control", "max-age=60").body("fast").send().await;
+            release.sync().await;
+            s.switch_to(&slow);
+            s.txresp(200).hdr("Cache-Control", "max-age=60").body("slow").send().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).route(|r| r.coalesce_timeout = Duration::from_millis(100)).start().await;
+    let leader = t.client(&proxy).get("/t").spawn();
+    proxy.wait_counter("fills_started", 1).await;
+    t.client(&proxy).get("/t").send().await.expect_body("fast").expect_header_contains("cache-status", "fwd=bypass");
+    proxy.expect_counter("fill_wait_timeouts", 1);
+    release.sync().await;
+    leader.await.unwrap().expect_body("slow");
+    origin.finish().await;
+}
+
+// w00017: when the origin fails before a response head, every waiter gets a 502 (no stale copy).
+#[tokio::test]
+async fn w00017_origin_error_before_head_reaches_every_waiter() {
+    let t = Test::new("w00017");
+    let go = t.barrier(2);
+    let origin = t.origin().script({
+        let go = go.clone();
+        |mut s| async move {
+            s.rxreq().await;
+            go.sync().await;
+            s.close().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let leader = t.client(&proxy).get("/e").spawn();
+    proxy.wait_counter("fills_started", 1).await;
+    let follower = t.client(&proxy).get("/e").spawn();
+    proxy.wait_counter("fill_waiters_total", 1).await;
+    go.sync().await;
+    leader.await.unwrap().expect_status(502);
+    follower.await.unwrap().expect_status(502);
+    proxy.expect_counter("origin_requests", 1);
+    origin.finish().await;
+}
+
+// w00018: with coalesce = false, simultaneous misses each go to the origin.
+#[tokio::test]
+async fn w00018_coalescing_off() {
+    let t = Test::new("w00018");
+    let origin = t.origin().script(|mut s| async move {
+        let a = s.rxreq().await;
+        let b = s.rxreq().await;
+        for r in [&a, &b] {
+            s.switch_to(r);
+            s.txresp(200).hdr("Cache-Control", "max-age=60").body("x").send().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).route(|r| r.coalesce = false).start().await;
+    let (a, b) = (t.client(&proxy).get("/o").spawn(), t.client(&proxy).get("/o").spawn());
+    a.await.unwrap().expect_body("x");
+    b.await.unwrap().expect_body("x");
+    proxy.expect_counter("fill_waiters_total", 0);
+    origin.finish().await;
+}
