@@ -9,6 +9,7 @@
 # Environment knobs (all optional):
 #   DURATION=10        seconds per wrk run
 #   CONNS=64           wrk connections
+#   RUNS=1             runs per proxy and object; the median run (by req/s) is shown
 #   PROXIES="nginx hoard"   which proxies to run (e.g. PROXIES=nginx)
 #   OBJECTS="1k 64k"   which objects to fetch
 #   PROXY_CPU=0 WRK_CPU=1   CPUs used for the proxy under test and for wrk
@@ -24,6 +25,7 @@ OUT_DIR="$BENCH_DIR/out"
 
 DURATION="${DURATION:-10}"
 CONNS="${CONNS:-64}"
+RUNS="${RUNS:-1}"
 PROXIES="${PROXIES:-nginx hoard}"
 OBJECTS="${OBJECTS:-1k 64k}"
 PROXY_CPU="${PROXY_CPU:-0}"
@@ -37,8 +39,10 @@ die() { printf '[hit] ERROR: %s\n' "$*" >&2; exit 1; }
 
 case "$DURATION" in ''|*[!0-9]*) die "DURATION must be a whole number of seconds" ;; esac
 case "$CONNS" in ''|*[!0-9]*) die "CONNS must be a whole number" ;; esac
+case "$RUNS" in ''|*[!0-9]*) die "RUNS must be a whole number" ;; esac
 [ "$DURATION" -gt 0 ] || die "DURATION must be > 0"
 [ "$CONNS" -gt 0 ] || die "CONNS must be > 0"
+[ "$RUNS" -gt 0 ] || die "RUNS must be > 0"
 
 # ---------------------------------------------------------------- tools ----
 ensure_tools() {
@@ -354,79 +358,104 @@ cpu_ticks() { # pid -> utime+stime of the whole process, in clock ticks
     awk '{ print $12 + $13 }' <<<"$s"
 }
 
-declare -A R_RPS R_P50 R_P99 R_REQ R_INSTR R_CPU R_PCPU R_WCPU R_OCPU
+declare -A R_RPS R_P50 R_P99 R_REQ R_INSTR R_CPU R_PCPU R_WCPU R_OCPU R_RANGE
 NOTES=()
 
+measure() { # proxy object run -> R_*["proxy-object#run"]
+    local p="$1" o="$2" r="$3"
+    local pid="${PROXY_PID[$p]}"
+    local url="http://127.0.0.1:${PROXY_PORT[$p]}/$o.bin"
+    local k="$p-$o#$r" f="$RUN/$p-$o.$r" what="$p /$o.bin"
+    [ "$RUNS" -eq 1 ] || what+=" (run $r)"
+    local perf_pid="" t0 t1 s0 s1 line req dur errs v real user sys ins
+    log "$what: wrk -t1 -c$CONNS -d${DURATION}s"
+
+    if [ "$PERF_OK" -eq 1 ]; then
+        perf stat -x, -e instructions -o "$f.perf" -p "$pid" &
+        perf_pid=$!
+        CUR_PERF="$perf_pid"
+        sleep 0.3
+    fi
+    t0="$(cpu_ticks "$pid")"
+    s0="$(sys_busy)"
+    TIMEFORMAT='%R %U %S'
+    { time taskset -c "$WRK_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency \
+          -s "$RUN/report.lua" "$url" >"$f.wrk" 2>&1; } 2>"$f.time" \
+        || { cat "$f.wrk" >&2; die "wrk failed for $url"; }
+    t1="$(cpu_ticks "$pid")"
+    s1="$(sys_busy)"
+    if [ -n "$perf_pid" ]; then
+        kill -INT "$perf_pid" 2>/dev/null || true
+        wait "$perf_pid" 2>/dev/null || true
+        CUR_PERF=""
+    fi
+
+    line="$(grep '^BENCH ' "$f.wrk" || true)"
+    [ -n "$line" ] || { cat "$f.wrk" >&2; die "could not parse wrk output for $url"; }
+    get() { sed -E "s/.* $1=([0-9]+).*/\1/" <<<" ${line#BENCH }"; }
+    req="$(get requests)"; dur="$(get duration_us)"
+    [ "$req" -gt 0 ] || die "$what: no requests completed"
+    R_REQ[$k]="$req"
+    R_RPS[$k]="$(awk -v r="$req" -v d="$dur" 'BEGIN { printf "%.0f", r / (d / 1e6) }')"
+    R_P50[$k]="$(get p50_us)"
+    R_P99[$k]="$(get p99_us)"
+    errs=""
+    for v in connect read write status timeout; do
+        [ "$(get "$v")" -eq 0 ] || errs+=" $v=$(get "$v")"
+    done
+    [ -z "$errs" ] || NOTES+=("$what: wrk reported errors:$errs (raw output kept with KEEP=1)")
+
+    read -r real user sys <"$f.time"
+    R_CPU[$k]="$(awk -v a="$t0" -v b="$t1" -v hz="$CLK_TCK" -v n="$req" \
+        'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }')"
+    R_PCPU[$k]="$(awk -v a="$t0" -v b="$t1" -v hz="$CLK_TCK" -v w="$real" \
+        'BEGIN { printf "%.0f", (b - a) / hz / w * 100 }')"
+    R_WCPU[$k]="$(awk -v u="$user" -v s="$sys" -v w="$real" \
+        'BEGIN { printf "%.0f", (u + s) / w * 100 }')"
+    R_OCPU[$k]="$(awk -v a="$s0" -v b="$s1" -v p0="$t0" -v p1="$t1" -v hz="$CLK_TCK" \
+        -v u="$user" -v s="$sys" -v w="$real" \
+        'BEGIN { o = ((b - a) - (p1 - p0)) / hz - (u + s); if (o < 0) o = 0; printf "%.0f", o / w * 100 }')"
+    if [ "${R_OCPU[$k]}" -ge 10 ]; then
+        NOTES+=("$what: other processes used ${R_OCPU[$k]}% of a core during the run; the machine was not quiet, expect noise")
+    fi
+    if [ "${R_WCPU[$k]}" -ge 95 ] && [ "${R_PCPU[$k]}" -lt 90 ]; then
+        NOTES+=("$what: wrk used ${R_WCPU[$k]}% of its core but the proxy only ${R_PCPU[$k]}%: the client, not the proxy, was the limit")
+    fi
+
+    R_INSTR[$k]="n/a"
+    if [ -n "$perf_pid" ]; then
+        ins="$(awk -F, '$3 ~ /^instructions/ && $1 ~ /^[0-9]+$/ { print $1; exit }' "$f.perf" || true)"
+        if [ -n "$ins" ]; then
+            R_INSTR[$k]="$(awk -v i="$ins" -v n="$req" 'BEGIN { printf "%.0f", i / n }')"
+        else
+            NOTES+=("$what: perf stat gave no instruction count")
+        fi
+    fi
+}
+
+# Runs are interleaved (all proxies and objects once, then again) so that
+# slow drift of the machine hits every cell alike.
+for r in $(seq "$RUNS"); do
+    for o in $OBJECTS; do
+        for p in $PROXIES; do
+            measure "$p" "$o" "$r"
+        done
+    done
+done
+
+# Each cell reports the run with the median req/s (the lower middle one for
+# an even RUNS), so that all its columns come from one consistent run.
 for o in $OBJECTS; do
     for p in $PROXIES; do
-        pid="${PROXY_PID[$p]}"
-        url="http://127.0.0.1:${PROXY_PORT[$p]}/$o.bin"
-        tag="$p-$o"
-        log "$p /$o.bin: wrk -t1 -c$CONNS -d${DURATION}s"
-
-        perf_pid=""
-        if [ "$PERF_OK" -eq 1 ]; then
-            perf stat -x, -e instructions -o "$RUN/$tag.perf" -p "$pid" &
-            perf_pid=$!
-            CUR_PERF="$perf_pid"
-            sleep 0.3
-        fi
-        t0="$(cpu_ticks "$pid")"
-        s0="$(sys_busy)"
-        TIMEFORMAT='%R %U %S'
-        { time taskset -c "$WRK_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency \
-              -s "$RUN/report.lua" "$url" >"$RUN/$tag.wrk" 2>&1; } 2>"$RUN/$tag.time" \
-            || { cat "$RUN/$tag.wrk" >&2; die "wrk failed for $url"; }
-        t1="$(cpu_ticks "$pid")"
-        s1="$(sys_busy)"
-        if [ -n "$perf_pid" ]; then
-            kill -INT "$perf_pid" 2>/dev/null || true
-            wait "$perf_pid" 2>/dev/null || true
-            CUR_PERF=""
-        fi
-
-        line="$(grep '^BENCH ' "$RUN/$tag.wrk" || true)"
-        [ -n "$line" ] || { cat "$RUN/$tag.wrk" >&2; die "could not parse wrk output for $url"; }
-        get() { sed -E "s/.* $1=([0-9]+).*/\1/" <<<" ${line#BENCH }"; }
-        req="$(get requests)"; dur="$(get duration_us)"
-        R_REQ[$tag]="$req"
-        R_RPS[$tag]="$(awk -v r="$req" -v d="$dur" 'BEGIN { printf "%.0f", r / (d / 1e6) }')"
-        R_P50[$tag]="$(get p50_us)"
-        R_P99[$tag]="$(get p99_us)"
-        errs=""
-        for k in connect read write status timeout; do
-            v="$(get "$k")"
-            [ "$v" -eq 0 ] || errs+=" $k=$v"
+        t="$p-$o"
+        order="$(for r in $(seq "$RUNS"); do echo "${R_RPS[$t#$r]} $r"; done | sort -n)"
+        mid="$(sed -n "$(( (RUNS + 1) / 2 ))p" <<<"$order" | cut -d' ' -f2)"
+        for a in R_RPS R_P50 R_P99 R_REQ R_INSTR R_CPU R_PCPU R_WCPU R_OCPU; do
+            declare -n arr="$a"
+            arr[$t]="${arr[$t#$mid]}"
+            unset -n arr
         done
-        [ -z "$errs" ] || NOTES+=("$p /$o.bin: wrk reported errors:$errs (see the raw output with KEEP=1)")
-        [ "$req" -gt 0 ] || die "$p /$o.bin: no requests completed"
-
-        read -r real user sys <"$RUN/$tag.time"
-        R_CPU[$tag]="$(awk -v a="$t0" -v b="$t1" -v hz="$CLK_TCK" -v n="$req" \
-            'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }')"
-        R_PCPU[$tag]="$(awk -v a="$t0" -v b="$t1" -v hz="$CLK_TCK" -v w="$real" \
-            'BEGIN { printf "%.0f", (b - a) / hz / w * 100 }')"
-        R_WCPU[$tag]="$(awk -v u="$user" -v s="$sys" -v w="$real" \
-            'BEGIN { printf "%.0f", (u + s) / w * 100 }')"
-        R_OCPU[$tag]="$(awk -v a="$s0" -v b="$s1" -v p0="$t0" -v p1="$t1" -v hz="$CLK_TCK" \
-            -v u="$user" -v s="$sys" -v w="$real" \
-            'BEGIN { o = ((b - a) - (p1 - p0)) / hz - (u + s); if (o < 0) o = 0; printf "%.0f", o / w * 100 }')"
-        if [ "${R_OCPU[$tag]}" -ge 10 ]; then
-            NOTES+=("$p /$o.bin: other processes used ${R_OCPU[$tag]}% of a core during the run; the machine was not quiet, expect noise")
-        fi
-        if [ "${R_WCPU[$tag]}" -ge 95 ] && [ "${R_PCPU[$tag]}" -lt 90 ]; then
-            NOTES+=("$p /$o.bin: wrk used ${R_WCPU[$tag]}% of its CPU but the proxy only ${R_PCPU[$tag]}%: the client, not the proxy, was the limit")
-        fi
-
-        R_INSTR[$tag]="n/a"
-        if [ -n "$perf_pid" ]; then
-            ins="$(awk -F, '$3 ~ /^instructions/ && $1 ~ /^[0-9]+$/ { print $1; exit }' "$RUN/$tag.perf" || true)"
-            if [ -n "$ins" ]; then
-                R_INSTR[$tag]="$(awk -v i="$ins" -v n="$req" 'BEGIN { printf "%.0f", i / n }')"
-            else
-                NOTES+=("$p /$o.bin: perf stat gave no instruction count")
-            fi
-        fi
+        R_RANGE[$t]="$(head -n1 <<<"$order" | cut -d' ' -f1)–$(tail -n1 <<<"$order" | cut -d' ' -f1)"
     done
 done
 
@@ -440,15 +469,20 @@ ratio() { # a b -> a/b
 STAMP="$(date +%Y%m%d-%H%M%S)"
 REPORT="$OUT_DIR/hit-$STAMP.md"
 cpu_model="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
-git_rev="$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo none)"
+git_rev="$(cd "$ROOT" && git describe --always --dirty 2>/dev/null || echo none)"
+bin_info=""
+if [[ " $PROXIES " == *" hoard "* ]]; then
+    bin_info=" (binary built $(date -r "$HOARD_BIN" +"%Y-%m-%d %H:%M:%S"))"
+fi
 nginx_ver="$(nginx -v 2>&1 | sed 's/^nginx version: //')"
 {
     echo "# hoard cache-hit benchmark ($STAMP)"
     echo
     echo "- machine: $NCPU CPUs, ${cpu_model:-unknown CPU}, kernel $(uname -r)"
-    echo "- hoard: git $git_rev, --threads 1; nginx: $nginx_ver, worker_processes 1"
+    echo "- hoard: git $git_rev$bin_info, --threads 1; nginx: $nginx_ver, worker_processes 1"
     echo "- proxy pinned to CPU $PROXY_CPU, wrk pinned to CPU $WRK_CPU"
     echo "- load: wrk -t1 -c$CONNS -d${DURATION}s --latency, every request a cache hit"
+    [ "$RUNS" -eq 1 ] || echo "- runs: $RUNS per cell, interleaved; each row is the run with the median req/s, range = lowest–highest req/s"
     if [ "$PERF_OK" -eq 1 ]; then
         echo "- instructions: perf stat -e instructions on the proxy process (nginx: worker)"
     else
@@ -457,16 +491,20 @@ nginx_ver="$(nginx -v 2>&1 | sed 's/^nginx version: //')"
     echo "- cpu µs/req: user+sys CPU time of the proxy process / requests"
     echo "- proxy / wrk / other cpu: share of one core used by the proxy, by wrk, and by everything else on the machine"
     echo
-    echo "| proxy | object | requests | req/s | p50 | p99 | instr/req | cpu µs/req | proxy cpu | wrk cpu | other cpu |"
-    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    rc_h="" rc_s=""
+    if [ "$RUNS" -gt 1 ]; then rc_h=" req/s range |"; rc_s="---:|"; fi
+    echo "| proxy | object | requests | req/s |$rc_h p50 | p99 | instr/req | cpu µs/req | proxy cpu | wrk cpu | other cpu |"
+    echo "|---|---|---:|---:|$rc_s---:|---:|---:|---:|---:|---:|---:|"
     for o in $OBJECTS; do
         for p in $PROXIES; do
             t="$p-$o"
-            echo "| $p | $o | ${R_REQ[$t]} | ${R_RPS[$t]} | $(ms "${R_P50[$t]}") | $(ms "${R_P99[$t]}") | ${R_INSTR[$t]} | ${R_CPU[$t]} | ${R_PCPU[$t]}% | ${R_WCPU[$t]}% | ${R_OCPU[$t]}% |"
+            rc=""; [ "$RUNS" -eq 1 ] || rc=" ${R_RANGE[$t]} |"
+            echo "| $p | $o | ${R_REQ[$t]} | ${R_RPS[$t]} |$rc $(ms "${R_P50[$t]}") | $(ms "${R_P99[$t]}") | ${R_INSTR[$t]} | ${R_CPU[$t]} | ${R_PCPU[$t]}% | ${R_WCPU[$t]}% | ${R_OCPU[$t]}% |"
         done
         if [[ " $PROXIES " == *" nginx "* && " $PROXIES " == *" hoard "* ]]; then
             h="hoard-$o"; n="nginx-$o"
-            echo "| **hoard/nginx** | $o | | **$(ratio "${R_RPS[$h]}" "${R_RPS[$n]}")** | $(ratio "${R_P50[$h]}" "${R_P50[$n]}") | $(ratio "${R_P99[$h]}" "${R_P99[$n]}") | **$(ratio "${R_INSTR[$h]}" "${R_INSTR[$n]}")** | $(ratio "${R_CPU[$h]}" "${R_CPU[$n]}") | | | |"
+            rc=""; [ "$RUNS" -eq 1 ] || rc=" |"
+            echo "| **hoard/nginx** | $o | | **$(ratio "${R_RPS[$h]}" "${R_RPS[$n]}")** |$rc $(ratio "${R_P50[$h]}" "${R_P50[$n]}") | $(ratio "${R_P99[$h]}" "${R_P99[$n]}") | **$(ratio "${R_INSTR[$h]}" "${R_INSTR[$n]}")** | $(ratio "${R_CPU[$h]}" "${R_CPU[$n]}") | | | |"
         fi
     done
     if [ "${#NOTES[@]}" -gt 0 ]; then
