@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Instructions and system calls per 1 KiB cache hit: hoard vs nginx proxy_cache.
+#
+# Hardware counters are not available on every machine (perf stat says
+# "<not supported>" in many VMs), so this counts user-space instructions with
+# valgrind's callgrind, which is exact and repeatable whatever else the machine
+# does, and system calls with strace -c. Both proxies get the same load: a
+# warm-up, counters zeroed, then wrk with keep-alive for a fixed time; the
+# totals are divided by the requests wrk completed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+DURATION=${DURATION:-10}
+CONNS=${CONNS:-16}
+OUT=$(mktemp -d "$ROOT/bench/out/instr.XXXXXX")
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; pkill -f "nginx -c $OUT" 2>/dev/null || true; }
+trap cleanup EXIT
+
+need() { command -v "$1" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
+need nginx nginx; need wrk wrk; need valgrind valgrind; need strace strace; need callgrind_control valgrind
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ORIGIN=$(free_port); HOARD=$(free_port); NGINX=$(free_port)
+
+cargo build --release -q -p hoard
+head -c 1024 /dev/urandom > "$OUT/1k.bin"
+cat > "$OUT/origin.py" <<PY
+import http.server, functools
+class H(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def end_headers(self):
+        self.send_header("Cache-Control", "max-age=3600")
+        super().end_headers()
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", $ORIGIN), functools.partial(H, directory="$OUT")).serve_forever()
+PY
+python3 "$OUT/origin.py" & PIDS+=($!)
+
+mkdir -p "$OUT/ngx/cache"
+cat > "$OUT/nginx.conf" <<NGX
+daemon off; master_process off; worker_processes 1; user $(id -un);
+error_log $OUT/ngx/error.log; pid $OUT/ngx/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $OUT/ngx/t1; proxy_temp_path $OUT/ngx/t2; fastcgi_temp_path $OUT/ngx/t3; uwsgi_temp_path $OUT/ngx/t4; scgi_temp_path $OUT/ngx/t5;
+  proxy_cache_path $OUT/ngx/cache keys_zone=z:10m max_size=256m;
+  upstream o { server 127.0.0.1:$ORIGIN; keepalive 16; }
+  server {
+    listen 127.0.0.1:$NGINX; keepalive_requests 1000000;
+    location / { proxy_pass http://o; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_cache z; }
+  }
+}
+NGX
+
+wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+wait_port "$ORIGIN"
+
+# measure NAME PORT CMD...: prints "requests instructions syscalls"
+measure() {
+  local name=$1 port=$2; shift 2
+  valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.cg" "$@" >"$OUT/$name.log" 2>&1 & local vg=$!
+  PIDS+=($vg)
+  sleep 2; wait_port "$port"
+  curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"; curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"
+  wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port/1k.bin" >/dev/null
+  callgrind_control -z "$vg" >/dev/null
+  local reqs; reqs=$(wrk -t1 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$port/1k.bin" | awk '/requests in/ {print $1}')
+  callgrind_control -d "$vg" >/dev/null; sleep 1
+  local ir; ir=$(grep -h '^summary:' "$OUT/$name.cg".* | awk '{s+=$2} END {print s}')
+  kill "$vg" 2>/dev/null || true; wait "$vg" 2>/dev/null || true
+  # System calls per request, natively (strace slows the proxy, not the counts).
+  "$@" >/dev/null 2>&1 & local p=$!
+  PIDS+=($p)
+  wait_port "$port"; curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"; curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"
+  timeout $((DURATION / 2 + 3)) strace -c -f -p "$p" -o "$OUT/$name.strace" & local st=$!
+  sleep 1
+  local sreqs; sreqs=$(wrk -t1 -c"$CONNS" -d"$((DURATION / 2))s" "http://127.0.0.1:$port/1k.bin" | awk '/requests in/ {print $1}')
+  wait "$st" 2>/dev/null || true
+  kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
+  local calls; calls=$(awk '/total$/ {print $4}' "$OUT/$name.strace")
+  echo "$reqs $ir $sreqs $calls"
+}
+
+read -r hr hi hsr hc < <(measure hoard "$HOARD" "$ROOT/target/release/hoard" --upstream "http://127.0.0.1:$ORIGIN" --listen "127.0.0.1:$HOARD" --threads 1)
+read -r nr ni nsr nc < <(measure nginx "$NGINX" nginx -c "$OUT/nginx.conf")
+
+python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" <<'PY' | tee "$ROOT/bench/out/instructions-$(date +%Y%m%d-%H%M%S).md"
+import sys
+hr, hi, hsr, hc, nr, ni, nsr, nc = map(float, sys.argv[1:])
+h_ipr, n_ipr = hi / hr, ni / nr
+h_spr, n_spr = hc / hsr, nc / nsr
+print("| proxy | requests (callgrind) | user instructions / 1 KiB hit | syscalls / hit |")
+print("|---|---:|---:|---:|")
+print(f"| hoard | {int(hr)} | {h_ipr:,.0f} | {h_spr:.2f} |")
+print(f"| nginx proxy_cache | {int(nr)} | {n_ipr:,.0f} | {n_spr:.2f} |")
+print(f"| **hoard/nginx** | | **{h_ipr / n_ipr:.2f}x** | **{h_spr / n_spr:.2f}x** |")
+PY
