@@ -239,6 +239,16 @@ impl UpstreamConfig {
     }
 }
 
+impl SiteConfig {
+    /// The index of the first route matching `path`.
+    pub fn route_for(&self, path: &str) -> Option<usize> {
+        self.routes.iter().position(|r| match &r.path {
+            PathMatch::Prefix(p) => path.starts_with(p.as_str()),
+            PathMatch::Regex(re) => re.is_match(path),
+        })
+    }
+}
+
 impl RouteConfig {
     /// A catch-all caching route to upstream 0 with default policy.
     pub fn catch_all() -> RouteConfig {

@@ -33,6 +33,17 @@ use crate::error::{ErrorKind, ProxyError};
 use crate::fill::coalesce::{Join, LeaderClaim, Outcome};
 use crate::fill::FillJob;
 
+/// What a request wants from the origin: the key, its directives, why it
+/// goes forward, and the stale copy it may fall back on.
+#[derive(Debug)]
+pub(crate) struct Want<'a> {
+    pub ctx: &'a Ctx<'a>,
+    pub key: &'a CacheKey,
+    pub req_cc: &'a CacheControl,
+    pub fwd: Fwd,
+    pub stale: Option<Arc<StoredObject>>,
+}
+
 /// Whether a fetch may share a fill with other requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
@@ -63,21 +74,15 @@ impl Pipeline {
     }
 
     /// Fetches for a cacheable request; `stale` is the stored object to revalidate, if any.
-    pub(crate) async fn fetch(
-        self: &Arc<Self>,
-        ctx: &Ctx<'_>,
-        key: &CacheKey,
-        req_cc: &CacheControl,
-        fwd: Fwd,
-        stale: Option<Arc<StoredObject>>,
-    ) -> Result<Response<ProxyBody>, ProxyError> {
-        let now = self.clock.now();
-        if let Some(obj) = &stale {
-            // A known-down origin: answer with the stale copy at once.
-            if ctx.upstream.is_down() && stale_if_error(&obj.times, &obj.rules, req_cc, now) {
-                return Ok(self.serve_stale_on_error(ctx, key, obj.clone(), None, "origin-down"));
+    pub(crate) async fn fetch(self: &Arc<Self>, want: Want<'_>) -> Result<Response<ProxyBody>, ProxyError> {
+        let Want { ctx, key, req_cc, .. } = want;
+        // A known-down origin: answer with the stale copy at once.
+        if ctx.upstream.is_down() {
+            if let Some(obj) = self.stale_for_error(&want) {
+                return Ok(self.serve_stale_on_error(ctx, key, obj, None, "origin-down"));
             }
         }
+        let now = self.clock.now();
         let mode = if !ctx.route.coalesce {
             Mode::Alone
         } else if self.hfp.is_marked(key.digest, now) {
@@ -86,18 +91,11 @@ impl Pipeline {
         } else {
             Mode::Coalesce
         };
-        self.fill_and_deliver(ctx, key, req_cc, fwd, stale, mode).await
+        self.fill_and_deliver(&want, mode).await
     }
 
-    async fn fill_and_deliver(
-        self: &Arc<Self>,
-        ctx: &Ctx<'_>,
-        key: &CacheKey,
-        req_cc: &CacheControl,
-        fwd: Fwd,
-        stale: Option<Arc<StoredObject>>,
-        mode: Mode,
-    ) -> Result<Response<ProxyBody>, ProxyError> {
+    async fn fill_and_deliver(self: &Arc<Self>, want: &Want<'_>, mode: Mode) -> Result<Response<ProxyBody>, ProxyError> {
+        let Want { ctx, key, req_cc, fwd, ref stale } = *want;
         let join = match mode {
             Mode::Alone => Join::Leader(self.coalescer.detached()),
             Mode::Coalesce => self.coalescer.join(key.digest, ctx.route.fill_max_age),
@@ -141,7 +139,7 @@ impl Pipeline {
                     None => None,
                 };
                 let Some(reader) = reader else {
-                    return self.alone(ctx, key, req_cc, fwd, stale, leader).await;
+                    return self.alone(want, leader).await;
                 };
                 cs.fwd_status = Some(head.status.as_u16());
                 cs.stored = true;
@@ -160,18 +158,18 @@ impl Pipeline {
                         cs.fwd_status = Some(304);
                         Ok(self.serve_stored(ctx, key, o, cs, now))
                     }
-                    _ => self.alone(ctx, key, req_cc, fwd, stale, leader).await,
+                    _ => self.alone(want, leader).await,
                 }
             }
             Outcome::Uncacheable(reason, status) => {
                 if status.is_server_error() {
-                    if let Some(obj) = stale.as_ref().filter(|o| stale_if_error(&o.times, &o.rules, req_cc, self.clock.now())) {
-                        return Ok(self.serve_stale_on_error(ctx, key, obj.clone(), Some(status.as_u16()), "stale-if-error"));
+                    if let Some(obj) = self.stale_for_error(want) {
+                        return Ok(self.serve_stale_on_error(ctx, key, obj, Some(status.as_u16()), "stale-if-error"));
                     }
                 }
                 let Some(claim) = claim else {
                     // Released at once: this request goes to the origin itself.
-                    return self.alone(ctx, key, req_cc, fwd, stale, leader).await;
+                    return self.alone(want, leader).await;
                 };
                 let Some(resp) = claim.0.take_handoff() else {
                     return Err(ProxyError::origin(ErrorKind::BadResponse, "uncacheable response already taken"));
@@ -182,32 +180,30 @@ impl Pipeline {
                 Ok(self.deliver_fetched(ctx, parts.status, parts.headers, ProxyBody::Origin(body), &cs))
             }
             Outcome::OriginError(kind) => {
-                if let Some(obj) = stale.as_ref().filter(|o| stale_if_error(&o.times, &o.rules, req_cc, self.clock.now())) {
-                    return Ok(self.serve_stale_on_error(ctx, key, obj.clone(), None, "stale-if-error"));
+                if let Some(obj) = self.stale_for_error(want) {
+                    return Ok(self.serve_stale_on_error(ctx, key, obj, None, "stale-if-error"));
                 }
                 Err(ProxyError::origin(kind, format!("fill for {} failed", key.text)))
             }
             Outcome::Dangling => {
                 self.counters.inc(&self.counters.fill_dangling);
-                self.alone(ctx, key, req_cc, fwd, stale, leader).await
+                self.alone(want, leader).await
             }
         }
     }
 
+    /// The stale copy, when stale-if-error lets it stand in for an origin failure now.
+    fn stale_for_error(&self, want: &Want<'_>) -> Option<Arc<StoredObject>> {
+        let now = self.clock.now();
+        want.stale.clone().filter(|o| stale_if_error(&o.times, &o.rules, want.req_cc, now))
+    }
+
     /// A follower that the shared fill could not serve fetches on its own.
-    async fn alone(
-        self: &Arc<Self>,
-        ctx: &Ctx<'_>,
-        key: &CacheKey,
-        req_cc: &CacheControl,
-        fwd: Fwd,
-        stale: Option<Arc<StoredObject>>,
-        leader: bool,
-    ) -> Result<Response<ProxyBody>, ProxyError> {
+    async fn alone(self: &Arc<Self>, want: &Want<'_>, leader: bool) -> Result<Response<ProxyBody>, ProxyError> {
         if leader {
-            return Err(ProxyError::origin(ErrorKind::BadResponse, format!("fill for {} ended without a response", key.text)));
+            return Err(ProxyError::origin(ErrorKind::BadResponse, format!("fill for {} ended without a response", want.key.text)));
         }
-        Box::pin(self.fill_and_deliver(ctx, key, req_cc, fwd, stale, Mode::Alone)).await
+        Box::pin(self.fill_and_deliver(want, Mode::Alone)).await
     }
 
     /// Answers the client from a response just fetched: its preconditions are

@@ -37,7 +37,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
 use crate::body::ProxyBody;
-use crate::config::{Config, HostMatch, PathMatch, RouteConfig, SiteConfig};
+use crate::config::{Config, HostMatch, RouteConfig, SiteConfig};
 use crate::counters::Counters;
 use crate::error::{ErrorKind, ProxyError};
 use crate::upstream::{ReqBody, Upstream};
@@ -147,12 +147,7 @@ impl Pipeline {
         let site = &self.cfg.sites[site_idx];
         let path = parts.uri.path();
         let route_idx = site
-            .routes
-            .iter()
-            .position(|r| match &r.path {
-                PathMatch::Prefix(p) => path.starts_with(p.as_str()),
-                PathMatch::Regex(re) => re.is_match(path),
-            })
+            .route_for(path)
             .ok_or_else(|| ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}")))?;
         let route = &site.routes[route_idx];
         let mut headers = parts.headers;
@@ -247,7 +242,7 @@ impl Pipeline {
         } else {
             self.counters.inc(&self.counters.cache_miss);
         }
-        self.fetch(ctx, &key, &req_cc, fwd, stale).await
+        self.fetch(fetch::Want { ctx, key: &key, req_cc: &req_cc, fwd, stale }).await
     }
 
     /// Adds `Cache-Status` (RFC 9211), appended after any upstream cache's entry.

@@ -7,7 +7,6 @@ use http::{Method, Response, Uri, Version};
 
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
-use crate::config::PathMatch;
 use crate::error::ProxyError;
 use crate::upstream::ReqBody;
 
@@ -50,10 +49,7 @@ impl Pipeline {
             }
         }
         for (path, query) in targets {
-            let Some(route) = ctx.site.routes.iter().find(|r| match &r.path {
-                PathMatch::Prefix(p) => path.starts_with(p.as_str()),
-                PathMatch::Regex(re) => re.is_match(&path),
-            }) else {
+            let Some(route) = ctx.site.route_for(&path).map(|i| &ctx.site.routes[i]) else {
                 continue;
             };
             let key = ctx.key_for(route, &path, query.as_deref());
