@@ -75,7 +75,7 @@ impl Pipeline {
 
     /// Fetches for a cacheable request; `stale` is the stored object to revalidate, if any.
     pub(crate) async fn fetch(self: &Arc<Self>, want: Want<'_>) -> Result<Response<ProxyBody>, ProxyError> {
-        let Want { ctx, key, req_cc, .. } = want;
+        let Want { ctx, key, .. } = want;
         // A known-down origin: answer with the stale copy at once.
         if ctx.upstream.is_down() {
             if let Some(obj) = self.stale_for_error(&want) {
