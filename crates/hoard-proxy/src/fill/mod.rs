@@ -107,6 +107,12 @@ impl Pipeline {
         }
         let (mut parts, body) = resp.into_parts();
         hoard_policy::headers::strip_hop_by_hop(&mut parts.headers);
+        if !parts.headers.contains_key(header::DATE) {
+            // RFC 9110 §6.6.1: a recipient with a clock dates what it stores and forwards.
+            if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(response_time)) {
+                parts.headers.insert(header::DATE, v);
+            }
+        }
         let policy = &route.policy;
         let facts = ResponseFacts::read(status.as_u16(), &parts.headers, policy);
         let req_facts = RequestFacts {

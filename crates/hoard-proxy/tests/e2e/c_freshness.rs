@@ -160,13 +160,29 @@ async fn c00009_no_freshness_not_stored() {
     origin.finish().await;
 }
 
-// c00010: an invalid CDN-Cache-Control (not a Structured Field) is ignored; Cache-Control applies.
+// c00041: an invalid CDN-Cache-Control (not a Structured Field) is ignored; Cache-Control applies.
 #[tokio::test]
-async fn c00010_invalid_cdn_cache_control_is_ignored() {
-    let t = Test::new("c00010f");
+async fn c00041_invalid_cdn_cache_control_is_ignored() {
+    let t = Test::new("c00041");
     let origin = origin_serving(&t, 2, vec![("Cache-Control", "no-store".into()), ("CDN-Cache-Control", "max-age=10000, &&&&&".into())]).await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/a").send().await.expect_body("v1").expect_header_contains("cache-status", "detail=no-store");
     t.client(&proxy).get("/a").send().await.expect_body("v2");
+    origin.finish().await;
+}
+
+// c00042: a response without Date is dated on arrival; its age then grows on the proxy clock.
+#[tokio::test]
+async fn c00042_missing_date_is_added() {
+    let t = Test::new("c00042");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await;
+        s.txresp(200).hdr("Cache-Control", "max-age=60").no_date().body("x").send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy).get("/a").send().await.expect_header("date", &http_date(0));
+    proxy.wait_counter("objects_stored", 1).await;
+    t.clock.advance(secs(7));
+    t.client(&proxy).get("/a").send().await.expect_header("date", &http_date(0)).expect_header("age", "7");
     origin.finish().await;
 }

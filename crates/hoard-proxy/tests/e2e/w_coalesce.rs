@@ -265,3 +265,25 @@ async fn w00018_coalescing_off() {
     proxy.expect_counter("fill_waiters_total", 0);
     origin.finish().await;
 }
+
+// w00019: a client that does not read its response does not slow the fill or the others.
+#[tokio::test]
+async fn w00019_slow_reader_does_not_slow_the_fill() {
+    let t = Test::new("w00019");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await;
+        s.txresp(200).hdr("Cache-Control", "max-age=60").chunked().send_head().await;
+        for _ in 0..64 {
+            s.chunk(vec![b'z'; 64 * 1024]).await;
+        }
+        s.end().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let mut stalled = t.client(&proxy).connect().await;
+    stalled.send_raw("GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n").await; // and never reads
+    proxy.wait_counter("fills_started", 1).await;
+    t.client(&proxy).get("/big").send().await.expect_status(200).expect_body_len(4 << 20);
+    proxy.wait_counter("objects_stored", 1).await;
+    drop(stalled);
+    origin.finish().await;
+}
