@@ -297,6 +297,39 @@ mod tests {
         assert!(r2.next_chunk().await.is_none());
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_readers_at_their_own_pace_see_the_same_bytes() {
+        let (body, w) = BusyBody::new();
+        let readers: Vec<_> = (0..8u64)
+            .map(|i| {
+                let mut r = body.reader().unwrap();
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    while let Some(c) = r.next_chunk().await {
+                        got.extend_from_slice(&c.unwrap());
+                        if got.len() % (1 + i as usize * 7) == 0 {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        let mut want = Vec::new();
+        for n in 0..2000u32 {
+            let chunk = Bytes::from(n.to_le_bytes().to_vec());
+            want.extend_from_slice(&chunk);
+            w.append(chunk);
+            if n % 64 == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        w.finish();
+        for r in readers {
+            assert_eq!(r.await.unwrap(), want);
+        }
+    }
+
     #[tokio::test]
     async fn dropped_writer_is_an_error_not_an_end() {
         let (body, w) = BusyBody::new();
