@@ -36,9 +36,12 @@ struct Event {
 impl Transcript {
     /// An empty log for the case `name`.
     pub fn new(name: &str) -> Self {
+        // Real elapsed time for the log's timestamps, not cache time.
+        #[allow(clippy::disallowed_methods)]
+        let start = Instant::now();
         let inner = Inner {
             name: name.to_owned(),
-            start: Instant::now(),
+            start,
             events: Mutex::new(Vec::new()),
             shown: AtomicUsize::new(0),
         };
