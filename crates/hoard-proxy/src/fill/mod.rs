@@ -274,12 +274,11 @@ async fn read_body(mut body: OriginBody, writer: &BusyWriter, max_object: u64, p
     Ok(keep)
 }
 
-/// Joins small chunks so a hit writes few, large buffers (up to 1 MiB each).
+/// Copies the body into buffers of its own, up to 1 MiB each: a hit then
+/// writes few, large buffers, and the store's byte count is the memory held
+/// (a chunk read from the network may be a slice of a larger buffer).
 fn compact(chunks: Vec<Bytes>) -> Vec<Bytes> {
     const TARGET: usize = 1 << 20;
-    if chunks.len() <= 1 {
-        return chunks;
-    }
     let mut out = Vec::new();
     let mut cur = bytes::BytesMut::new();
     for c in chunks {
