@@ -279,16 +279,39 @@ async fn read_body(mut body: OriginBody, writer: &BusyWriter, max_object: u64, p
 /// (a chunk read from the network may be a slice of a larger buffer).
 fn compact(chunks: Vec<Bytes>) -> Vec<Bytes> {
     const TARGET: usize = 1 << 20;
-    let mut out = Vec::new();
-    let mut cur = bytes::BytesMut::new();
+    let mut remaining: usize = chunks.iter().map(Bytes::len).sum();
+    let mut out = Vec::with_capacity(remaining.div_ceil(TARGET));
+    let mut cur = bytes::BytesMut::with_capacity(remaining.min(TARGET));
     for c in chunks {
-        if !cur.is_empty() && cur.len() + c.len() > TARGET {
-            out.push(std::mem::take(&mut cur).freeze());
+        let mut c = &c[..];
+        while !c.is_empty() {
+            let take = c.len().min(cur.capacity() - cur.len());
+            cur.extend_from_slice(&c[..take]);
+            c = &c[take..];
+            remaining -= take;
+            if cur.len() == cur.capacity() {
+                out.push(std::mem::replace(&mut cur, bytes::BytesMut::with_capacity(remaining.min(TARGET))).freeze());
+            }
         }
-        cur.extend_from_slice(&c);
     }
     if !cur.is_empty() {
         out.push(cur.freeze());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_makes_exact_buffers_of_at_most_one_mib() {
+        let chunks: Vec<Bytes> = (0..300u32).map(|i| Bytes::from(vec![(i % 251) as u8; 10_000])).collect();
+        let want: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        let out = compact(chunks);
+        assert_eq!(out.iter().map(Bytes::len).collect::<Vec<_>>(), vec![1 << 20, 1 << 20, 3_000_000 - 2 * (1 << 20)]);
+        assert_eq!(out.concat(), want);
+        assert!(compact(Vec::new()).is_empty());
+        assert_eq!(compact(vec![Bytes::from_static(b"ab"), Bytes::from_static(b"c")]), vec![Bytes::from_static(b"abc")]);
+    }
 }
