@@ -74,10 +74,11 @@ fn joined(req: &HeaderMap, name: &header::HeaderName) -> Option<String> {
 
 /// Does an entity-tag list (`*` or `"a", W/"b"`) match `etag`?
 fn list_matches(list: &str, etag: Option<&str>, strong: bool) -> bool {
-    let Some(etag) = etag else { return false };
+    // `*` matches any current representation, with or without an ETag (§13.1.1, §13.1.2).
     if list.trim() == "*" {
         return true;
     }
+    let Some(etag) = etag else { return false };
     list.split(',').map(str::trim).filter(|t| !t.is_empty()).any(|t| etag_eq(t, etag.trim(), strong))
 }
 
@@ -173,6 +174,8 @@ mod tests {
             (&stored, Method::GET, &[("if-unmodified-since", "Sun, 31 Dec 2023 00:00:00 GMT")], Failed),
             (&dated, Method::GET, &[("if-modified-since", "Tue, 02 Jan 2024 00:00:00 GMT")], NotModified),
             (&dated, Method::GET, &[("if-modified-since", "Sun, 31 Dec 2023 00:00:00 GMT")], Pass),
+            (&dated, Method::GET, &[("if-match", "*")], Pass),
+            (&dated, Method::GET, &[("if-none-match", "*")], NotModified),
         ];
         for (stored, m, req, want) in cases {
             assert_eq!(evaluate(m, &h(req), stored), *want, "{m} {req:?}");

@@ -44,6 +44,8 @@ counters! {
     cache_revalidate,
     /// Revalidations answered 304 Not Modified (stored object refreshed).
     cache_revalidated_304,
+    /// Revalidations answered with a 5xx or not at all; the stored copy was kept.
+    revalidation_failed,
     /// Stale responses served because the origin failed or is known down (stale-if-error).
     stale_if_error_served,
     /// Requests passed to the origin without cache lookup (method or route).
@@ -82,9 +84,10 @@ counters! {
     client_errors,
     /// Requests that waited for another request's fill (coalesced).
     fill_waiters_total,
-    /// Waiters that gave up after the route's coalesce timeout and went to the origin uncached.
+    /// Waits for a fill that timed out (a follower after the route's coalesce timeout, or a
+    /// leader after its safety limit); the request went to the origin uncached.
     fill_wait_timeouts,
-    /// Fills that ended without publishing an outcome (task cancelled or panicked).
+    /// Requests that found their fill ended without an outcome (task cancelled or panicked).
     fill_dangling,
     /// Requests sent straight to the origin because their key is marked hit-for-pass.
     hit_for_pass,

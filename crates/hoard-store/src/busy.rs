@@ -21,8 +21,11 @@
 //! By default every chunk is kept, so a reader joining late still starts at
 //! byte 0 and the complete body can be stored. When the fill learns that the
 //! body will not be stored (too large), it calls [`BusyWriter::release_history`]:
-//! chunks are then dropped as soon as every reader has read them, which bounds
-//! memory for huge pass-through bodies; no new reader may attach after that.
+//! chunks are then dropped as soon as every reader has read them, and the
+//! writer waits ([`BusyWriter::room`]) while more than a window of bytes is
+//! unread by the slowest reader, so a huge pass-through body read by a slow
+//! client holds a bounded amount of memory. No new reader may attach after
+//! that, and when every reader has gone the writer learns it and can stop.
 //!
 //! ## Locking
 //!
@@ -76,10 +79,13 @@ struct State {
     len: u64,
     end: Option<Result<(), FillError>>,
     keep_history: bool,
-    /// Positions of live readers (chunk index), by reader id.
-    readers: Vec<(u64, usize)>,
-    next_reader: u64,
+    /// Bytes held in `chunks`.
+    buffered: u64,
+    /// Position (chunk index) of each reader, by reader id; `None` once dropped.
+    readers: Vec<Option<usize>>,
     wakers: Vec<Waker>,
+    /// The writer, waiting for readers to make room.
+    writer_waker: Option<Waker>,
 }
 
 /// An object body being filled. See the module docs.
@@ -99,7 +105,7 @@ pub struct BusyWriter {
 #[derive(Debug)]
 pub struct BusyReader {
     body: Arc<BusyBody>,
-    id: u64,
+    id: usize,
     pos: usize,
 }
 
@@ -118,9 +124,8 @@ impl BusyBody {
         if !st.keep_history && st.first > 0 {
             return None;
         }
-        let id = st.next_reader;
-        st.next_reader += 1;
-        st.readers.push((id, 0));
+        let id = st.readers.len();
+        st.readers.push(Some(0));
         Some(BusyReader { body: self.clone(), id, pos: 0 })
     }
 
@@ -150,6 +155,7 @@ impl BusyWriter {
             let mut st = self.body.state.lock();
             debug_assert!(st.end.is_none(), "invariant: no append after end");
             st.len += chunk.len() as u64;
+            st.buffered += chunk.len() as u64;
             st.chunks.push_back(chunk);
             std::mem::take(&mut st.wakers)
         };
@@ -170,7 +176,7 @@ impl BusyWriter {
     pub fn release_history(&self) {
         let mut st = self.body.state.lock();
         st.keep_history = false;
-        trim(&mut st);
+        drop(trim(&mut st));
     }
 
     /// All chunks so far, when history is kept (to store the object before
@@ -178,6 +184,27 @@ impl BusyWriter {
     pub fn chunks(&self) -> Option<Vec<Bytes>> {
         let st = self.body.state.lock();
         st.keep_history.then(|| st.chunks.iter().cloned().collect())
+    }
+
+    /// Waits until the slowest reader leaves at most `window` bytes unread
+    /// (only after [`BusyWriter::release_history`]). Returns false when no
+    /// reader is left: nobody wants the rest of the body.
+    pub async fn room(&self, window: u64) -> bool {
+        std::future::poll_fn(|cx| {
+            let mut st = self.body.state.lock();
+            if st.keep_history {
+                return Poll::Ready(true);
+            }
+            if st.readers.iter().all(Option::is_none) {
+                return Poll::Ready(false);
+            }
+            if st.buffered <= window {
+                return Poll::Ready(true);
+            }
+            st.writer_waker = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
     }
 
     /// Ends the body as complete and returns all chunks (when history was kept).
@@ -219,15 +246,21 @@ impl Drop for BusyWriter {
     }
 }
 
-fn trim(st: &mut State) {
+/// Drops chunks every reader has read (once history is released) and wakes
+/// the writer if it waits for room. Returns the writer's waker to wake after
+/// the lock is released.
+#[must_use]
+fn trim(st: &mut State) -> Option<Waker> {
     if st.keep_history {
-        return;
+        return None;
     }
-    let min = st.readers.iter().map(|(_, p)| *p).min().unwrap_or(st.first + st.chunks.len());
-    while st.first < min && !st.chunks.is_empty() {
-        st.chunks.pop_front();
+    let min = st.readers.iter().flatten().copied().min().unwrap_or(st.first + st.chunks.len());
+    while st.first < min {
+        let Some(c) = st.chunks.pop_front() else { break };
+        st.buffered -= c.len() as u64;
         st.first += 1;
     }
+    st.writer_waker.take()
 }
 
 impl BusyReader {
@@ -238,20 +271,20 @@ impl BusyReader {
         let idx = self.pos - st.first;
         if let Some(chunk) = st.chunks.get(idx).cloned() {
             self.pos += 1;
-            let (id, pos) = (self.id, self.pos);
-            if let Some(r) = st.readers.iter_mut().find(|(rid, _)| *rid == id) {
-                r.1 = pos;
+            st.readers[self.id] = Some(self.pos);
+            let writer = trim(&mut st);
+            drop(st);
+            if let Some(w) = writer {
+                w.wake();
             }
-            trim(&mut st);
             return Poll::Ready(Some(Ok(chunk)));
         }
         match st.end {
             Some(Ok(())) => Poll::Ready(None),
             Some(Err(e)) => Poll::Ready(Some(Err(e))),
             None => {
-                if !st.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                    st.wakers.push(cx.waker().clone());
-                }
+                // Drained on every append: a reader registers once per wake-up.
+                st.wakers.push(cx.waker().clone());
                 Poll::Pending
             }
         }
@@ -266,9 +299,12 @@ impl BusyReader {
 impl Drop for BusyReader {
     fn drop(&mut self) {
         let mut st = self.body.state.lock();
-        let id = self.id;
-        st.readers.retain(|(rid, _)| *rid != id);
-        trim(&mut st);
+        st.readers[self.id] = None;
+        let writer = trim(&mut st).or_else(|| st.writer_waker.take());
+        drop(st);
+        if let Some(w) = writer {
+            w.wake();
+        }
     }
 }
 
@@ -338,6 +374,30 @@ mod tests {
         drop(w);
         assert_eq!(r.next_chunk().await.unwrap().unwrap(), "x");
         assert_eq!(r.next_chunk().await.unwrap(), Err(FillError::Dangling));
+    }
+
+    #[tokio::test]
+    async fn writer_waits_for_the_slowest_reader_and_stops_when_none_is_left() {
+        let (body, w) = BusyBody::new();
+        let mut r = body.reader().unwrap();
+        w.release_history();
+        w.append(Bytes::from(vec![0u8; 600]));
+        w.append(Bytes::from(vec![0u8; 600]));
+        assert!(tokio::time::timeout(std::time::Duration::from_millis(20), w.room(1000)).await.is_err(), "1200 unread bytes > window");
+        let room = tokio::spawn({
+            let body = body.clone();
+            async move {
+                let w = w;
+                let ok = w.room(1000).await;
+                drop(body);
+                (ok, w)
+            }
+        });
+        r.next_chunk().await.unwrap().unwrap();
+        let (ok, w) = room.await.unwrap();
+        assert!(ok, "the reader made room");
+        drop(r);
+        assert!(!w.room(1000).await, "no reader left");
     }
 
     #[tokio::test]

@@ -39,13 +39,24 @@ enum Slot {
 
 #[derive(Debug, Clone)]
 enum Entry {
-    Object(Arc<StoredObject>),
+    /// An object and the epoch of the index it was stored under (0 without Vary).
+    Object(Arc<StoredObject>, u64),
     Index(Arc<VariantIndex>),
 }
 
+/// Most variant digests remembered per key; older ones are forgotten (their
+/// objects stay reachable through the name sets until evicted).
+const MAX_VARIANTS: usize = 256;
+
 /// The variants stored for one primary key that varies.
+///
+/// Each index has an *epoch*, fresh whenever the index is created. Objects
+/// carry the epoch they were stored under and are found only under the same
+/// epoch: if an index is evicted or removed (invalidation) before its
+/// variants, a later index cannot bring those variants back.
 #[derive(Debug, Clone, Default)]
 struct VariantIndex {
+    epoch: u64,
     names: Vec<VaryNames>,
     variants: Vec<Digest>,
 }
@@ -63,7 +74,7 @@ struct EntryWeighter;
 impl Weighter<Slot, Entry> for EntryWeighter {
     fn weight(&self, _key: &Slot, val: &Entry) -> u64 {
         match val {
-            Entry::Object(o) => o.weight(),
+            Entry::Object(o, _) => o.weight(),
             Entry::Index(i) => i.weight(),
         }
     }
@@ -113,6 +124,7 @@ pub enum InsertError {
 pub struct MemoryStore {
     cache: Cache<Slot, Entry, EntryWeighter, quick_cache::DefaultHashBuilder, Evictions>,
     index_lock: Mutex<()>,
+    next_epoch: std::sync::atomic::AtomicU64,
     max_object: u64,
     capacity: u64,
     stats: Arc<MemoryStats>,
@@ -143,6 +155,7 @@ impl MemoryStore {
         MemoryStore {
             cache,
             index_lock: Mutex::new(()),
+            next_epoch: AtomicU64::new(1),
             max_object: max_object.min(shard_room),
             capacity,
             stats,
@@ -151,7 +164,7 @@ impl MemoryStore {
 
     /// Finds the variant of `primary` that matches a request.
     pub fn lookup(&self, primary: Digest, key_text: &str, request: &http::HeaderMap) -> Lookup {
-        if let Some(Entry::Object(o)) = self.cache.get(&Slot::Object(primary, Digest(0))) {
+        if let Some(Entry::Object(o, _)) = self.cache.get(&Slot::Object(primary, Digest(0))) {
             if o.key == key_text && o.vary.is_empty() {
                 return Lookup::Hit(o);
             }
@@ -159,10 +172,11 @@ impl MemoryStore {
         let Some(Entry::Index(index)) = self.cache.get(&Slot::Index(primary)) else {
             return Lookup::UriMiss;
         };
-        for names in &index.names {
+        // The most recently seen name set first (RFC 9111 §4.1: the most recent response).
+        for names in index.names.iter().rev() {
             let variant = names.variant(request);
-            if let Some(Entry::Object(o)) = self.cache.get(&Slot::Object(primary, variant)) {
-                if o.key == key_text && &o.vary == names {
+            if let Some(Entry::Object(o, epoch)) = self.cache.get(&Slot::Object(primary, variant)) {
+                if o.key == key_text && &o.vary == names && epoch == index.epoch {
                     return Lookup::Hit(o);
                 }
             }
@@ -179,35 +193,44 @@ impl MemoryStore {
         }
         let variant = obj.vary.variant(request);
         let _guard = self.index_lock.lock();
-        if obj.vary.is_empty() {
+        let epoch = if obj.vary.is_empty() {
             // A key that stops varying: forget the old variants.
             self.remove_index(primary);
+            0
         } else {
             self.cache.remove(&Slot::Object(primary, Digest(0)));
             let mut index = match self.cache.get(&Slot::Index(primary)) {
                 Some(Entry::Index(i)) => (*i).clone(),
-                _ => VariantIndex::default(),
+                _ => VariantIndex { epoch: self.next_epoch.fetch_add(1, Ordering::Relaxed), ..VariantIndex::default() },
             };
-            if !index.names.contains(&obj.vary) {
-                index.names.push(obj.vary.clone());
-            }
+            index.names.retain(|n| n != &obj.vary);
+            index.names.push(obj.vary.clone());
             if !index.variants.contains(&variant) {
+                if index.variants.len() >= MAX_VARIANTS {
+                    index.variants.remove(0);
+                }
                 index.variants.push(variant);
             }
+            let epoch = index.epoch;
             self.cache.insert(Slot::Index(primary), Entry::Index(Arc::new(index)));
-        }
-        self.cache.insert(Slot::Object(primary, variant), Entry::Object(obj));
+            epoch
+        };
+        self.cache.insert(Slot::Object(primary, variant), Entry::Object(obj, epoch));
         self.stats.inserted.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Replaces a stored variant with an updated copy (after a 304), if it is still there.
-    pub fn update(&self, primary: Digest, request: &http::HeaderMap, obj: Arc<StoredObject>) {
+    /// Replaces `old` with its updated copy (after a 304), only if `old` is
+    /// still the stored variant: a newer response or an invalidation that
+    /// came meanwhile wins.
+    pub fn update(&self, primary: Digest, request: &http::HeaderMap, old: &Arc<StoredObject>, obj: Arc<StoredObject>) {
         let variant = obj.vary.variant(request);
         let slot = Slot::Object(primary, variant);
-        if self.cache.contains_key(&slot) && obj.weight() <= self.max_object {
-            // Same body, new headers: a plain insert replaces it in place.
-            self.cache.insert(slot, Entry::Object(obj));
+        let _guard = self.index_lock.lock();
+        if let Some(Entry::Object(current, epoch)) = self.cache.get(&slot) {
+            if Arc::ptr_eq(&current, old) && obj.weight() <= self.max_object {
+                self.cache.insert(slot, Entry::Object(obj, epoch));
+            }
         }
     }
 
@@ -217,6 +240,12 @@ impl MemoryStore {
         let mut n = usize::from(self.cache.remove(&Slot::Object(primary, Digest(0))).is_some());
         n += self.remove_index(primary);
         n
+    }
+
+    /// Removes only the variant index of a key, as an eviction could.
+    #[doc(hidden)]
+    pub fn remove_index_for_tests(&self, primary: Digest) {
+        self.cache.remove(&Slot::Index(primary));
     }
 
     fn remove_index(&self, primary: Digest) -> usize {

@@ -78,3 +78,30 @@ fn k00001_variants_side_by_side_and_remove_all() {
     assert_eq!(store.remove_all(k), 2);
     assert!(matches!(store.lookup(k, "v", &gz), Lookup::UriMiss));
 }
+
+#[test]
+fn k00002_variants_of_a_removed_index_never_come_back() {
+    let store = Store::new(1 << 20, 64 << 10);
+    let k = Digest::of(b"v");
+    let gz = req(&[("accept-encoding", "gzip")]);
+    let br = req(&[("accept-encoding", "br")]);
+    store.insert(k, &gz, obj("v", &["accept-encoding"], 10)).unwrap();
+    // The index alone goes (as eviction could do); the gzip object stays in memory.
+    store.remove_index_for_tests(k);
+    store.insert(k, &br, obj("v", &["accept-encoding"], 20)).unwrap();
+    assert!(matches!(store.lookup(k, "v", &gz), Lookup::VaryMiss), "an object from an older index is not served");
+    assert!(matches!(store.lookup(k, "v", &br), Lookup::Hit(_)));
+}
+
+#[test]
+fn e00003_update_replaces_only_the_revalidated_object() {
+    let store = Store::new(1 << 20, 64 << 10);
+    let k = Digest::of(b"u");
+    let old = obj("u", &[], 10);
+    store.insert(k, &req(&[]), old.clone()).unwrap();
+    let newer = obj("u", &[], 30);
+    store.insert(k, &req(&[]), newer).unwrap();
+    store.update(k, &req(&[]), &old, obj("u", &[], 11));
+    let Lookup::Hit(o) = store.lookup(k, "u", &req(&[])) else { panic!() };
+    assert_eq!(o.body.len(), 30, "a newer response is not overwritten by a late 304 refresh");
+}

@@ -53,8 +53,11 @@ const SHARDS: usize = 16;
 pub struct FillHead {
     /// Status from the origin.
     pub status: StatusCode,
-    /// Response fields as sent to clients (hop-by-hop removed, `Via` added).
+    /// Response fields for every reader but the leader: as stored (no
+    /// `Set-Cookie`, no fields a cache must not keep), `Via` added.
     pub headers: HeaderMap,
+    /// The origin's fields as they came (with `Set-Cookie`), for the leader only.
+    pub leader_headers: Mutex<Option<HeaderMap>>,
     /// The body, read while written.
     pub busy: Arc<BusyBody>,
     /// The leader's reader, created before the first byte (see [`LeaderClaim`]).
@@ -102,6 +105,8 @@ pub struct WaitTimeout;
 /// The meeting point of one fill and its waiters. See the module docs.
 #[derive(Debug)]
 pub struct Slot {
+    /// The key text, compared on join: a digest collision never shares a fill.
+    key_text: String,
     tx: watch::Sender<Option<Outcome>>,
     started: Instant,
     /// An uncacheable response, for the leader to take.
@@ -112,6 +117,17 @@ pub struct Slot {
 }
 
 impl Slot {
+    fn new(key_text: &str) -> Arc<Slot> {
+        let (tx, _) = watch::channel(None);
+        Arc::new(Slot {
+            key_text: key_text.to_string(),
+            tx,
+            started: Instant::now(),
+            handoff: Mutex::new(None),
+            leader_gone: Mutex::new(false),
+        })
+    }
+
     /// Waits for the outcome, at most `timeout`.
     pub async fn wait(&self, timeout: Duration) -> Result<Outcome, WaitTimeout> {
         let mut rx = self.tx.subscribe();
@@ -142,9 +158,11 @@ impl Slot {
 pub struct LeaderClaim(pub Arc<Slot>);
 
 impl LeaderClaim {
-    /// Takes the leader's reader of a streaming outcome.
-    pub fn take_reader(&self, head: &FillHead) -> Option<hoard_store::busy::BusyReader> {
-        head.leader_reader.lock().take()
+    /// Takes the leader's reader and response fields of a streaming outcome.
+    pub fn take_reader(&self, head: &FillHead) -> Option<(hoard_store::busy::BusyReader, HeaderMap)> {
+        let reader = head.leader_reader.lock().take()?;
+        let headers = head.leader_headers.lock().take().unwrap_or_else(|| head.headers.clone());
+        Some((reader, headers))
     }
 }
 
@@ -237,29 +255,30 @@ impl Coalescer {
 
     /// Joins the fill for `key`, or starts one. A fill older than `max_age`
     /// is not joined: a new one replaces it.
-    pub fn join(self: &Arc<Self>, key: Digest, max_age: Duration) -> Join {
+    pub fn join(self: &Arc<Self>, key: Digest, key_text: &str, max_age: Duration) -> Join {
         let mut shard = self.shard(key).lock();
         if let Some(slot) = shard.get(&key) {
+            if slot.key_text != key_text {
+                // Another key with the same digest: fill alone, share nothing.
+                return Join::Leader(self.detached());
+            }
             if slot.started.elapsed() < max_age {
                 return Join::Follower(slot.clone());
             }
         }
-        let (tx, _) = watch::channel(None);
-        let slot = Arc::new(Slot { tx, started: Instant::now(), handoff: Mutex::new(None), leader_gone: Mutex::new(false) });
+        let slot = Slot::new(key_text);
         shard.insert(key, slot.clone());
         Join::Leader(FillPermit { slot, key, table: self.clone(), published: false, removed: false })
     }
 
     /// A fill that nobody else can join (a request going to the origin on its own).
     pub fn detached(self: &Arc<Self>) -> FillPermit {
-        let (tx, _) = watch::channel(None);
-        let slot = Arc::new(Slot { tx, started: Instant::now(), handoff: Mutex::new(None), leader_gone: Mutex::new(false) });
-        FillPermit { slot, key: Digest(0), table: self.clone(), published: false, removed: true }
+        FillPermit { slot: Slot::new(""), key: Digest(0), table: self.clone(), published: false, removed: true }
     }
 
     /// Starts a fill only when none is in flight (background refresh).
-    pub fn try_lead(self: &Arc<Self>, key: Digest, max_age: Duration) -> Option<FillPermit> {
-        match self.join(key, max_age) {
+    pub fn try_lead(self: &Arc<Self>, key: Digest, key_text: &str, max_age: Duration) -> Option<FillPermit> {
+        match self.join(key, key_text, max_age) {
             Join::Leader(p) => Some(p),
             Join::Follower(_) => None,
         }
@@ -294,8 +313,8 @@ mod tests {
     #[tokio::test]
     async fn one_leader_many_followers_woken_by_publish() {
         let table = Arc::new(Coalescer::default());
-        let Join::Leader(mut permit) = table.join(key(1), Duration::from_secs(10)) else { panic!("first is leader") };
-        let Join::Follower(slot) = table.join(key(1), Duration::from_secs(10)) else { panic!("second follows") };
+        let Join::Leader(mut permit) = table.join(key(1), "k", Duration::from_secs(10)) else { panic!("first is leader") };
+        let Join::Follower(slot) = table.join(key(1), "k", Duration::from_secs(10)) else { panic!("second follows") };
         let waiter = tokio::spawn(async move { slot.wait(Duration::from_secs(10)).await });
         permit.publish(Outcome::OriginError(ErrorKind::ConnectRefused));
         assert!(matches!(waiter.await.unwrap(), Ok(Outcome::OriginError(ErrorKind::ConnectRefused))));
@@ -306,8 +325,8 @@ mod tests {
     #[tokio::test]
     async fn dropped_permit_is_dangling_not_a_hang() {
         let table = Arc::new(Coalescer::default());
-        let Join::Leader(permit) = table.join(key(2), Duration::from_secs(10)) else { panic!() };
-        let Join::Follower(slot) = table.join(key(2), Duration::from_secs(10)) else { panic!() };
+        let Join::Leader(permit) = table.join(key(2), "k", Duration::from_secs(10)) else { panic!() };
+        let Join::Follower(slot) = table.join(key(2), "k", Duration::from_secs(10)) else { panic!() };
         let task = tokio::spawn(async move {
             let _p = permit;
             panic!("fill task panics");
@@ -320,9 +339,9 @@ mod tests {
     #[tokio::test]
     async fn wait_times_out_and_old_fills_are_replaced() {
         let table = Arc::new(Coalescer::default());
-        let Join::Leader(_permit) = table.join(key(3), Duration::from_secs(10)) else { panic!() };
-        let Join::Follower(slot) = table.join(key(3), Duration::from_secs(10)) else { panic!() };
+        let Join::Leader(_permit) = table.join(key(3), "k", Duration::from_secs(10)) else { panic!() };
+        let Join::Follower(slot) = table.join(key(3), "k", Duration::from_secs(10)) else { panic!() };
         assert_eq!(slot.wait(Duration::from_millis(10)).await.unwrap_err(), WaitTimeout);
-        assert!(matches!(table.join(key(3), Duration::ZERO), Join::Leader(_)), "a fill past its age limit is not joined");
+        assert!(matches!(table.join(key(3), "k", Duration::ZERO), Join::Leader(_)), "a fill past its age limit is not joined");
     }
 }

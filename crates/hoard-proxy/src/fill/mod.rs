@@ -42,7 +42,7 @@ use hoard_policy::conditional::merge_304;
 use hoard_policy::facts::ResponseFacts;
 use hoard_policy::freshness::{freshness_lifetime, StoredTimes};
 use hoard_policy::key::CacheKey;
-use hoard_policy::reuse::{stale_if_error, StoredRules};
+use hoard_policy::reuse::StoredRules;
 use hoard_policy::storable::{storability, NotStorable, RequestFacts};
 use hoard_policy::vary::VaryNames;
 use hoard_store::busy::{BusyBody, BusyWriter, FillError};
@@ -87,6 +87,9 @@ impl Pipeline {
         let resp = match upstream.send(oreq).await {
             Ok(r) => r,
             Err(e) => {
+                if job.stale.is_some() {
+                    self.counters.inc(&self.counters.revalidation_failed);
+                }
                 tracing::info!(key = %job.key.text, error = %e, "fill failed before a response");
                 permit.publish(Outcome::OriginError(e.kind));
                 return;
@@ -100,7 +103,11 @@ impl Pipeline {
                 permit.publish(Outcome::Refreshed(fresh));
                 return;
             }
-            if status.is_server_error() && stale_if_error(&stale.times, &stale.rules, &job.req_cc, response_time) {
+            // RFC 9111 §4.3.3: a 5xx to a revalidation may be treated as no
+            // answer. The stored copy stays (for stale-if-error and later
+            // refreshes) and the key is not marked hit-for-pass.
+            if status.is_server_error() {
+                self.counters.inc(&self.counters.revalidation_failed);
                 permit.publish_uncacheable(NotStorable::ServerError, resp);
                 return;
             }
@@ -132,14 +139,18 @@ impl Pipeline {
             Ok(d) => d,
             Err(reason) => {
                 self.counters.inc(&self.counters.not_storable);
-                if job.stale.is_some() {
-                    // The stored copy was replaced by a response that may not be
-                    // stored: keeping the old one would keep serving it.
-                    self.store.remove_all(job.key.digest);
-                }
-                if reason.is_response_property() && !route.hit_for_pass.is_zero() {
-                    self.hfp.mark(job.key.digest, response_time + route.hit_for_pass);
-                    self.counters.inc(&self.counters.hit_for_pass_marks);
+                if reason.is_response_property() {
+                    if job.stale.is_some() {
+                        // The stored copy was replaced by a response that may not
+                        // be stored: keeping the old one would keep serving it. A
+                        // reason of the request's own (no-store, Authorization)
+                        // leaves it alone: one client cannot purge it for all.
+                        self.store.remove_all(job.key.digest);
+                    }
+                    if !route.hit_for_pass.is_zero() {
+                        self.hfp.mark(job.key.digest, response_time + route.hit_for_pass);
+                        self.counters.inc(&self.counters.hit_for_pass_marks);
+                    }
                 }
                 tracing::debug!(key = %job.key.text, reason = reason.as_str(), "not storable");
                 permit.publish_uncacheable(reason, http::Response::from_parts(parts, body));
@@ -162,9 +173,16 @@ impl Pipeline {
             let leader_gone = slot.leader_gone.lock();
             let leader_reader =
                 (job.has_leader && !*leader_gone).then(|| busy.reader().expect("invariant: a new busy body accepts readers"));
+            let mut shared_headers = stored_headers.clone();
+            // Until the body is complete its length is the origin's to say.
+            shared_headers.remove(header::CONTENT_LENGTH);
+            if let Some(len) = parts.headers.get(header::CONTENT_LENGTH) {
+                shared_headers.insert(header::CONTENT_LENGTH, len.clone());
+            }
             let head = Arc::new(FillHead {
                 status,
-                headers: parts.headers,
+                headers: shared_headers,
+                leader_headers: parking_lot::Mutex::new(Some(parts.headers)),
                 busy,
                 leader_reader: parking_lot::Mutex::new(leader_reader),
                 variant: vary.variant(&job.request_headers),
@@ -209,7 +227,7 @@ impl Pipeline {
     /// Starts a background refresh of a stale object unless a fill for its
     /// key is already in flight. Returns true when one was started.
     pub(crate) fn spawn_refresh(self: &Arc<Self>, job: FillJob, max_age: std::time::Duration) -> bool {
-        let Some(permit) = self.coalescer.try_lead(job.key.digest, max_age) else { return false };
+        let Some(permit) = self.coalescer.try_lead(job.key.digest, &job.key.text, max_age) else { return false };
         self.counters.inc(&self.counters.background_refreshes);
         tokio::spawn(self.clone().run_fill(job, permit));
         true
@@ -232,6 +250,16 @@ impl Pipeline {
         update.remove(header::SET_COOKIE);
         update.remove(header::VIA);
         hoard_policy::headers::strip_never_stored(&mut update);
+        // The 304 is the new response: its Date (or its arrival) and its Age
+        // (or none) replace the old ones, or the old age would count twice.
+        if !update.contains_key(header::DATE) {
+            if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(response_time)) {
+                update.insert(header::DATE, v);
+            }
+        }
+        if !update.contains_key(header::AGE) {
+            headers.remove(header::AGE);
+        }
         merge_304(&mut headers, &update);
         let policy = &self.cfg.sites[job.site].routes[job.route].policy;
         let facts = ResponseFacts::read(stale.status.as_u16(), &headers, policy);
@@ -244,7 +272,7 @@ impl Pipeline {
         if facts.cc.no_store || facts.cc.private {
             self.store.remove_all(job.key.digest);
         } else {
-            self.store.update(job.key.digest, &job.request_headers, fresh.clone());
+            self.store.update(job.key.digest, &job.request_headers, stale, fresh.clone());
         }
         fresh
     }
@@ -254,8 +282,15 @@ impl Pipeline {
 /// storable; `Ok(false)`: complete but too large to store (history released
 /// and the slot left the table as soon as that was known).
 async fn read_body(mut body: OriginBody, writer: &BusyWriter, max_object: u64, permit: &mut FillPermit) -> Result<bool, FillError> {
+    /// Unread bytes a pass-through fill may hold for its slowest reader.
+    const WINDOW: u64 = 1 << 20;
     let mut keep = true;
-    while let Some(frame) = body.frame().await {
+    loop {
+        if !keep && !writer.room(WINDOW).await {
+            // Too large to store and nobody reading: stop fetching it.
+            return Ok(false);
+        }
+        let Some(frame) = body.frame().await else { break };
         match frame {
             Ok(f) => {
                 if let Ok(data) = f.into_data() {

@@ -20,7 +20,7 @@ use std::time::Duration;
 use hoard_policy::cache_control::CacheControl;
 use hoard_policy::cache_status::{CacheStatus, Fwd};
 use hoard_policy::conditional::{add_validators, evaluate, Precondition};
-use hoard_policy::key::CacheKey;
+use hoard_policy::key::{CacheKey, Digest};
 use hoard_policy::reuse::{reuse, stale_if_error, Reuse};
 use hoard_store::object::StoredObject;
 use hoard_store::Lookup;
@@ -45,10 +45,13 @@ pub(crate) struct Want<'a> {
 }
 
 /// Whether a fetch may share a fill with other requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Mode {
     /// Join the fill in flight for the key, or start one others can join.
     Coalesce,
+    /// The fill for the key answered with a `Vary` that selects another
+    /// variant for this request: join (or start) the fill for that variant.
+    Variant(Digest, String),
     /// A fill of its own (hit-for-pass, `coalesce = false`, or after a fill
     /// that could not serve this request).
     Alone,
@@ -96,9 +99,10 @@ impl Pipeline {
 
     async fn fill_and_deliver(self: &Arc<Self>, want: &Want<'_>, mode: Mode) -> Result<Response<ProxyBody>, ProxyError> {
         let Want { ctx, key, req_cc, fwd, ref stale } = *want;
-        let join = match mode {
+        let join = match &mode {
             Mode::Alone => Join::Leader(self.coalescer.detached()),
-            Mode::Coalesce => self.coalescer.join(key.digest, ctx.route.fill_max_age),
+            Mode::Coalesce => self.coalescer.join(key.digest, &key.text, ctx.route.fill_max_age),
+            Mode::Variant(digest, text) => self.coalescer.join(*digest, text, ctx.route.fill_max_age),
         };
         let (slot, claim) = match join {
             Join::Leader(permit) => {
@@ -133,18 +137,26 @@ impl Pipeline {
         tracing::debug!(key = %key.text, outcome = outcome.as_str(), leader, "fill outcome");
         match outcome {
             Outcome::Streaming(head) => {
-                let reader = match &claim {
+                let variant = head.vary.variant(&ctx.headers);
+                let taken = match &claim {
                     Some(c) => c.take_reader(&head),
-                    None if head.vary.variant(&ctx.headers) == head.variant => head.busy.reader(),
+                    None if variant == head.variant => head.busy.reader().map(|r| (r, head.headers.clone())),
+                    None if mode == Mode::Coalesce => {
+                        // Another variant of the same key: share a fill with the
+                        // requests that want this one.
+                        let digest = Digest(key.digest.0 ^ variant.0.rotate_left(64));
+                        let text = format!("{}#{variant}", key.text);
+                        return Box::pin(self.fill_and_deliver(want, Mode::Variant(digest, text))).await;
+                    }
                     None => None,
                 };
-                let Some(reader) = reader else {
+                let Some((reader, headers)) = taken else {
                     return self.alone(want, leader).await;
                 };
                 cs.fwd_status = Some(head.status.as_u16());
                 cs.stored = true;
                 cs.ttl = Some(head.ttl);
-                Ok(self.deliver_fetched(ctx, head.status, head.headers.clone(), ProxyBody::Busy(reader), &cs))
+                Ok(self.deliver_fetched(ctx, head.status, headers, ProxyBody::Busy(reader), &cs))
             }
             Outcome::Refreshed(obj) => {
                 if leader {

@@ -40,7 +40,9 @@ impl Pipeline {
             status.key = Some(key.text.clone());
         }
         let age = HeaderValue::from(obj.times.current_age(now).as_secs());
-        let mut resp = match evaluate(&ctx.method, &ctx.headers, &obj.headers) {
+        // RFC 9110 §13.2.1: preconditions apply only to what would be a 2xx.
+        let pre = if obj.status.is_success() { evaluate(&ctx.method, &ctx.headers, &obj.headers) } else { Precondition::Pass };
+        let mut resp = match pre {
             Precondition::NotModified => {
                 let mut h = HeaderMap::new();
                 for name in &NOT_MODIFIED_FIELDS {

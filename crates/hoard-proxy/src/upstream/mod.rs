@@ -160,10 +160,13 @@ impl Upstream {
             }
             Ok(Ok(resp)) => resp,
             Ok(Err(mut e)) => {
+                // A request hyper gave back was never written: always safe to
+                // resend. One that was written may have been processed: resend
+                // only idempotent methods (RFC 9110 §9.2.2).
                 let unsent = e.take_message();
                 let retry = match unsent {
                     Some(r) if was_reused => Some(r),
-                    None if was_reused && replayable => Some(req.build(empty())),
+                    None if was_reused && replayable && req.method.is_idempotent() => Some(req.build(empty())),
                     _ => None,
                 };
                 let Some(retry) = retry else {

@@ -123,3 +123,23 @@ async fn b00025_round_robin() {
     s1.finish().await;
     s2.finish().await;
 }
+
+// b00026: a body-less POST sent on a reused connection that the origin closes without
+// answering must not be replayed (RFC 9110 §9.2.2: POST is not idempotent).
+#[tokio::test]
+async fn b00026_non_idempotent_request_not_replayed() {
+    let t = Test::new("b00026");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await.expect_url("/1");
+        s.txresp(200).hdr("Cache-Control", "no-store").body("one").send().await;
+        let r = s.rxreq().await;
+        assert_eq!(r.method(), "POST");
+        assert_eq!(r.conn(), 1);
+        s.close().await; // processed, then the connection drops before the response
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy).get("/1").send().await.expect_body("one");
+    t.client(&proxy).post("/x").send().await.expect_status(502);
+    proxy.expect_counter("origin_retries", 0);
+    origin.finish().await;
+}

@@ -139,3 +139,22 @@ async fn c00035_stale_if_error_on_5xx() {
     proxy.expect_counter("stale_if_error_served", 1);
     origin.finish().await;
 }
+
+// c00036: a request's own no-store (with no-cache) is answered but cannot purge the stored
+// object for everyone.
+#[tokio::test]
+async fn c00036_request_no_store_does_not_purge() {
+    let t = Test::new("c00036");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await;
+        s.txresp(200).hdr("Cache-Control", "max-age=60").body("v1").send().await;
+        s.rxreq().await;
+        s.txresp(200).hdr("Cache-Control", "max-age=60").body("v1").send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy).get("/p").send().await.expect_body("v1");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.client(&proxy).get("/p").hdr("Cache-Control", "no-cache, no-store").send().await.expect_body("v1");
+    t.client(&proxy).get("/p").send().await.expect_status(200).expect_header_contains("cache-status", "hit");
+    origin.finish().await;
+}

@@ -149,3 +149,58 @@ async fn c00026_must_revalidate_blocks_max_stale() {
     t.client(&proxy).get("/m").hdr("Cache-Control", "max-stale=60").send().await.expect_body("b");
     origin.finish().await;
 }
+
+// c00027: a 304 without Date refreshes the object: it is fresh for max-age from the 304's
+// arrival, not aged by the time since the original response's Date.
+#[tokio::test]
+async fn c00027_undated_304_refreshes_the_object() {
+    let t = Test::new("c00027");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await;
+        s.txresp(200).hdr("Cache-Control", "max-age=10").hdr("ETag", "\"v1\"").body("b").send().await;
+        s.rxreq().await.expect_header("if-none-match", "\"v1\"");
+        s.txresp(304).no_date().hdr("Cache-Control", "max-age=10").hdr("ETag", "\"v1\"").no_body().send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy).get("/d").send().await.expect_body("b");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.clock.advance(secs(20));
+    t.client(&proxy).get("/d").send().await.expect_status(200).expect_header_contains("cache-status", "fwd-status=304");
+    // refreshed 0 s ago with max-age=10: must be a hit
+    t.client(&proxy).get("/d").send().await.expect_status(200).expect_header_contains("cache-status", "hit");
+    origin.finish().await;
+}
+
+// c00028: If-Match: * on a stored response without ETag: a current representation exists,
+// so the condition is true (RFC 9110 §13.1.1) -> 200, not 412.
+#[tokio::test]
+async fn c00028_star_preconditions_without_etag() {
+    let t = Test::new("c00028");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await;
+        s.txresp(200).hdr("Cache-Control", "max-age=60").body("b").send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy).get("/s").send().await.expect_body("b");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.client(&proxy).get("/s").hdr("If-Match", "*").send().await.expect_status(200);
+    t.client(&proxy).get("/s").hdr("If-None-Match", "*").send().await.expect_status(304);
+    origin.finish().await;
+}
+
+// c00029: preconditions are ignored when the response would not be 2xx (RFC 9110 §13.2.1):
+// a cached 404 must not become 412 / 304.
+#[tokio::test]
+async fn c00029_preconditions_ignored_on_non_2xx() {
+    let t = Test::new("c00029");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await;
+        s.txresp(404).hdr("Cache-Control", "max-age=60").hdr("ETag", "\"e\"").body("nf").send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy).get("/n").send().await.expect_status(404);
+    proxy.wait_counter("objects_stored", 1).await;
+    t.client(&proxy).get("/n").hdr("If-Match", "\"other\"").send().await.expect_status(404);
+    t.client(&proxy).get("/n").hdr("If-None-Match", "\"e\"").send().await.expect_status(404);
+    origin.finish().await;
+}

@@ -287,3 +287,59 @@ async fn w00019_slow_reader_does_not_slow_the_fill() {
     drop(stalled);
     origin.finish().await;
 }
+
+// w00030: with ignore_headers = ["set-cookie"], a follower of a coalesced fill never
+// receives the leader's Set-Cookie: only the client whose request fetched it does.
+#[tokio::test]
+async fn w00030_set_cookie_not_shared_with_followers() {
+    let t = Test::new("w00030");
+    let go = t.barrier(2);
+    let origin = t.origin().script({
+        let go = go.clone();
+        |mut s| async move {
+            s.rxreq().await;
+            go.sync().await;
+            s.txresp(200).hdr("Cache-Control", "max-age=60").hdr("Set-Cookie", "session=LEADER").body("x").send().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).route(|r| r.policy.ignore_set_cookie = true).start().await;
+    let leader = t.client(&proxy).get("/c").spawn();
+    proxy.wait_counter("fills_started", 1).await;
+    let follower = t.client(&proxy).get("/c").spawn();
+    proxy.wait_counter("fill_waiters_total", 1).await;
+    go.sync().await;
+    leader.await.unwrap().expect_header("set-cookie", "session=LEADER");
+    follower.await.unwrap().expect_status(200).expect_no_header("set-cookie");
+    origin.finish().await;
+}
+
+// w00031: simultaneous misses of a second variant are coalesced too: the followers that
+// the first response's Vary sends elsewhere share one fill.
+#[tokio::test]
+async fn w00031_second_variant_misses_are_coalesced_too() {
+    let t = Test::new("w00031");
+    let go = t.barrier(2);
+    let origin = t.origin().script({
+        let go = go.clone();
+        |mut s| async move {
+            s.rxreq().await.expect_header("accept-encoding", "gzip");
+            go.sync().await;
+            s.txresp(200).hdr("Cache-Control", "max-age=60").hdr("Vary", "Accept-Encoding").body("gz").send().await;
+            // exactly one request for the br variant
+            s.rxreq().await.expect_header("accept-encoding", "br");
+            s.txresp(200).hdr("Cache-Control", "max-age=60").hdr("Vary", "Accept-Encoding").body("br").send().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let leader = t.client(&proxy).get("/v").hdr("Accept-Encoding", "gzip").spawn();
+    proxy.wait_counter("fills_started", 1).await;
+    let followers: Vec<_> = (0..3).map(|_| t.client(&proxy).get("/v").hdr("Accept-Encoding", "br").spawn()).collect();
+    proxy.wait_counter("fill_waiters_total", 3).await;
+    go.sync().await;
+    leader.await.unwrap().expect_body("gz");
+    for f in followers {
+        f.await.unwrap().expect_status(200).expect_body("br");
+    }
+    proxy.expect_counter("origin_requests", 2);
+    origin.finish().await;
+}

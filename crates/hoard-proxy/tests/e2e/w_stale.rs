@@ -117,3 +117,29 @@ async fn w00023_microcache_one_refresh_per_period() {
     proxy.expect_counter("origin_requests", 3);
     origin.finish().await;
 }
+
+// w00024: a 500 answering a stale-while-revalidate background refresh keeps the stale
+// copy (RFC 9111 §4.3.3): the next request in the window is still a stale hit.
+#[tokio::test]
+async fn w00024_swr_refresh_5xx_keeps_the_stale_copy() {
+    let t = Test::new("w00024");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await;
+        s.txresp(200).hdr("Cache-Control", "max-age=1, stale-while-revalidate=60").hdr("ETag", "\"a\"").body("v1").send().await;
+        s.rxreq().await.expect_header("if-none-match", "\"a\"");
+        s.txresp(500).body("oops").send().await;
+        // second background refresh expected (object still within SWR)
+        s.rxreq().await.expect_header("if-none-match", "\"a\"");
+        s.txresp(304).hdr("Cache-Control", "max-age=60").no_body().send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy).get("/w").send().await.expect_body("v1");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.clock.advance(secs(2));
+    t.client(&proxy).get("/w").send().await.expect_body("v1").expect_header_contains("cache-status", "hit");
+    proxy.wait_counter("fills_started", 2).await;
+    proxy.wait_counter("revalidation_failed", 1).await;
+    let r = t.client(&proxy).get("/w").send().await;
+    r.expect_status(200).expect_body("v1").expect_header_contains("cache-status", "hit");
+    origin.finish().await;
+}
