@@ -50,8 +50,8 @@ pub struct ResponseFacts {
     pub expires: Option<Expires>,
     /// `Last-Modified` (RFC 9110 §8.8.2), if valid.
     pub last_modified: Option<SystemTime>,
-    /// `Age` (RFC 9111 §5.1), 0 when absent or invalid.
-    pub age: u64,
+    /// `Age` (RFC 9111 §5.1), `None` when absent or invalid.
+    pub age: Option<u64>,
     /// True when the response carries `Set-Cookie` and the policy does not ignore it.
     pub set_cookie: bool,
     /// True for `Vary: *` (unless Vary is ignored).
@@ -91,8 +91,7 @@ impl ResponseFacts {
             .get(header::AGE)
             .and_then(|v| v.to_str().ok())
             .and_then(|s| s.split(',').next())
-            .and_then(crate::cache_control::delta_secs)
-            .unwrap_or(0);
+            .and_then(crate::cache_control::delta_secs);
         let vary_star = !policy.ignore_vary
             && headers.get_all(header::VARY).iter().any(|v| {
                 v.to_str().map(|s| s.split(',').any(|t| t.trim() == "*")).unwrap_or(false)

@@ -100,19 +100,29 @@ pub struct StoredTimes {
     pub response_time: SystemTime,
     /// The response's `Date`, or `response_time` when absent.
     pub date: SystemTime,
-    /// The response's `Age` value in seconds.
-    pub age_value: u64,
+    /// The response's `Age` value in seconds, when it carried one.
+    pub age_value: Option<u64>,
     /// The freshness lifetime.
     pub lifetime: Duration,
 }
 
 impl StoredTimes {
     /// `corrected_initial_age` (§4.2.3).
+    ///
+    /// The response delay corrects an `Age` measured by a cache upstream for
+    /// the time the response then spent in flight. A response without `Age`
+    /// comes from the origin, whose `Date` already dates it (apparent age):
+    /// adding the delay there would store every response slower than its
+    /// `max-age` as already stale, as nginx and Varnish do not.
     pub fn corrected_initial_age(&self) -> Duration {
         let apparent_age = self.response_time.duration_since(self.date).unwrap_or(Duration::ZERO);
-        let response_delay =
-            self.response_time.duration_since(self.request_time).unwrap_or(Duration::ZERO);
-        let corrected_age_value = Duration::from_secs(self.age_value) + response_delay;
+        let corrected_age_value = match self.age_value {
+            Some(age) => {
+                let response_delay = self.response_time.duration_since(self.request_time).unwrap_or(Duration::ZERO);
+                Duration::from_secs(age) + response_delay
+            }
+            None => Duration::ZERO,
+        };
         apparent_age.max(corrected_age_value)
     }
 
@@ -206,21 +216,24 @@ mod tests {
     #[test]
     fn age_field_list_uses_first_member() {
         let p = CachePolicy::default();
-        assert_eq!(facts(&[("age", "7200, 0")], 200, &p).age, 7200);
-        assert_eq!(facts(&[("age", "abc")], 200, &p).age, 0);
+        assert_eq!(facts(&[("age", "7200, 0")], 200, &p).age, Some(7200));
+        assert_eq!(facts(&[("age", "abc")], 200, &p).age, None);
     }
 
     #[test]
     fn age_calculation() {
         // §4.2.3: Date 10 s before receipt, Age 2, response delay 1 s.
-        let st = StoredTimes { request_time: t(9), response_time: t(10), date: t(0), age_value: 2, lifetime: Duration::from_secs(60) };
+        let st = StoredTimes { request_time: t(9), response_time: t(10), date: t(0), age_value: Some(2), lifetime: Duration::from_secs(60) };
         assert_eq!(st.corrected_initial_age(), Duration::from_secs(10));
         assert_eq!(st.current_age(t(15)), Duration::from_secs(15));
         assert!(st.is_fresh(t(59)));
         assert!(!st.is_fresh(t(60)));
         assert_eq!(st.ttl_millis(t(75)), -15000);
+        // Without Age, a slow origin's response is as old as its Date says.
+        let st = StoredTimes { request_time: t(0), response_time: t(3), date: t(3), age_value: None, lifetime: Duration::from_secs(2) };
+        assert_eq!(st.current_age(t(3)), Duration::ZERO);
         // Age header dominates when larger than apparent age.
-        let st = StoredTimes { request_time: t(10), response_time: t(10), date: t(10), age_value: 30, lifetime: Duration::from_secs(60) };
+        let st = StoredTimes { request_time: t(10), response_time: t(10), date: t(10), age_value: Some(30), lifetime: Duration::from_secs(60) };
         assert_eq!(st.current_age(t(10)), Duration::from_secs(30));
     }
 }

@@ -139,7 +139,7 @@ mod tests {
     #[test]
     fn table() {
         use RevalidateReason::*;
-        let times = StoredTimes { request_time: t(0), response_time: t(0), date: t(0), age_value: 0, lifetime: Duration::from_secs(10) };
+        let times = StoredTimes { request_time: t(0), response_time: t(0), date: t(0), age_value: None, lifetime: Duration::from_secs(10) };
         let plain = StoredRules::new(&CacheControl::default(), None, None);
         let swr = StoredRules::new(&CacheControl::parse("stale-while-revalidate=5"), None, None);
         let mr = StoredRules::new(&CacheControl::parse("must-revalidate, stale-while-revalidate=5"), None, None);
@@ -167,7 +167,7 @@ mod tests {
 
     #[test]
     fn stale_if_error_respects_no_cache_and_windows() {
-        let times = StoredTimes { request_time: t(0), response_time: t(0), date: t(0), age_value: 0, lifetime: Duration::from_secs(10) };
+        let times = StoredTimes { request_time: t(0), response_time: t(0), date: t(0), age_value: None, lifetime: Duration::from_secs(10) };
         let sie = StoredRules::new(&CacheControl::parse("stale-if-error=30"), None, None);
         let nc = StoredRules::new(&CacheControl::parse("no-cache, stale-if-error=30"), None, None);
         let none = CacheControl::default();

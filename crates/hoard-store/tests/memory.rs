@@ -25,7 +25,7 @@ fn obj(key: &str, vary: &[&str], body_len: usize) -> Arc<StoredObject> {
         VaryNames::from_response(&h),
         StatusCode::OK,
         h,
-        StoredTimes { request_time: t, response_time: t, date: t, age_value: 0, lifetime: Duration::from_secs(60) },
+        StoredTimes { request_time: t, response_time: t, date: t, age_value: None, lifetime: Duration::from_secs(60) },
         LifetimeSource::MaxAge,
         StoredRules::new(&CacheControl::default(), None, None),
         ObjectBody::from_chunks(vec![Bytes::from(vec![b'x'; body_len])]),

@@ -42,6 +42,8 @@ pub(crate) struct Want<'a> {
     pub req_cc: &'a CacheControl,
     pub fwd: Fwd,
     pub stale: Option<Arc<StoredObject>>,
+    /// The key is marked hit-for-pass (shown as `fwd=bypass; detail=hit-for-pass`).
+    pub hit_for_pass: bool,
 }
 
 /// Whether a fetch may share a fill with other requests.
@@ -77,7 +79,7 @@ impl Pipeline {
     }
 
     /// Fetches for a cacheable request; `stale` is the stored object to revalidate, if any.
-    pub(crate) async fn fetch(self: &Arc<Self>, want: Want<'_>) -> Result<Response<ProxyBody>, ProxyError> {
+    pub(crate) async fn fetch(self: &Arc<Self>, mut want: Want<'_>) -> Result<Response<ProxyBody>, ProxyError> {
         let Want { ctx, key, .. } = want;
         // A known-down origin: answer with the stale copy at once.
         if ctx.upstream.is_down() {
@@ -90,6 +92,8 @@ impl Pipeline {
             Mode::Alone
         } else if self.hfp.is_marked(key.digest, now) {
             self.counters.inc(&self.counters.hit_for_pass);
+            want.fwd = Fwd::Bypass;
+            want.hit_for_pass = true;
             Mode::Alone
         } else {
             Mode::Coalesce
@@ -98,7 +102,7 @@ impl Pipeline {
     }
 
     async fn fill_and_deliver(self: &Arc<Self>, want: &Want<'_>, mode: Mode) -> Result<Response<ProxyBody>, ProxyError> {
-        let Want { ctx, key, req_cc, fwd, ref stale } = *want;
+        let Want { ctx, key, req_cc, fwd, ref stale, .. } = *want;
         let join = match &mode {
             Mode::Alone => Join::Leader(self.coalescer.detached()),
             Mode::Coalesce => self.coalescer.join(key.digest, &key.text, ctx.route.fill_max_age),
@@ -131,6 +135,7 @@ impl Pipeline {
             }
         };
         let mut cs = CacheStatus { fwd: Some(fwd), collapsed: !leader, ..Default::default() };
+        let hfp_detail = want.hit_for_pass.then_some("hit-for-pass");
         if self.cfg.server.debug_headers {
             cs.key = Some(key.text.clone());
         }
@@ -156,6 +161,7 @@ impl Pipeline {
                 cs.fwd_status = Some(head.status.as_u16());
                 cs.stored = true;
                 cs.ttl = Some(head.ttl);
+                cs.detail = hfp_detail;
                 Ok(self.deliver_fetched(ctx, head.status, headers, ProxyBody::Busy(reader), &cs))
             }
             Outcome::Refreshed(obj) => {
@@ -188,7 +194,7 @@ impl Pipeline {
                 };
                 let (parts, body) = resp.into_parts();
                 cs.fwd_status = Some(parts.status.as_u16());
-                cs.detail = Some(reason.as_str());
+                cs.detail = hfp_detail.or(Some(reason.as_str()));
                 Ok(self.deliver_fetched(ctx, parts.status, parts.headers, ProxyBody::Origin(body), &cs))
             }
             Outcome::OriginError(kind) => {

@@ -242,7 +242,7 @@ impl Pipeline {
         } else {
             self.counters.inc(&self.counters.cache_miss);
         }
-        self.fetch(fetch::Want { ctx, key: &key, req_cc: &req_cc, fwd, stale }).await
+        self.fetch(fetch::Want { ctx, key: &key, req_cc: &req_cc, fwd, stale, hit_for_pass: false }).await
     }
 
     /// Adds `Cache-Status` (RFC 9211), appended after any upstream cache's entry.

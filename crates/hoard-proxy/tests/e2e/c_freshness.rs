@@ -186,3 +186,28 @@ async fn c00042_missing_date_is_added() {
     t.client(&proxy).get("/a").send().await.expect_header("date", &http_date(0)).expect_header("age", "7");
     origin.finish().await;
 }
+
+// c00043: a response slower than its max-age is still stored fresh: without Age it is as
+// old as its Date says, the time in flight is not added (only to an upstream cache's Age).
+#[tokio::test]
+async fn c00043_slow_origin_response_is_stored_fresh() {
+    let t = Test::new("c00043");
+    let sent = t.barrier(2);
+    let origin = t.origin().script({
+        let sent = sent.clone();
+        |mut s| async move {
+            s.rxreq().await;
+            sent.sync().await; // the test moves the clock 3 s while the origin "works"
+            s.txresp(200).hdr("Cache-Control", "max-age=2").body("slow").send().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let c = t.client(&proxy).get("/a").spawn();
+    proxy.wait_counter("fills_started", 1).await;
+    t.clock.advance(secs(3));
+    sent.sync().await;
+    c.await.unwrap().expect_body("slow").expect_header_contains("cache-status", "stored; ttl=2");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.client(&proxy).get("/a").send().await.expect_body("slow").expect_header("age", "0").expect_header_contains("cache-status", "hit");
+    origin.finish().await;
+}

@@ -166,7 +166,9 @@ async fn w00014_uncacheable_releases_waiters_and_marks_hit_for_pass() {
     follower.await.unwrap().expect_body("yours");
     proxy.expect_counter("hit_for_pass_marks", 2);
     let (x, y) = (t.client(&proxy).get("/p").spawn(), t.client(&proxy).get("/p").spawn());
-    let mut bodies = vec![x.await.unwrap().text(), y.await.unwrap().text()];
+    let (x, y) = (x.await.unwrap(), y.await.unwrap());
+    x.expect_header_contains("cache-status", "fwd=bypass; fwd-status=200").expect_header_contains("cache-status", "detail=hit-for-pass");
+    let mut bodies = vec![x.text(), y.text()];
     bodies.sort();
     assert_eq!(bodies, ["a", "b"]);
     proxy.expect_counter("hit_for_pass", 2).expect_counter("fill_waiters_total", 1);
