@@ -115,9 +115,15 @@ impl Proxy {
         self.pipeline.store.clone()
     }
 
-    /// Stops accepting connections and waits for the accept loops to end.
-    pub async fn shutdown(self) {
+    /// Starts a shutdown: listeners close, connections drain (see [`server`]).
+    pub fn begin_shutdown(&self) {
         let _ = self.shutdown.send(true);
+    }
+
+    /// Shuts down and waits until every connection is closed or the
+    /// shutdown timeout has passed.
+    pub async fn shutdown(self) {
+        self.begin_shutdown();
         for t in self.tasks {
             let _ = t.await;
         }

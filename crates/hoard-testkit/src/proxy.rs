@@ -136,7 +136,12 @@ impl TestProxy {
         self.inner().store()
     }
 
-    /// Stops the proxy.
+    /// Starts a shutdown without waiting for it (listeners close, connections drain).
+    pub fn begin_stop(&self) {
+        self.inner().begin_shutdown();
+    }
+
+    /// Stops the proxy: waits until its connections have drained.
     pub async fn stop(mut self) {
         if let Some(p) = self.proxy.take() {
             p.shutdown().await;

@@ -102,6 +102,8 @@ pub struct ServerConfig {
     pub via: String,
     /// Add the cache key to `Cache-Status`. Default: false.
     pub debug_headers: bool,
+    /// How long a shutdown waits for connections to drain. Default: 10s.
+    pub shutdown_timeout: Duration,
 }
 
 /// The cache store.
@@ -214,6 +216,7 @@ impl Default for ServerConfig {
             max_body_size: 64 << 20,
             via: "hoard".into(),
             debug_headers: false,
+            shutdown_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -411,6 +414,7 @@ impl Resolver<'_> {
             max_body_size: s.max_body_size.map_or(d.max_body_size, |x| x.0),
             via: s.via.unwrap_or(d.via),
             debug_headers: s.debug_headers.unwrap_or(d.debug_headers),
+            shutdown_timeout: s.shutdown_timeout.map_or(d.shutdown_timeout, |x| x.0),
         };
         let dc = CacheConfig::default();
         let cache = CacheConfig {

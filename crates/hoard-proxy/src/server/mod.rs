@@ -4,9 +4,15 @@
 //! that serves it with hyper (HTTP/1.1, and HTTP/2 by prior knowledge on plain
 //! sockets or by ALPN over TLS). A request is handed to the
 //! [`crate::pipeline::Pipeline`]; limits (head size, header count, head read
-//! timeout) are enforced by hyper, which answers 431/400 itself. The accept
-//! loops stop when the proxy's shutdown signal fires; connections in flight
-//! finish on their own.
+//! timeout) are enforced by hyper, which answers 431/400 itself.
+//!
+//! ## Shutdown
+//!
+//! When the proxy's shutdown signal fires, each accept loop closes its
+//! listener (new connections are refused) and drains: requests in flight
+//! complete, idle keep-alive connections are closed, HTTP/2 connections get a
+//! GOAWAY. The loop ends when every connection is closed or after
+//! `server.shutdown_timeout`, whichever comes first.
 
 pub mod tls;
 
@@ -18,6 +24,7 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -63,6 +70,7 @@ pub async fn accept_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let builder = Arc::new(builder(&server, cfg.http2));
+    let graceful = GracefulShutdown::new();
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -74,10 +82,17 @@ pub async fn accept_loop(
                     continue;
                 }
             },
-            _ = shutdown.changed() => return,
+            _ = shutdown.changed() => break,
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve(stream, peer, builder.clone(), pipeline.clone(), tls.clone()));
+        tokio::spawn(serve(stream, peer, builder.clone(), pipeline.clone(), tls.clone(), graceful.watcher()));
+    }
+    drop(listener);
+    let counters = pipeline.counters.clone();
+    counters.inc(&counters.listeners_closed);
+    let open = graceful.count();
+    if tokio::time::timeout(server.shutdown_timeout, graceful.shutdown()).await.is_err() {
+        tracing::warn!(open, timeout = ?server.shutdown_timeout, "connections still open after the shutdown timeout");
     }
 }
 
@@ -87,6 +102,7 @@ async fn serve(
     builder: Arc<auto::Builder<TokioExecutor>>,
     pipeline: Arc<Pipeline>,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    watcher: Watcher,
 ) {
     let is_tls = tls.is_some();
     let svc = service_fn(move |req| {
@@ -94,9 +110,9 @@ async fn serve(
         async move { Ok::<_, Infallible>(p.handle(req, peer, is_tls).await) }
     });
     let result = match tls {
-        None => builder.serve_connection(TokioIo::new(stream), svc).await,
+        None => watcher.watch(builder.serve_connection(TokioIo::new(stream), svc)).await,
         Some(acceptor) => match acceptor.accept(stream).await {
-            Ok(s) => builder.serve_connection(TokioIo::new(s), svc).await,
+            Ok(s) => watcher.watch(builder.serve_connection(TokioIo::new(s), svc)).await,
             Err(e) => {
                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
                 return;

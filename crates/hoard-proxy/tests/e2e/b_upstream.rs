@@ -143,3 +143,32 @@ async fn b00026_non_idempotent_request_not_replayed() {
     proxy.expect_counter("origin_retries", 0);
     origin.finish().await;
 }
+
+// b00030: shutdown closes the listener at once, lets the request in flight finish with its
+// whole body, closes the drained keep-alive connection, and only then completes.
+#[tokio::test]
+async fn b00030_shutdown_drains_requests_in_flight() {
+    let t = Test::new("b00030");
+    let release = t.barrier(2);
+    let origin = t.origin().script({
+        let release = release.clone();
+        |mut s| async move {
+            s.rxreq().await.expect_url("/slow");
+            release.sync().await;
+            s.txresp(200).hdr("Cache-Control", "max-age=60").body("finished").send().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let addr = hoard_testkit::Endpoint::endpoint(&proxy);
+    let mut c = t.client(&proxy).connect().await;
+    c.get("/slow").tx().await;
+    proxy.wait_counter("fills_started", 1).await;
+    proxy.begin_stop();
+    proxy.wait_counter("listeners_closed", 1).await;
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "new connections are refused");
+    release.sync().await;
+    c.read_response().await.expect_status(200).expect_body("finished");
+    c.expect_closed().await;
+    proxy.stop().await;
+    origin.finish().await;
+}
