@@ -152,6 +152,10 @@ pub struct UpstreamConfig {
     pub idle_timeout: Duration,
     /// The Host sent. Default: preserve the client's.
     pub host: HostHeader,
+    /// Consecutive failures after which a server counts as down; 0 never. Default: 3.
+    pub down_after: u32,
+    /// Longest backoff of a down server (it starts at 1 s and doubles). Default: 30s.
+    pub down_backoff_max: Duration,
 }
 
 /// How a site is selected by Host.
@@ -238,6 +242,8 @@ impl UpstreamConfig {
             max_idle: 64,
             idle_timeout: Duration::from_secs(60),
             host: HostHeader::Preserve,
+            down_after: 3,
+            down_backoff_max: Duration::from_secs(30),
         }
     }
 }
@@ -459,6 +465,12 @@ impl Resolver<'_> {
             }
             if let Some(t) = u.idle_timeout {
                 up.idle_timeout = t.0;
+            }
+            if let Some(n) = u.down_after {
+                up.down_after = n;
+            }
+            if let Some(t) = u.down_backoff_max {
+                up.down_backoff_max = t.0;
             }
             up.host = match u.host.as_deref() {
                 None | Some("preserve") => HostHeader::Preserve,

@@ -71,6 +71,8 @@ pub struct RawUpstream {
     pub max_idle: Option<usize>,
     pub idle_timeout: Option<Dur>,
     pub host: Option<String>,
+    pub down_after: Option<u32>,
+    pub down_backoff_max: Option<Dur>,
 }
 
 #[derive(Debug, Deserialize)]

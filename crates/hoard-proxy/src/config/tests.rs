@@ -13,6 +13,8 @@ memory_size = "64MiB"
 [upstream.app]
 servers = ["http://127.0.0.1:9000", "http://127.0.0.1:9001"]
 read_timeout = "500ms"
+down_after = 5
+down_backoff_max = "10s"
 
 [[site]]
 hosts = ["example.com", "*.example.org"]
@@ -35,6 +37,7 @@ fn good_file_resolves() {
     let c = Config::from_toml("hoard.toml", GOOD).unwrap();
     assert_eq!(c.upstreams[0].servers.len(), 2);
     assert_eq!(c.upstreams[0].read_timeout, Duration::from_millis(500));
+    assert_eq!((c.upstreams[0].down_after, c.upstreams[0].down_backoff_max), (5, Duration::from_secs(10)));
     assert_eq!(c.cache.memory_size, 64 << 20);
     let r = &c.sites[0].routes[1];
     assert_eq!(r.policy.default_ttl(200), Some(Duration::from_secs(600)));

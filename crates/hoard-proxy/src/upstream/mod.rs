@@ -84,7 +84,7 @@ impl Upstream {
     /// An upstream with empty pools.
     pub fn new(cfg: UpstreamConfig, counters: Arc<Counters>, clock: Arc<dyn hoard_policy::clock::Clock>) -> Upstream {
         let pools = cfg.servers.iter().map(|_| Arc::new(Pool::new(cfg.max_idle, cfg.idle_timeout))).collect();
-        let health = cfg.servers.iter().map(|_| health::Health::default()).collect();
+        let health = cfg.servers.iter().map(|_| health::Health::new(cfg.down_after, cfg.down_backoff_max)).collect();
         Upstream { cfg, next: AtomicUsize::new(0), pools, health, counters, clock }
     }
 
