@@ -13,5 +13,6 @@
 pub mod busy;
 pub mod memory;
 pub mod object;
+mod sync;
 
 pub use memory::{InsertError, Lookup, MemoryStore as Store};
