@@ -53,6 +53,10 @@ pub enum FillError {
     OriginTimeout,
     /// The fill was dropped (cancelled or panicked) before finishing.
     Dangling,
+    /// This reader fell too far behind a body that is not being stored.
+    ReaderTooSlow,
+    /// Every reader stopped reading for longer than the read timeout.
+    ReadersStalled,
 }
 
 impl FillError {
@@ -62,6 +66,8 @@ impl FillError {
             FillError::OriginAborted => "origin-aborted",
             FillError::OriginTimeout => "origin-timeout",
             FillError::Dangling => "dangling",
+            FillError::ReaderTooSlow => "reader-too-slow",
+            FillError::ReadersStalled => "readers-stalled",
         }
     }
 }
@@ -74,21 +80,75 @@ impl fmt::Display for FillError {
 
 impl std::error::Error for FillError {}
 
+/// A reader's place in the body.
+#[derive(Debug)]
+enum ReaderState {
+    /// Reading: next chunk index, and its waker while it waits for data.
+    Live { pos: usize, waker: Option<Waker> },
+    /// Fell more than the lag limit behind a body that is not kept: its next
+    /// read is an error.
+    Cut,
+    /// Dropped.
+    Gone,
+}
+
 #[derive(Debug, Default)]
 struct State {
-    chunks: VecDeque<Bytes>,
+    /// Chunks still held, each with the byte offset it starts at.
+    chunks: VecDeque<(u64, Bytes)>,
     /// Index (in the whole body) of `chunks[0]`.
     first: usize,
     len: u64,
     end: Option<Result<(), FillError>>,
     keep_history: bool,
+    /// Once history is released: how far behind the body's end a reader may fall.
+    lag_limit: u64,
     /// Bytes held in `chunks`.
     buffered: u64,
-    /// Position (chunk index) of each reader, by reader id; `None` once dropped.
-    readers: Vec<Option<usize>>,
-    wakers: Vec<Waker>,
+    /// Every reader, by id.
+    readers: Vec<ReaderState>,
     /// The writer, waiting for readers to make room.
     writer_waker: Option<Waker>,
+}
+
+impl State {
+    /// Byte offset of chunk index `pos`.
+    fn offset(&self, pos: usize) -> u64 {
+        self.chunks.get(pos - self.first).map_or(self.len, |(o, _)| *o)
+    }
+
+    fn live_positions(&self) -> impl Iterator<Item = usize> + '_ {
+        self.readers.iter().filter_map(|r| match r {
+            ReaderState::Live { pos, .. } => Some(*pos),
+            _ => None,
+        })
+    }
+
+    /// Takes the wakers of every waiting reader.
+    fn take_reader_wakers(&mut self) -> Vec<Waker> {
+        self.readers
+            .iter_mut()
+            .filter_map(|r| match r {
+                ReaderState::Live { waker, .. } => waker.take(),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Drops chunks every live reader has read (once history is released).
+    /// Returns the writer's waker, to wake after the lock is released.
+    fn trim(&mut self) -> Option<Waker> {
+        if self.keep_history {
+            return None;
+        }
+        let min = self.live_positions().min().unwrap_or(self.first + self.chunks.len());
+        while self.first < min {
+            let Some((_, c)) = self.chunks.pop_front() else { break };
+            self.buffered -= c.len() as u64;
+            self.first += 1;
+        }
+        self.writer_waker.take()
+    }
 }
 
 /// An object body being filled. See the module docs.
@@ -109,7 +169,6 @@ pub struct BusyWriter {
 pub struct BusyReader {
     body: Arc<BusyBody>,
     id: usize,
-    pos: usize,
 }
 
 impl BusyBody {
@@ -128,8 +187,8 @@ impl BusyBody {
             return None;
         }
         let id = st.readers.len();
-        st.readers.push(Some(0));
-        Some(BusyReader { body: self.clone(), id, pos: 0 })
+        st.readers.push(ReaderState::Live { pos: 0, waker: None });
+        Some(BusyReader { body: self.clone(), id })
     }
 
     /// Bytes received so far.
@@ -148,8 +207,13 @@ impl BusyBody {
     }
 }
 
+fn wake_all(wakers: Vec<Waker>) {
+    wakers.into_iter().for_each(Waker::wake);
+}
+
 impl BusyWriter {
-    /// Appends a chunk and wakes waiting readers.
+    /// Appends a chunk and wakes waiting readers. Once history is released,
+    /// a reader that falls more than the lag limit behind is cut off.
     pub fn append(&self, chunk: Bytes) {
         if chunk.is_empty() {
             return;
@@ -157,12 +221,32 @@ impl BusyWriter {
         let wakers = {
             let mut st = self.body.state.lock();
             debug_assert!(st.end.is_none(), "invariant: no append after end");
+            let start = st.len;
             st.len += chunk.len() as u64;
             st.buffered += chunk.len() as u64;
-            st.chunks.push_back(chunk);
-            std::mem::take(&mut st.wakers)
+            st.chunks.push_back((start, chunk));
+            let mut wakers = st.take_reader_wakers();
+            if !st.keep_history {
+                let (len, limit) = (st.len, st.lag_limit);
+                let lagging: Vec<usize> = st
+                    .readers
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(id, r)| match r {
+                        ReaderState::Live { pos, .. } if len - st.offset(*pos) > limit => Some(id),
+                        _ => None,
+                    })
+                    .collect();
+                for id in lagging {
+                    st.readers[id] = ReaderState::Cut;
+                }
+                if let Some(w) = st.trim() {
+                    wakers.push(w);
+                }
+            }
+            wakers
         };
-        wakers.into_iter().for_each(Waker::wake);
+        wake_all(wakers);
     }
 
     /// Bytes appended so far.
@@ -175,33 +259,37 @@ impl BusyWriter {
         self.len() == 0
     }
 
-    /// Stops keeping chunks that every reader has read (see module docs).
-    pub fn release_history(&self) {
+    /// Stops keeping chunks that every reader has read (see module docs); a
+    /// reader falling more than `lag_limit` bytes behind is cut off.
+    pub fn release_history(&self, lag_limit: u64) {
         let mut st = self.body.state.lock();
         st.keep_history = false;
-        drop(trim(&mut st));
+        st.lag_limit = lag_limit;
+        drop(st.trim());
     }
 
     /// All chunks so far, when history is kept (to store the object before
     /// readers see the end).
     pub fn chunks(&self) -> Option<Vec<Bytes>> {
         let st = self.body.state.lock();
-        st.keep_history.then(|| st.chunks.iter().cloned().collect())
+        st.keep_history.then(|| st.chunks.iter().map(|(_, c)| c.clone()).collect())
     }
 
-    /// Waits until the slowest reader leaves at most `window` bytes unread
-    /// (only after [`BusyWriter::release_history`]). Returns false when no
-    /// reader is left: nobody wants the rest of the body.
+    /// Waits until the *fastest* live reader has at most `window` bytes unread
+    /// (only after [`BusyWriter::release_history`]): a single reader paces the
+    /// fill, and one stalled reader among several cannot stall the others (it
+    /// is cut off past the lag limit instead). Returns false when no reader is
+    /// left: nobody wants the rest of the body.
     pub async fn room(&self, window: u64) -> bool {
         std::future::poll_fn(|cx| {
             let mut st = self.body.state.lock();
             if st.keep_history {
                 return Poll::Ready(true);
             }
-            if st.readers.iter().all(Option::is_none) {
+            let Some(fastest) = st.live_positions().max() else {
                 return Poll::Ready(false);
-            }
-            if st.buffered <= window {
+            };
+            if st.len - st.offset(fastest) <= window {
                 return Poll::Ready(true);
             }
             st.writer_waker = Some(cx.waker().clone());
@@ -216,10 +304,10 @@ impl BusyWriter {
         let (chunks, wakers) = {
             let mut st = self.body.state.lock();
             st.end = Some(Ok(()));
-            let chunks = if st.keep_history { Some(st.chunks.iter().cloned().collect()) } else { None };
-            (chunks, std::mem::take(&mut st.wakers))
+            let chunks = st.keep_history.then(|| st.chunks.iter().map(|(_, c)| c.clone()).collect());
+            (chunks, st.take_reader_wakers())
         };
-        wakers.into_iter().for_each(Waker::wake);
+        wake_all(wakers);
         chunks
     }
 
@@ -235,9 +323,9 @@ impl BusyWriter {
             if st.end.is_none() {
                 st.end = Some(Err(err));
             }
-            std::mem::take(&mut st.wakers)
+            st.take_reader_wakers()
         };
-        wakers.into_iter().for_each(Waker::wake);
+        wake_all(wakers);
     }
 }
 
@@ -249,33 +337,22 @@ impl Drop for BusyWriter {
     }
 }
 
-/// Drops chunks every reader has read (once history is released) and wakes
-/// the writer if it waits for room. Returns the writer's waker to wake after
-/// the lock is released.
-#[must_use]
-fn trim(st: &mut State) -> Option<Waker> {
-    if st.keep_history {
-        return None;
-    }
-    let min = st.readers.iter().flatten().copied().min().unwrap_or(st.first + st.chunks.len());
-    while st.first < min {
-        let Some(c) = st.chunks.pop_front() else { break };
-        st.buffered -= c.len() as u64;
-        st.first += 1;
-    }
-    st.writer_waker.take()
-}
-
 impl BusyReader {
     /// The next chunk: `Ready(Some(Ok))` with data, `Ready(None)` at a complete
-    /// end, `Ready(Some(Err))` when the fill failed, `Pending` while waiting.
+    /// end, `Ready(Some(Err))` when the fill failed (or this reader was cut
+    /// off for lagging), `Pending` while waiting.
     pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, FillError>>> {
         let mut st = self.body.state.lock();
-        let idx = self.pos - st.first;
-        if let Some(chunk) = st.chunks.get(idx).cloned() {
-            self.pos += 1;
-            st.readers[self.id] = Some(self.pos);
-            let writer = trim(&mut st);
+        let pos = match &st.readers[self.id] {
+            ReaderState::Live { pos, .. } => *pos,
+            ReaderState::Cut | ReaderState::Gone => {
+                st.readers[self.id] = ReaderState::Gone;
+                return Poll::Ready(Some(Err(FillError::ReaderTooSlow)));
+            }
+        };
+        if let Some((_, chunk)) = st.chunks.get(pos - st.first).cloned() {
+            st.readers[self.id] = ReaderState::Live { pos: pos + 1, waker: None };
+            let writer = st.trim();
             drop(st);
             if let Some(w) = writer {
                 w.wake();
@@ -286,8 +363,8 @@ impl BusyReader {
             Some(Ok(())) => Poll::Ready(None),
             Some(Err(e)) => Poll::Ready(Some(Err(e))),
             None => {
-                // Drained on every append: a reader registers once per wake-up.
-                st.wakers.push(cx.waker().clone());
+                // One waker per reader, replaced on each wait: no pile-up.
+                st.readers[self.id] = ReaderState::Live { pos, waker: Some(cx.waker().clone()) };
                 Poll::Pending
             }
         }
@@ -302,8 +379,8 @@ impl BusyReader {
 impl Drop for BusyReader {
     fn drop(&mut self) {
         let mut st = self.body.state.lock();
-        st.readers[self.id] = None;
-        let writer = trim(&mut st).or_else(|| st.writer_waker.take());
+        st.readers[self.id] = ReaderState::Gone;
+        let writer = st.trim().or_else(|| st.writer_waker.take());
         drop(st);
         if let Some(w) = writer {
             w.wake();
@@ -352,7 +429,7 @@ mod loom_tests {
         loom::model(|| {
             let (body, w) = BusyBody::new();
             let mut r = body.reader().unwrap();
-            w.release_history();
+            w.release_history(1 << 20);
             w.append(Bytes::from_static(b"xxxx"));
             let reader = loom::thread::spawn(move || {
                 loom::future::block_on(async {
@@ -441,7 +518,7 @@ mod tests {
     async fn writer_waits_for_the_slowest_reader_and_stops_when_none_is_left() {
         let (body, w) = BusyBody::new();
         let mut r = body.reader().unwrap();
-        w.release_history();
+        w.release_history(1 << 20);
         w.append(Bytes::from(vec![0u8; 600]));
         w.append(Bytes::from(vec![0u8; 600]));
         assert!(tokio::time::timeout(std::time::Duration::from_millis(20), w.room(1000)).await.is_err(), "1200 unread bytes > window");
@@ -462,10 +539,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_lagging_reader_is_cut_off_and_does_not_stall_the_others() {
+        let (body, w) = BusyBody::new();
+        let mut stalled = body.reader().unwrap();
+        let mut fast = body.reader().unwrap();
+        w.release_history(1000);
+        for _ in 0..5 {
+            w.append(Bytes::from(vec![7u8; 400]));
+            fast.next_chunk().await.unwrap().unwrap();
+            assert!(w.room(500).await, "the fastest reader paces the writer");
+        }
+        assert_eq!(stalled.next_chunk().await.unwrap(), Err(FillError::ReaderTooSlow));
+        assert!(body.state.lock().buffered <= 1000, "the cut reader holds nothing");
+        w.finish();
+        assert!(fast.next_chunk().await.is_none());
+    }
+
+    #[tokio::test]
     async fn released_history_drops_read_chunks() {
         let (body, w) = BusyBody::new();
         let mut r = body.reader().unwrap();
-        w.release_history();
+        w.release_history(1 << 20);
         w.append(Bytes::from_static(b"x"));
         w.append(Bytes::from_static(b"y"));
         assert_eq!(r.next_chunk().await.unwrap().unwrap(), "x");

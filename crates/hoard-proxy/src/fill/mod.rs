@@ -108,18 +108,14 @@ impl Pipeline {
             // refreshes) and the key is not marked hit-for-pass.
             if status.is_server_error() {
                 self.counters.inc(&self.counters.revalidation_failed);
-                permit.publish_uncacheable(NotStorable::ServerError, resp);
+                let (mut parts, body) = resp.into_parts();
+                self.forwardable(&mut parts.headers, response_time);
+                permit.publish_uncacheable(NotStorable::ServerError, http::Response::from_parts(parts, body));
                 return;
             }
         }
         let (mut parts, body) = resp.into_parts();
-        hoard_policy::headers::strip_hop_by_hop(&mut parts.headers);
-        if !parts.headers.contains_key(header::DATE) {
-            // RFC 9110 §6.6.1: a recipient with a clock dates what it stores and forwards.
-            if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(response_time)) {
-                parts.headers.insert(header::DATE, v);
-            }
-        }
+        self.forwardable(&mut parts.headers, response_time);
         let policy = &route.policy;
         let facts = ResponseFacts::read(status.as_u16(), &parts.headers, policy);
         let req_facts = RequestFacts {
@@ -134,7 +130,6 @@ impl Pipeline {
             Some(len) if len > max_object => Err(NotStorable::TooLarge),
             _ => Ok(ok),
         });
-        self.add_via(&mut parts.headers, Version::HTTP_11);
         let (lifetime, source) = match decision {
             Ok(d) => d,
             Err(reason) => {
@@ -191,7 +186,7 @@ impl Pipeline {
             });
             permit.publish(Outcome::Streaming(head));
         }
-        let outcome = read_body(body, &writer, max_object, &mut permit).await;
+        let outcome = read_body(body, &writer, max_object, upstream.cfg.read_timeout, &mut permit).await;
         match outcome {
             Ok(true) => {
                 self.counters.inc(&self.counters.fills_completed);
@@ -222,6 +217,19 @@ impl Pipeline {
                 writer.abort(e);
             }
         }
+    }
+
+    /// Makes an origin response's fields fit to forward and store:
+    /// hop-by-hop fields removed, `Date` added when missing (RFC 9110
+    /// §6.6.1: a recipient with a clock dates what it forwards), `Via` added.
+    fn forwardable(&self, headers: &mut HeaderMap, response_time: SystemTime) {
+        hoard_policy::headers::strip_hop_by_hop(headers);
+        if !headers.contains_key(header::DATE) {
+            if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(response_time)) {
+                headers.insert(header::DATE, v);
+            }
+        }
+        self.add_via(headers, Version::HTTP_11);
     }
 
     /// Starts a background refresh of a stale object unless a fill for its
@@ -281,14 +289,26 @@ impl Pipeline {
 /// Reads the origin body into the busy body. `Ok(true)`: complete and
 /// storable; `Ok(false)`: complete but too large to store (history released
 /// and the slot left the table as soon as that was known).
-async fn read_body(mut body: OriginBody, writer: &BusyWriter, max_object: u64, permit: &mut FillPermit) -> Result<bool, FillError> {
-    /// Unread bytes a pass-through fill may hold for its slowest reader.
+async fn read_body(
+    mut body: OriginBody,
+    writer: &BusyWriter,
+    max_object: u64,
+    stall_timeout: std::time::Duration,
+    permit: &mut FillPermit,
+) -> Result<bool, FillError> {
+    /// Unread bytes a pass-through fill may get ahead of its fastest reader.
     const WINDOW: u64 = 1 << 20;
+    /// How far behind a reader may fall before it is cut off.
+    const LAG_LIMIT: u64 = 8 << 20;
     let mut keep = true;
     loop {
-        if !keep && !writer.room(WINDOW).await {
-            // Too large to store and nobody reading: stop fetching it.
-            return Ok(false);
+        if !keep {
+            match tokio::time::timeout(stall_timeout, writer.room(WINDOW)).await {
+                Ok(true) => {}
+                // Too large to store and nobody reading: stop fetching it.
+                Ok(false) => return Ok(false),
+                Err(_) => return Err(FillError::ReadersStalled),
+            }
         }
         let Some(frame) = body.frame().await else { break };
         match frame {
@@ -298,7 +318,7 @@ async fn read_body(mut body: OriginBody, writer: &BusyWriter, max_object: u64, p
                     if keep && writer.len() > max_object {
                         keep = false;
                         permit.done();
-                        writer.release_history();
+                        writer.release_history(LAG_LIMIT);
                     }
                 }
             }

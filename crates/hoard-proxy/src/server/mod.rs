@@ -85,7 +85,15 @@ pub async fn accept_loop(
             _ = shutdown.changed() => break,
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve(stream, peer, builder.clone(), pipeline.clone(), tls.clone(), graceful.watcher()));
+        tokio::spawn(serve(
+            stream,
+            peer,
+            builder.clone(),
+            pipeline.clone(),
+            tls.clone(),
+            graceful.watcher(),
+            server.header_read_timeout,
+        ));
     }
     drop(listener);
     let counters = pipeline.counters.clone();
@@ -103,6 +111,7 @@ async fn serve(
     pipeline: Arc<Pipeline>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     watcher: Watcher,
+    handshake_timeout: Duration,
 ) {
     let is_tls = tls.is_some();
     let svc = service_fn(move |req| {
@@ -111,10 +120,15 @@ async fn serve(
     });
     let result = match tls {
         None => watcher.watch(builder.serve_connection(TokioIo::new(stream), svc)).await,
-        Some(acceptor) => match acceptor.accept(stream).await {
-            Ok(s) => watcher.watch(builder.serve_connection(TokioIo::new(s), svc)).await,
-            Err(e) => {
+        // A handshake gets as long as a request head.
+        Some(acceptor) => match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+            Ok(Ok(s)) => watcher.watch(builder.serve_connection(TokioIo::new(s), svc)).await,
+            Ok(Err(e)) => {
                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
                 return;
             }
         },

@@ -172,3 +172,31 @@ async fn b00030_shutdown_drains_requests_in_flight() {
     proxy.stop().await;
     origin.finish().await;
 }
+
+// b00031: idle connections (HTTP/1.1 that never sent a byte, HTTP/1.1 keep-alive after a
+// request, h2c after a request) do not hold up a shutdown.
+#[tokio::test]
+async fn b00031_idle_connections_do_not_delay_shutdown() {
+    use http_body_util::{BodyExt, Empty};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let t = Test::new("b00031");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await;
+        s.txresp(200).hdr("Cache-Control", "max-age=60").body("x").send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).config(|c| c.server.shutdown_timeout = std::time::Duration::from_secs(3600)).start().await;
+    let addr = hoard_testkit::Endpoint::endpoint(&proxy);
+    let _silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut keep_alive = t.client(&proxy).connect().await;
+    keep_alive.get("/a").send().await.expect_status(200);
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await.unwrap();
+    let h2 = tokio::spawn(conn);
+    let req = http::Request::get("http://localhost/a").body(Empty::<bytes::Bytes>::new()).unwrap();
+    send.send_request(req).await.unwrap().into_body().collect().await.unwrap();
+    // Failure detection only: a shutdown stuck on idle connections would wait an hour.
+    tokio::time::timeout(std::time::Duration::from_secs(10), proxy.stop()).await.expect("idle connections delayed the shutdown");
+    drop(send);
+    let _ = h2.await;
+    origin.finish().await;
+}

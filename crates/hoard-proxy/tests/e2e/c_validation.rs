@@ -204,3 +204,25 @@ async fn c00029_preconditions_ignored_on_non_2xx() {
     t.client(&proxy).get("/n").hdr("If-None-Match", "\"e\"").send().await.expect_status(404);
     origin.finish().await;
 }
+
+// c00040: a 5xx answering a revalidation (no stale-if-error) is forwarded like any other
+// response: hop-by-hop fields removed, Via added; the stored copy is kept.
+#[tokio::test]
+async fn c00040_revalidation_5xx_is_forwarded_cleanly() {
+    let t = Test::new("c00040");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await;
+        s.txresp(200).hdr("Cache-Control", "max-age=1").hdr("ETag", "\"a\"").body("v1").send().await;
+        s.rxreq().await.expect_header("if-none-match", "\"a\"");
+        s.txresp(503).hdr("Connection", "X-Origin-Hop").hdr("X-Origin-Hop", "secret").body("down").send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy).get("/r").send().await.expect_body("v1");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.clock.advance(secs(5));
+    let r = t.client(&proxy).get("/r").send().await;
+    r.expect_status(503).expect_body("down").expect_no_header("x-origin-hop").expect_header_contains("via", "1.1 hoard");
+    r.expect_header_contains("cache-status", "fwd=stale; fwd-status=503;").expect_header_contains("cache-status", "detail=server-error");
+    proxy.expect_counter("revalidation_failed", 1);
+    origin.finish().await;
+}

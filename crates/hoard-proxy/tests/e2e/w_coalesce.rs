@@ -345,3 +345,35 @@ async fn w00031_second_variant_misses_are_coalesced_too() {
     proxy.expect_counter("origin_requests", 2);
     origin.finish().await;
 }
+
+// w00032: a body too large to store, shared by a client that does not read and one that
+// does: the reading client gets the whole body (the idle one is cut off once it lags 8 MiB
+// behind), so one stalled client never freezes the others.
+#[tokio::test]
+async fn w00032_stalled_reader_does_not_freeze_a_pass_through_fill() {
+    let t = Test::new("w00032");
+    let go = t.barrier(2);
+    let origin = t.origin().script({
+        let go = go.clone();
+        |mut s| async move {
+            s.rxreq().await;
+            go.sync().await;
+            s.txresp(200).hdr("Cache-Control", "max-age=60").chunked().send_head().await;
+            for _ in 0..(24 * 16) {
+                s.chunk(vec![b'z'; 64 * 1024]).await;
+            }
+            s.end().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).config(|c| c.cache.max_object_size = 100_000).start().await;
+    let mut stalled = t.client(&proxy).connect().await;
+    stalled.send_raw("GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n").await; // and never reads
+    proxy.wait_counter("fills_started", 1).await;
+    let follower = t.client(&proxy).get("/big").spawn();
+    proxy.wait_counter("fill_waiters_total", 1).await;
+    go.sync().await;
+    follower.await.unwrap().expect_status(200).expect_body_len(24 << 20);
+    proxy.expect_counter("objects_stored", 0);
+    drop(stalled);
+    origin.finish().await;
+}
