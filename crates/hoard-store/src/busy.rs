@@ -21,11 +21,14 @@
 //! By default every chunk is kept, so a reader joining late still starts at
 //! byte 0 and the complete body can be stored. When the fill learns that the
 //! body will not be stored (too large), it calls [`BusyWriter::release_history`]:
-//! chunks are then dropped as soon as every reader has read them, and the
-//! writer waits ([`BusyWriter::room`]) while more than a window of bytes is
-//! unread by the slowest reader, so a huge pass-through body read by a slow
-//! client holds a bounded amount of memory. No new reader may attach after
-//! that, and when every reader has gone the writer learns it and can stop.
+//! chunks are then dropped as soon as every live reader has read them; the
+//! writer waits ([`BusyWriter::room`]) while its *fastest* reader has more
+//! than a window unread (a lone slow client paces the fill), and a reader
+//! that falls more than the lag limit behind is cut off (its next read is
+//! [`FillError::ReaderTooSlow`]), so one stalled client never stalls the
+//! others and a huge pass-through body holds bounded memory. No new reader
+//! may attach after that, and when every reader has gone the writer learns
+//! it and can stop.
 //!
 //! ## Locking
 //!
