@@ -211,3 +211,46 @@ async fn c00043_slow_origin_response_is_stored_fresh() {
     t.client(&proxy).get("/a").send().await.expect_body("slow").expect_header("age", "0").expect_header_contains("cache-status", "hit");
     origin.finish().await;
 }
+
+// c00044: ignore_headers = ["cache-control", "expires"] with a default TTL caches an app
+// that says no-cache (nginx proxy_ignore_headers + proxy_cache_valid).
+#[tokio::test]
+async fn c00044_ignore_headers_and_max_ttl() {
+    let t = Test::new("c00044");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await.expect_url("/app");
+        s.txresp(200).hdr("Cache-Control", "no-cache, no-store").hdr("Expires", "0").body("app").send().await;
+        s.rxreq().await.expect_url("/long");
+        s.txresp(200).hdr("Cache-Control", "max-age=86400").body("long-v1").send().await;
+        s.rxreq().await.expect_url("/long");
+        s.txresp(200).hdr("Cache-Control", "max-age=86400").body("long-v2").send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).route(|r| {
+        r.policy.ignore_cache_control = true;
+        r.policy.ignore_expires = true;
+        r.policy.default_ttls.push(hoard_policy::config::DefaultTtl { status: hoard_policy::config::StatusMatch::Code(200), ttl: secs(5) });
+    }).start().await;
+    let c = t.client(&proxy);
+    c.get("/app").send().await.expect_body("app").expect_header_contains("cache-status", "stored; ttl=5");
+    proxy.wait_counter("objects_stored", 1).await;
+    c.get("/app").send().await.expect_body("app").expect_header_contains("cache-status", "hit");
+    // Cache-Control is ignored for caching, so max-age=86400 does not count either: 5 s default.
+    c.get("/long").send().await.expect_body("long-v1").expect_header_contains("cache-status", "ttl=5");
+    proxy.wait_counter("objects_stored", 2).await;
+    t.clock.advance(secs(6));
+    c.get("/long").send().await.expect_body("long-v2");
+    origin.finish().await;
+}
+
+// c00045: max_ttl caps an origin's lifetime.
+#[tokio::test]
+async fn c00045_max_ttl_caps_lifetimes() {
+    let t = Test::new("c00045");
+    let origin = origin_serving(&t, 2, vec![("Cache-Control", "max-age=86400".into())]).await;
+    let proxy = t.proxy().origin(&origin).route(|r| r.policy.max_ttl = Some(secs(60))).start().await;
+    t.client(&proxy).get("/a").send().await.expect_body("v1").expect_header_contains("cache-status", "stored; ttl=60");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.clock.advance(secs(60));
+    t.client(&proxy).get("/a").send().await.expect_body("v2");
+    origin.finish().await;
+}

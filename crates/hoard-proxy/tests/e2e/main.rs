@@ -3,6 +3,7 @@
 //! semantics, k keys and Vary, w fills, e store limits, f robustness, h HTTP/2.
 
 mod b_basic;
+mod b_routing;
 mod b_upstream;
 mod c_freshness;
 mod c_request;
