@@ -200,3 +200,22 @@ async fn b00031_idle_connections_do_not_delay_shutdown() {
     let _ = h2.await;
     origin.finish().await;
 }
+
+// b00027: max_idle = 0 keeps no idle connection: every request opens a new one.
+#[tokio::test]
+async fn b00027_max_idle_zero_disables_reuse() {
+    let t = Test::new("b00027");
+    let origin = t.origin().script(|mut s| async move {
+        for path in ["/1", "/2"] {
+            s.rxreq().await.expect_url(path);
+            s.txresp(200).hdr("Cache-Control", "no-store").body(path).send().await;
+        }
+        assert_eq!(s.connections(), 2);
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).upstream(|u| u.max_idle = 0).start().await;
+    for path in ["/1", "/2"] {
+        t.client(&proxy).get(path).send().await.expect_body(path);
+    }
+    proxy.expect_counter("origin_connections_opened", 2).expect_counter("origin_connections_reused", 0);
+    origin.finish().await;
+}
