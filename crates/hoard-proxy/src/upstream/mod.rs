@@ -170,7 +170,7 @@ impl Upstream {
                     _ => None,
                 };
                 let Some(retry) = retry else {
-                    return Err(ProxyError::origin(ErrorKind::BadResponse, format!("{authority}: {}", e.error())));
+                    return Err(send_error(authority, e.error()));
                 };
                 self.counters.inc(&self.counters.origin_retries);
                 sender = self.connect(authority).await?;
@@ -179,7 +179,7 @@ impl Upstream {
                         self.counters.inc(&self.counters.origin_timeouts);
                         return Err(ProxyError::origin(ErrorKind::ReadTimeout, format!("{authority}: no response head within {:?}", self.cfg.read_timeout)));
                     }
-                    Ok(Err(e)) => return Err(ProxyError::origin(ErrorKind::BadResponse, format!("{authority}: {e}"))),
+                    Ok(Err(e)) => return Err(send_error(authority, &e)),
                     Ok(Ok(resp)) => resp,
                 }
             }
@@ -222,6 +222,19 @@ impl Upstream {
     pub fn idle_connections(&self) -> usize {
         self.pools.iter().map(|p| p.idle_len()).sum()
     }
+}
+
+/// Maps a failed exchange: a request body over the size limit is the
+/// client's fault (413); anything else is the origin's (502).
+fn send_error(authority: &str, e: &hyper::Error) -> ProxyError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<http_body_util::LengthLimitError>() {
+            return ProxyError::client(ErrorKind::BodyTooLarge, "request body over the limit");
+        }
+        source = s.source();
+    }
+    ProxyError::origin(ErrorKind::BadResponse, format!("{authority}: {e}"))
 }
 
 /// Why an origin body failed.

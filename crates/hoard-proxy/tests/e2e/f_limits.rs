@@ -95,3 +95,17 @@ async fn f00007_header_read_timeout_closes() {
     c.expect_closed().await;
     origin.finish().await;
 }
+
+// f00008: a chunked request body that grows past the limit gets 413, not a 502.
+#[tokio::test]
+async fn f00008_streamed_body_over_limit_is_413() {
+    let t = Test::new("f00008");
+    let origin = t.origin().script(|_s| async move {}).start().await;
+    let proxy = t.proxy().origin(&origin).config(|c| c.server.max_body_size = 1000).start().await;
+    let mut c = t.client(&proxy).connect().await;
+    let chunk = "x".repeat(600);
+    c.send_raw(format!("POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n258\r\n{chunk}\r\n258\r\n{chunk}\r\n0\r\n\r\n")).await;
+    c.read_response().await.expect_status(413);
+    proxy.expect_counter("client_errors", 1);
+    origin.finish().await; // strict: no complete request reached the origin
+}
