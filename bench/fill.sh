@@ -34,9 +34,9 @@
 #   BASE_PORT=18180        first loopback port to try
 set -euo pipefail
 
-BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ROOT="$(cd "$BENCH_DIR/.." && pwd)"
-OUT_DIR="$BENCH_DIR/out"
+BENCH_NAME=fill
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 PROXIES="${PROXIES:-hoard nginx varnish}"
 SCENARIOS="${SCENARIOS:-cold private stale micro}"
@@ -66,14 +66,12 @@ HOARD_BIN="${HOARD_BIN:-$ROOT/target/release/hoard}"
 # Varnish grace (its default_grace is 10 s too); nginx serves stale for as
 # long as an update is in progress.
 SWR=10
-
-log() { printf '[fill] %s\n' "$*" >&2; }
-die() { printf '[fill] ERROR: %s\n' "$*" >&2; exit 1; }
+NEXT_PORT="${BASE_PORT:-18180}"
 
 for v in ROUNDS PRIVATE_CLIENTS PRIVATE_ROUNDS PRIVATE_DELAY STALE_DELAY STALE_MAX_AGE \
          STALE_COUNT MICRO_DURATION MICRO_CONNS MICRO_WORKERS MICRO_MS BODY_SIZE HOARD_THREADS; do
-    case "${!v}" in ''|*[!0-9]*) die "$v must be a whole number" ;; esac
-    [ "${!v}" -gt 0 ] || die "$v must be > 0"
+    require_whole "$v"
+    require_positive "$v"
 done
 for v in $CLIENTS $DELAYS; do
     case "$v" in ''|*[!0-9]*) die "CLIENTS and DELAYS must be whole numbers" ;; esac
@@ -84,102 +82,22 @@ done
 for s in $SCENARIOS; do
     case "$s" in cold|private|stale|micro) ;; *) die "unknown scenario '$s' in SCENARIOS" ;; esac
 done
-has() { [[ " $1 " == *" $2 "* ]]; }
 
 # ---------------------------------------------------------------- tools ----
-ensure_tools() {
-    local missing=() need
-    local wanted=(nginx:nginx-light wrk:wrk curl:curl taskset:util-linux python3:python3)
-    has "$PROXIES" varnish && wanted+=(varnishd:varnish)
-    for need in "${wanted[@]}"; do
-        command -v "${need%%:*}" >/dev/null 2>&1 || missing+=("${need#*:}")
-    done
-    [ "${#missing[@]}" -eq 0 ] && return 0
-    log "installing: ${missing[*]}"
-    local sudo=()
-    if [ "$(id -u)" -ne 0 ]; then
-        command -v sudo >/dev/null 2>&1 || die "need root (or sudo) to install ${missing[*]}"
-        sudo=(sudo)
-    fi
-    "${sudo[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    for need in "${wanted[@]}"; do
-        command -v "${need%%:*}" >/dev/null 2>&1 || die "${need%%:*} still missing after apt-get install"
-    done
-}
-ensure_tools
+wanted=(nginx:nginx-light wrk:wrk curl:curl taskset:util-linux python3:python3)
+! has "$PROXIES" varnish || wanted+=(varnishd:varnish)
+ensure_tools "${wanted[@]}"
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "python3 >= 3.11 needed"
 
-NCPU="$(nproc)"
-[ "$PROXY_CPU" -lt "$NCPU" ] && [ "$CLIENT_CPU" -lt "$NCPU" ] \
-    || die "need CPUs $PROXY_CPU and $CLIENT_CPU, machine has $NCPU (set PROXY_CPU/CLIENT_CPU)"
-[ "$PROXY_CPU" -ne "$CLIENT_CPU" ] || log "warning: proxies and clients share CPU $PROXY_CPU"
-
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-NOFILE="$(ulimit -n)"
-[ "$NOFILE" != unlimited ] || NOFILE=65536
+check_cpus PROXY_CPU CLIENT_CPU "proxies and clients"
+raise_nofile
 
 # ---------------------------------------------------------------- build ----
-if has "$PROXIES" hoard; then
-    if [ "$SKIP_BUILD" != 1 ] && [ "$HOARD_BIN" = "$ROOT/target/release/hoard" ]; then
-        log "building hoard (cargo build --release -p hoard)"
-        (cd "$ROOT" && cargo build --release -p hoard) || die "cargo build failed"
-    fi
-    [ -x "$HOARD_BIN" ] || die "hoard binary not found at $HOARD_BIN"
-fi
+! has "$PROXIES" hoard || build_hoard
 
 # ------------------------------------------------------------- work dir ----
-mkdir -p "$OUT_DIR"
-RUN="$(mktemp -d "$OUT_DIR/fill.XXXXXX")"
-chmod 755 "$RUN"
+start_run fill
 
-PIDS=()   # processes we started, stopped in reverse order on exit
-STATUS=1
-cleanup() {
-    local rc=$? i pid
-    trap - EXIT INT TERM
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-        pid="${PIDS[i]}"
-        kill -0 "$pid" 2>/dev/null || continue
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
-        wait "$pid" 2>/dev/null || true
-    done
-    if [ "$STATUS" -eq 0 ] && [ "$KEEP" != 1 ]; then
-        rm -rf "$RUN"
-    else
-        log "logs and configs kept in $RUN"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-NEXT_PORT="${BASE_PORT:-18180}"
-free_port() { # varname: next port nobody listens on
-    while port_in_use "$NEXT_PORT"; do NEXT_PORT=$((NEXT_PORT + 1)); done
-    printf -v "$1" %s "$NEXT_PORT"
-    NEXT_PORT=$((NEXT_PORT + 1))
-}
-
-wait_port() { # port name pid [log]
-    local i
-    for i in $(seq 100); do
-        port_in_use "$1" && return 0
-        kill -0 "$3" 2>/dev/null || { [ -z "${4:-}" ] || tail -n 20 "$4" >&2; die "$2 exited during startup (see $RUN)"; }
-        sleep 0.1
-    done
-    die "$2 did not listen on 127.0.0.1:$1 within 10s (see $RUN)"
-}
-
-# CPU time used by everything on the machine, to notice a busy machine.
-sys_busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
-CLK_TCK="$(getconf CLK_TCK)"
 NOTES=()
 
 # Is anything else running?  A quiet machine is needed for millisecond numbers.
@@ -194,46 +112,29 @@ fi
 free_port ORIGIN_PORT
 ORIGIN="127.0.0.1:$ORIGIN_PORT"
 log "origin (fill_origin.py) on $ORIGIN (CPU $CLIENT_CPU)"
-taskset -c "$CLIENT_CPU" python3 "$BENCH_DIR/fill_origin.py" --port "$ORIGIN_PORT" \
+spawn "$RUN/origin.log" taskset -c "$CLIENT_CPU" python3 "$BENCH_DIR/fill_origin.py" --port "$ORIGIN_PORT" \
     --body-size "$BODY_SIZE" --stale-max-age "$STALE_MAX_AGE" \
-    --micro-workers "$MICRO_WORKERS" --micro-ms "$MICRO_MS" \
-    >"$RUN/origin.log" 2>&1 &
-PIDS+=("$!")
-wait_port "$ORIGIN_PORT" origin "$!" "$RUN/origin.log"
+    --micro-workers "$MICRO_WORKERS" --micro-ms "$MICRO_MS"
+wait_port "$ORIGIN_PORT" origin "$STARTED_PID" "$RUN/origin.log"
 hdr="$(curl -sS -o /dev/null -D - "http://$ORIGIN/cold/0/check")" || die "origin does not answer"
 grep -qi '^cache-control: *max-age=3600' <<<"$hdr" || die "origin sends no Cache-Control: max-age=3600"
 
 # ---------------------------------------------------------------- proxies ----
 declare -A PORT
-NGINX_USER=""
-[ "$(id -u)" -eq 0 ] && NGINX_USER="user $(id -un) $(id -gn);"
 
 if has "$PROXIES" nginx; then
     free_port NGINX_PORT
     d="$RUN/nginx"
-    mkdir -p "$d/tmp" "$d/cache"
-    cat >"$RUN/nginx.conf" <<EOF
-$NGINX_USER
-daemon off;
-master_process on;
-worker_processes 1;
-worker_rlimit_nofile $NOFILE;
-pid $d/nginx.pid;
-error_log $d/error.log warn;
-events {
-    worker_connections 4096;
-    use epoll;
-}
+    mkdir -p "$d/cache"
+    {
+        nginx_common nginx
+        cat <<EOF
 http {
     access_log off;
     tcp_nodelay on;
     keepalive_timeout 75s;
     keepalive_requests 10000000;
-    client_body_temp_path $d/tmp/client_body;
-    proxy_temp_path $d/tmp/proxy;
-    fastcgi_temp_path $d/tmp/fastcgi;
-    uwsgi_temp_path $d/tmp/uwsgi;
-    scgi_temp_path $d/tmp/scgi;
+$(nginx_temp_paths nginx)
     proxy_cache_path $d/cache levels=1:2 keys_zone=fill:16m
                      max_size=256m inactive=1h use_temp_path=off;
     upstream origin {
@@ -259,11 +160,10 @@ http {
     }
 }
 EOF
-    nginx -t -q -e "$d/error.log" -c "$RUN/nginx.conf" || die "nginx config $RUN/nginx.conf is invalid"
+    } >"$RUN/nginx.conf"
     log "nginx proxy_cache on 127.0.0.1:$NGINX_PORT (CPU $PROXY_CPU)"
-    taskset -c "$PROXY_CPU" nginx -e "$d/error.log" -c "$RUN/nginx.conf" >"$d/stdout.log" 2>&1 &
-    PIDS+=("$!")
-    wait_port "$NGINX_PORT" nginx "$!" "$d/error.log"
+    start_nginx nginx taskset -c "$PROXY_CPU"
+    wait_port "$NGINX_PORT" nginx "$STARTED_PID" "$d/error.log"
     PORT[nginx]="$NGINX_PORT"
 fi
 
@@ -294,10 +194,9 @@ sub vcl_deliver {
 }
 EOF
     log "varnish on 127.0.0.1:$VARNISH_PORT (CPU $PROXY_CPU)"
-    taskset -c "$PROXY_CPU" varnishd -F -n "$d/work" -a "127.0.0.1:$VARNISH_PORT" \
-        -f "$RUN/varnish.vcl" -s malloc,256m >"$d/stdout.log" 2>&1 &
-    PIDS+=("$!")
-    wait_port "$VARNISH_PORT" varnish "$!" "$d/stdout.log"
+    spawn "$d/stdout.log" taskset -c "$PROXY_CPU" varnishd -F -n "$d/work" -a "127.0.0.1:$VARNISH_PORT" \
+        -f "$RUN/varnish.vcl" -s malloc,256m
+    wait_port "$VARNISH_PORT" varnish "$STARTED_PID" "$d/stdout.log"
     PORT[varnish]="$VARNISH_PORT"
 fi
 
@@ -306,10 +205,9 @@ if has "$PROXIES" hoard; then
     mkdir -p "$RUN/hoard"
     HOARD_ARGS=(--default-ttl 1s --stale-while-revalidate "${SWR}s" --threads "$HOARD_THREADS" --cache-size 256MiB)
     log "hoard on 127.0.0.1:$HOARD_PORT (CPU $PROXY_CPU, ${HOARD_ARGS[*]})"
-    taskset -c "$PROXY_CPU" "$HOARD_BIN" --upstream "http://$ORIGIN" --listen "127.0.0.1:$HOARD_PORT" \
-        "${HOARD_ARGS[@]}" >"$RUN/hoard/stdout.log" 2>&1 &
-    PIDS+=("$!")
-    wait_port "$HOARD_PORT" hoard "$!" "$RUN/hoard/stdout.log"
+    spawn "$RUN/hoard/stdout.log" taskset -c "$PROXY_CPU" "$HOARD_BIN" --upstream "http://$ORIGIN" --listen "127.0.0.1:$HOARD_PORT" \
+        "${HOARD_ARGS[@]}"
+    wait_port "$HOARD_PORT" hoard "$STARTED_PID" "$RUN/hoard/stdout.log"
     PORT[hoard]="$HOARD_PORT"
 fi
 
@@ -416,6 +314,7 @@ if has "$SCENARIOS" private; then
         while read -r line; do
             r="$(field "$line" round)"
             P_MAX[$p-$r]="$(field "$line" max_total_ms)"
+            # shellcheck disable=SC2034  # per-round p50, not in the table
             P_P50[$p-$r]="$(field "$line" p50_ttfb_ms)"
             o="$(field "$line" origin)"
             P_ORIG[$p-$r]=$((o - prev)); prev="$o"
@@ -460,16 +359,7 @@ fi
 # ---------------------------------------------------- 4. microcaching ----
 declare -A M_RPS M_P50 M_P99 M_MAX M_REQ M_ORIG M_ORPS M_ERR
 if has "$SCENARIOS" micro; then
-    cat >"$RUN/report.lua" <<'EOF'
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    "BENCH requests=%d duration_us=%d p50_us=%d p99_us=%d max_us=%d connect=%d read=%d write=%d status=%d timeout=%d\n",
-    summary.requests, summary.duration,
-    latency:percentile(50), latency:percentile(99), latency.max,
-    e.connect, e.read, e.write, e.status, e.timeout))
-end
-EOF
+    wrk_report_lua "$RUN/report.lua"
     targets="$PROXIES"
     [ "$MICRO_BASELINE" = 1 ] && targets="$targets origin"
     for p in $targets; do
@@ -512,18 +402,15 @@ fi
 
 
 # ----------------------------------------------------------------- report ----
-STAMP="$(date +%Y%m%d-%H%M%S)"
-REPORT="$OUT_DIR/fill-$STAMP.md"
-cpu_model="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
-git_rev="$(cd "$ROOT" && git describe --always --dirty 2>/dev/null || echo none)"
+report_start fill
 both=0; has "$PROXIES" hoard && has "$PROXIES" nginx && both=1
 hv=0; has "$PROXIES" varnish && hv=1
 ORDER=""; for p in hoard nginx varnish; do has "$PROXIES" "$p" && ORDER+="$p "; done
 {
     echo "# hoard cache-fill benchmark ($STAMP)"
     echo
-    echo "- machine: $NCPU CPUs, ${cpu_model:-unknown CPU}, kernel $(uname -r)"
-    has "$PROXIES" hoard && echo "- hoard: git $git_rev (binary built $(date -r "$HOARD_BIN" +"%Y-%m-%d %H:%M:%S")), ${HOARD_ARGS[*]}"
+    machine_line
+    has "$PROXIES" hoard && echo "- hoard: git $git_rev (binary built $(hoard_built)), ${HOARD_ARGS[*]}"
     has "$PROXIES" nginx && echo "- nginx: $(nginx -v 2>&1 | sed 's/^nginx version: //'), 1 worker, proxy_cache_lock on, proxy_cache_use_stale updating, proxy_cache_background_update on, proxy_cache_valid 200 1s"
     has "$PROXIES" varnish && echo "- varnish: $(varnishd -V 2>&1 | head -n1 | sed -E 's/^varnishd \(([^ ]+) .*/\1/'), default thread pools, grace ${SWR}s, ttl 1s for the micro app"
     echo "- proxies pinned to CPU $PROXY_CPU; origin (fill_origin.py), client (fill_client.py) and wrk pinned to CPU $CLIENT_CPU; ${BODY_SIZE}-byte bodies"
@@ -633,8 +520,4 @@ ORDER=""; for p in hoard nginx varnish; do has "$PROXIES" "$p" && ORDER+="$p "; 
     fi
 } >"$REPORT"
 
-echo
-cat "$REPORT"
-echo
-log "report written to ${REPORT#"$ROOT"/}"
-STATUS=0
+report_done

@@ -19,9 +19,9 @@
 #   BASE_PORT=18080    first loopback port to try (origin, nginx, hoard)
 set -euo pipefail
 
-BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ROOT="$(cd "$BENCH_DIR/.." && pwd)"
-OUT_DIR="$BENCH_DIR/out"
+BENCH_NAME=hit
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 DURATION="${DURATION:-10}"
 CONNS="${CONNS:-64}"
@@ -34,41 +34,17 @@ KEEP="${KEEP:-0}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 HOARD_BIN="${HOARD_BIN:-$ROOT/target/release/hoard}"
 
-log() { printf '[hit] %s\n' "$*" >&2; }
-die() { printf '[hit] ERROR: %s\n' "$*" >&2; exit 1; }
+NEXT_PORT="${BASE_PORT:-18080}"
 
-case "$DURATION" in ''|*[!0-9]*) die "DURATION must be a whole number of seconds" ;; esac
-case "$CONNS" in ''|*[!0-9]*) die "CONNS must be a whole number" ;; esac
-case "$RUNS" in ''|*[!0-9]*) die "RUNS must be a whole number" ;; esac
-[ "$DURATION" -gt 0 ] || die "DURATION must be > 0"
-[ "$CONNS" -gt 0 ] || die "CONNS must be > 0"
-[ "$RUNS" -gt 0 ] || die "RUNS must be > 0"
+require_whole DURATION "a whole number of seconds"
+require_whole CONNS
+require_whole RUNS
+require_positive DURATION CONNS RUNS
 
 # ---------------------------------------------------------------- tools ----
-ensure_tools() {
-    local missing=() need
-    for need in nginx:nginx-light wrk:wrk perf:linux-perf curl:curl taskset:util-linux; do
-        command -v "${need%%:*}" >/dev/null 2>&1 || missing+=("${need#*:}")
-    done
-    [ "${#missing[@]}" -eq 0 ] && return 0
-    log "installing: ${missing[*]}"
-    local sudo=()
-    if [ "$(id -u)" -ne 0 ]; then
-        command -v sudo >/dev/null 2>&1 || die "need root (or sudo) to install ${missing[*]}"
-        sudo=(sudo)
-    fi
-    "${sudo[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    for need in nginx wrk perf curl taskset; do
-        command -v "$need" >/dev/null 2>&1 || die "$need still missing after apt-get install"
-    done
-}
-ensure_tools
+ensure_tools nginx:nginx-light wrk:wrk perf:linux-perf curl:curl taskset:util-linux
 
-NCPU="$(nproc)"
-[ "$PROXY_CPU" -lt "$NCPU" ] && [ "$WRK_CPU" -lt "$NCPU" ] \
-    || die "need CPUs $PROXY_CPU and $WRK_CPU, machine has $NCPU (set PROXY_CPU/WRK_CPU)"
-[ "$PROXY_CPU" -ne "$WRK_CPU" ] || log "warning: proxy and wrk share CPU $PROXY_CPU"
+check_cpus PROXY_CPU WRK_CPU "proxy and wrk"
 
 # Hardware instruction counters are often missing inside VMs/containers.
 PERF_OK=0
@@ -78,10 +54,7 @@ else
     log "instructions: n/a (perf counters unsupported)"
 fi
 
-CLK_TCK="$(getconf CLK_TCK)"
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-NOFILE="$(ulimit -n)"
-[ "$NOFILE" != unlimited ] || NOFILE=65536
+raise_nofile
 
 # ---------------------------------------------------------------- build ----
 want_hoard=0
@@ -92,100 +65,14 @@ for p in $PROXIES; do
         *) die "unknown proxy '$p' in PROXIES" ;;
     esac
 done
-if [ "$want_hoard" -eq 1 ]; then
-    if [ "$SKIP_BUILD" != 1 ] && [ "$HOARD_BIN" = "$ROOT/target/release/hoard" ]; then
-        log "building hoard (cargo build --release -p hoard)"
-        (cd "$ROOT" && cargo build --release -p hoard) || die "cargo build failed"
-    fi
-    [ -x "$HOARD_BIN" ] || die "hoard binary not found at $HOARD_BIN"
-fi
+[ "$want_hoard" -eq 0 ] || build_hoard
 
 # ------------------------------------------------------------- work dir ----
-mkdir -p "$OUT_DIR"
-RUN="$(mktemp -d "$OUT_DIR/run.XXXXXX")"
-chmod 755 "$RUN"
+start_run run
 
-PIDS=()   # processes we started, stopped in reverse order on exit
-CUR_PERF=""  # perf stat running right now, if any
-STATUS=1
-cleanup() {
-    local rc=$? i pid
-    trap - EXIT INT TERM
-    if [ -n "$CUR_PERF" ]; then kill -INT "$CUR_PERF" 2>/dev/null || true; wait "$CUR_PERF" 2>/dev/null || true; fi
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-        pid="${PIDS[i]}"
-        kill -0 "$pid" 2>/dev/null || continue
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for pid in "${PIDS[@]}"; do
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
-        wait "$pid" 2>/dev/null || true
-    done
-    if [ "$STATUS" -eq 0 ] && [ "$KEEP" != 1 ]; then
-        rm -rf "$RUN"
-    else
-        log "logs and configs kept in $RUN"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-NEXT_PORT="${BASE_PORT:-18080}"
-free_port() { # varname: next port nobody listens on
-    while port_in_use "$NEXT_PORT"; do NEXT_PORT=$((NEXT_PORT + 1)); done
-    printf -v "$1" %s "$NEXT_PORT"
-    NEXT_PORT=$((NEXT_PORT + 1))
-}
 free_port ORIGIN_PORT
 free_port NGINX_PORT
 free_port HOARD_PORT
-
-wait_port() { # port name pid [log]
-    local i
-    for i in $(seq 100); do
-        port_in_use "$1" && return 0
-        kill -0 "$3" 2>/dev/null || { [ -z "${4:-}" ] || tail -n 20 "$4" >&2; die "$2 exited during startup (see $RUN)"; }
-        sleep 0.1
-    done
-    die "$2 did not listen on 127.0.0.1:$1 within 10s (see $RUN)"
-}
-
-# nginx as root would switch workers to "nobody"; keep the invoking user.
-NGINX_USER=""
-[ "$(id -u)" -eq 0 ] && NGINX_USER="user $(id -un) $(id -gn);"
-
-nginx_common() { # name
-    local d="$RUN/$1"
-    mkdir -p "$d/tmp"
-    cat <<EOF
-$NGINX_USER
-daemon off;
-master_process on;
-worker_processes 1;
-worker_rlimit_nofile $NOFILE;
-pid $d/nginx.pid;
-error_log $d/error.log warn;
-events {
-    worker_connections 4096;
-    use epoll;
-}
-EOF
-}
-
-nginx_temp_paths() { # name
-    local d="$RUN/$1/tmp"
-    cat <<EOF
-    client_body_temp_path $d/client_body;
-    proxy_temp_path $d/proxy;
-    fastcgi_temp_path $d/fastcgi;
-    uwsgi_temp_path $d/uwsgi;
-    scgi_temp_path $d/scgi;
-EOF
-}
 
 # --------------------------------------------------------------- origin ----
 DOCROOT="$RUN/www"
@@ -218,16 +105,6 @@ $(nginx_temp_paths origin)
 EOF
 } >"$RUN/origin.conf"
 
-start_nginx() { # name cpu-prefix... ; sets STARTED_PID
-    local name="$1"; shift
-    nginx -t -q -e "$RUN/$name/error.log" -c "$RUN/$name.conf" \
-        || die "nginx config $RUN/$name.conf is invalid"
-    "$@" nginx -e "$RUN/$name/error.log" -c "$RUN/$name.conf" \
-        >"$RUN/$name/stdout.log" 2>&1 &
-    STARTED_PID=$!
-    PIDS+=("$STARTED_PID")
-}
-
 log "origin nginx on 127.0.0.1:$ORIGIN_PORT"
 start_nginx origin
 wait_port "$ORIGIN_PORT" origin "$STARTED_PID"
@@ -240,7 +117,7 @@ done
 # ---------------------------------------------------------------- proxies ----
 declare -A PROXY_PORT PROXY_PID
 
-if [[ " $PROXIES " == *" nginx "* ]]; then
+if has "$PROXIES" nginx; then
     mkdir -p "$RUN/nginx/cache"
     {
         nginx_common nginx
@@ -295,19 +172,17 @@ EOF
     PROXY_PID[nginx]="$worker"
 fi
 
-if [[ " $PROXIES " == *" hoard "* ]]; then
+if has "$PROXIES" hoard; then
     mkdir -p "$RUN/hoard"
     log "hoard on 127.0.0.1:$HOARD_PORT (CPU $PROXY_CPU, --threads 1)"
-    taskset -c "$PROXY_CPU" "$HOARD_BIN" \
+    spawn "$RUN/hoard/stdout.log" taskset -c "$PROXY_CPU" "$HOARD_BIN" \
         --upstream "http://127.0.0.1:$ORIGIN_PORT" \
         --listen "127.0.0.1:$HOARD_PORT" \
         --cache-size 256MiB \
-        --threads 1 \
-        >"$RUN/hoard/stdout.log" 2>&1 &
-    PIDS+=("$!")
-    wait_port "$HOARD_PORT" hoard "$!" "$RUN/hoard/stdout.log"
+        --threads 1
+    wait_port "$HOARD_PORT" hoard "$STARTED_PID" "$RUN/hoard/stdout.log"
     PROXY_PORT[hoard]="$HOARD_PORT"
-    PROXY_PID[hoard]="$!"
+    PROXY_PID[hoard]="$STARTED_PID"
 fi
 
 # ---------------------------------------------------------------- warm-up ----
@@ -336,20 +211,7 @@ for p in $PROXIES; do
 done
 
 # ---------------------------------------------------------------- measure ----
-cat >"$RUN/report.lua" <<'EOF'
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    "BENCH requests=%d duration_us=%d p50_us=%d p99_us=%d connect=%d read=%d write=%d status=%d timeout=%d\n",
-    summary.requests, summary.duration,
-    latency:percentile(50), latency:percentile(99),
-    e.connect, e.read, e.write, e.status, e.timeout))
-end
-EOF
-
-sys_busy() { # busy ticks summed over all CPUs (excluding idle and iowait)
-    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
-}
+wrk_report_lua "$RUN/report.lua"
 
 cpu_ticks() { # pid -> utime+stime of the whole process, in clock ticks
     local s
@@ -452,7 +314,7 @@ for o in $OBJECTS; do
         mid="$(sed -n "$(( (RUNS + 1) / 2 ))p" <<<"$order" | cut -d' ' -f2)"
         for a in R_RPS R_P50 R_P99 R_REQ R_INSTR R_CPU R_PCPU R_WCPU R_OCPU; do
             declare -n arr="$a"
-            arr[$t]="${arr[$t#$mid]}"
+            arr["$t"]="${arr[$t#$mid]}"
             unset -n arr
         done
         R_RANGE[$t]="$(head -n1 <<<"$order" | cut -d' ' -f1)–$(tail -n1 <<<"$order" | cut -d' ' -f1)"
@@ -466,19 +328,16 @@ ratio() { # a b -> a/b
     awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "n/a"; else printf "%.2fx", a / b }'
 }
 
-STAMP="$(date +%Y%m%d-%H%M%S)"
-REPORT="$OUT_DIR/hit-$STAMP.md"
-cpu_model="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
-git_rev="$(cd "$ROOT" && git describe --always --dirty 2>/dev/null || echo none)"
+report_start hit
 bin_info=""
-if [[ " $PROXIES " == *" hoard "* ]]; then
-    bin_info=" (binary built $(date -r "$HOARD_BIN" +"%Y-%m-%d %H:%M:%S"))"
+if has "$PROXIES" hoard; then
+    bin_info=" (binary built $(hoard_built))"
 fi
 nginx_ver="$(nginx -v 2>&1 | sed 's/^nginx version: //')"
 {
     echo "# hoard cache-hit benchmark ($STAMP)"
     echo
-    echo "- machine: $NCPU CPUs, ${cpu_model:-unknown CPU}, kernel $(uname -r)"
+    machine_line
     echo "- hoard: git $git_rev$bin_info, --threads 1; nginx: $nginx_ver, worker_processes 1"
     echo "- proxy pinned to CPU $PROXY_CPU, wrk pinned to CPU $WRK_CPU"
     echo "- load: wrk -t1 -c$CONNS -d${DURATION}s --latency, every request a cache hit"
@@ -501,7 +360,7 @@ nginx_ver="$(nginx -v 2>&1 | sed 's/^nginx version: //')"
             rc=""; [ "$RUNS" -eq 1 ] || rc=" ${R_RANGE[$t]} |"
             echo "| $p | $o | ${R_REQ[$t]} | ${R_RPS[$t]} |$rc $(ms "${R_P50[$t]}") | $(ms "${R_P99[$t]}") | ${R_INSTR[$t]} | ${R_CPU[$t]} | ${R_PCPU[$t]}% | ${R_WCPU[$t]}% | ${R_OCPU[$t]}% |"
         done
-        if [[ " $PROXIES " == *" nginx "* && " $PROXIES " == *" hoard "* ]]; then
+        if has "$PROXIES" nginx && has "$PROXIES" hoard; then
             h="hoard-$o"; n="nginx-$o"
             rc=""; [ "$RUNS" -eq 1 ] || rc=" |"
             echo "| **hoard/nginx** | $o | | **$(ratio "${R_RPS[$h]}" "${R_RPS[$n]}")** |$rc $(ratio "${R_P50[$h]}" "${R_P50[$n]}") | $(ratio "${R_P99[$h]}" "${R_P99[$n]}") | **$(ratio "${R_INSTR[$h]}" "${R_INSTR[$n]}")** | $(ratio "${R_CPU[$h]}" "${R_CPU[$n]}") | | | |"
@@ -514,8 +373,4 @@ nginx_ver="$(nginx -v 2>&1 | sed 's/^nginx version: //')"
     fi
 } >"$REPORT"
 
-echo
-cat "$REPORT"
-echo
-log "report written to ${REPORT#"$ROOT"/}"
-STATUS=0
+report_done

@@ -8,20 +8,20 @@
 # warm-up, counters zeroed, then wrk with keep-alive for a fixed time; the
 # totals are divided by the requests wrk completed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-ROOT=$PWD
+BENCH_NAME=instr
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-16}
-OUT=$(mktemp -d "$ROOT/bench/out/instr.XXXXXX")
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; pkill -f "nginx -c $OUT" 2>/dev/null || true; }
-trap cleanup EXIT
+KEEP=1  # the callgrind and strace output stays in bench/out/instr.*
 
-need() { command -v "$1" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$2" >/dev/null; }; }
-need nginx nginx; need wrk wrk; need valgrind valgrind; need strace strace; need callgrind_control valgrind
+ensure_tools nginx:nginx wrk:wrk valgrind:valgrind strace:strace callgrind_control:valgrind
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-ORIGIN=$(free_port); HOARD=$(free_port); NGINX=$(free_port)
+start_run instr
+OUT=$RUN
+NEXT_PORT=${BASE_PORT:-18280}  # first loopback port to try
+free_port ORIGIN; free_port HOARD; free_port NGINX
 
 cargo build --release -q -p hoard
 head -c 1024 /dev/urandom > "$OUT/1k.bin"
@@ -35,7 +35,8 @@ class H(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *a): pass
 http.server.ThreadingHTTPServer(("127.0.0.1", $ORIGIN), functools.partial(H, directory="$OUT")).serve_forever()
 PY
-python3 "$OUT/origin.py" & PIDS+=($!)
+spawn "$OUT/origin.log" python3 "$OUT/origin.py"
+ORIGIN_PID=$STARTED_PID
 
 mkdir -p "$OUT/ngx/cache"
 cat > "$OUT/nginx.conf" <<NGX
@@ -54,39 +55,40 @@ http {
 }
 NGX
 
-wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
-wait_port "$ORIGIN"
+wait_port "$ORIGIN" origin "$ORIGIN_PID" "$OUT/origin.log"
 
-# measure NAME PORT CMD...: prints "requests instructions syscalls"
+# measure NAME PORT CMD...: sets RESULT="requests instructions strace-requests syscalls"
 measure() {
   local name=$1 port=$2; shift 2
-  valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.cg" "$@" >"$OUT/$name.log" 2>&1 & local vg=$!
-  PIDS+=($vg)
-  sleep 2; wait_port "$port"
+  spawn "$OUT/$name.log" valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.cg" "$@"
+  local vg=$STARTED_PID
+  sleep 2; wait_port "$port" "$name (callgrind)" "$vg" "$OUT/$name.log"
   curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"; curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"
   wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port/1k.bin" >/dev/null
   callgrind_control -z "$vg" >/dev/null
   local reqs; reqs=$(wrk -t1 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$port/1k.bin" | awk '/requests in/ {print $1}')
   callgrind_control -d "$vg" >/dev/null; sleep 1
   local ir; ir=$(grep -h '^summary:' "$OUT/$name.cg".* | awk '{s+=$2} END {print s}')
-  kill "$vg" 2>/dev/null || true; wait "$vg" 2>/dev/null || true
+  stop_pid "$vg"
   # System calls per request, natively (strace slows the proxy, not the counts).
-  "$@" >/dev/null 2>&1 & local p=$!
-  PIDS+=($p)
-  wait_port "$port"; curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"; curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"
+  spawn /dev/null "$@"
+  local p=$STARTED_PID
+  wait_port "$port" "$name" "$p"; curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"; curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"
   timeout $((DURATION / 2 + 3)) strace -c -f -p "$p" -o "$OUT/$name.strace" & local st=$!
   sleep 1
   local sreqs; sreqs=$(wrk -t1 -c"$CONNS" -d"$((DURATION / 2))s" "http://127.0.0.1:$port/1k.bin" | awk '/requests in/ {print $1}')
   wait "$st" 2>/dev/null || true
-  kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
+  stop_pid "$p"
   local calls; calls=$(awk '/total$/ {print $4}' "$OUT/$name.strace")
-  echo "$reqs $ir $sreqs $calls"
+  RESULT="$reqs $ir $sreqs $calls"
 }
 
-read -r hr hi hsr hc < <(measure hoard "$HOARD" "$ROOT/target/release/hoard" --upstream "http://127.0.0.1:$ORIGIN" --listen "127.0.0.1:$HOARD" --threads 1)
-read -r nr ni nsr nc < <(measure nginx "$NGINX" nginx -c "$OUT/nginx.conf")
+measure hoard "$HOARD" "$ROOT/target/release/hoard" --upstream "http://127.0.0.1:$ORIGIN" --listen "127.0.0.1:$HOARD" --threads 1
+read -r hr hi hsr hc <<<"$RESULT"
+measure nginx "$NGINX" nginx -c "$OUT/nginx.conf"
+read -r nr ni nsr nc <<<"$RESULT"
 
-python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" <<'PY' | tee "$ROOT/bench/out/instructions-$(date +%Y%m%d-%H%M%S).md"
+python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
 import sys
 hr, hi, hsr, hc, nr, ni, nsr, nc = map(float, sys.argv[1:])
 h_ipr, n_ipr = hi / hr, ni / nr
@@ -97,3 +99,4 @@ print(f"| hoard | {int(hr)} | {h_ipr:,.0f} | {h_spr:.2f} |")
 print(f"| nginx proxy_cache | {int(nr)} | {n_ipr:,.0f} | {n_spr:.2f} |")
 print(f"| **hoard/nginx** | | **{h_ipr / n_ipr:.2f}x** | **{h_spr / n_spr:.2f}x** |")
 PY
+STATUS=0

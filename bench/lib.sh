@@ -1,0 +1,238 @@
+# shellcheck shell=bash disable=SC2034  # the variables set here are used by the scripts
+# Helpers shared by the benchmark scripts in this directory.
+#
+# Source it near the top of a script, after `set -euo pipefail` and after
+# setting BENCH_NAME (the prefix of log lines, e.g. BENCH_NAME=hit):
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+#
+# Sourcing only defines variables and functions; nothing is started.  It sets
+# BENCH_DIR (this directory), ROOT (the repository), OUT_DIR (bench/out),
+# CLK_TCK and NGINX_USER.  The scripts keep their own knobs; the helpers read
+# KEEP, SKIP_BUILD, HOARD_BIN and NEXT_PORT where noted.
+
+BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$BENCH_DIR/.." && pwd)"
+OUT_DIR="$BENCH_DIR/out"
+CLK_TCK="$(getconf CLK_TCK)"
+
+log() { printf '[%s] %s\n' "$BENCH_NAME" "$*" >&2; }
+die() { printf '[%s] ERROR: %s\n' "$BENCH_NAME" "$*" >&2; exit 1; }
+
+has() { [[ " $1 " == *" $2 "* ]]; } # "word list" word
+
+# ------------------------------------------------------------ checks ----
+require_whole() { # VAR [what]: the value of VAR must be a whole number
+    case "${!1}" in ''|*[!0-9]*) die "$1 must be ${2:-a whole number}" ;; esac
+}
+require_positive() { # VAR...: each value must be > 0
+    local v
+    for v in "$@"; do
+        [ "${!v}" -gt 0 ] || die "$v must be > 0"
+    done
+}
+
+# ensure_tools command:package...: apt-get install the package of each
+# missing command (as root, or with sudo).
+ensure_tools() {
+    local missing=() need
+    for need in "$@"; do
+        command -v "${need%%:*}" >/dev/null 2>&1 || missing+=("${need#*:}")
+    done
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    log "installing: ${missing[*]}"
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || die "need root (or sudo) to install ${missing[*]}"
+        sudo=(sudo)
+    fi
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    for need in "$@"; do
+        command -v "${need%%:*}" >/dev/null 2>&1 || die "${need%%:*} still missing after apt-get install"
+    done
+}
+
+# check_cpus VAR1 VAR2 "who": both CPUs must exist, warn when they are the
+# same one ("warning: <who> share CPU n").  Sets NCPU.
+check_cpus() {
+    local a="${!1}" b="${!2}"
+    NCPU="$(nproc)"
+    if ! { [ "$a" -lt "$NCPU" ] && [ "$b" -lt "$NCPU" ]; }; then
+        die "need CPUs $a and $b, machine has $NCPU (set $1/$2)"
+    fi
+    [ "$a" -ne "$b" ] || log "warning: $3 share CPU $a"
+}
+
+raise_nofile() { # as many open files as allowed; sets NOFILE (for nginx)
+    ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+    NOFILE="$(ulimit -n)"
+    [ "$NOFILE" != unlimited ] || NOFILE=65536
+}
+
+# build_hoard: cargo build --release, unless SKIP_BUILD=1 or HOARD_BIN names
+# another binary; then HOARD_BIN must be executable.
+build_hoard() {
+    if [ "$SKIP_BUILD" != 1 ] && [ "$HOARD_BIN" = "$ROOT/target/release/hoard" ]; then
+        log "building hoard (cargo build --release -p hoard)"
+        (cd "$ROOT" && cargo build --release -p hoard) || die "cargo build failed"
+    fi
+    [ -x "$HOARD_BIN" ] || die "hoard binary not found at $HOARD_BIN"
+}
+
+# ------------------------------------------------- work dir, processes ----
+PIDS=()      # processes we started, stopped in reverse order on exit
+CUR_PERF=""  # perf stat running right now, if any: stopped first, with SIGINT
+STATUS=1     # set to 0 at the very end of a successful run
+
+# start_run PREFIX: RUN=bench/out/PREFIX.XXXXXX.  From here on, every process
+# in PIDS is stopped on exit (also on error or Ctrl-C), and RUN is removed if
+# the run succeeded (STATUS=0) unless KEEP=1.
+start_run() {
+    mkdir -p "$OUT_DIR"
+    RUN="$(mktemp -d "$OUT_DIR/$1.XXXXXX")"
+    chmod 755 "$RUN"
+    trap cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+cleanup() {
+    local rc=$? i pid
+    trap - EXIT INT TERM
+    if [ -n "$CUR_PERF" ]; then kill -INT "$CUR_PERF" 2>/dev/null || true; wait "$CUR_PERF" 2>/dev/null || true; fi
+    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+        pid="${PIDS[i]}"
+        kill -0 "$pid" 2>/dev/null || continue
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+        wait "$pid" 2>/dev/null || true
+    done
+    if [ "$STATUS" -eq 0 ] && [ "$KEEP" != 1 ]; then
+        rm -rf "$RUN"
+    else
+        log "logs and configs kept in $RUN"
+    fi
+    exit "$rc"
+}
+
+spawn() { # logfile command...: start in the background; sets STARTED_PID
+    local out="$1"; shift
+    "$@" >"$out" 2>&1 &
+    STARTED_PID=$!
+    PIDS+=("$STARTED_PID")
+}
+
+stop_pid() { # pid: stop a process from spawn before the end of the run
+    local p rest=()
+    kill -TERM "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+    for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || rest+=("$p"); done
+    PIDS=("${rest[@]}")
+}
+
+# ------------------------------------------------------------- ports ----
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# free_port VAR: set VAR to the next loopback port nobody listens on, counting
+# up from NEXT_PORT (which the script sets, usually from BASE_PORT).
+free_port() {
+    while port_in_use "$NEXT_PORT"; do NEXT_PORT=$((NEXT_PORT + 1)); done
+    printf -v "$1" %s "$NEXT_PORT"
+    NEXT_PORT=$((NEXT_PORT + 1))
+}
+
+wait_port() { # port name pid [log]: wait until it listens, at most 10 s
+    local i
+    for i in $(seq 100); do
+        port_in_use "$1" && return 0
+        kill -0 "$3" 2>/dev/null || { [ -z "${4:-}" ] || tail -n 20 "$4" >&2; die "$2 exited during startup (see $RUN)"; }
+        sleep 0.1
+    done
+    die "$2 did not listen on 127.0.0.1:$1 within 10s (see $RUN)"
+}
+
+# --------------------------------------------------------------- CPU ----
+sys_busy() { # busy ticks summed over all CPUs (excluding idle and iowait)
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
+
+# ------------------------------------------------------------- nginx ----
+# nginx as root would switch workers to "nobody"; keep the invoking user.
+NGINX_USER=""
+[ "$(id -u)" -ne 0 ] || NGINX_USER="user $(id -un) $(id -gn);"
+
+nginx_common() { # name: main context of $RUN/name.conf, files in $RUN/name
+    local d="$RUN/$1"
+    mkdir -p "$d/tmp"
+    cat <<EOF
+$NGINX_USER
+daemon off;
+master_process on;
+worker_processes 1;
+worker_rlimit_nofile $NOFILE;
+pid $d/nginx.pid;
+error_log $d/error.log warn;
+events {
+    worker_connections 4096;
+    use epoll;
+}
+EOF
+}
+
+nginx_temp_paths() { # name: temp paths for the http block
+    local d="$RUN/$1/tmp"
+    cat <<EOF
+    client_body_temp_path $d/client_body;
+    proxy_temp_path $d/proxy;
+    fastcgi_temp_path $d/fastcgi;
+    uwsgi_temp_path $d/uwsgi;
+    scgi_temp_path $d/scgi;
+EOF
+}
+
+start_nginx() { # name [cpu-prefix...]: check and start $RUN/name.conf; sets STARTED_PID
+    local name="$1"; shift
+    nginx -t -q -e "$RUN/$name/error.log" -c "$RUN/$name.conf" \
+        || die "nginx config $RUN/$name.conf is invalid"
+    spawn "$RUN/$name/stdout.log" "$@" nginx -e "$RUN/$name/error.log" -c "$RUN/$name.conf"
+}
+
+# --------------------------------------------------------------- wrk ----
+# wrk_report_lua file: a wrk script printing one parseable summary line,
+# "BENCH requests=.. duration_us=.. p50_us=.. p99_us=.. max_us=.. <errors>".
+wrk_report_lua() {
+    cat >"$1" <<'EOF'
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    "BENCH requests=%d duration_us=%d p50_us=%d p99_us=%d max_us=%d connect=%d read=%d write=%d status=%d timeout=%d\n",
+    summary.requests, summary.duration,
+    latency:percentile(50), latency:percentile(99), latency.max,
+    e.connect, e.read, e.write, e.status, e.timeout))
+end
+EOF
+}
+
+# ------------------------------------------------------------ report ----
+report_start() { # name: sets STAMP, REPORT (bench/out/name-STAMP.md), cpu_model, git_rev
+    STAMP="$(date +%Y%m%d-%H%M%S)"
+    REPORT="$OUT_DIR/$1-$STAMP.md"
+    cpu_model="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
+    git_rev="$(cd "$ROOT" && git describe --always --dirty 2>/dev/null || echo none)"
+}
+
+machine_line() { echo "- machine: $NCPU CPUs, ${cpu_model:-unknown CPU}, kernel $(uname -r)"; }
+
+hoard_built() { date -r "$HOARD_BIN" +"%Y-%m-%d %H:%M:%S"; }
+
+report_done() { # print the report, mark the run successful
+    echo
+    cat "$REPORT"
+    echo
+    log "report written to ${REPORT#"$ROOT"/}"
+    STATUS=0
+}
