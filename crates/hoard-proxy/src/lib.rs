@@ -4,6 +4,7 @@
 //! runtime and serves until [`Proxy::shutdown`]. Tests start it in-process
 //! with a test clock; the `hoard` binary is a thin wrapper around it. See
 //! `docs/architecture.md` for the request path and the object lifecycle.
+#![deny(missing_docs)]
 #![deny(missing_debug_implementations)]
 
 pub mod body;

@@ -9,7 +9,7 @@
 //! Every default lives in this file, next to the field it fills, and is
 //! documented in the README's configuration reference.
 
-pub mod raw;
+mod raw;
 pub mod units;
 
 use std::fmt;
