@@ -105,3 +105,25 @@ fn e00003_update_replaces_only_the_revalidated_object() {
     let Lookup::Hit(o) = store.lookup(k, "u", &req(&[])) else { panic!() };
     assert_eq!(o.body.len(), 30, "a newer response is not overwritten by a late 304 refresh");
 }
+
+#[test]
+fn e00004_a_hot_object_survives_a_scan_of_one_hit_wonders() {
+    // S3-FIFO: a scan of objects seen once (a crawler, a backup) three times the
+    // size of the cache does not flush an object that was in use, as plain LRU
+    // would: one-hit wonders are evicted from the small queue first.
+    let store = Store::new(1 << 20, 64 << 10);
+    for i in 0..200u32 {
+        let key = format!("warm{i}");
+        store.insert(Digest::of(key.as_bytes()), &req(&[]), obj(&key, &[], 10_000)).unwrap();
+    }
+    let hot = Digest::of(b"hot");
+    store.insert(hot, &req(&[]), obj("hot", &[], 10_000)).unwrap();
+    for _ in 0..3 {
+        assert!(matches!(store.lookup(hot, "hot", &req(&[])), Lookup::Hit(_)));
+    }
+    for i in 0..300u32 {
+        let key = format!("scan{i}");
+        store.insert(Digest::of(key.as_bytes()), &req(&[]), obj(&key, &[], 10_000)).unwrap();
+    }
+    assert!(matches!(store.lookup(hot, "hot", &req(&[])), Lookup::Hit(_)), "the hot object survived a 3 MB scan of a 1 MB cache");
+}
