@@ -106,8 +106,10 @@ impl Lifecycle<Slot, Entry> for Evictions {
 pub enum Lookup {
     /// A stored variant matching the request.
     Hit(Arc<StoredObject>),
-    /// Variants exist under the key, none matches the request.
-    VaryMiss,
+    /// Variants exist under the key, none matches the request; carries the
+    /// `Vary` names of the most recent response, which select this request's
+    /// variant.
+    VaryMiss(VaryNames),
     /// Nothing is stored under the key.
     UriMiss,
 }
@@ -181,7 +183,7 @@ impl MemoryStore {
                 }
             }
         }
-        Lookup::VaryMiss
+        Lookup::VaryMiss(index.names.last().cloned().unwrap_or_default())
     }
 
     /// Stores an object as the variant selected by `request` headers (the

@@ -42,6 +42,8 @@ pub(crate) struct Want<'a> {
     pub req_cc: &'a CacheControl,
     pub fwd: Fwd,
     pub stale: Option<Arc<StoredObject>>,
+    /// The variant the request selects, when the key is known to vary.
+    pub variant: Option<Digest>,
     /// The key is marked hit-for-pass (shown as `fwd=bypass; detail=hit-for-pass`).
     pub hit_for_pass: bool,
 }
@@ -57,6 +59,14 @@ pub(crate) enum Mode {
     /// A fill of its own (hit-for-pass, `coalesce = false`, or after a fill
     /// that could not serve this request).
     Alone,
+}
+
+impl Mode {
+    /// The slot of one variant of a key: every request that wants it, whether it
+    /// learned the key varies from the store or from a fill's response, meets there.
+    fn variant(key: &CacheKey, variant: Digest) -> Mode {
+        Mode::Variant(Digest(key.digest.0 ^ variant.0.rotate_left(64)), format!("{}#{variant}", key.text))
+    }
 }
 
 impl Pipeline {
@@ -95,6 +105,8 @@ impl Pipeline {
             want.fwd = Fwd::Bypass;
             want.hit_for_pass = true;
             Mode::Alone
+        } else if let Some(variant) = want.variant {
+            Mode::variant(key, variant)
         } else {
             Mode::Coalesce
         };
@@ -149,9 +161,7 @@ impl Pipeline {
                     None if mode == Mode::Coalesce => {
                         // Another variant of the same key: share a fill with the
                         // requests that want this one.
-                        let digest = Digest(key.digest.0 ^ variant.0.rotate_left(64));
-                        let text = format!("{}#{variant}", key.text);
-                        return Box::pin(self.fill_and_deliver(want, Mode::Variant(digest, text))).await;
+                        return Box::pin(self.fill_and_deliver(want, Mode::variant(key, variant))).await;
                     }
                     None => None,
                 };

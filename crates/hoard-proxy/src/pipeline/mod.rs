@@ -204,6 +204,7 @@ impl Pipeline {
         let req_cc = request_cache_control(&ctx.headers);
         let key = ctx.key_for(ctx.route, ctx.uri.path(), ctx.uri.query());
         let now = self.clock.now();
+        let mut variant = None;
         let (stale, fwd) = match self.store.lookup(key.digest, &key.text, &ctx.headers) {
             Lookup::Hit(obj) => match reuse(&obj.times, &obj.rules, &req_cc, now) {
                 Reuse::Fresh | Reuse::StaleAllowed => {
@@ -229,7 +230,11 @@ impl Pipeline {
                     (Some(obj), fwd)
                 }
             },
-            Lookup::VaryMiss => (None, Fwd::VaryMiss),
+            Lookup::VaryMiss(names) => {
+                // Fills of this variant share a slot of their own.
+                variant = Some(names.variant(&ctx.headers));
+                (None, Fwd::VaryMiss)
+            }
             Lookup::UriMiss => (None, Fwd::UriMiss),
         };
         if req_cc.only_if_cached {
@@ -242,7 +247,7 @@ impl Pipeline {
         } else {
             self.counters.inc(&self.counters.cache_miss);
         }
-        self.fetch(fetch::Want { ctx, key: &key, req_cc: &req_cc, fwd, stale, hit_for_pass: false }).await
+        self.fetch(fetch::Want { ctx, key: &key, req_cc: &req_cc, fwd, stale, variant, hit_for_pass: false }).await
     }
 
     /// Adds `Cache-Status` (RFC 9211), appended after any upstream cache's entry.

@@ -377,3 +377,38 @@ async fn w00032_stalled_reader_does_not_freeze_a_pass_through_fill() {
     drop(stalled);
     origin.finish().await;
 }
+
+// w00033: a request that finds the key varies (stored variants, none its own) joins the
+// fill already running for its variant instead of starting another.
+#[tokio::test]
+async fn w00033_vary_miss_joins_the_fill_of_its_variant() {
+    let t = Test::new("w00033");
+    let (go, release_br) = (t.barrier(2), t.barrier(2));
+    let origin = t.origin().script({
+        let (go, release_br) = (go.clone(), release_br.clone());
+        |mut s| async move {
+            s.rxreq().await.expect_header("accept-encoding", "gzip");
+            go.sync().await;
+            s.txresp(200).hdr("Cache-Control", "max-age=60").hdr("Vary", "Accept-Encoding").body("gz").send().await;
+            s.rxreq().await.expect_header("accept-encoding", "br");
+            release_br.sync().await;
+            s.txresp(200).hdr("Cache-Control", "max-age=60").hdr("Vary", "Accept-Encoding").body("br").send().await;
+        }
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let gz = t.client(&proxy).get("/v").hdr("Accept-Encoding", "gzip").spawn();
+    proxy.wait_counter("fills_started", 1).await;
+    let br1 = t.client(&proxy).get("/v").hdr("Accept-Encoding", "br").spawn();
+    proxy.wait_counter("fill_waiters_total", 1).await;
+    go.sync().await;
+    gz.await.unwrap().expect_body("gz");
+    proxy.wait_counter("objects_stored", 1).await;
+    proxy.wait_counter("fills_started", 2).await; // br1's fill for its variant
+    let br2 = t.client(&proxy).get("/v").hdr("Accept-Encoding", "br").spawn();
+    proxy.wait_counter("fill_waiters_total", 2).await;
+    release_br.sync().await;
+    br1.await.unwrap().expect_body("br");
+    br2.await.unwrap().expect_body("br").expect_header_contains("cache-status", "fwd=vary-miss").expect_header_contains("cache-status", "collapsed");
+    proxy.expect_counter("origin_requests", 2);
+    origin.finish().await;
+}
