@@ -76,7 +76,8 @@ pub enum Outcome {
     /// A storable response: read its body.
     Streaming(Arc<FillHead>),
     /// A revalidation refreshed the stored object.
-    Refreshed(Arc<StoredObject>),
+    /// (With the 304's `Set-Cookie` fields, for the leader only: never stored.)
+    Refreshed(Arc<StoredObject>, Arc<Vec<http::HeaderValue>>),
     /// The response may not be stored.
     Uncacheable(NotStorable, StatusCode),
     /// The origin failed before a response head.
@@ -90,7 +91,7 @@ impl Outcome {
     pub fn as_str(&self) -> &'static str {
         match self {
             Outcome::Streaming(_) => "streaming",
-            Outcome::Refreshed(_) => "refreshed",
+            Outcome::Refreshed(..) => "refreshed",
             Outcome::Uncacheable(..) => "uncacheable",
             Outcome::OriginError(_) => "origin-error",
             Outcome::Dangling => "dangling",

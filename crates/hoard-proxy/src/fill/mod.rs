@@ -100,7 +100,8 @@ impl Pipeline {
         if let Some(stale) = &job.stale {
             if status == StatusCode::NOT_MODIFIED {
                 let fresh = self.refresh_from_304(&job, stale, resp.headers(), request_time, response_time);
-                permit.publish(Outcome::Refreshed(fresh));
+                let cookies = resp.headers().get_all(header::SET_COOKIE).iter().cloned().collect();
+                permit.publish(Outcome::Refreshed(fresh, Arc::new(cookies)));
                 return;
             }
             // RFC 9111 §4.3.3: a 5xx to a revalidation may be treated as no

@@ -174,11 +174,16 @@ impl Pipeline {
                 cs.detail = hfp_detail;
                 Ok(self.deliver_fetched(ctx, head.status, headers, ProxyBody::Busy(reader), &cs))
             }
-            Outcome::Refreshed(obj) => {
+            Outcome::Refreshed(obj, cookies) => {
                 if leader {
                     cs.fwd_status = Some(304);
                     cs.stored = true;
-                    return Ok(self.serve_stored(ctx, key, obj, cs, self.clock.now()));
+                    let mut resp = self.serve_stored(ctx, key, obj, cs, self.clock.now());
+                    // The 304 answered this client's request: its cookies are its own.
+                    for c in cookies.iter() {
+                        resp.headers_mut().append(header::SET_COOKIE, c.clone());
+                    }
+                    return Ok(resp);
                 }
                 let now = self.clock.now();
                 match self.store.lookup(key.digest, &key.text, &ctx.headers) {

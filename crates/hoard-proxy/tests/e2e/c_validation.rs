@@ -226,3 +226,22 @@ async fn c00040_revalidation_5xx_is_forwarded_cleanly() {
     proxy.expect_counter("revalidation_failed", 1);
     origin.finish().await;
 }
+
+// c00046: a 304's Set-Cookie reaches the client whose request revalidated, and is never stored.
+#[tokio::test]
+async fn c00046_set_cookie_of_a_304_goes_to_its_client_only() {
+    let t = Test::new("c00046");
+    let origin = t.origin().script(|mut s| async move {
+        s.rxreq().await;
+        s.txresp(200).hdr("Cache-Control", "max-age=1").hdr("ETag", "\"e\"").body("b").send().await;
+        s.rxreq().await.expect_header("if-none-match", "\"e\"");
+        s.txresp(304).hdr("Cache-Control", "max-age=60").hdr("Set-Cookie", "sid=mine").no_body().send().await;
+    }).start().await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy).get("/c").send().await.expect_body("b");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.clock.advance(secs(2));
+    t.client(&proxy).get("/c").send().await.expect_body("b").expect_header("set-cookie", "sid=mine");
+    t.client(&proxy).get("/c").send().await.expect_body("b").expect_no_header("set-cookie").expect_header_contains("cache-status", "hit");
+    origin.finish().await;
+}
