@@ -199,7 +199,10 @@ pub fn delta_secs(s: &str) -> Option<u64> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    Some(s.parse::<u64>().map_or(DELTA_SECONDS_MAX, |v| v.min(DELTA_SECONDS_MAX)))
+    Some(
+        s.parse::<u64>()
+            .map_or(DELTA_SECONDS_MAX, |v| v.min(DELTA_SECONDS_MAX)),
+    )
 }
 
 /// Splits a directive list into lowercase names and unquoted arguments.
@@ -269,24 +272,135 @@ mod tests {
     #[test]
     fn table() {
         let cases: &[(&str, CacheControl)] = &[
-            ("max-age=60", CacheControl { max_age: Some(Delta::Secs(60)), ..Default::default() }),
-            ("MAX-AGE=60", CacheControl { max_age: Some(Delta::Secs(60)), ..Default::default() }),
-            ("max-age=\"60\"", CacheControl { max_age: Some(Delta::Secs(60)), ..Default::default() }),
-            ("max-age=60, max-age=10", CacheControl { max_age: Some(Delta::Secs(60)), ..Default::default() }),
-            ("max-age=-1", CacheControl { max_age: Some(Delta::Invalid), ..Default::default() }),
-            ("max-age=abc", CacheControl { max_age: Some(Delta::Invalid), ..Default::default() }),
-            ("max-age", CacheControl { max_age: Some(Delta::Invalid), ..Default::default() }),
-            ("max-age=99999999999999999999", CacheControl { max_age: Some(Delta::Secs(DELTA_SECONDS_MAX)), ..Default::default() }),
-            ("s-maxage=5, public", CacheControl { s_maxage: Some(Delta::Secs(5)), public: true, ..Default::default() }),
-            ("no-store", CacheControl { no_store: true, ..Default::default() }),
-            ("private=\"set-cookie, x\", max-age=3", CacheControl { private: true, max_age: Some(Delta::Secs(3)), ..Default::default() }),
-            ("no-cache=\"Set-Cookie\"", CacheControl { no_cache: true, ..Default::default() }),
-            ("max-stale", CacheControl { max_stale: Some(None), ..Default::default() }),
-            ("max-stale=5", CacheControl { max_stale: Some(Some(5)), ..Default::default() }),
-            ("min-fresh=5", CacheControl { min_fresh: Some(5), ..Default::default() }),
-            ("stale-while-revalidate=30, stale-if-error=60", CacheControl { stale_while_revalidate: Some(30), stale_if_error: Some(60), ..Default::default() }),
-            ("foo=\"a,b\", must-revalidate", CacheControl { must_revalidate: true, ..Default::default() }),
-            (" , ,only-if-cached", CacheControl { only_if_cached: true, ..Default::default() }),
+            (
+                "max-age=60",
+                CacheControl {
+                    max_age: Some(Delta::Secs(60)),
+                    ..Default::default()
+                },
+            ),
+            (
+                "MAX-AGE=60",
+                CacheControl {
+                    max_age: Some(Delta::Secs(60)),
+                    ..Default::default()
+                },
+            ),
+            (
+                "max-age=\"60\"",
+                CacheControl {
+                    max_age: Some(Delta::Secs(60)),
+                    ..Default::default()
+                },
+            ),
+            (
+                "max-age=60, max-age=10",
+                CacheControl {
+                    max_age: Some(Delta::Secs(60)),
+                    ..Default::default()
+                },
+            ),
+            (
+                "max-age=-1",
+                CacheControl {
+                    max_age: Some(Delta::Invalid),
+                    ..Default::default()
+                },
+            ),
+            (
+                "max-age=abc",
+                CacheControl {
+                    max_age: Some(Delta::Invalid),
+                    ..Default::default()
+                },
+            ),
+            (
+                "max-age",
+                CacheControl {
+                    max_age: Some(Delta::Invalid),
+                    ..Default::default()
+                },
+            ),
+            (
+                "max-age=99999999999999999999",
+                CacheControl {
+                    max_age: Some(Delta::Secs(DELTA_SECONDS_MAX)),
+                    ..Default::default()
+                },
+            ),
+            (
+                "s-maxage=5, public",
+                CacheControl {
+                    s_maxage: Some(Delta::Secs(5)),
+                    public: true,
+                    ..Default::default()
+                },
+            ),
+            (
+                "no-store",
+                CacheControl {
+                    no_store: true,
+                    ..Default::default()
+                },
+            ),
+            (
+                "private=\"set-cookie, x\", max-age=3",
+                CacheControl {
+                    private: true,
+                    max_age: Some(Delta::Secs(3)),
+                    ..Default::default()
+                },
+            ),
+            (
+                "no-cache=\"Set-Cookie\"",
+                CacheControl {
+                    no_cache: true,
+                    ..Default::default()
+                },
+            ),
+            (
+                "max-stale",
+                CacheControl {
+                    max_stale: Some(None),
+                    ..Default::default()
+                },
+            ),
+            (
+                "max-stale=5",
+                CacheControl {
+                    max_stale: Some(Some(5)),
+                    ..Default::default()
+                },
+            ),
+            (
+                "min-fresh=5",
+                CacheControl {
+                    min_fresh: Some(5),
+                    ..Default::default()
+                },
+            ),
+            (
+                "stale-while-revalidate=30, stale-if-error=60",
+                CacheControl {
+                    stale_while_revalidate: Some(30),
+                    stale_if_error: Some(60),
+                    ..Default::default()
+                },
+            ),
+            (
+                "foo=\"a,b\", must-revalidate",
+                CacheControl {
+                    must_revalidate: true,
+                    ..Default::default()
+                },
+            ),
+            (
+                " , ,only-if-cached",
+                CacheControl {
+                    only_if_cached: true,
+                    ..Default::default()
+                },
+            ),
         ];
         for (input, want) in cases {
             assert_eq!(&CacheControl::parse(input), want, "input: {input}");

@@ -112,7 +112,11 @@ mod tests {
 
     #[test]
     fn format() {
-        let hit = CacheStatus { hit: true, ttl: Some(5), ..Default::default() };
+        let hit = CacheStatus {
+            hit: true,
+            ttl: Some(5),
+            ..Default::default()
+        };
         assert_eq!(hit.to_header("hoard"), "hoard; hit; ttl=5");
         let miss = CacheStatus {
             fwd: Some(Fwd::UriMiss),
@@ -122,9 +126,20 @@ mod tests {
             key: Some("http|h|/\"x\"".into()),
             ..Default::default()
         };
-        assert_eq!(miss.to_header("hoard"), "hoard; fwd=uri-miss; fwd-status=200; stored; ttl=60; key=\"http|h|/\\\"x\\\"\"");
-        let pass = CacheStatus { fwd: Some(Fwd::Bypass), fwd_status: Some(200), detail: Some("private"), ..Default::default() };
-        assert_eq!(pass.to_header("hoard"), "hoard; fwd=bypass; fwd-status=200; detail=private");
+        assert_eq!(
+            miss.to_header("hoard"),
+            "hoard; fwd=uri-miss; fwd-status=200; stored; ttl=60; key=\"http|h|/\\\"x\\\"\""
+        );
+        let pass = CacheStatus {
+            fwd: Some(Fwd::Bypass),
+            fwd_status: Some(200),
+            detail: Some("private"),
+            ..Default::default()
+        };
+        assert_eq!(
+            pass.to_header("hoard"),
+            "hoard; fwd=bypass; fwd-status=200; detail=private"
+        );
         assert_eq!(ttl_secs(-500), -1);
         assert_eq!(ttl_secs(1999), 1);
     }

@@ -37,7 +37,11 @@ pub fn evaluate(method: &Method, req: &HeaderMap, stored: &HeaderMap) -> Precond
         if !list_matches(&im, etag, true) {
             return Precondition::Failed;
         }
-    } else if let Some(ius) = req.get(header::IF_UNMODIFIED_SINCE).and_then(|v| v.to_str().ok()).and_then(parse_date) {
+    } else if let Some(ius) = req
+        .get(header::IF_UNMODIFIED_SINCE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_date)
+    {
         // Step 2: If-Unmodified-Since (§13.1.4).
         if let Some(lm) = last_modified {
             if lm > ius {
@@ -48,13 +52,21 @@ pub fn evaluate(method: &Method, req: &HeaderMap, stored: &HeaderMap) -> Precond
     // Step 3: If-None-Match (weak comparison, §13.1.2).
     if let Some(inm) = joined(req, &header::IF_NONE_MATCH) {
         if list_matches(&inm, etag, false) {
-            return if get_or_head { Precondition::NotModified } else { Precondition::Failed };
+            return if get_or_head {
+                Precondition::NotModified
+            } else {
+                Precondition::Failed
+            };
         }
         return Precondition::Pass;
     }
     // Step 4: If-Modified-Since, GET and HEAD only (§13.1.3).
     if get_or_head {
-        if let Some(ims) = req.get(header::IF_MODIFIED_SINCE).and_then(|v| v.to_str().ok()).and_then(parse_date) {
+        if let Some(ims) = req
+            .get(header::IF_MODIFIED_SINCE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_date)
+        {
             // RFC 9111 §4.3.2: without Last-Modified, the stored Date stands in.
             if let Some(lm) = last_modified.or_else(|| date_header(stored, &header::DATE)) {
                 if lm <= ims {
@@ -67,7 +79,11 @@ pub fn evaluate(method: &Method, req: &HeaderMap, stored: &HeaderMap) -> Precond
 }
 
 fn joined(req: &HeaderMap, name: &header::HeaderName) -> Option<String> {
-    let mut it = req.get_all(name).iter().filter_map(|v| v.to_str().ok()).peekable();
+    let mut it = req
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .peekable();
     it.peek()?;
     Some(it.collect::<Vec<_>>().join(","))
 }
@@ -79,7 +95,10 @@ fn list_matches(list: &str, etag: Option<&str>, strong: bool) -> bool {
         return true;
     }
     let Some(etag) = etag else { return false };
-    list.split(',').map(str::trim).filter(|t| !t.is_empty()).any(|t| etag_eq(t, etag.trim(), strong))
+    list.split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .any(|t| etag_eq(t, etag.trim(), strong))
 }
 
 /// Entity-tag comparison (RFC 9110 §8.8.3.2).
@@ -127,7 +146,8 @@ fn kept_on_update(name: &header::HeaderName) -> bool {
 
 /// Merges the header fields of a 304 into the stored ones (RFC 9111 §3.2, §4.3.4).
 pub fn merge_304(stored: &mut HeaderMap, not_modified: &HeaderMap) {
-    let mut names: Vec<&header::HeaderName> = not_modified.keys().filter(|n| !kept_on_update(n)).collect();
+    let mut names: Vec<&header::HeaderName> =
+        not_modified.keys().filter(|n| !kept_on_update(n)).collect();
     names.dedup();
     for name in names {
         let values: Vec<HeaderValue> = not_modified.get_all(name).iter().cloned().collect();
@@ -145,7 +165,10 @@ mod tests {
     fn h(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut m = HeaderMap::new();
         for (k, v) in pairs {
-            m.append(header::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            m.append(
+                header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
         }
         m
     }
@@ -153,27 +176,88 @@ mod tests {
     #[test]
     fn table() {
         use Precondition::*;
-        let stored = h(&[("etag", "\"v1\""), ("last-modified", "Mon, 01 Jan 2024 00:00:00 GMT")]);
+        let stored = h(&[
+            ("etag", "\"v1\""),
+            ("last-modified", "Mon, 01 Jan 2024 00:00:00 GMT"),
+        ]);
         let weak = h(&[("etag", "W/\"v1\"")]);
         let dated = h(&[("date", "Mon, 01 Jan 2024 00:00:00 GMT")]);
         let cases: &[(&HeaderMap, Method, &[(&str, &str)], Precondition)] = &[
             (&stored, Method::GET, &[], Pass),
-            (&stored, Method::GET, &[("if-none-match", "\"v1\"")], NotModified),
-            (&stored, Method::HEAD, &[("if-none-match", "\"x\", \"v1\"")], NotModified),
-            (&stored, Method::GET, &[("if-none-match", "W/\"v1\"")], NotModified),
-            (&weak, Method::GET, &[("if-none-match", "\"v1\"")], NotModified),
+            (
+                &stored,
+                Method::GET,
+                &[("if-none-match", "\"v1\"")],
+                NotModified,
+            ),
+            (
+                &stored,
+                Method::HEAD,
+                &[("if-none-match", "\"x\", \"v1\"")],
+                NotModified,
+            ),
+            (
+                &stored,
+                Method::GET,
+                &[("if-none-match", "W/\"v1\"")],
+                NotModified,
+            ),
+            (
+                &weak,
+                Method::GET,
+                &[("if-none-match", "\"v1\"")],
+                NotModified,
+            ),
             (&stored, Method::GET, &[("if-none-match", "*")], NotModified),
             (&stored, Method::GET, &[("if-none-match", "\"v2\"")], Pass),
-            (&stored, Method::GET, &[("if-none-match", "\"v2\""), ("if-modified-since", "Tue, 02 Jan 2024 00:00:00 GMT")], Pass),
-            (&stored, Method::GET, &[("if-modified-since", "Tue, 02 Jan 2024 00:00:00 GMT")], NotModified),
-            (&stored, Method::GET, &[("if-modified-since", "Sun, 31 Dec 2023 00:00:00 GMT")], Pass),
-            (&stored, Method::GET, &[("if-modified-since", "garbage")], Pass),
+            (
+                &stored,
+                Method::GET,
+                &[
+                    ("if-none-match", "\"v2\""),
+                    ("if-modified-since", "Tue, 02 Jan 2024 00:00:00 GMT"),
+                ],
+                Pass,
+            ),
+            (
+                &stored,
+                Method::GET,
+                &[("if-modified-since", "Tue, 02 Jan 2024 00:00:00 GMT")],
+                NotModified,
+            ),
+            (
+                &stored,
+                Method::GET,
+                &[("if-modified-since", "Sun, 31 Dec 2023 00:00:00 GMT")],
+                Pass,
+            ),
+            (
+                &stored,
+                Method::GET,
+                &[("if-modified-since", "garbage")],
+                Pass,
+            ),
             (&stored, Method::GET, &[("if-match", "\"v2\"")], Failed),
             (&stored, Method::GET, &[("if-match", "\"v1\"")], Pass),
             (&weak, Method::GET, &[("if-match", "W/\"v1\"")], Failed),
-            (&stored, Method::GET, &[("if-unmodified-since", "Sun, 31 Dec 2023 00:00:00 GMT")], Failed),
-            (&dated, Method::GET, &[("if-modified-since", "Tue, 02 Jan 2024 00:00:00 GMT")], NotModified),
-            (&dated, Method::GET, &[("if-modified-since", "Sun, 31 Dec 2023 00:00:00 GMT")], Pass),
+            (
+                &stored,
+                Method::GET,
+                &[("if-unmodified-since", "Sun, 31 Dec 2023 00:00:00 GMT")],
+                Failed,
+            ),
+            (
+                &dated,
+                Method::GET,
+                &[("if-modified-since", "Tue, 02 Jan 2024 00:00:00 GMT")],
+                NotModified,
+            ),
+            (
+                &dated,
+                Method::GET,
+                &[("if-modified-since", "Sun, 31 Dec 2023 00:00:00 GMT")],
+                Pass,
+            ),
             (&dated, Method::GET, &[("if-match", "*")], Pass),
             (&dated, Method::GET, &[("if-none-match", "*")], NotModified),
         ];
@@ -184,8 +268,22 @@ mod tests {
 
     #[test]
     fn merge_keeps_length_and_replaces_others() {
-        let mut stored = h(&[("content-length", "10"), ("etag", "\"a\""), ("x-a", "1"), ("x-a", "2"), ("cache-control", "max-age=1")]);
-        merge_304(&mut stored, &h(&[("content-length", "0"), ("cache-control", "max-age=60"), ("x-a", "3"), ("x-new", "n")]));
+        let mut stored = h(&[
+            ("content-length", "10"),
+            ("etag", "\"a\""),
+            ("x-a", "1"),
+            ("x-a", "2"),
+            ("cache-control", "max-age=1"),
+        ]);
+        merge_304(
+            &mut stored,
+            &h(&[
+                ("content-length", "0"),
+                ("cache-control", "max-age=60"),
+                ("x-a", "3"),
+                ("x-new", "n"),
+            ]),
+        );
         assert_eq!(stored.get("content-length").unwrap(), "10");
         assert_eq!(stored.get("cache-control").unwrap(), "max-age=60");
         assert_eq!(stored.get_all("x-a").iter().count(), 1);

@@ -81,10 +81,12 @@ impl ResponseFacts {
         let expires = if policy.ignore_expires || source == DirectiveSource::CdnCacheControl {
             None
         } else {
-            headers.get(header::EXPIRES).map(|v| match v.to_str().ok().and_then(parse_date) {
-                Some(t) => Expires::At(t),
-                None => Expires::Invalid,
-            })
+            headers
+                .get(header::EXPIRES)
+                .map(|v| match v.to_str().ok().and_then(parse_date) {
+                    Some(t) => Expires::At(t),
+                    None => Expires::Invalid,
+                })
         };
         // §5.1: a list is invalid; use the first member of the first line.
         let age = headers
@@ -94,7 +96,9 @@ impl ResponseFacts {
             .and_then(crate::cache_control::delta_secs);
         let vary_star = !policy.ignore_vary
             && headers.get_all(header::VARY).iter().any(|v| {
-                v.to_str().map(|s| s.split(',').any(|t| t.trim() == "*")).unwrap_or(false)
+                v.to_str()
+                    .map(|s| s.split(',').any(|t| t.trim() == "*"))
+                    .unwrap_or(false)
             });
         ResponseFacts {
             status,
@@ -119,5 +123,8 @@ pub fn parse_date(s: &str) -> Option<SystemTime> {
 
 /// The first `name` line parsed as an HTTP-date.
 pub fn date_header(headers: &HeaderMap, name: &HeaderName) -> Option<SystemTime> {
-    headers.get(name).and_then(|v| v.to_str().ok()).and_then(parse_date)
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_date)
 }

@@ -66,8 +66,14 @@ pub fn freshness_lifetime(
         })
     };
     let found = explicit
-        .or_else(|| policy.default_ttl(facts.status).map(|t| (t, LifetimeSource::Configured)))
-        .or_else(|| heuristic(facts, policy, response_time).map(|t| (t, LifetimeSource::Heuristic)));
+        .or_else(|| {
+            policy
+                .default_ttl(facts.status)
+                .map(|t| (t, LifetimeSource::Configured))
+        })
+        .or_else(|| {
+            heuristic(facts, policy, response_time).map(|t| (t, LifetimeSource::Heuristic))
+        });
     found.map(|(t, src)| match policy.max_ttl {
         Some(max) if t > max => (max, src),
         _ => (t, src),
@@ -80,7 +86,11 @@ fn delta(d: Delta) -> Duration {
 
 /// Heuristic freshness (§4.2.2): a fraction of the time since `Last-Modified`,
 /// for heuristically cacheable statuses or responses marked `public`.
-fn heuristic(facts: &ResponseFacts, policy: &CachePolicy, response_time: SystemTime) -> Option<Duration> {
+fn heuristic(
+    facts: &ResponseFacts,
+    policy: &CachePolicy,
+    response_time: SystemTime,
+) -> Option<Duration> {
     if !(crate::storable::heuristically_cacheable(facts.status) || facts.cc.public) {
         return None;
     }
@@ -115,10 +125,16 @@ impl StoredTimes {
     /// adding the delay there would store every response slower than its
     /// `max-age` as already stale, as nginx and Varnish do not.
     pub fn corrected_initial_age(&self) -> Duration {
-        let apparent_age = self.response_time.duration_since(self.date).unwrap_or(Duration::ZERO);
+        let apparent_age = self
+            .response_time
+            .duration_since(self.date)
+            .unwrap_or(Duration::ZERO);
         let corrected_age_value = match self.age_value {
             Some(age) => {
-                let response_delay = self.response_time.duration_since(self.request_time).unwrap_or(Duration::ZERO);
+                let response_delay = self
+                    .response_time
+                    .duration_since(self.request_time)
+                    .unwrap_or(Duration::ZERO);
                 Duration::from_secs(age) + response_delay
             }
             None => Duration::ZERO,
@@ -128,7 +144,9 @@ impl StoredTimes {
 
     /// `current_age` at `now` (§4.2.3).
     pub fn current_age(&self, now: SystemTime) -> Duration {
-        let resident = now.duration_since(self.response_time).unwrap_or(Duration::ZERO);
+        let resident = now
+            .duration_since(self.response_time)
+            .unwrap_or(Duration::ZERO);
         self.corrected_initial_age() + resident
     }
 
@@ -162,7 +180,10 @@ mod tests {
     fn facts(hdrs: &[(&str, &str)], status: u16, policy: &CachePolicy) -> ResponseFacts {
         let mut h = HeaderMap::new();
         for (k, v) in hdrs {
-            h.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
         }
         ResponseFacts::read(status, &h, policy)
     }
@@ -174,22 +195,95 @@ mod tests {
         let lm = httpdate::fmt_http_date(t(0) - Duration::from_secs(1000));
         let p = CachePolicy::default();
         let cases: Vec<(Vec<(&str, &str)>, u16, Option<(u64, LifetimeSource)>)> = vec![
-            (vec![("cache-control", "max-age=60")], 200, Some((60, LifetimeSource::MaxAge))),
-            (vec![("cache-control", "max-age=60, s-maxage=5")], 200, Some((5, LifetimeSource::SMaxAge))),
-            (vec![("cache-control", "max-age=60"), ("expires", &exp), ("date", &date)], 200, Some((60, LifetimeSource::MaxAge))),
-            (vec![("expires", &exp), ("date", &date)], 200, Some((100, LifetimeSource::Expires))),
-            (vec![("expires", "0"), ("date", &date)], 200, Some((0, LifetimeSource::Expires))),
-            (vec![("cache-control", "max-age=-3")], 200, Some((0, LifetimeSource::MaxAge))),
-            (vec![("last-modified", &lm), ("date", &date)], 200, Some((100, LifetimeSource::Heuristic))),
-            (vec![("last-modified", &lm), ("date", &date)], 404, Some((100, LifetimeSource::Heuristic))),
+            (
+                vec![("cache-control", "max-age=60")],
+                200,
+                Some((60, LifetimeSource::MaxAge)),
+            ),
+            (
+                vec![("cache-control", "max-age=60, s-maxage=5")],
+                200,
+                Some((5, LifetimeSource::SMaxAge)),
+            ),
+            (
+                vec![
+                    ("cache-control", "max-age=60"),
+                    ("expires", &exp),
+                    ("date", &date),
+                ],
+                200,
+                Some((60, LifetimeSource::MaxAge)),
+            ),
+            (
+                vec![("expires", &exp), ("date", &date)],
+                200,
+                Some((100, LifetimeSource::Expires)),
+            ),
+            (
+                vec![("expires", "0"), ("date", &date)],
+                200,
+                Some((0, LifetimeSource::Expires)),
+            ),
+            (
+                vec![("cache-control", "max-age=-3")],
+                200,
+                Some((0, LifetimeSource::MaxAge)),
+            ),
+            (
+                vec![("last-modified", &lm), ("date", &date)],
+                200,
+                Some((100, LifetimeSource::Heuristic)),
+            ),
+            (
+                vec![("last-modified", &lm), ("date", &date)],
+                404,
+                Some((100, LifetimeSource::Heuristic)),
+            ),
             (vec![("last-modified", &lm), ("date", &date)], 302, None),
-            (vec![("last-modified", &lm), ("date", &date), ("cache-control", "public")], 302, Some((100, LifetimeSource::Heuristic))),
+            (
+                vec![
+                    ("last-modified", &lm),
+                    ("date", &date),
+                    ("cache-control", "public"),
+                ],
+                302,
+                Some((100, LifetimeSource::Heuristic)),
+            ),
             (vec![("date", &date)], 200, None),
-            (vec![("cdn-cache-control", "max-age=7"), ("cache-control", "max-age=60")], 200, Some((7, LifetimeSource::MaxAge))),
-            (vec![("cdn-cache-control", "no-store"), ("expires", &exp), ("date", &date)], 200, None),
+            (
+                vec![
+                    ("cdn-cache-control", "max-age=7"),
+                    ("cache-control", "max-age=60"),
+                ],
+                200,
+                Some((7, LifetimeSource::MaxAge)),
+            ),
+            (
+                vec![
+                    ("cdn-cache-control", "no-store"),
+                    ("expires", &exp),
+                    ("date", &date),
+                ],
+                200,
+                None,
+            ),
             // An invalid CDN-Cache-Control is ignored as a whole (RFC 9213).
-            (vec![("cdn-cache-control", "max-age=7, &&&"), ("cache-control", "max-age=60")], 200, Some((60, LifetimeSource::MaxAge))),
-            (vec![("cdn-cache-control", "max-age=\"7\""), ("cache-control", "max-age=60")], 200, None),
+            (
+                vec![
+                    ("cdn-cache-control", "max-age=7, &&&"),
+                    ("cache-control", "max-age=60"),
+                ],
+                200,
+                Some((60, LifetimeSource::MaxAge)),
+            ),
+            (
+                vec![
+                    ("cdn-cache-control", "max-age=\"7\""),
+                    ("cache-control", "max-age=60"),
+                ],
+                200,
+                None,
+            ),
         ];
         for (h, status, want) in cases {
             let f = facts(&h, status, &p);
@@ -207,8 +301,15 @@ mod tests {
             }],
             ..Default::default()
         };
-        let f = facts(&[("last-modified", "Mon, 01 Jan 2001 00:00:00 GMT")], 200, &p);
-        assert_eq!(freshness_lifetime(&f, &p, t(0)), Some((Duration::from_millis(500), LifetimeSource::Configured)));
+        let f = facts(
+            &[("last-modified", "Mon, 01 Jan 2001 00:00:00 GMT")],
+            200,
+            &p,
+        );
+        assert_eq!(
+            freshness_lifetime(&f, &p, t(0)),
+            Some((Duration::from_millis(500), LifetimeSource::Configured))
+        );
         let f = facts(&[], 500, &p);
         assert_eq!(freshness_lifetime(&f, &p, t(0)), None);
     }
@@ -223,17 +324,35 @@ mod tests {
     #[test]
     fn age_calculation() {
         // §4.2.3: Date 10 s before receipt, Age 2, response delay 1 s.
-        let st = StoredTimes { request_time: t(9), response_time: t(10), date: t(0), age_value: Some(2), lifetime: Duration::from_secs(60) };
+        let st = StoredTimes {
+            request_time: t(9),
+            response_time: t(10),
+            date: t(0),
+            age_value: Some(2),
+            lifetime: Duration::from_secs(60),
+        };
         assert_eq!(st.corrected_initial_age(), Duration::from_secs(10));
         assert_eq!(st.current_age(t(15)), Duration::from_secs(15));
         assert!(st.is_fresh(t(59)));
         assert!(!st.is_fresh(t(60)));
         assert_eq!(st.ttl_millis(t(75)), -15000);
         // Without Age, a slow origin's response is as old as its Date says.
-        let st = StoredTimes { request_time: t(0), response_time: t(3), date: t(3), age_value: None, lifetime: Duration::from_secs(2) };
+        let st = StoredTimes {
+            request_time: t(0),
+            response_time: t(3),
+            date: t(3),
+            age_value: None,
+            lifetime: Duration::from_secs(2),
+        };
         assert_eq!(st.current_age(t(3)), Duration::ZERO);
         // Age header dominates when larger than apparent age.
-        let st = StoredTimes { request_time: t(10), response_time: t(10), date: t(10), age_value: Some(30), lifetime: Duration::from_secs(60) };
+        let st = StoredTimes {
+            request_time: t(10),
+            response_time: t(10),
+            date: t(10),
+            age_value: Some(30),
+            lifetime: Duration::from_secs(60),
+        };
         assert_eq!(st.current_age(t(10)), Duration::from_secs(30));
     }
 }

@@ -64,7 +64,13 @@ pub struct KeyTemplate {
 
 impl Default for KeyTemplate {
     fn default() -> Self {
-        KeyTemplate { scheme: true, host: true, query: QueryKey::All, headers: Vec::new(), cookies: Vec::new() }
+        KeyTemplate {
+            scheme: true,
+            host: true,
+            query: QueryKey::All,
+            headers: Vec::new(),
+            cookies: Vec::new(),
+        }
     }
 }
 
@@ -112,7 +118,12 @@ impl KeyTemplate {
             text.push('|');
             text.push_str(name.as_str());
             text.push('=');
-            let values: Vec<&str> = input.headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect();
+            let values: Vec<&str> = input
+                .headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect();
             text.push_str(&values.join(","));
         }
         if !self.cookies.is_empty() {
@@ -180,29 +191,80 @@ fn push_host(text: &mut String, host: &str, scheme: &str) {
 mod tests {
     use super::*;
 
-    fn key(t: &KeyTemplate, host: &str, path: &str, query: Option<&str>, hdrs: &[(&str, &str)]) -> String {
+    fn key(
+        t: &KeyTemplate,
+        host: &str,
+        path: &str,
+        query: Option<&str>,
+        hdrs: &[(&str, &str)],
+    ) -> String {
         let mut h = HeaderMap::new();
         for (k, v) in hdrs {
-            h.append(HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
         }
-        t.key(KeyInput { scheme: "http", host, path, query, headers: &h }).text
+        t.key(KeyInput {
+            scheme: "http",
+            host,
+            path,
+            query,
+            headers: &h,
+        })
+        .text
     }
 
     #[test]
     fn table() {
         let all = KeyTemplate::default();
-        let sorted = KeyTemplate { query: QueryKey::Sorted, ..Default::default() };
-        let only = KeyTemplate { query: QueryKey::Only(vec!["id".into()]), ..Default::default() };
-        let except = KeyTemplate { query: QueryKey::Except(vec!["utm_source".into()]), ..Default::default() };
-        let none = KeyTemplate { query: QueryKey::None, host: false, ..Default::default() };
-        let hdr = KeyTemplate { headers: vec![HeaderName::from_static("x-device")], cookies: vec!["lang".into()], ..Default::default() };
-        assert_eq!(key(&all, "Example.COM:80", "/a", Some("b=1&a=2"), &[]), "http|example.com|/a?b=1&a=2");
-        assert_eq!(key(&sorted, "h", "/a", Some("b=1&a=2"), &[]), "http|h|/a?a=2&b=1");
-        assert_eq!(key(&only, "h", "/a", Some("x=1&id=7"), &[]), "http|h|/a?id=7");
-        assert_eq!(key(&except, "h", "/a", Some("utm_source=x&id=7"), &[]), "http|h|/a?id=7");
+        let sorted = KeyTemplate {
+            query: QueryKey::Sorted,
+            ..Default::default()
+        };
+        let only = KeyTemplate {
+            query: QueryKey::Only(vec!["id".into()]),
+            ..Default::default()
+        };
+        let except = KeyTemplate {
+            query: QueryKey::Except(vec!["utm_source".into()]),
+            ..Default::default()
+        };
+        let none = KeyTemplate {
+            query: QueryKey::None,
+            host: false,
+            ..Default::default()
+        };
+        let hdr = KeyTemplate {
+            headers: vec![HeaderName::from_static("x-device")],
+            cookies: vec!["lang".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            key(&all, "Example.COM:80", "/a", Some("b=1&a=2"), &[]),
+            "http|example.com|/a?b=1&a=2"
+        );
+        assert_eq!(
+            key(&sorted, "h", "/a", Some("b=1&a=2"), &[]),
+            "http|h|/a?a=2&b=1"
+        );
+        assert_eq!(
+            key(&only, "h", "/a", Some("x=1&id=7"), &[]),
+            "http|h|/a?id=7"
+        );
+        assert_eq!(
+            key(&except, "h", "/a", Some("utm_source=x&id=7"), &[]),
+            "http|h|/a?id=7"
+        );
         assert_eq!(key(&none, "h", "/a", Some("x=1"), &[]), "http||/a");
         assert_eq!(
-            key(&hdr, "h", "/", None, &[("x-device", "mobile"), ("cookie", "a=1; lang=fr")]),
+            key(
+                &hdr,
+                "h",
+                "/",
+                None,
+                &[("x-device", "mobile"), ("cookie", "a=1; lang=fr")]
+            ),
             "http|h|/|x-device=mobile|cookie:lang=fr"
         );
         assert_ne!(Digest::of(b"a"), Digest::of(b"b"));

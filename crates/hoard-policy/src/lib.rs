@@ -8,9 +8,9 @@
 //! implements.
 #![deny(missing_docs, missing_debug_implementations)]
 
-pub mod clock;
 pub mod cache_control;
 pub mod cache_status;
+pub mod clock;
 pub mod conditional;
 pub mod config;
 pub mod facts;

@@ -49,7 +49,11 @@ pub struct StoredRules {
 
 impl StoredRules {
     /// Derives the rules from effective response directives and route defaults.
-    pub fn new(cc: &CacheControl, swr_default: Option<Duration>, sie_default: Option<Duration>) -> StoredRules {
+    pub fn new(
+        cc: &CacheControl,
+        swr_default: Option<Duration>,
+        sie_default: Option<Duration>,
+    ) -> StoredRules {
         StoredRules {
             no_cache: cc.no_cache,
             no_stale: cc.must_revalidate || cc.proxy_revalidate || cc.s_maxage.is_some(),
@@ -58,7 +62,11 @@ impl StoredRules {
                 .map(Duration::from_secs)
                 .or(swr_default)
                 .unwrap_or(Duration::ZERO),
-            stale_if_error: cc.stale_if_error.map(Duration::from_secs).or(sie_default).unwrap_or(Duration::ZERO),
+            stale_if_error: cc
+                .stale_if_error
+                .map(Duration::from_secs)
+                .or(sie_default)
+                .unwrap_or(Duration::ZERO),
         }
     }
 }
@@ -70,15 +78,28 @@ pub fn request_cache_control(headers: &HeaderMap) -> CacheControl {
         Some(cc) => cc,
         None => {
             let pragma_no_cache = headers.get_all(header::PRAGMA).iter().any(|v| {
-                v.to_str().map(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case("no-cache"))).unwrap_or(false)
+                v.to_str()
+                    .map(|s| {
+                        s.split(',')
+                            .any(|t| t.trim().eq_ignore_ascii_case("no-cache"))
+                    })
+                    .unwrap_or(false)
             });
-            CacheControl { no_cache: pragma_no_cache, ..CacheControl::default() }
+            CacheControl {
+                no_cache: pragma_no_cache,
+                ..CacheControl::default()
+            }
         }
     }
 }
 
 /// Decides how a stored response may be reused for a request at `now` (§4).
-pub fn reuse(times: &StoredTimes, rules: &StoredRules, req: &CacheControl, now: SystemTime) -> Reuse {
+pub fn reuse(
+    times: &StoredTimes,
+    rules: &StoredRules,
+    req: &CacheControl,
+    now: SystemTime,
+) -> Reuse {
     if req.no_cache {
         return Reuse::Revalidate(RevalidateReason::RequestNoCache);
     }
@@ -116,7 +137,12 @@ pub fn reuse(times: &StoredTimes, rules: &StoredRules, req: &CacheControl, now: 
 }
 
 /// May a stale response stand in for an origin error at `now`? (RFC 5861 §4)
-pub fn stale_if_error(times: &StoredTimes, rules: &StoredRules, req: &CacheControl, now: SystemTime) -> bool {
+pub fn stale_if_error(
+    times: &StoredTimes,
+    rules: &StoredRules,
+    req: &CacheControl,
+    now: SystemTime,
+) -> bool {
     // A response that must be revalidated on every use (§5.2.2.4) or never
     // served stale (§5.2.2.2) cannot stand in for a failed revalidation.
     if rules.no_stale || rules.no_cache || req.no_cache {
@@ -124,7 +150,10 @@ pub fn stale_if_error(times: &StoredTimes, rules: &StoredRules, req: &CacheContr
     }
     let staleness = times.staleness(now);
     // The request may carry its own stale-if-error (RFC 5861 §4).
-    let window = req.stale_if_error.map(Duration::from_secs).unwrap_or(rules.stale_if_error);
+    let window = req
+        .stale_if_error
+        .map(Duration::from_secs)
+        .unwrap_or(rules.stale_if_error);
     staleness < window || (times.is_fresh(now))
 }
 
@@ -139,10 +168,20 @@ mod tests {
     #[test]
     fn table() {
         use RevalidateReason::*;
-        let times = StoredTimes { request_time: t(0), response_time: t(0), date: t(0), age_value: None, lifetime: Duration::from_secs(10) };
+        let times = StoredTimes {
+            request_time: t(0),
+            response_time: t(0),
+            date: t(0),
+            age_value: None,
+            lifetime: Duration::from_secs(10),
+        };
         let plain = StoredRules::new(&CacheControl::default(), None, None);
         let swr = StoredRules::new(&CacheControl::parse("stale-while-revalidate=5"), None, None);
-        let mr = StoredRules::new(&CacheControl::parse("must-revalidate, stale-while-revalidate=5"), None, None);
+        let mr = StoredRules::new(
+            &CacheControl::parse("must-revalidate, stale-while-revalidate=5"),
+            None,
+            None,
+        );
         let nc = StoredRules::new(&CacheControl::parse("no-cache"), None, None);
         let cases: &[(u64, &StoredRules, &str, Reuse)] = &[
             (5, &plain, "", Reuse::Fresh),
@@ -150,7 +189,12 @@ mod tests {
             (5, &plain, "no-cache", Reuse::Revalidate(RequestNoCache)),
             (5, &plain, "max-age=3", Reuse::Revalidate(RequestFreshness)),
             (5, &plain, "max-age=5", Reuse::Fresh),
-            (5, &plain, "min-fresh=6", Reuse::Revalidate(RequestFreshness)),
+            (
+                5,
+                &plain,
+                "min-fresh=6",
+                Reuse::Revalidate(RequestFreshness),
+            ),
             (5, &plain, "min-fresh=5", Reuse::Fresh),
             (12, &plain, "max-stale", Reuse::StaleAllowed),
             (12, &plain, "max-stale=2", Reuse::StaleAllowed),
@@ -161,23 +205,51 @@ mod tests {
             (1, &nc, "", Reuse::Revalidate(ResponseNoCache)),
         ];
         for (at, rules, req, want) in cases {
-            assert_eq!(reuse(&times, rules, &CacheControl::parse(req), t(*at)), *want, "at {at} req {req:?} rules {rules:?}");
+            assert_eq!(
+                reuse(&times, rules, &CacheControl::parse(req), t(*at)),
+                *want,
+                "at {at} req {req:?} rules {rules:?}"
+            );
         }
     }
 
     #[test]
     fn stale_if_error_respects_no_cache_and_windows() {
-        let times = StoredTimes { request_time: t(0), response_time: t(0), date: t(0), age_value: None, lifetime: Duration::from_secs(10) };
+        let times = StoredTimes {
+            request_time: t(0),
+            response_time: t(0),
+            date: t(0),
+            age_value: None,
+            lifetime: Duration::from_secs(10),
+        };
         let sie = StoredRules::new(&CacheControl::parse("stale-if-error=30"), None, None);
-        let nc = StoredRules::new(&CacheControl::parse("no-cache, stale-if-error=30"), None, None);
+        let nc = StoredRules::new(
+            &CacheControl::parse("no-cache, stale-if-error=30"),
+            None,
+            None,
+        );
         let none = CacheControl::default();
         assert!(stale_if_error(&times, &sie, &none, t(5)));
         assert!(stale_if_error(&times, &sie, &none, t(39)));
         assert!(!stale_if_error(&times, &sie, &none, t(40)));
-        assert!(!stale_if_error(&times, &nc, &none, t(5)), "no-cache: never without revalidation");
+        assert!(
+            !stale_if_error(&times, &nc, &none, t(5)),
+            "no-cache: never without revalidation"
+        );
         let plain = StoredRules::new(&CacheControl::default(), None, Some(Duration::from_secs(5)));
-        assert!(stale_if_error(&times, &plain, &none, t(14)), "configured window");
-        assert!(stale_if_error(&times, &StoredRules::new(&CacheControl::default(), None, None), &CacheControl::parse("stale-if-error=100"), t(50)), "request window");
+        assert!(
+            stale_if_error(&times, &plain, &none, t(14)),
+            "configured window"
+        );
+        assert!(
+            stale_if_error(
+                &times,
+                &StoredRules::new(&CacheControl::default(), None, None),
+                &CacheControl::parse("stale-if-error=100"),
+                t(50)
+            ),
+            "request window"
+        );
     }
 
     #[test]

@@ -81,7 +81,10 @@ impl NotStorable {
 
 /// Statuses that are heuristically cacheable (RFC 9110 §15.1).
 pub fn heuristically_cacheable(status: u16) -> bool {
-    matches!(status, 200 | 203 | 204 | 206 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501)
+    matches!(
+        status,
+        200 | 203 | 204 | 206 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501
+    )
 }
 
 /// Statuses whose caching semantics hoard implements (RFC 9110 §15).
@@ -130,7 +133,9 @@ pub fn storability(
         return Err(NotStorable::Private);
     }
     // §3.5: Authorization in a shared cache.
-    if req.authorization && !(resp.cc.public || resp.cc.s_maxage.is_some() || resp.cc.must_revalidate) {
+    if req.authorization
+        && !(resp.cc.public || resp.cc.s_maxage.is_some() || resp.cc.must_revalidate)
+    {
         return Err(NotStorable::Authorization);
     }
     if resp.vary_star {
@@ -163,49 +168,193 @@ mod tests {
     use super::*;
     use http::HeaderMap;
 
-    fn decide(req_cc: &str, auth: bool, status: u16, hdrs: &[(&str, &str)]) -> Result<LifetimeSource, NotStorable> {
+    fn decide(
+        req_cc: &str,
+        auth: bool,
+        status: u16,
+        hdrs: &[(&str, &str)],
+    ) -> Result<LifetimeSource, NotStorable> {
         let mut h = HeaderMap::new();
         for (k, v) in hdrs {
-            h.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
         }
         let p = CachePolicy::default();
         let f = ResponseFacts::read(status, &h, &p);
         let cc = CacheControl::parse(req_cc);
-        storability(RequestFacts { cacheable_method: true, cc: &cc, authorization: auth }, &f, &p, SystemTime::UNIX_EPOCH)
-            .map(|(_, s)| s)
+        storability(
+            RequestFacts {
+                cacheable_method: true,
+                cc: &cc,
+                authorization: auth,
+            },
+            &f,
+            &p,
+            SystemTime::UNIX_EPOCH,
+        )
+        .map(|(_, s)| s)
     }
 
     #[test]
     fn table() {
         use NotStorable::*;
         let lm = ("last-modified", "Mon, 01 Jan 2001 00:00:00 GMT");
-        let cases: Vec<(&str, bool, u16, Vec<(&str, &str)>, Result<LifetimeSource, NotStorable>)> = vec![
-            ("", false, 200, vec![("cache-control", "max-age=5")], Ok(LifetimeSource::MaxAge)),
-            ("no-store", false, 200, vec![("cache-control", "max-age=5")], Err(RequestNoStore)),
-            ("", false, 200, vec![("cache-control", "max-age=5, no-store")], Err(NoStore)),
-            ("", false, 200, vec![("cache-control", "private, max-age=5")], Err(Private)),
-            ("", true, 200, vec![("cache-control", "max-age=5")], Err(Authorization)),
-            ("", true, 200, vec![("cache-control", "max-age=5, public")], Ok(LifetimeSource::MaxAge)),
-            ("", true, 200, vec![("cache-control", "s-maxage=5")], Ok(LifetimeSource::SMaxAge)),
-            ("", true, 200, vec![("cache-control", "max-age=5, must-revalidate")], Ok(LifetimeSource::MaxAge)),
-            ("", false, 200, vec![("cache-control", "max-age=5"), ("vary", "*")], Err(VaryStar)),
-            ("", false, 200, vec![("cache-control", "max-age=5"), ("set-cookie", "a=b")], Err(SetCookie)),
+        let cases: Vec<(
+            &str,
+            bool,
+            u16,
+            Vec<(&str, &str)>,
+            Result<LifetimeSource, NotStorable>,
+        )> = vec![
+            (
+                "",
+                false,
+                200,
+                vec![("cache-control", "max-age=5")],
+                Ok(LifetimeSource::MaxAge),
+            ),
+            (
+                "no-store",
+                false,
+                200,
+                vec![("cache-control", "max-age=5")],
+                Err(RequestNoStore),
+            ),
+            (
+                "",
+                false,
+                200,
+                vec![("cache-control", "max-age=5, no-store")],
+                Err(NoStore),
+            ),
+            (
+                "",
+                false,
+                200,
+                vec![("cache-control", "private, max-age=5")],
+                Err(Private),
+            ),
+            (
+                "",
+                true,
+                200,
+                vec![("cache-control", "max-age=5")],
+                Err(Authorization),
+            ),
+            (
+                "",
+                true,
+                200,
+                vec![("cache-control", "max-age=5, public")],
+                Ok(LifetimeSource::MaxAge),
+            ),
+            (
+                "",
+                true,
+                200,
+                vec![("cache-control", "s-maxage=5")],
+                Ok(LifetimeSource::SMaxAge),
+            ),
+            (
+                "",
+                true,
+                200,
+                vec![("cache-control", "max-age=5, must-revalidate")],
+                Ok(LifetimeSource::MaxAge),
+            ),
+            (
+                "",
+                false,
+                200,
+                vec![("cache-control", "max-age=5"), ("vary", "*")],
+                Err(VaryStar),
+            ),
+            (
+                "",
+                false,
+                200,
+                vec![("cache-control", "max-age=5"), ("set-cookie", "a=b")],
+                Err(SetCookie),
+            ),
             ("", false, 200, vec![], Err(NoFreshness)),
             ("", false, 200, vec![lm], Ok(LifetimeSource::Heuristic)),
             ("", false, 500, vec![lm], Err(NoFreshness)),
-            ("", false, 500, vec![("cache-control", "max-age=5")], Ok(LifetimeSource::MaxAge)),
-            ("", false, 206, vec![("cache-control", "max-age=5")], Err(Status)),
-            ("", false, 200, vec![("cache-control", "max-age=0")], Err(StaleOnArrival)),
-            ("", false, 200, vec![("cache-control", "max-age=0"), ("etag", "\"x\"")], Ok(LifetimeSource::MaxAge)),
-            ("", false, 200, vec![("cache-control", "no-cache"), ("etag", "\"x\"")], Ok(LifetimeSource::Heuristic)),
+            (
+                "",
+                false,
+                500,
+                vec![("cache-control", "max-age=5")],
+                Ok(LifetimeSource::MaxAge),
+            ),
+            (
+                "",
+                false,
+                206,
+                vec![("cache-control", "max-age=5")],
+                Err(Status),
+            ),
+            (
+                "",
+                false,
+                200,
+                vec![("cache-control", "max-age=0")],
+                Err(StaleOnArrival),
+            ),
+            (
+                "",
+                false,
+                200,
+                vec![("cache-control", "max-age=0"), ("etag", "\"x\"")],
+                Ok(LifetimeSource::MaxAge),
+            ),
+            (
+                "",
+                false,
+                200,
+                vec![("cache-control", "no-cache"), ("etag", "\"x\"")],
+                Ok(LifetimeSource::Heuristic),
+            ),
             ("", false, 302, vec![("etag", "\"x\"")], Err(NoFreshness)),
-            ("", false, 200, vec![("cache-control", "no-cache, max-age=60"), ("etag", "\"x\"")], Ok(LifetimeSource::MaxAge)),
-            ("", false, 200, vec![("cdn-cache-control", "max-age=5"), ("cache-control", "private")], Ok(LifetimeSource::MaxAge)),
-            ("", false, 200, vec![("cache-control", "max-age=5, no-store, must-understand")], Ok(LifetimeSource::MaxAge)),
-            ("", false, 299, vec![("cache-control", "max-age=5, no-store, must-understand")], Err(Status)),
+            (
+                "",
+                false,
+                200,
+                vec![("cache-control", "no-cache, max-age=60"), ("etag", "\"x\"")],
+                Ok(LifetimeSource::MaxAge),
+            ),
+            (
+                "",
+                false,
+                200,
+                vec![
+                    ("cdn-cache-control", "max-age=5"),
+                    ("cache-control", "private"),
+                ],
+                Ok(LifetimeSource::MaxAge),
+            ),
+            (
+                "",
+                false,
+                200,
+                vec![("cache-control", "max-age=5, no-store, must-understand")],
+                Ok(LifetimeSource::MaxAge),
+            ),
+            (
+                "",
+                false,
+                299,
+                vec![("cache-control", "max-age=5, no-store, must-understand")],
+                Err(Status),
+            ),
         ];
         for (req, auth, status, h, want) in cases {
-            assert_eq!(decide(req, auth, status, &h), want, "req {req:?} auth {auth} status {status} {h:?}");
+            assert_eq!(
+                decide(req, auth, status, &h),
+                want,
+                "req {req:?} auth {auth} status {status} {h:?}"
+            );
         }
     }
 }

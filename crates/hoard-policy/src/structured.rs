@@ -24,7 +24,10 @@ pub enum Item {
 
 /// Parses a dictionary; `None` when the text is not a valid dictionary.
 pub fn parse_dictionary(input: &str) -> Option<Vec<(String, Item)>> {
-    let mut p = Parser { s: input.as_bytes(), i: 0 };
+    let mut p = Parser {
+        s: input.as_bytes(),
+        i: 0,
+    };
     p.skip_sp();
     let mut out = Vec::new();
     if p.i == p.s.len() {
@@ -89,7 +92,10 @@ impl Parser<'_> {
             b'a'..=b'z' | b'*' => self.i += 1,
             _ => return None,
         }
-        while matches!(self.peek(), Some(b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'.' | b'*')) {
+        while matches!(
+            self.peek(),
+            Some(b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'.' | b'*')
+        ) {
             self.i += 1;
         }
         Some(String::from_utf8_lossy(&self.s[start..self.i]).into_owned())
@@ -143,10 +149,15 @@ impl Parser<'_> {
             b'A'..=b'Z' | b'a'..=b'z' | b'*' => {
                 let start = self.i;
                 self.i += 1;
-                while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~:/".contains(&c)) {
+                while self
+                    .peek()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~:/".contains(&c))
+                {
                     self.i += 1;
                 }
-                Some(Item::Token(String::from_utf8_lossy(&self.s[start..self.i]).into_owned()))
+                Some(Item::Token(
+                    String::from_utf8_lossy(&self.s[start..self.i]).into_owned(),
+                ))
             }
             _ => None,
         }
@@ -209,7 +220,10 @@ impl Parser<'_> {
     fn bytes(&mut self) -> Option<Item> {
         self.i += 1;
         let start = self.i;
-        while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/' || c == b'=') {
+        while self
+            .peek()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/' || c == b'=')
+        {
             self.i += 1;
         }
         if self.peek()? != b':' {
@@ -227,11 +241,29 @@ mod tests {
 
     #[test]
     fn table() {
-        assert_eq!(parse_dictionary("max-age=60, no-store").unwrap(), vec![("max-age".into(), Item::Integer(60)), ("no-store".into(), Item::Boolean(true))]);
-        assert_eq!(parse_dictionary("max-age=\"60\"").unwrap(), vec![("max-age".into(), Item::String("60".into()))]);
-        assert_eq!(parse_dictionary("private=(\"a\" \"b\");x=1").unwrap(), vec![("private".into(), Item::InnerList)]);
+        assert_eq!(
+            parse_dictionary("max-age=60, no-store").unwrap(),
+            vec![
+                ("max-age".into(), Item::Integer(60)),
+                ("no-store".into(), Item::Boolean(true))
+            ]
+        );
+        assert_eq!(
+            parse_dictionary("max-age=\"60\"").unwrap(),
+            vec![("max-age".into(), Item::String("60".into()))]
+        );
+        assert_eq!(
+            parse_dictionary("private=(\"a\" \"b\");x=1").unwrap(),
+            vec![("private".into(), Item::InnerList)]
+        );
         assert_eq!(parse_dictionary("").unwrap(), vec![]);
-        for bad in ["max-age=10000, &&&&&", "Max-Age=5", "max-age=5,", "max-age=5 no-store", "a=\"unterminated"] {
+        for bad in [
+            "max-age=10000, &&&&&",
+            "Max-Age=5",
+            "max-age=5,",
+            "max-age=5 no-store",
+            "a=\"unterminated",
+        ] {
             assert!(parse_dictionary(bad).is_none(), "{bad}");
         }
     }

@@ -88,14 +88,20 @@ mod tests {
     fn h(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut m = HeaderMap::new();
         for (k, v) in pairs {
-            m.append(HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            m.append(
+                HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
         }
         m
     }
 
     #[test]
     fn names_and_variants() {
-        let names = VaryNames::from_response(&h(&[("vary", "Accept-Encoding, X-A"), ("vary", "accept-encoding")]));
+        let names = VaryNames::from_response(&h(&[
+            ("vary", "Accept-Encoding, X-A"),
+            ("vary", "accept-encoding"),
+        ]));
         assert_eq!(names.0.len(), 2);
         let a = names.variant(&h(&[("accept-encoding", "gzip, br"), ("x-a", "1")]));
         let b = names.variant(&h(&[("accept-encoding", "br,GZIP"), ("x-a", " 1 ")]));

@@ -57,7 +57,10 @@ impl Body for ProxyBody {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             ProxyBody::Empty => Poll::Ready(None),
             ProxyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
@@ -66,8 +69,12 @@ impl Body for ProxyBody {
                 *next += 1;
                 Poll::Ready(chunk.map(|c| Ok(Frame::data(c))))
             }
-            ProxyBody::Busy(r) => r.poll_chunk(cx).map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))),
-            ProxyBody::Origin(b) => Pin::new(b).poll_frame(cx).map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
+            ProxyBody::Busy(r) => r
+                .poll_chunk(cx)
+                .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))),
+            ProxyBody::Origin(b) => Pin::new(b)
+                .poll_frame(cx)
+                .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
         }
     }
 
@@ -85,9 +92,12 @@ impl Body for ProxyBody {
         match self {
             ProxyBody::Empty => SizeHint::with_exact(0),
             ProxyBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
-            ProxyBody::Stored { obj, next } => {
-                SizeHint::with_exact(obj.body.chunks()[(*next).min(obj.body.chunks().len())..].iter().map(|c| c.len() as u64).sum())
-            }
+            ProxyBody::Stored { obj, next } => SizeHint::with_exact(
+                obj.body.chunks()[(*next).min(obj.body.chunks().len())..]
+                    .iter()
+                    .map(|c| c.len() as u64)
+                    .sum(),
+            ),
             ProxyBody::Busy(_) => SizeHint::default(),
             ProxyBody::Origin(b) => b.size_hint(),
         }

@@ -116,7 +116,9 @@ impl Counters {
     /// # Panics
     /// If no counter has that name (a test typo should fail loudly).
     pub fn get(&self, name: &str) -> u64 {
-        self.cell(name).unwrap_or_else(|| panic!("no counter named {name:?}")).load(Ordering::Relaxed)
+        self.cell(name)
+            .unwrap_or_else(|| panic!("no counter named {name:?}"))
+            .load(Ordering::Relaxed)
     }
 
     /// Waits until counter `name` reaches at least `value`.

@@ -60,12 +60,20 @@ pub struct ProxyError {
 impl ProxyError {
     /// A client error.
     pub fn client(kind: ErrorKind, detail: impl Into<String>) -> ProxyError {
-        ProxyError { source: ErrorSource::Client, kind, detail: detail.into() }
+        ProxyError {
+            source: ErrorSource::Client,
+            kind,
+            detail: detail.into(),
+        }
     }
 
     /// An origin error.
     pub fn origin(kind: ErrorKind, detail: impl Into<String>) -> ProxyError {
-        ProxyError { source: ErrorSource::Origin, kind, detail: detail.into() }
+        ProxyError {
+            source: ErrorSource::Origin,
+            kind,
+            detail: detail.into(),
+        }
     }
 
     /// The status code the client receives.
@@ -76,7 +84,9 @@ impl ProxyError {
             ErrorKind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::NoRoute => StatusCode::NOT_FOUND,
             ErrorKind::ConnectRefused | ErrorKind::BadResponse => StatusCode::BAD_GATEWAY,
-            ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout | ErrorKind::OnlyIfCached => StatusCode::GATEWAY_TIMEOUT,
+            ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout | ErrorKind::OnlyIfCached => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
         }
     }
 
@@ -109,7 +119,13 @@ impl fmt::Display for ProxyError {
             ErrorSource::Storage => "storage",
             ErrorSource::Internal => "internal",
         };
-        write!(f, "{src} error {}: {} (answered {})", self.as_str(), self.detail, self.status().as_u16())
+        write!(
+            f,
+            "{src} error {}: {} (answered {})",
+            self.as_str(),
+            self.detail,
+            self.status().as_u16()
+        )
     }
 }
 

@@ -76,7 +76,9 @@ impl Proxy {
                 None => None,
             };
             let listener = server::bind(l.address).map_err(|e| StartError::Bind(l.address, e))?;
-            let addr = listener.local_addr().map_err(|e| StartError::Bind(l.address, e))?;
+            let addr = listener
+                .local_addr()
+                .map_err(|e| StartError::Bind(l.address, e))?;
             addrs.push(addr);
             tracing::info!(%addr, tls = tls.is_some(), "listening");
             tasks.push(tokio::spawn(server::accept_loop(
@@ -88,7 +90,12 @@ impl Proxy {
                 rx.clone(),
             )));
         }
-        Ok(Proxy { addrs, pipeline, shutdown: tx, tasks })
+        Ok(Proxy {
+            addrs,
+            pipeline,
+            shutdown: tx,
+            tasks,
+        })
     }
 
     /// The address of the first listener.

@@ -77,7 +77,11 @@ impl FillError {
 
 impl fmt::Display for FillError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "fill ended before the body was complete: {}", self.as_str())
+        write!(
+            f,
+            "fill ended before the body was complete: {}",
+            self.as_str()
+        )
     }
 }
 
@@ -117,7 +121,9 @@ struct State {
 impl State {
     /// Byte offset of chunk index `pos`.
     fn offset(&self, pos: usize) -> u64 {
-        self.chunks.get(pos - self.first).map_or(self.len, |(o, _)| *o)
+        self.chunks
+            .get(pos - self.first)
+            .map_or(self.len, |(o, _)| *o)
     }
 
     fn live_positions(&self) -> impl Iterator<Item = usize> + '_ {
@@ -144,9 +150,14 @@ impl State {
         if self.keep_history {
             return None;
         }
-        let min = self.live_positions().min().unwrap_or(self.first + self.chunks.len());
+        let min = self
+            .live_positions()
+            .min()
+            .unwrap_or(self.first + self.chunks.len());
         while self.first < min {
-            let Some((_, c)) = self.chunks.pop_front() else { break };
+            let Some((_, c)) = self.chunks.pop_front() else {
+                break;
+            };
             self.buffered -= c.len() as u64;
             self.first += 1;
         }
@@ -178,7 +189,10 @@ impl BusyBody {
     /// A new empty body and its writer.
     pub fn new() -> (Arc<BusyBody>, BusyWriter) {
         let body = Arc::new(BusyBody {
-            state: Mutex::new(State { keep_history: true, ..State::default() }),
+            state: Mutex::new(State {
+                keep_history: true,
+                ..State::default()
+            }),
         });
         (body.clone(), BusyWriter { body, done: false })
     }
@@ -190,8 +204,14 @@ impl BusyBody {
             return None;
         }
         let id = st.readers.len();
-        st.readers.push(ReaderState::Live { pos: 0, waker: None });
-        Some(BusyReader { body: self.clone(), id })
+        st.readers.push(ReaderState::Live {
+            pos: 0,
+            waker: None,
+        });
+        Some(BusyReader {
+            body: self.clone(),
+            id,
+        })
     }
 
     /// Bytes received so far.
@@ -275,7 +295,8 @@ impl BusyWriter {
     /// readers see the end).
     pub fn chunks(&self) -> Option<Vec<Bytes>> {
         let st = self.body.state.lock();
-        st.keep_history.then(|| st.chunks.iter().map(|(_, c)| c.clone()).collect())
+        st.keep_history
+            .then(|| st.chunks.iter().map(|(_, c)| c.clone()).collect())
     }
 
     /// Waits until the *fastest* live reader has at most `window` bytes unread
@@ -307,7 +328,9 @@ impl BusyWriter {
         let (chunks, wakers) = {
             let mut st = self.body.state.lock();
             st.end = Some(Ok(()));
-            let chunks = st.keep_history.then(|| st.chunks.iter().map(|(_, c)| c.clone()).collect());
+            let chunks = st
+                .keep_history
+                .then(|| st.chunks.iter().map(|(_, c)| c.clone()).collect());
             (chunks, st.take_reader_wakers())
         };
         wake_all(wakers);
@@ -354,7 +377,10 @@ impl BusyReader {
             }
         };
         if let Some((_, chunk)) = st.chunks.get(pos - st.first).cloned() {
-            st.readers[self.id] = ReaderState::Live { pos: pos + 1, waker: None };
+            st.readers[self.id] = ReaderState::Live {
+                pos: pos + 1,
+                waker: None,
+            };
             let writer = st.trim();
             drop(st);
             if let Some(w) = writer {
@@ -367,7 +393,10 @@ impl BusyReader {
             Some(Err(e)) => Poll::Ready(Some(Err(e))),
             None => {
                 // One waker per reader, replaced on each wait: no pile-up.
-                st.readers[self.id] = ReaderState::Live { pos, waker: Some(cx.waker().clone()) };
+                st.readers[self.id] = ReaderState::Live {
+                    pos,
+                    waker: Some(cx.waker().clone()),
+                };
                 Poll::Pending
             }
         }
@@ -524,7 +553,12 @@ mod tests {
         w.release_history(1 << 20);
         w.append(Bytes::from(vec![0u8; 600]));
         w.append(Bytes::from(vec![0u8; 600]));
-        assert!(tokio::time::timeout(std::time::Duration::from_millis(20), w.room(1000)).await.is_err(), "1200 unread bytes > window");
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(20), w.room(1000))
+                .await
+                .is_err(),
+            "1200 unread bytes > window"
+        );
         let room = tokio::spawn({
             let body = body.clone();
             async move {
@@ -552,8 +586,14 @@ mod tests {
             fast.next_chunk().await.unwrap().unwrap();
             assert!(w.room(500).await, "the fastest reader paces the writer");
         }
-        assert_eq!(stalled.next_chunk().await.unwrap(), Err(FillError::ReaderTooSlow));
-        assert!(body.state.lock().buffered <= 1000, "the cut reader holds nothing");
+        assert_eq!(
+            stalled.next_chunk().await.unwrap(),
+            Err(FillError::ReaderTooSlow)
+        );
+        assert!(
+            body.state.lock().buffered <= 1000,
+            "the cut reader holds nothing"
+        );
         w.finish();
         assert!(fast.next_chunk().await.is_none());
     }
@@ -567,7 +607,10 @@ mod tests {
         w.append(Bytes::from_static(b"y"));
         assert_eq!(r.next_chunk().await.unwrap().unwrap(), "x");
         assert_eq!(body.state.lock().chunks.len(), 1);
-        assert!(body.reader().is_none(), "late readers cannot start at byte 0");
+        assert!(
+            body.reader().is_none(),
+            "late readers cannot start at byte 0"
+        );
         assert!(w.finish().is_none());
         assert_eq!(r.next_chunk().await.unwrap().unwrap(), "y");
         assert!(r.next_chunk().await.is_none());

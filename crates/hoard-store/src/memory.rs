@@ -63,7 +63,12 @@ struct VariantIndex {
 
 impl VariantIndex {
     fn weight(&self) -> u64 {
-        let names: usize = self.names.iter().flat_map(|n| n.0.iter()).map(|n| n.as_str().len() + 16).sum();
+        let names: usize = self
+            .names
+            .iter()
+            .flat_map(|n| n.0.iter())
+            .map(|n| n.as_str().len() + 16)
+            .sum();
         OBJECT_OVERHEAD + names as u64 + 16 * self.variants.len() as u64
     }
 }
@@ -139,7 +144,8 @@ impl MemoryStore {
         // Enough shards for concurrency, few enough that a shard's hot queue
         // (97% of a shard) holds the largest object.
         let mut shards = 16usize;
-        while shards > 1 && (capacity / shards as u64) * 97 / 100 < max_object.saturating_add(4096) {
+        while shards > 1 && (capacity / shards as u64) * 97 / 100 < max_object.saturating_add(4096)
+        {
             shards /= 2;
         }
         let stats = Arc::new(MemoryStats::default());
@@ -188,9 +194,16 @@ impl MemoryStore {
 
     /// Stores an object as the variant selected by `request` headers (the
     /// request that produced it), replacing any previous one.
-    pub fn insert(&self, primary: Digest, request: &http::HeaderMap, obj: Arc<StoredObject>) -> Result<(), InsertError> {
+    pub fn insert(
+        &self,
+        primary: Digest,
+        request: &http::HeaderMap,
+        obj: Arc<StoredObject>,
+    ) -> Result<(), InsertError> {
         if obj.weight() > self.max_object {
-            self.stats.rejected_too_large.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .rejected_too_large
+                .fetch_add(1, Ordering::Relaxed);
             return Err(InsertError::TooLarge);
         }
         let variant = obj.vary.variant(request);
@@ -203,7 +216,10 @@ impl MemoryStore {
             self.cache.remove(&Slot::Object(primary, Digest(0)));
             let mut index = match self.cache.get(&Slot::Index(primary)) {
                 Some(Entry::Index(i)) => (*i).clone(),
-                _ => VariantIndex { epoch: self.next_epoch.fetch_add(1, Ordering::Relaxed), ..VariantIndex::default() },
+                _ => VariantIndex {
+                    epoch: self.next_epoch.fetch_add(1, Ordering::Relaxed),
+                    ..VariantIndex::default()
+                },
             };
             index.names.retain(|n| n != &obj.vary);
             index.names.push(obj.vary.clone());
@@ -214,10 +230,12 @@ impl MemoryStore {
                 index.variants.push(variant);
             }
             let epoch = index.epoch;
-            self.cache.insert(Slot::Index(primary), Entry::Index(Arc::new(index)));
+            self.cache
+                .insert(Slot::Index(primary), Entry::Index(Arc::new(index)));
             epoch
         };
-        self.cache.insert(Slot::Object(primary, variant), Entry::Object(obj, epoch));
+        self.cache
+            .insert(Slot::Object(primary, variant), Entry::Object(obj, epoch));
         self.stats.inserted.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -225,7 +243,13 @@ impl MemoryStore {
     /// Replaces `old` with its updated copy (after a 304), only if `old` is
     /// still the stored variant: a newer response or an invalidation that
     /// came meanwhile wins.
-    pub fn update(&self, primary: Digest, request: &http::HeaderMap, old: &Arc<StoredObject>, obj: Arc<StoredObject>) {
+    pub fn update(
+        &self,
+        primary: Digest,
+        request: &http::HeaderMap,
+        old: &Arc<StoredObject>,
+        obj: Arc<StoredObject>,
+    ) {
         let variant = obj.vary.variant(request);
         let slot = Slot::Object(primary, variant);
         let _guard = self.index_lock.lock();
@@ -239,7 +263,11 @@ impl MemoryStore {
     /// Removes every variant stored under `primary`. Returns how many objects went.
     pub fn remove_all(&self, primary: Digest) -> usize {
         let _guard = self.index_lock.lock();
-        let mut n = usize::from(self.cache.remove(&Slot::Object(primary, Digest(0))).is_some());
+        let mut n = usize::from(
+            self.cache
+                .remove(&Slot::Object(primary, Digest(0)))
+                .is_some(),
+        );
         n += self.remove_index(primary);
         n
     }
@@ -254,7 +282,11 @@ impl MemoryStore {
         let Some((_, Entry::Index(index))) = self.cache.remove(&Slot::Index(primary)) else {
             return 0;
         };
-        index.variants.iter().filter(|v| self.cache.remove(&Slot::Object(primary, **v)).is_some()).count()
+        index
+            .variants
+            .iter()
+            .filter(|v| self.cache.remove(&Slot::Object(primary, **v)).is_some())
+            .count()
     }
 
     /// Bytes currently held (never more than [`MemoryStore::capacity`]).

@@ -14,10 +14,10 @@
 //! object always sees one consistent response.
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
 use hoard_policy::freshness::{LifetimeSource, StoredTimes};
 use hoard_policy::reuse::StoredRules;
 use hoard_policy::vary::VaryNames;
+use http::{HeaderMap, StatusCode};
 
 /// Fixed per-object bookkeeping counted against the byte limit.
 pub const OBJECT_OVERHEAD: u64 = 256;
@@ -89,11 +89,27 @@ impl StoredObject {
         body: ObjectBody,
     ) -> StoredObject {
         let weight = weigh(&key, &headers, body.len());
-        StoredObject { key, vary, status, headers, times, lifetime_source, rules, body, weight }
+        StoredObject {
+            key,
+            vary,
+            status,
+            headers,
+            times,
+            lifetime_source,
+            rules,
+            body,
+            weight,
+        }
     }
 
     /// A copy with new headers and times (after a 304), sharing the body.
-    pub fn with_headers(&self, headers: HeaderMap, times: StoredTimes, lifetime_source: LifetimeSource, rules: StoredRules) -> StoredObject {
+    pub fn with_headers(
+        &self,
+        headers: HeaderMap,
+        times: StoredTimes,
+        lifetime_source: LifetimeSource,
+        rules: StoredRules,
+    ) -> StoredObject {
         StoredObject::new(
             self.key.clone(),
             self.vary.clone(),
@@ -114,6 +130,9 @@ impl StoredObject {
 
 /// The weight of an object with this key, headers and body length.
 pub fn weigh(key: &str, headers: &HeaderMap, body_len: u64) -> u64 {
-    let header_bytes: usize = headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
+    let header_bytes: usize = headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 32)
+        .sum();
     OBJECT_OVERHEAD + key.len() as u64 + header_bytes as u64 + body_len
 }

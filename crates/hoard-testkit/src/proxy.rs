@@ -46,14 +46,20 @@ impl Test {
         let u = &mut cfg.upstreams[0];
         u.connect_timeout = Duration::from_secs(2);
         u.read_timeout = Duration::from_secs(5);
-        ProxyBuilder { cfg, clock: self.clock.clone(), transcript: self.transcript().clone() }
+        ProxyBuilder {
+            cfg,
+            clock: self.clock.clone(),
+            transcript: self.transcript().clone(),
+        }
     }
 }
 
 impl ProxyBuilder {
     /// Sends everything to this origin.
     pub fn origin(mut self, origin: &Origin) -> Self {
-        self.cfg.upstreams[0].servers = vec![ServerAddr { authority: origin.addr().to_string() }];
+        self.cfg.upstreams[0].servers = vec![ServerAddr {
+            authority: origin.addr().to_string(),
+        }];
         self
     }
 
@@ -92,10 +98,16 @@ impl ProxyBuilder {
 
     /// Starts the proxy.
     pub async fn start(self) -> TestProxy {
-        let proxy = Proxy::start(self.cfg, self.clock.as_clock()).await.expect("test: proxy starts");
+        let proxy = Proxy::start(self.cfg, self.clock.as_clock())
+            .await
+            .expect("test: proxy starts");
         let addr = proxy.addr();
-        self.transcript.log("proxy", format_args!("listening on {addr}"));
-        TestProxy { proxy: Some(proxy), addr }
+        self.transcript
+            .log("proxy", format_args!("listening on {addr}"));
+        TestProxy {
+            proxy: Some(proxy),
+            addr,
+        }
     }
 }
 
@@ -120,14 +132,28 @@ impl TestProxy {
     /// When it differs, listing every counter.
     pub fn expect_counter(&self, name: &str, value: u64) -> &Self {
         let got = self.counter(name);
-        assert_eq!(got, value, "counter {name}: got {got}, want {value}\nall counters: {:?}", self.counters().snapshot());
+        assert_eq!(
+            got,
+            value,
+            "counter {name}: got {got}, want {value}\nall counters: {:?}",
+            self.counters().snapshot()
+        );
         self
     }
 
     /// Waits (by event, with a 10 s safety limit) until a counter reaches `value`.
     pub async fn wait_counter(&self, name: &str, value: u64) {
-        if tokio::time::timeout(Duration::from_secs(10), self.counters().wait_for(name, value)).await.is_err() {
-            panic!("counter {name} did not reach {value} (now {})", self.counter(name));
+        if tokio::time::timeout(
+            Duration::from_secs(10),
+            self.counters().wait_for(name, value),
+        )
+        .await
+        .is_err()
+        {
+            panic!(
+                "counter {name} did not reach {value} (now {})",
+                self.counter(name)
+            );
         }
     }
 

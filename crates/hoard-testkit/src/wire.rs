@@ -209,7 +209,10 @@ impl<R: AsyncRead + Unpin> WireReader<R> {
                 return Ok(self.buf.split_to(pos + needle.len()).freeze());
             }
             if self.fill().await? == 0 {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "closed before the expected bytes"));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "closed before the expected bytes",
+                ));
             }
         }
     }

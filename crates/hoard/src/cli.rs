@@ -89,7 +89,9 @@ impl Cli {
     /// The configuration the command line asks for.
     pub fn config(&self) -> Result<Config, ConfigError> {
         match &self.command {
-            Some(Command::Run { config }) | Some(Command::Check { config }) => Config::from_file(config),
+            Some(Command::Run { config }) | Some(Command::Check { config }) => {
+                Config::from_file(config)
+            }
             None => {
                 let q = &self.quick;
                 let Some(upstream) = &q.upstream else {

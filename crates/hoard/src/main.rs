@@ -10,7 +10,10 @@ use hoard_proxy::{Config, Proxy, SystemClock};
 fn main() -> ExitCode {
     let cli = cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("HOARD_LOG").unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HOARD_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
         .with_target(false)
         .init();
     let config = match cli.config() {
@@ -53,7 +56,8 @@ async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("invariant: SIGTERM handler installs");
+        let mut term =
+            signal(SignalKind::terminate()).expect("invariant: SIGTERM handler installs");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}

@@ -3,8 +3,15 @@
 use std::process::Command;
 
 fn hoard(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hoard")).args(args).output().expect("run hoard");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let out = Command::new(env!("CARGO_BIN_EXE_hoard"))
+        .args(args)
+        .output()
+        .expect("run hoard");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 #[test]
@@ -21,7 +28,11 @@ fn check_accepts_a_valid_file() {
 fn check_names_file_line_and_key() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");
-    std::fs::write(&path, "[upstream.app]\nservers = [\"http://127.0.0.1:8080\"]\nread_timeot = \"1s\"\n").unwrap();
+    std::fs::write(
+        &path,
+        "[upstream.app]\nservers = [\"http://127.0.0.1:8080\"]\nread_timeot = \"1s\"\n",
+    )
+    .unwrap();
     let (code, _, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("bad.toml:3"), "{err}");

@@ -40,8 +40,16 @@ pub struct ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.line {
-            Some(l) => write!(f, "config error: {}:{}: `{}`: {}", self.file, l, self.key, self.message),
-            None => write!(f, "config error: {}: `{}`: {}", self.file, self.key, self.message),
+            Some(l) => write!(
+                f,
+                "config error: {}:{}: `{}`: {}",
+                self.file, l, self.key, self.message
+            ),
+            None => write!(
+                f,
+                "config error: {}: `{}`: {}",
+                self.file, self.key, self.message
+            ),
         }
     }
 }
@@ -227,7 +235,11 @@ impl Default for ServerConfig {
 
 impl Default for CacheConfig {
     fn default() -> Self {
-        CacheConfig { memory_size: 256 << 20, max_object_size: 8 << 20, dir: PathBuf::from("hoard-cache") }
+        CacheConfig {
+            memory_size: 256 << 20,
+            max_object_size: 8 << 20,
+            dir: PathBuf::from("hoard-cache"),
+        }
     }
 }
 
@@ -303,11 +315,19 @@ pub struct QuickStart {
 impl Config {
     /// The configuration of the command-line quick start.
     pub fn quick(q: &QuickStart) -> Result<Config, ConfigError> {
-        let err = |key: &str, message: String| ConfigError { file: "command line".into(), line: None, key: key.into(), message };
+        let err = |key: &str, message: String| ConfigError {
+            file: "command line".into(),
+            line: None,
+            key: key.into(),
+            message,
+        };
         let server = parse_server_url(&q.upstream).map_err(|m| err("--upstream", m))?;
         let mut route = RouteConfig::catch_all();
         if let Some(ttl) = q.default_ttl {
-            route.policy.default_ttls.push(DefaultTtl { status: StatusMatch::Any, ttl });
+            route.policy.default_ttls.push(DefaultTtl {
+                status: StatusMatch::Any,
+                ttl,
+            });
         }
         route.policy.stale_while_revalidate = q.stale_while_revalidate;
         route.policy.stale_if_error = q.stale_if_error;
@@ -328,14 +348,19 @@ impl Config {
         };
         Ok(Config {
             listeners: vec![ListenerConfig {
-                address: q.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8000))),
+                address: q
+                    .listen
+                    .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8000))),
                 tls: None,
                 http2: true,
             }],
             server: server_cfg,
             cache,
             upstreams: vec![UpstreamConfig::new("default", vec![server])],
-            sites: vec![SiteConfig { hosts: Vec::new(), routes: vec![route] }],
+            sites: vec![SiteConfig {
+                hosts: Vec::new(),
+                routes: vec![route],
+            }],
         })
     }
 
@@ -345,7 +370,12 @@ impl Config {
             let line = e.span().map(|s| line_of(text, s.start));
             let msg = e.message().to_string();
             let key = e.span().map(|s| key_at(text, s.start)).unwrap_or_default();
-            ConfigError { file: file.into(), line, key, message: msg }
+            ConfigError {
+                file: file.into(),
+                line,
+                key,
+                message: msg,
+            }
         })?;
         Resolver { file, text }.resolve(raw)
     }
@@ -365,12 +395,18 @@ impl Config {
 
 /// 1-based line of a byte offset.
 fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|b| *b == b'\n')
+        .count()
+        + 1
 }
 
 /// The key written on the line holding `offset` (for parse errors).
 fn key_at(text: &str, offset: usize) -> String {
-    let start = text[..offset.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+    let start = text[..offset.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
     let line = text[start..].lines().next().unwrap_or("");
     match line.split_once('=') {
         Some((k, _)) => k.trim().to_string(),
@@ -390,7 +426,10 @@ fn parse_server_url(s: &str) -> Result<ServerAddr, String> {
     if authority.is_empty() || authority.contains('/') {
         return Err(format!("{s:?}: expected http://host:port with no path"));
     }
-    let authority = if authority.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+    let authority = if authority
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
         authority.to_string()
     } else {
         format!("{authority}:80")
@@ -404,8 +443,18 @@ struct Resolver<'a> {
 }
 
 impl Resolver<'_> {
-    fn err(&self, span: Option<std::ops::Range<usize>>, key: String, message: String) -> ConfigError {
-        ConfigError { file: self.file.into(), line: span.map(|s| line_of(self.text, s.start)), key, message }
+    fn err(
+        &self,
+        span: Option<std::ops::Range<usize>>,
+        key: String,
+        message: String,
+    ) -> ConfigError {
+        ConfigError {
+            file: self.file.into(),
+            line: span.map(|s| line_of(self.text, s.start)),
+            key,
+            message,
+        }
     }
 
     fn resolve(&self, raw: RawConfig) -> Result<Config, ConfigError> {
@@ -414,7 +463,10 @@ impl Resolver<'_> {
         let server = ServerConfig {
             threads: s.threads.unwrap_or(d.threads),
             header_read_timeout: s.header_read_timeout.map_or(d.header_read_timeout, |x| x.0),
-            max_header_size: s.max_header_size.map_or(d.max_header_size, |x| x.0 as usize).max(8192),
+            max_header_size: s
+                .max_header_size
+                .map_or(d.max_header_size, |x| x.0 as usize)
+                .max(8192),
             max_headers: s.max_headers.unwrap_or(d.max_headers),
             max_uri_length: s.max_uri_length.map_or(d.max_uri_length, |x| x.0 as usize),
             max_body_size: s.max_body_size.map_or(d.max_body_size, |x| x.0),
@@ -425,22 +477,36 @@ impl Resolver<'_> {
         let dc = CacheConfig::default();
         let cache = CacheConfig {
             memory_size: raw.cache.memory_size.map_or(dc.memory_size, |x| x.0),
-            max_object_size: raw.cache.max_object_size.map_or(dc.max_object_size, |x| x.0),
+            max_object_size: raw
+                .cache
+                .max_object_size
+                .map_or(dc.max_object_size, |x| x.0),
             dir: raw.cache.dir.map_or(dc.dir, PathBuf::from),
         };
         let mut listeners = Vec::new();
         for (i, l) in raw.listeners.into_iter().enumerate() {
             let address = l.address.get_ref().parse::<SocketAddr>().map_err(|e| {
-                self.err(Some(l.address.span()), format!("listener[{i}].address"), format!("{:?}: {e}", l.address.get_ref()))
+                self.err(
+                    Some(l.address.span()),
+                    format!("listener[{i}].address"),
+                    format!("{:?}: {e}", l.address.get_ref()),
+                )
             })?;
             listeners.push(ListenerConfig {
                 address,
-                tls: l.tls.map(|t| TlsConfig { cert: t.cert.into(), key: t.key.into() }),
+                tls: l.tls.map(|t| TlsConfig {
+                    cert: t.cert.into(),
+                    key: t.key.into(),
+                }),
                 http2: l.http2.unwrap_or(true),
             });
         }
         if listeners.is_empty() {
-            listeners.push(ListenerConfig { address: SocketAddr::from(([127, 0, 0, 1], 8000)), tls: None, http2: true });
+            listeners.push(ListenerConfig {
+                address: SocketAddr::from(([127, 0, 0, 1], 8000)),
+                tls: None,
+                http2: true,
+            });
         }
         let mut upstreams = Vec::new();
         for (name, u) in raw.upstreams {
@@ -451,7 +517,11 @@ impl Resolver<'_> {
                 })?);
             }
             if servers.is_empty() {
-                return Err(self.err(None, format!("upstream.{name}.servers"), "at least one server is required".into()));
+                return Err(self.err(
+                    None,
+                    format!("upstream.{name}.servers"),
+                    "at least one server is required".into(),
+                ));
             }
             let mut up = UpstreamConfig::new(&name, servers);
             if let Some(t) = u.connect_timeout {
@@ -480,7 +550,11 @@ impl Resolver<'_> {
             upstreams.push(up);
         }
         if upstreams.is_empty() {
-            return Err(self.err(None, "upstream".into(), "at least one [upstream.NAME] with `servers` is required".into()));
+            return Err(self.err(
+                None,
+                "upstream".into(),
+                "at least one [upstream.NAME] with `servers` is required".into(),
+            ));
         }
         let mut sites = Vec::new();
         for (i, site) in raw.sites.into_iter().enumerate() {
@@ -505,18 +579,40 @@ impl Resolver<'_> {
             sites.push(SiteConfig { hosts, routes });
         }
         if sites.is_empty() {
-            sites.push(SiteConfig { hosts: Vec::new(), routes: vec![RouteConfig::catch_all()] });
+            sites.push(SiteConfig {
+                hosts: Vec::new(),
+                routes: vec![RouteConfig::catch_all()],
+            });
         }
-        Ok(Config { listeners, server, cache, upstreams, sites })
+        Ok(Config {
+            listeners,
+            server,
+            cache,
+            upstreams,
+            sites,
+        })
     }
 
-    fn route(&self, at: &str, r: RawRoute, upstreams: &[UpstreamConfig]) -> Result<RouteConfig, ConfigError> {
+    fn route(
+        &self,
+        at: &str,
+        r: RawRoute,
+        upstreams: &[UpstreamConfig],
+    ) -> Result<RouteConfig, ConfigError> {
         let path = match (r.prefix, r.regex) {
             (Some(_), Some(re)) => {
-                return Err(self.err(Some(re.span()), format!("{at}.regex"), "set either `prefix` or `regex`, not both".into()))
+                return Err(self.err(
+                    Some(re.span()),
+                    format!("{at}.regex"),
+                    "set either `prefix` or `regex`, not both".into(),
+                ))
             }
             (_, Some(re)) => PathMatch::Regex(Regex::new(re.get_ref()).map_err(|e| {
-                self.err(Some(re.span()), format!("{at}.regex"), format!("invalid regex: {e}"))
+                self.err(
+                    Some(re.span()),
+                    format!("{at}.regex"),
+                    format!("invalid regex: {e}"),
+                )
             })?),
             (Some(p), None) => PathMatch::Prefix(p),
             (None, None) => PathMatch::Prefix("/".into()),
@@ -524,16 +620,27 @@ impl Resolver<'_> {
         let upstream = match r.upstream {
             None if upstreams.len() == 1 => 0,
             None => {
-                return Err(self.err(None, format!("{at}.upstream"), "required when several upstreams are defined".into()))
-            }
-            Some(name) => upstreams.iter().position(|u| &u.name == name.get_ref()).ok_or_else(|| {
-                let known: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
-                self.err(
-                    Some(name.span()),
+                return Err(self.err(
+                    None,
                     format!("{at}.upstream"),
-                    format!("unknown upstream {:?} (defined: {})", name.get_ref(), known.join(", ")),
-                )
-            })?,
+                    "required when several upstreams are defined".into(),
+                ))
+            }
+            Some(name) => upstreams
+                .iter()
+                .position(|u| &u.name == name.get_ref())
+                .ok_or_else(|| {
+                    let known: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
+                    self.err(
+                        Some(name.span()),
+                        format!("{at}.upstream"),
+                        format!(
+                            "unknown upstream {:?} (defined: {})",
+                            name.get_ref(),
+                            known.join(", ")
+                        ),
+                    )
+                })?,
         };
         let mut policy = CachePolicy::default();
         if let Some(ttls) = r.default_ttl {
@@ -552,10 +659,15 @@ impl Resolver<'_> {
                         }
                     }
                 };
-                policy.default_ttls.push(DefaultTtl { status: m, ttl: ttl.get_ref().0 });
+                policy.default_ttls.push(DefaultTtl {
+                    status: m,
+                    ttl: ttl.get_ref().0,
+                });
             }
             // Exact codes take precedence over "any".
-            policy.default_ttls.sort_by_key(|d| matches!(d.status, StatusMatch::Any));
+            policy
+                .default_ttls
+                .sort_by_key(|d| matches!(d.status, StatusMatch::Any));
         }
         for h in r.ignore_headers.unwrap_or_default() {
             match h.get_ref().to_ascii_lowercase().as_str() {
@@ -583,7 +695,11 @@ impl Resolver<'_> {
         if let Some(k) = r.key {
             key.scheme = k.scheme.unwrap_or(true);
             key.host = k.host.unwrap_or(true);
-            key.query = match (k.query.as_ref().map(|q| q.get_ref().as_str()), k.query_params, k.query_exclude) {
+            key.query = match (
+                k.query.as_ref().map(|q| q.get_ref().as_str()),
+                k.query_params,
+                k.query_exclude,
+            ) {
                 (_, Some(p), _) => QueryKey::Only(p),
                 (_, None, Some(x)) => QueryKey::Except(x),
                 (None | Some("all"), None, None) => QueryKey::All,
@@ -591,13 +707,22 @@ impl Resolver<'_> {
                 (Some("none"), None, None) => QueryKey::None,
                 (Some(other), None, None) => {
                     let span = k.query.as_ref().map(|q| q.span());
-                    return Err(self.err(span, format!("{at}.key.query"), format!("{other:?}: expected \"all\", \"sorted\" or \"none\"")));
+                    return Err(self.err(
+                        span,
+                        format!("{at}.key.query"),
+                        format!("{other:?}: expected \"all\", \"sorted\" or \"none\""),
+                    ));
                 }
             };
             for h in k.headers.unwrap_or_default() {
-                key.headers.push(HeaderName::from_bytes(h.get_ref().as_bytes()).map_err(|_| {
-                    self.err(Some(h.span()), format!("{at}.key.headers"), format!("{:?} is not a header name", h.get_ref()))
-                })?);
+                key.headers
+                    .push(HeaderName::from_bytes(h.get_ref().as_bytes()).map_err(|_| {
+                        self.err(
+                            Some(h.span()),
+                            format!("{at}.key.headers"),
+                            format!("{:?} is not a header name", h.get_ref()),
+                        )
+                    })?);
             }
             key.cookies = k.cookies.unwrap_or_default();
         }

@@ -37,7 +37,10 @@ fn good_file_resolves() {
     let c = Config::from_toml("hoard.toml", GOOD).unwrap();
     assert_eq!(c.upstreams[0].servers.len(), 2);
     assert_eq!(c.upstreams[0].read_timeout, Duration::from_millis(500));
-    assert_eq!((c.upstreams[0].down_after, c.upstreams[0].down_backoff_max), (5, Duration::from_secs(10)));
+    assert_eq!(
+        (c.upstreams[0].down_after, c.upstreams[0].down_backoff_max),
+        (5, Duration::from_secs(10))
+    );
     assert_eq!(c.cache.memory_size, 64 << 20);
     let r = &c.sites[0].routes[1];
     assert_eq!(r.policy.default_ttl(200), Some(Duration::from_secs(600)));
@@ -45,7 +48,10 @@ fn good_file_resolves() {
     assert!(r.policy.ignore_set_cookie);
     assert_eq!(r.key.query, QueryKey::Sorted);
     assert!(!c.sites[0].routes[0].cache);
-    assert_eq!(c.sites[0].hosts[1], HostMatch::Suffix(".example.org".into()));
+    assert_eq!(
+        c.sites[0].hosts[1],
+        HostMatch::Suffix(".example.org".into())
+    );
 }
 
 fn error(text: &str) -> ConfigError {
@@ -57,20 +63,35 @@ fn errors_name_file_line_and_key() {
     let e = error("[upstream.app]\nservers = [\"http://a:1\"]\nbogus = 1\n");
     assert_eq!((e.line, e.key.as_str()), (Some(3), "bogus"), "{e}");
     assert!(e.message.contains("unknown field"), "{e}");
-    assert!(e.to_string().starts_with("config error: hoard.toml:3:"), "{e}");
+    assert!(
+        e.to_string().starts_with("config error: hoard.toml:3:"),
+        "{e}"
+    );
 
     let e = error("[upstream.app]\nservers = [\"http://a:1\"]\nread_timeout = \"5 parsecs\"\n");
     assert_eq!((e.line, e.key.as_str()), (Some(3), "read_timeout"), "{e}");
     assert!(e.message.contains("invalid duration"), "{e}");
 
-    let e = error("[upstream.app]\nservers = [\"http://a:1\"]\n[[site]]\n[[site.route]]\nupstream = \"ap\"\n");
-    assert_eq!((e.line, e.key.as_str()), (Some(5), "site[0].route[0].upstream"), "{e}");
+    let e = error(
+        "[upstream.app]\nservers = [\"http://a:1\"]\n[[site]]\n[[site.route]]\nupstream = \"ap\"\n",
+    );
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(5), "site[0].route[0].upstream"),
+        "{e}"
+    );
     assert!(e.message.contains("unknown upstream \"ap\""), "{e}");
 
     let e = error("[upstream.app]\nservers = [\"ftp://a\"]\n");
-    assert_eq!((e.line, e.key.as_str()), (Some(2), "upstream.app.servers[0]"), "{e}");
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(2), "upstream.app.servers[0]"),
+        "{e}"
+    );
 
-    let e = error("[cache]\nmemory_size = \"12 bananas\"\n[upstream.app]\nservers = [\"http://a:1\"]\n");
+    let e = error(
+        "[cache]\nmemory_size = \"12 bananas\"\n[upstream.app]\nservers = [\"http://a:1\"]\n",
+    );
     assert_eq!(e.line, Some(2), "{e}");
     assert!(e.message.contains("invalid size"), "{e}");
 
@@ -87,7 +108,14 @@ fn quick_start_builds_a_catch_all() {
     };
     let c = Config::quick(&q).unwrap();
     assert_eq!(c.upstreams[0].servers[0].authority, "127.0.0.1:8080");
-    assert_eq!(c.sites[0].routes[0].policy.default_ttl(200), Some(Duration::from_millis(1500)));
-    let e = Config::quick(&QuickStart { upstream: "127.0.0.1:8080".into(), ..Default::default() }).unwrap_err();
+    assert_eq!(
+        c.sites[0].routes[0].policy.default_ttl(200),
+        Some(Duration::from_millis(1500))
+    );
+    let e = Config::quick(&QuickStart {
+        upstream: "127.0.0.1:8080".into(),
+        ..Default::default()
+    })
+    .unwrap_err();
     assert_eq!(e.key, "--upstream");
 }

@@ -18,7 +18,9 @@ pub struct Size(pub u64);
 /// Parses `"500ms"`, `"1.5s"`, `"2m"`, `"1h"`, `"1d"`, or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let n: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}: expected a number with a unit (ms, s, m, h, d), e.g. \"500ms\""))?;
     let secs = match unit.trim() {
@@ -27,7 +29,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "m" => n * 60.0,
         "h" => n * 3600.0,
         "d" => n * 86_400.0,
-        other => return Err(format!("invalid duration {s:?}: unknown unit {other:?} (use ms, s, m, h or d)")),
+        other => {
+            return Err(format!(
+                "invalid duration {s:?}: unknown unit {other:?} (use ms, s, m, h or d)"
+            ))
+        }
     };
     if !(0.0..=1e10).contains(&secs) {
         return Err(format!("invalid duration {s:?}: out of range"));
@@ -38,9 +44,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Parses `"256MiB"`, `"64KiB"`, `"1GB"`, `"100k"`, or a bare number of bytes.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("invalid size {s:?}: expected a number with a unit, e.g. \"256MiB\""))?;
+    let n: f64 = num.parse().map_err(|_| {
+        format!("invalid size {s:?}: expected a number with a unit, e.g. \"256MiB\"")
+    })?;
     let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kb" => 1e3,
@@ -51,7 +61,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "gib" => 1024.0 * 1024.0 * 1024.0,
         "t" | "tb" => 1e12,
         "tib" => 1024f64.powi(4),
-        other => return Err(format!("invalid size {s:?}: unknown unit {other:?} (use B, KiB, MiB, GiB, KB, MB, GB)")),
+        other => {
+            return Err(format!(
+                "invalid size {s:?}: unknown unit {other:?} (use B, KiB, MiB, GiB, KB, MB, GB)"
+            ))
+        }
     };
     let v = n * mult;
     if !(0.0..=1.8e19).contains(&v) {

@@ -160,9 +160,16 @@ pub struct LeaderClaim(pub Arc<Slot>);
 
 impl LeaderClaim {
     /// Takes the leader's reader and response fields of a streaming outcome.
-    pub fn take_reader(&self, head: &FillHead) -> Option<(hoard_store::busy::BusyReader, HeaderMap)> {
+    pub fn take_reader(
+        &self,
+        head: &FillHead,
+    ) -> Option<(hoard_store::busy::BusyReader, HeaderMap)> {
         let reader = head.leader_reader.lock().take()?;
-        let headers = head.leader_headers.lock().take().unwrap_or_else(|| head.headers.clone());
+        let headers = head
+            .leader_headers
+            .lock()
+            .take()
+            .unwrap_or_else(|| head.headers.clone());
         Some((reader, headers))
     }
 }
@@ -245,7 +252,9 @@ pub struct Coalescer {
 
 impl Default for Coalescer {
     fn default() -> Self {
-        Coalescer { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect() }
+        Coalescer {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
     }
 }
 
@@ -269,16 +278,33 @@ impl Coalescer {
         }
         let slot = Slot::new(key_text);
         shard.insert(key, slot.clone());
-        Join::Leader(FillPermit { slot, key, table: self.clone(), published: false, removed: false })
+        Join::Leader(FillPermit {
+            slot,
+            key,
+            table: self.clone(),
+            published: false,
+            removed: false,
+        })
     }
 
     /// A fill that nobody else can join (a request going to the origin on its own).
     pub fn detached(self: &Arc<Self>) -> FillPermit {
-        FillPermit { slot: Slot::new(""), key: Digest(0), table: self.clone(), published: false, removed: true }
+        FillPermit {
+            slot: Slot::new(""),
+            key: Digest(0),
+            table: self.clone(),
+            published: false,
+            removed: true,
+        }
     }
 
     /// Starts a fill only when none is in flight (background refresh).
-    pub fn try_lead(self: &Arc<Self>, key: Digest, key_text: &str, max_age: Duration) -> Option<FillPermit> {
+    pub fn try_lead(
+        self: &Arc<Self>,
+        key: Digest,
+        key_text: &str,
+        max_age: Duration,
+    ) -> Option<FillPermit> {
         match self.join(key, key_text, max_age) {
             Join::Leader(p) => Some(p),
             Join::Follower(_) => None,
@@ -314,11 +340,18 @@ mod tests {
     #[tokio::test]
     async fn one_leader_many_followers_woken_by_publish() {
         let table = Arc::new(Coalescer::default());
-        let Join::Leader(mut permit) = table.join(key(1), "k", Duration::from_secs(10)) else { panic!("first is leader") };
-        let Join::Follower(slot) = table.join(key(1), "k", Duration::from_secs(10)) else { panic!("second follows") };
+        let Join::Leader(mut permit) = table.join(key(1), "k", Duration::from_secs(10)) else {
+            panic!("first is leader")
+        };
+        let Join::Follower(slot) = table.join(key(1), "k", Duration::from_secs(10)) else {
+            panic!("second follows")
+        };
         let waiter = tokio::spawn(async move { slot.wait(Duration::from_secs(10)).await });
         permit.publish(Outcome::OriginError(ErrorKind::ConnectRefused));
-        assert!(matches!(waiter.await.unwrap(), Ok(Outcome::OriginError(ErrorKind::ConnectRefused))));
+        assert!(matches!(
+            waiter.await.unwrap(),
+            Ok(Outcome::OriginError(ErrorKind::ConnectRefused))
+        ));
         permit.done();
         assert!(table.is_empty());
     }
@@ -326,23 +359,40 @@ mod tests {
     #[tokio::test]
     async fn dropped_permit_is_dangling_not_a_hang() {
         let table = Arc::new(Coalescer::default());
-        let Join::Leader(permit) = table.join(key(2), "k", Duration::from_secs(10)) else { panic!() };
-        let Join::Follower(slot) = table.join(key(2), "k", Duration::from_secs(10)) else { panic!() };
+        let Join::Leader(permit) = table.join(key(2), "k", Duration::from_secs(10)) else {
+            panic!()
+        };
+        let Join::Follower(slot) = table.join(key(2), "k", Duration::from_secs(10)) else {
+            panic!()
+        };
         let task = tokio::spawn(async move {
             let _p = permit;
             panic!("fill task panics");
         });
         assert!(task.await.is_err());
-        assert!(matches!(slot.wait(Duration::from_secs(10)).await, Ok(Outcome::Dangling)));
+        assert!(matches!(
+            slot.wait(Duration::from_secs(10)).await,
+            Ok(Outcome::Dangling)
+        ));
         assert!(table.is_empty(), "a dropped permit leaves the table");
     }
 
     #[tokio::test]
     async fn wait_times_out_and_old_fills_are_replaced() {
         let table = Arc::new(Coalescer::default());
-        let Join::Leader(_permit) = table.join(key(3), "k", Duration::from_secs(10)) else { panic!() };
-        let Join::Follower(slot) = table.join(key(3), "k", Duration::from_secs(10)) else { panic!() };
-        assert_eq!(slot.wait(Duration::from_millis(10)).await.unwrap_err(), WaitTimeout);
-        assert!(matches!(table.join(key(3), "k", Duration::ZERO), Join::Leader(_)), "a fill past its age limit is not joined");
+        let Join::Leader(_permit) = table.join(key(3), "k", Duration::from_secs(10)) else {
+            panic!()
+        };
+        let Join::Follower(slot) = table.join(key(3), "k", Duration::from_secs(10)) else {
+            panic!()
+        };
+        assert_eq!(
+            slot.wait(Duration::from_millis(10)).await.unwrap_err(),
+            WaitTimeout
+        );
+        assert!(
+            matches!(table.join(key(3), "k", Duration::ZERO), Join::Leader(_)),
+            "a fill past its age limit is not joined"
+        );
     }
 }

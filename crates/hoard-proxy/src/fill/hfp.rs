@@ -23,7 +23,9 @@ pub struct HitForPass {
 
 impl Default for HitForPass {
     fn default() -> Self {
-        HitForPass { marks: Cache::new(64 * 1024) }
+        HitForPass {
+            marks: Cache::new(64 * 1024),
+        }
     }
 }
 

@@ -99,8 +99,14 @@ impl Pipeline {
         let status = resp.status();
         if let Some(stale) = &job.stale {
             if status == StatusCode::NOT_MODIFIED {
-                let fresh = self.refresh_from_304(&job, stale, resp.headers(), request_time, response_time);
-                let cookies = resp.headers().get_all(header::SET_COOKIE).iter().cloned().collect();
+                let fresh =
+                    self.refresh_from_304(&job, stale, resp.headers(), request_time, response_time);
+                let cookies = resp
+                    .headers()
+                    .get_all(header::SET_COOKIE)
+                    .iter()
+                    .cloned()
+                    .collect();
                 permit.publish(Outcome::Refreshed(fresh, Arc::new(cookies)));
                 return;
             }
@@ -111,7 +117,10 @@ impl Pipeline {
                 self.counters.inc(&self.counters.revalidation_failed);
                 let (mut parts, body) = resp.into_parts();
                 self.forwardable(&mut parts.headers, response_time);
-                permit.publish_uncacheable(NotStorable::ServerError, http::Response::from_parts(parts, body));
+                permit.publish_uncacheable(
+                    NotStorable::ServerError,
+                    http::Response::from_parts(parts, body),
+                );
                 return;
             }
         }
@@ -124,13 +133,19 @@ impl Pipeline {
             cc: &job.req_cc,
             authorization: job.request_headers.contains_key(header::AUTHORIZATION),
         };
-        let content_length =
-            parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+        let content_length = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
         let max_object = self.store.max_object();
-        let decision = storability(req_facts, &facts, policy, response_time).and_then(|ok| match content_length {
-            Some(len) if len > max_object => Err(NotStorable::TooLarge),
-            _ => Ok(ok),
-        });
+        let decision =
+            storability(req_facts, &facts, policy, response_time).and_then(
+                |ok| match content_length {
+                    Some(len) if len > max_object => Err(NotStorable::TooLarge),
+                    _ => Ok(ok),
+                },
+            );
         let (lifetime, source) = match decision {
             Ok(d) => d,
             Err(reason) => {
@@ -144,7 +159,8 @@ impl Pipeline {
                         self.store.remove_all(job.key.digest);
                     }
                     if !route.hit_for_pass.is_zero() {
-                        self.hfp.mark(job.key.digest, response_time + route.hit_for_pass);
+                        self.hfp
+                            .mark(job.key.digest, response_time + route.hit_for_pass);
                         self.counters.inc(&self.counters.hit_for_pass_marks);
                     }
                 }
@@ -154,10 +170,23 @@ impl Pipeline {
             }
         };
         self.hfp.clear(job.key.digest);
-        let times =
-            StoredTimes { request_time, response_time, date: facts.date.unwrap_or(response_time), age_value: facts.age, lifetime };
-        let rules = StoredRules::new(&facts.cc, policy.stale_while_revalidate, policy.stale_if_error);
-        let vary = if policy.ignore_vary { VaryNames::default() } else { VaryNames::from_response(&parts.headers) };
+        let times = StoredTimes {
+            request_time,
+            response_time,
+            date: facts.date.unwrap_or(response_time),
+            age_value: facts.age,
+            lifetime,
+        };
+        let rules = StoredRules::new(
+            &facts.cc,
+            policy.stale_while_revalidate,
+            policy.stale_if_error,
+        );
+        let vary = if policy.ignore_vary {
+            VaryNames::default()
+        } else {
+            VaryNames::from_response(&parts.headers)
+        };
         let mut stored_headers = parts.headers.clone();
         stored_headers.remove(header::SET_COOKIE);
         hoard_policy::headers::strip_never_stored(&mut stored_headers);
@@ -167,8 +196,10 @@ impl Pipeline {
         {
             let slot = permit.slot().clone();
             let leader_gone = slot.leader_gone.lock();
-            let leader_reader =
-                (job.has_leader && !*leader_gone).then(|| busy.reader().expect("invariant: a new busy body accepts readers"));
+            let leader_reader = (job.has_leader && !*leader_gone).then(|| {
+                busy.reader()
+                    .expect("invariant: a new busy body accepts readers")
+            });
             let mut shared_headers = stored_headers.clone();
             // Until the body is complete its length is the origin's to say.
             shared_headers.remove(header::CONTENT_LENGTH);
@@ -187,16 +218,38 @@ impl Pipeline {
             });
             permit.publish(Outcome::Streaming(head));
         }
-        let outcome = read_body(body, &writer, max_object, upstream.cfg.read_timeout, &mut permit).await;
+        let outcome = read_body(
+            body,
+            &writer,
+            max_object,
+            upstream.cfg.read_timeout,
+            &mut permit,
+        )
+        .await;
         match outcome {
             Ok(true) => {
                 self.counters.inc(&self.counters.fills_completed);
-                let chunks = writer.chunks().expect("invariant: history kept while storable");
+                let chunks = writer
+                    .chunks()
+                    .expect("invariant: history kept while storable");
                 let body = ObjectBody::from_chunks(compact(chunks));
                 stored_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-                let obj = StoredObject::new(job.key.text.clone(), vary, status, stored_headers, times, source, rules, body);
+                let obj = StoredObject::new(
+                    job.key.text.clone(),
+                    vary,
+                    status,
+                    stored_headers,
+                    times,
+                    source,
+                    rules,
+                    body,
+                );
                 // Store, leave the table, and only then let readers see the end.
-                if self.store.insert(job.key.digest, &job.request_headers, Arc::new(obj)).is_ok() {
+                if self
+                    .store
+                    .insert(job.key.digest, &job.request_headers, Arc::new(obj))
+                    .is_ok()
+                {
                     self.counters.inc(&self.counters.objects_stored);
                 } else {
                     self.counters.inc(&self.counters.objects_too_large);
@@ -235,8 +288,17 @@ impl Pipeline {
 
     /// Starts a background refresh of a stale object unless a fill for its
     /// key is already in flight. Returns true when one was started.
-    pub(crate) fn spawn_refresh(self: &Arc<Self>, job: FillJob, max_age: std::time::Duration) -> bool {
-        let Some(permit) = self.coalescer.try_lead(job.key.digest, &job.key.text, max_age) else { return false };
+    pub(crate) fn spawn_refresh(
+        self: &Arc<Self>,
+        job: FillJob,
+        max_age: std::time::Duration,
+    ) -> bool {
+        let Some(permit) = self
+            .coalescer
+            .try_lead(job.key.digest, &job.key.text, max_age)
+        else {
+            return false;
+        };
         self.counters.inc(&self.counters.background_refreshes);
         tokio::spawn(self.clone().run_fill(job, permit));
         true
@@ -272,16 +334,26 @@ impl Pipeline {
         merge_304(&mut headers, &update);
         let policy = &self.cfg.sites[job.site].routes[job.route].policy;
         let facts = ResponseFacts::read(stale.status.as_u16(), &headers, policy);
-        let (lifetime, source) =
-            freshness_lifetime(&facts, policy, response_time).unwrap_or((std::time::Duration::ZERO, stale.lifetime_source));
-        let times =
-            StoredTimes { request_time, response_time, date: facts.date.unwrap_or(response_time), age_value: facts.age, lifetime };
-        let rules = StoredRules::new(&facts.cc, policy.stale_while_revalidate, policy.stale_if_error);
+        let (lifetime, source) = freshness_lifetime(&facts, policy, response_time)
+            .unwrap_or((std::time::Duration::ZERO, stale.lifetime_source));
+        let times = StoredTimes {
+            request_time,
+            response_time,
+            date: facts.date.unwrap_or(response_time),
+            age_value: facts.age,
+            lifetime,
+        };
+        let rules = StoredRules::new(
+            &facts.cc,
+            policy.stale_while_revalidate,
+            policy.stale_if_error,
+        );
         let fresh = Arc::new(stale.with_headers(headers, times, source, rules));
         if facts.cc.no_store || facts.cc.private {
             self.store.remove_all(job.key.digest);
         } else {
-            self.store.update(job.key.digest, &job.request_headers, stale, fresh.clone());
+            self.store
+                .update(job.key.digest, &job.request_headers, stale, fresh.clone());
         }
         fresh
     }
@@ -311,7 +383,9 @@ async fn read_body(
                 Err(_) => return Err(FillError::ReadersStalled),
             }
         }
-        let Some(frame) = body.frame().await else { break };
+        let Some(frame) = body.frame().await else {
+            break;
+        };
         match frame {
             Ok(f) => {
                 if let Ok(data) = f.into_data() {
@@ -346,7 +420,13 @@ fn compact(chunks: Vec<Bytes>) -> Vec<Bytes> {
             c = &c[take..];
             remaining -= take;
             if cur.len() == cur.capacity() {
-                out.push(std::mem::replace(&mut cur, bytes::BytesMut::with_capacity(remaining.min(TARGET))).freeze());
+                out.push(
+                    std::mem::replace(
+                        &mut cur,
+                        bytes::BytesMut::with_capacity(remaining.min(TARGET)),
+                    )
+                    .freeze(),
+                );
             }
         }
     }
@@ -362,12 +442,20 @@ mod tests {
 
     #[test]
     fn compact_makes_exact_buffers_of_at_most_one_mib() {
-        let chunks: Vec<Bytes> = (0..300u32).map(|i| Bytes::from(vec![(i % 251) as u8; 10_000])).collect();
+        let chunks: Vec<Bytes> = (0..300u32)
+            .map(|i| Bytes::from(vec![(i % 251) as u8; 10_000]))
+            .collect();
         let want: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
         let out = compact(chunks);
-        assert_eq!(out.iter().map(Bytes::len).collect::<Vec<_>>(), vec![1 << 20, 1 << 20, 3_000_000 - 2 * (1 << 20)]);
+        assert_eq!(
+            out.iter().map(Bytes::len).collect::<Vec<_>>(),
+            vec![1 << 20, 1 << 20, 3_000_000 - 2 * (1 << 20)]
+        );
         assert_eq!(out.concat(), want);
         assert!(compact(Vec::new()).is_empty());
-        assert_eq!(compact(vec![Bytes::from_static(b"ab"), Bytes::from_static(b"c")]), vec![Bytes::from_static(b"abc")]);
+        assert_eq!(
+            compact(vec![Bytes::from_static(b"ab"), Bytes::from_static(b"c")]),
+            vec![Bytes::from_static(b"abc")]
+        );
     }
 }

@@ -65,13 +65,23 @@ impl Mode {
     /// The slot of one variant of a key: every request that wants it, whether it
     /// learned the key varies from the store or from a fill's response, meets there.
     fn variant(key: &CacheKey, variant: Digest) -> Mode {
-        Mode::Variant(Digest(key.digest.0 ^ variant.0.rotate_left(64)), format!("{}#{variant}", key.text))
+        Mode::Variant(
+            Digest(key.digest.0 ^ variant.0.rotate_left(64)),
+            format!("{}#{variant}", key.text),
+        )
     }
 }
 
 impl Pipeline {
     /// The fill job for `ctx`: a GET to the origin, with the stale copy's validators.
-    pub(crate) fn fill_job(&self, ctx: &Ctx<'_>, key: &CacheKey, req_cc: &CacheControl, stale: Option<Arc<StoredObject>>, has_leader: bool) -> FillJob {
+    pub(crate) fn fill_job(
+        &self,
+        ctx: &Ctx<'_>,
+        key: &CacheKey,
+        req_cc: &CacheControl,
+        stale: Option<Arc<StoredObject>>,
+        has_leader: bool,
+    ) -> FillJob {
         let mut oreq = self.origin_request(ctx, true, None);
         if let Some(obj) = &stale {
             add_validators(&mut oreq.headers, &obj.headers);
@@ -89,7 +99,10 @@ impl Pipeline {
     }
 
     /// Fetches for a cacheable request; `stale` is the stored object to revalidate, if any.
-    pub(crate) async fn fetch(self: &Arc<Self>, mut want: Want<'_>) -> Result<Response<ProxyBody>, ProxyError> {
+    pub(crate) async fn fetch(
+        self: &Arc<Self>,
+        mut want: Want<'_>,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
         let Want { ctx, key, .. } = want;
         // A known-down origin: answer with the stale copy at once.
         if ctx.upstream.is_down() {
@@ -113,12 +126,27 @@ impl Pipeline {
         self.fill_and_deliver(&want, mode).await
     }
 
-    async fn fill_and_deliver(self: &Arc<Self>, want: &Want<'_>, mode: Mode) -> Result<Response<ProxyBody>, ProxyError> {
-        let Want { ctx, key, req_cc, fwd, ref stale, .. } = *want;
+    async fn fill_and_deliver(
+        self: &Arc<Self>,
+        want: &Want<'_>,
+        mode: Mode,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
+        let Want {
+            ctx,
+            key,
+            req_cc,
+            fwd,
+            ref stale,
+            ..
+        } = *want;
         let join = match &mode {
             Mode::Alone => Join::Leader(self.coalescer.detached()),
-            Mode::Coalesce => self.coalescer.join(key.digest, &key.text, ctx.route.fill_max_age),
-            Mode::Variant(digest, text) => self.coalescer.join(*digest, text, ctx.route.fill_max_age),
+            Mode::Coalesce => self
+                .coalescer
+                .join(key.digest, &key.text, ctx.route.fill_max_age),
+            Mode::Variant(digest, text) => {
+                self.coalescer.join(*digest, text, ctx.route.fill_max_age)
+            }
         };
         let (slot, claim) = match join {
             Join::Leader(permit) => {
@@ -135,7 +163,9 @@ impl Pipeline {
         let leader = claim.is_some();
         let timeout = if leader {
             // The fill itself gives up by then; this only guards against a bug.
-            ctx.upstream.cfg.connect_timeout + ctx.upstream.cfg.read_timeout * 2 + Duration::from_secs(1)
+            ctx.upstream.cfg.connect_timeout
+                + ctx.upstream.cfg.read_timeout * 2
+                + Duration::from_secs(1)
         } else {
             ctx.route.coalesce_timeout
         };
@@ -146,7 +176,11 @@ impl Pipeline {
                 return self.pass(ctx, None).await;
             }
         };
-        let mut cs = CacheStatus { fwd: Some(fwd), collapsed: !leader, ..Default::default() };
+        let mut cs = CacheStatus {
+            fwd: Some(fwd),
+            collapsed: !leader,
+            ..Default::default()
+        };
         let hfp_detail = want.hit_for_pass.then_some("hit-for-pass");
         if self.cfg.server.debug_headers {
             cs.key = Some(key.text.clone());
@@ -157,11 +191,14 @@ impl Pipeline {
                 let variant = head.vary.variant(&ctx.headers);
                 let taken = match &claim {
                     Some(c) => c.take_reader(&head),
-                    None if variant == head.variant => head.busy.reader().map(|r| (r, head.headers.clone())),
+                    None if variant == head.variant => {
+                        head.busy.reader().map(|r| (r, head.headers.clone()))
+                    }
                     None if mode == Mode::Coalesce => {
                         // Another variant of the same key: share a fill with the
                         // requests that want this one.
-                        return Box::pin(self.fill_and_deliver(want, Mode::variant(key, variant))).await;
+                        return Box::pin(self.fill_and_deliver(want, Mode::variant(key, variant)))
+                            .await;
                     }
                     None => None,
                 };
@@ -187,7 +224,12 @@ impl Pipeline {
                 }
                 let now = self.clock.now();
                 match self.store.lookup(key.digest, &key.text, &ctx.headers) {
-                    Lookup::Hit(o) if matches!(reuse(&o.times, &o.rules, req_cc, now), Reuse::Fresh | Reuse::StaleAllowed) => {
+                    Lookup::Hit(o)
+                        if matches!(
+                            reuse(&o.times, &o.rules, req_cc, now),
+                            Reuse::Fresh | Reuse::StaleAllowed
+                        ) =>
+                    {
                         cs.fwd_status = Some(304);
                         Ok(self.serve_stored(ctx, key, o, cs, now))
                     }
@@ -197,7 +239,13 @@ impl Pipeline {
             Outcome::Uncacheable(reason, status) => {
                 if status.is_server_error() {
                     if let Some(obj) = self.stale_for_error(want) {
-                        return Ok(self.serve_stale_on_error(ctx, key, obj, Some(status.as_u16()), "stale-if-error"));
+                        return Ok(self.serve_stale_on_error(
+                            ctx,
+                            key,
+                            obj,
+                            Some(status.as_u16()),
+                            "stale-if-error",
+                        ));
                     }
                 }
                 let Some(claim) = claim else {
@@ -205,18 +253,30 @@ impl Pipeline {
                     return self.alone(want, leader).await;
                 };
                 let Some(resp) = claim.0.take_handoff() else {
-                    return Err(ProxyError::origin(ErrorKind::BadResponse, "uncacheable response already taken"));
+                    return Err(ProxyError::origin(
+                        ErrorKind::BadResponse,
+                        "uncacheable response already taken",
+                    ));
                 };
                 let (parts, body) = resp.into_parts();
                 cs.fwd_status = Some(parts.status.as_u16());
                 cs.detail = hfp_detail.or(Some(reason.as_str()));
-                Ok(self.deliver_fetched(ctx, parts.status, parts.headers, ProxyBody::Origin(body), &cs))
+                Ok(self.deliver_fetched(
+                    ctx,
+                    parts.status,
+                    parts.headers,
+                    ProxyBody::Origin(body),
+                    &cs,
+                ))
             }
             Outcome::OriginError(kind) => {
                 if let Some(obj) = self.stale_for_error(want) {
                     return Ok(self.serve_stale_on_error(ctx, key, obj, None, "stale-if-error"));
                 }
-                Err(ProxyError::origin(kind, format!("fill for {} failed", key.text)))
+                Err(ProxyError::origin(
+                    kind,
+                    format!("fill for {} failed", key.text),
+                ))
             }
             Outcome::Dangling => {
                 self.counters.inc(&self.counters.fill_dangling);
@@ -228,25 +288,53 @@ impl Pipeline {
     /// The stale copy, when stale-if-error lets it stand in for an origin failure now.
     fn stale_for_error(&self, want: &Want<'_>) -> Option<Arc<StoredObject>> {
         let now = self.clock.now();
-        want.stale.clone().filter(|o| stale_if_error(&o.times, &o.rules, want.req_cc, now))
+        want.stale
+            .clone()
+            .filter(|o| stale_if_error(&o.times, &o.rules, want.req_cc, now))
     }
 
     /// A follower that the shared fill could not serve fetches on its own.
-    async fn alone(self: &Arc<Self>, want: &Want<'_>, leader: bool) -> Result<Response<ProxyBody>, ProxyError> {
+    async fn alone(
+        self: &Arc<Self>,
+        want: &Want<'_>,
+        leader: bool,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
         if leader {
-            return Err(ProxyError::origin(ErrorKind::BadResponse, format!("fill for {} ended without a response", want.key.text)));
+            return Err(ProxyError::origin(
+                ErrorKind::BadResponse,
+                format!("fill for {} ended without a response", want.key.text),
+            ));
         }
         Box::pin(self.fill_and_deliver(want, Mode::Alone)).await
     }
 
     /// Answers the client from a response just fetched: its preconditions are
     /// evaluated against it (they were not forwarded), HEAD gets no body.
-    fn deliver_fetched(&self, ctx: &Ctx<'_>, status: StatusCode, headers: HeaderMap, body: ProxyBody, cs: &CacheStatus) -> Response<ProxyBody> {
-        let pre = if status.is_success() { evaluate(&ctx.method, &ctx.headers, &headers) } else { Precondition::Pass };
+    fn deliver_fetched(
+        &self,
+        ctx: &Ctx<'_>,
+        status: StatusCode,
+        headers: HeaderMap,
+        body: ProxyBody,
+        cs: &CacheStatus,
+    ) -> Response<ProxyBody> {
+        let pre = if status.is_success() {
+            evaluate(&ctx.method, &ctx.headers, &headers)
+        } else {
+            Precondition::Pass
+        };
         let mut resp = match pre {
             Precondition::NotModified => {
                 let mut r = self.status_only(StatusCode::NOT_MODIFIED);
-                for name in [header::CACHE_CONTROL, header::DATE, header::ETAG, header::EXPIRES, header::VARY, header::LAST_MODIFIED, header::VIA] {
+                for name in [
+                    header::CACHE_CONTROL,
+                    header::DATE,
+                    header::ETAG,
+                    header::EXPIRES,
+                    header::VARY,
+                    header::LAST_MODIFIED,
+                    header::VIA,
+                ] {
                     for v in headers.get_all(&name) {
                         r.headers_mut().append(name.clone(), v.clone());
                     }
@@ -255,7 +343,11 @@ impl Pipeline {
             }
             Precondition::Failed => self.status_only(StatusCode::PRECONDITION_FAILED),
             Precondition::Pass => {
-                let body = if ctx.method == Method::HEAD { ProxyBody::Empty } else { body };
+                let body = if ctx.method == Method::HEAD {
+                    ProxyBody::Empty
+                } else {
+                    body
+                };
                 let mut r = Response::new(body);
                 *r.status_mut() = status;
                 *r.headers_mut() = headers;
@@ -275,7 +367,13 @@ impl Pipeline {
         detail: &'static str,
     ) -> Response<ProxyBody> {
         self.counters.inc(&self.counters.stale_if_error_served);
-        let status = CacheStatus { hit: true, fwd: Some(Fwd::Stale), fwd_status, detail: Some(detail), ..Default::default() };
+        let status = CacheStatus {
+            hit: true,
+            fwd: Some(Fwd::Stale),
+            fwd_status,
+            detail: Some(detail),
+            ..Default::default()
+        };
         self.serve_stored(ctx, key, obj, status, self.clock.now())
     }
 }

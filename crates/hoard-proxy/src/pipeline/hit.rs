@@ -41,7 +41,11 @@ impl Pipeline {
         }
         let age = HeaderValue::from(obj.times.current_age(now).as_secs());
         // RFC 9110 §13.2.1: preconditions apply only to what would be a 2xx.
-        let pre = if obj.status.is_success() { evaluate(&ctx.method, &ctx.headers, &obj.headers) } else { Precondition::Pass };
+        let pre = if obj.status.is_success() {
+            evaluate(&ctx.method, &ctx.headers, &obj.headers)
+        } else {
+            Precondition::Pass
+        };
         let mut resp = match pre {
             Precondition::NotModified => {
                 let mut h = HeaderMap::new();
@@ -59,7 +63,11 @@ impl Pipeline {
             }
             Precondition::Failed => self.status_only(StatusCode::PRECONDITION_FAILED),
             Precondition::Pass => {
-                let body = if ctx.method == Method::HEAD { ProxyBody::Empty } else { ProxyBody::stored(obj.clone()) };
+                let body = if ctx.method == Method::HEAD {
+                    ProxyBody::Empty
+                } else {
+                    ProxyBody::stored(obj.clone())
+                };
                 let mut r = Response::new(body);
                 *r.status_mut() = obj.status;
                 *r.headers_mut() = obj.headers.clone();

@@ -88,16 +88,33 @@ impl Ctx<'_> {
     }
 
     pub fn key_for(&self, route: &RouteConfig, path: &str, query: Option<&str>) -> CacheKey {
-        route.key.key(KeyInput { scheme: self.scheme(), host: &self.authority, path, query, headers: &self.headers })
+        route.key.key(KeyInput {
+            scheme: self.scheme(),
+            host: &self.authority,
+            path,
+            query,
+            headers: &self.headers,
+        })
     }
 }
 
 impl Pipeline {
     /// A pipeline over a store, with upstreams built from the configuration.
-    pub fn new(cfg: Arc<Config>, store: Arc<Store>, counters: Arc<Counters>, clock: Arc<dyn Clock>) -> Pipeline {
-        let upstreams = cfg.upstreams.iter().map(|u| Upstream::new(u.clone(), counters.clone(), clock.clone())).collect();
-        let via = HeaderValue::from_str(&format!("1.1 {}", cfg.server.via)).unwrap_or(HeaderValue::from_static("1.1 hoard"));
-        let via_h2 = HeaderValue::from_str(&format!("2 {}", cfg.server.via)).unwrap_or(HeaderValue::from_static("2 hoard"));
+    pub fn new(
+        cfg: Arc<Config>,
+        store: Arc<Store>,
+        counters: Arc<Counters>,
+        clock: Arc<dyn Clock>,
+    ) -> Pipeline {
+        let upstreams = cfg
+            .upstreams
+            .iter()
+            .map(|u| Upstream::new(u.clone(), counters.clone(), clock.clone()))
+            .collect();
+        let via = HeaderValue::from_str(&format!("1.1 {}", cfg.server.via))
+            .unwrap_or(HeaderValue::from_static("1.1 hoard"));
+        let via_h2 = HeaderValue::from_str(&format!("2 {}", cfg.server.via))
+            .unwrap_or(HeaderValue::from_static("2 hoard"));
         Pipeline {
             cfg,
             upstreams,
@@ -112,7 +129,12 @@ impl Pipeline {
     }
 
     /// Handles one request; never fails (errors become responses).
-    pub async fn handle(self: Arc<Self>, req: Request<Incoming>, peer: SocketAddr, tls: bool) -> Response<ProxyBody> {
+    pub async fn handle(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+        tls: bool,
+    ) -> Response<ProxyBody> {
         self.counters.inc(&self.counters.requests_total);
         match self.recv(req, peer, tls).await {
             Ok(resp) => resp,
@@ -120,35 +142,69 @@ impl Pipeline {
         }
     }
 
-    async fn recv(self: &Arc<Self>, req: Request<Incoming>, peer: SocketAddr, tls: bool) -> Result<Response<ProxyBody>, ProxyError> {
+    async fn recv(
+        self: &Arc<Self>,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+        tls: bool,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
         let (parts, body) = req.into_parts();
         let limits = &self.cfg.server;
         if parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) > limits.max_uri_length {
-            return Err(ProxyError::client(ErrorKind::UriTooLong, "request target too long"));
+            return Err(ProxyError::client(
+                ErrorKind::UriTooLong,
+                "request target too long",
+            ));
         }
         let authority = match parts.uri.authority() {
             Some(a) => a.as_str().to_string(),
             None => {
                 let mut hosts = parts.headers.get_all(header::HOST).iter();
                 match (hosts.next(), hosts.next()) {
-                    (Some(one), None) => one.to_str().map_err(|_| ProxyError::client(ErrorKind::BadRequest, "invalid Host"))?.to_string(),
+                    (Some(one), None) => one
+                        .to_str()
+                        .map_err(|_| ProxyError::client(ErrorKind::BadRequest, "invalid Host"))?
+                        .to_string(),
                     (None, _) if parts.version < Version::HTTP_11 => String::new(),
-                    (None, _) => return Err(ProxyError::client(ErrorKind::BadRequest, "missing Host (RFC 9112 §3.2)")),
-                    (Some(_), Some(_)) => return Err(ProxyError::client(ErrorKind::BadRequest, "several Host fields (RFC 9112 §3.2)")),
+                    (None, _) => {
+                        return Err(ProxyError::client(
+                            ErrorKind::BadRequest,
+                            "missing Host (RFC 9112 §3.2)",
+                        ))
+                    }
+                    (Some(_), Some(_)) => {
+                        return Err(ProxyError::client(
+                            ErrorKind::BadRequest,
+                            "several Host fields (RFC 9112 §3.2)",
+                        ))
+                    }
                 }
             }
         };
-        if let Some(len) = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
+        if let Some(len) = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+        {
             if len > limits.max_body_size {
-                return Err(ProxyError::client(ErrorKind::BodyTooLarge, format!("body of {len} bytes")));
+                return Err(ProxyError::client(
+                    ErrorKind::BodyTooLarge,
+                    format!("body of {len} bytes"),
+                ));
             }
         }
-        let site_idx = self.select_site(&authority).ok_or_else(|| ProxyError::client(ErrorKind::NoRoute, format!("no site for host {authority:?}")))?;
+        let site_idx = self.select_site(&authority).ok_or_else(|| {
+            ProxyError::client(
+                ErrorKind::NoRoute,
+                format!("no site for host {authority:?}"),
+            )
+        })?;
         let site = &self.cfg.sites[site_idx];
         let path = parts.uri.path();
-        let route_idx = site
-            .route_for(path)
-            .ok_or_else(|| ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}")))?;
+        let route_idx = site.route_for(path).ok_or_else(|| {
+            ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}"))
+        })?;
         let route = &site.routes[route_idx];
         let mut headers = parts.headers;
         strip_hop_by_hop(&mut headers);
@@ -173,7 +229,11 @@ impl Pipeline {
             let body = if http_body::Body::is_end_stream(&body) {
                 None
             } else {
-                Some(Limited::new(body, limits.max_body_size as usize).map_err(|e| e as crate::upstream::BoxError).boxed() as ReqBody)
+                Some(
+                    Limited::new(body, limits.max_body_size as usize)
+                        .map_err(|e| e as crate::upstream::BoxError)
+                        .boxed() as ReqBody,
+                )
             };
             self.pass(&ctx, body).await
         }
@@ -209,16 +269,24 @@ impl Pipeline {
             Lookup::Hit(obj) => match reuse(&obj.times, &obj.rules, &req_cc, now) {
                 Reuse::Fresh | Reuse::StaleAllowed => {
                     self.counters.inc(&self.counters.cache_hit);
-                    let status = CacheStatus { hit: true, ..Default::default() };
+                    let status = CacheStatus {
+                        hit: true,
+                        ..Default::default()
+                    };
                     return Ok(self.serve_stored(ctx, &key, obj, status, now));
                 }
                 Reuse::StaleWhileRevalidate => {
                     // RFC 5861 §3: serve the stale copy now; one background refresh
                     // (a fill nobody waits for) runs unless one is in flight.
-                    self.counters.inc(&self.counters.stale_while_revalidate_served);
+                    self.counters
+                        .inc(&self.counters.stale_while_revalidate_served);
                     let job = self.fill_job(ctx, &key, &req_cc, Some(obj.clone()), false);
                     self.spawn_refresh(job, ctx.route.fill_max_age);
-                    let status = CacheStatus { hit: true, detail: Some("stale-while-revalidate"), ..Default::default() };
+                    let status = CacheStatus {
+                        hit: true,
+                        detail: Some("stale-while-revalidate"),
+                        ..Default::default()
+                    };
                     return Ok(self.serve_stored(ctx, &key, obj, status, now));
                 }
                 Reuse::Revalidate(reason) => {
@@ -239,7 +307,10 @@ impl Pipeline {
         };
         if req_cc.only_if_cached {
             self.counters.inc(&self.counters.only_if_cached_miss);
-            let e = ProxyError::client(ErrorKind::OnlyIfCached, "only-if-cached and nothing usable stored");
+            let e = ProxyError::client(
+                ErrorKind::OnlyIfCached,
+                "only-if-cached and nothing usable stored",
+            );
             return Ok(self.error_response(&e, Some(fwd)));
         }
         if stale.is_some() {
@@ -247,7 +318,16 @@ impl Pipeline {
         } else {
             self.counters.inc(&self.counters.cache_miss);
         }
-        self.fetch(fetch::Want { ctx, key: &key, req_cc: &req_cc, fwd, stale, variant, hit_for_pass: false }).await
+        self.fetch(fetch::Want {
+            ctx,
+            key: &key,
+            req_cc: &req_cc,
+            fwd,
+            stale,
+            variant,
+            hit_for_pass: false,
+        })
+        .await
     }
 
     /// Adds `Cache-Status` (RFC 9211), appended after any upstream cache's entry.
@@ -259,7 +339,11 @@ impl Pipeline {
 
     /// Appends this hop to `Via` (RFC 9110 §7.6.3).
     pub(crate) fn add_via(&self, headers: &mut HeaderMap, version: Version) {
-        let v = if version == Version::HTTP_2 { self.via_h2.clone() } else { self.via.clone() };
+        let v = if version == Version::HTTP_2 {
+            self.via_h2.clone()
+        } else {
+            self.via.clone()
+        };
         headers.append(header::VIA, v);
     }
 
@@ -273,9 +357,16 @@ impl Pipeline {
         let mut resp = Response::new(ProxyBody::Full(Some(Bytes::from(format!("{}\n", status)))));
         *resp.status_mut() = status;
         let h = resp.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        let cs = CacheStatus { fwd, detail: Some(e.as_str()), ..Default::default() };
+        let cs = CacheStatus {
+            fwd,
+            detail: Some(e.as_str()),
+            ..Default::default()
+        };
         self.add_cache_status(h, &cs);
         if e.kind == ErrorKind::BadRequest || e.kind == ErrorKind::BodyTooLarge {
             h.insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -292,7 +383,9 @@ impl Pipeline {
 
 fn strip_port(authority: &str) -> &str {
     if authority.starts_with('[') {
-        return authority.split_once(']').map_or(authority, |(h, _)| &authority[..h.len() + 1]);
+        return authority
+            .split_once(']')
+            .map_or(authority, |(h, _)| &authority[..h.len() + 1]);
     }
     authority.rsplit_once(':').map_or(authority, |(h, _)| h)
 }

@@ -24,7 +24,12 @@ impl Pipeline {
     /// hop-by-hop ones, Host as configured, `Via`, `X-Forwarded-For` and
     /// `Forwarded` appended. For a fill (`for_fill`), the method is GET and the
     /// client's preconditions and Range are removed.
-    pub(crate) fn origin_request(&self, ctx: &Ctx<'_>, for_fill: bool, body: Option<ReqBody>) -> OriginRequest {
+    pub(crate) fn origin_request(
+        &self,
+        ctx: &Ctx<'_>,
+        for_fill: bool,
+        body: Option<ReqBody>,
+    ) -> OriginRequest {
         let mut headers: HeaderMap = ctx.headers.clone();
         if for_fill {
             for h in &FILL_STRIPPED {
@@ -37,11 +42,18 @@ impl Pipeline {
             HostHeader::Fixed(v) => HeaderValue::from_str(v).ok(),
         };
         match host {
-            Some(h) if !ctx.authority.is_empty() || !matches!(ctx.upstream.cfg.host, HostHeader::Preserve) => {
+            Some(h)
+                if !ctx.authority.is_empty()
+                    || !matches!(ctx.upstream.cfg.host, HostHeader::Preserve) =>
+            {
                 headers.insert(header::HOST, h);
             }
             _ => {
-                headers.insert(header::HOST, HeaderValue::from_str(ctx.upstream.peek_authority()).unwrap_or(HeaderValue::from_static("localhost")));
+                headers.insert(
+                    header::HOST,
+                    HeaderValue::from_str(ctx.upstream.peek_authority())
+                        .unwrap_or(HeaderValue::from_static("localhost")),
+                );
             }
         }
         self.add_via(&mut headers, ctx.version);
@@ -53,7 +65,11 @@ impl Pipeline {
         if let Ok(v) = HeaderValue::from_str(&xff) {
             headers.insert("x-forwarded-for", v);
         }
-        let node = if ctx.peer.is_ipv6() { format!("\"[{ip}]\"") } else { ip };
+        let node = if ctx.peer.is_ipv6() {
+            format!("\"[{ip}]\"")
+        } else {
+            ip
+        };
         let fwd = format!("for={node};proto={}", ctx.scheme());
         if let Ok(v) = HeaderValue::from_str(&fwd) {
             headers.append(header::FORWARDED, v);
@@ -63,7 +79,16 @@ impl Pipeline {
             .path_and_query()
             .map(|pq| Uri::from(pq.clone()))
             .unwrap_or_else(|| Uri::from_static("/"));
-        let method = if for_fill { Method::GET } else { ctx.method.clone() };
-        OriginRequest { method, uri, headers, body }
+        let method = if for_fill {
+            Method::GET
+        } else {
+            ctx.method.clone()
+        };
+        OriginRequest {
+            method,
+            uri,
+            headers,
+            body,
+        }
     }
 }

@@ -12,7 +12,11 @@ use crate::upstream::ReqBody;
 
 impl Pipeline {
     /// Forwards the request as is and streams the response back.
-    pub(crate) async fn pass(&self, ctx: &Ctx<'_>, body: Option<ReqBody>) -> Result<Response<ProxyBody>, ProxyError> {
+    pub(crate) async fn pass(
+        &self,
+        ctx: &Ctx<'_>,
+        body: Option<ReqBody>,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
         self.counters.inc(&self.counters.cache_pass);
         let oreq = self.origin_request(ctx, false, body);
         let resp = ctx.upstream.send(oreq).await?;
@@ -23,8 +27,16 @@ impl Pipeline {
             self.invalidate(ctx, &headers);
         }
         self.add_via(&mut headers, Version::HTTP_11);
-        let fwd = if ctx.method == Method::GET || ctx.method == Method::HEAD { Fwd::Bypass } else { Fwd::Method };
-        let cs = CacheStatus { fwd: Some(fwd), fwd_status: Some(parts.status.as_u16()), ..Default::default() };
+        let fwd = if ctx.method == Method::GET || ctx.method == Method::HEAD {
+            Fwd::Bypass
+        } else {
+            Fwd::Method
+        };
+        let cs = CacheStatus {
+            fwd: Some(fwd),
+            fwd_status: Some(parts.status.as_u16()),
+            ..Default::default()
+        };
         self.add_cache_status(&mut headers, &cs);
         let mut r = Response::new(ProxyBody::Origin(body));
         *r.status_mut() = parts.status;
@@ -35,9 +47,14 @@ impl Pipeline {
     /// Removes the target URI and the same-origin `Location` and
     /// `Content-Location` URIs from the cache (RFC 9111 §4.4).
     fn invalidate(&self, ctx: &Ctx<'_>, resp_headers: &HeaderMap) {
-        let mut targets = vec![(ctx.uri.path().to_string(), ctx.uri.query().map(str::to_string))];
+        let mut targets = vec![(
+            ctx.uri.path().to_string(),
+            ctx.uri.query().map(str::to_string),
+        )];
         for name in [header::LOCATION, header::CONTENT_LOCATION] {
-            let Some(v) = resp_headers.get(&name).and_then(|v| v.to_str().ok()) else { continue };
+            let Some(v) = resp_headers.get(&name).and_then(|v| v.to_str().ok()) else {
+                continue;
+            };
             let Ok(uri) = v.parse::<Uri>() else { continue };
             if let Some(a) = uri.authority() {
                 if !a.as_str().eq_ignore_ascii_case(&ctx.authority) {
@@ -62,5 +79,8 @@ impl Pipeline {
 }
 
 fn is_safe(m: &Method) -> bool {
-    matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE)
+    matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    )
 }

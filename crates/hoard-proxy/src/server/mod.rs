@@ -33,7 +33,11 @@ use crate::pipeline::Pipeline;
 
 /// Binds a listener (SO_REUSEADDR, backlog 4096).
 pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let domain = if addr.is_ipv6() { socket2::Domain::IPV6 } else { socket2::Domain::IPV4 };
+    let domain = if addr.is_ipv6() {
+        socket2::Domain::IPV6
+    } else {
+        socket2::Domain::IPV4
+    };
     let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     socket.set_nonblocking(true)?;
@@ -52,7 +56,10 @@ fn builder(server: &ServerConfig, http2: bool) -> auto::Builder<TokioExecutor> {
     if server.max_headers != 100 {
         b.http1().max_headers(server.max_headers);
     }
-    b.http2().timer(TokioTimer::new()).max_concurrent_streams(256).max_header_list_size(server.max_header_size as u32);
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(256)
+        .max_header_list_size(server.max_header_size as u32);
     if http2 {
         b
     } else {
@@ -99,7 +106,10 @@ pub async fn accept_loop(
     let counters = pipeline.counters.clone();
     counters.inc(&counters.listeners_closed);
     let open = graceful.count();
-    if tokio::time::timeout(server.shutdown_timeout, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(server.shutdown_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!(open, timeout = ?server.shutdown_timeout, "connections still open after the shutdown timeout");
     }
 }
@@ -119,19 +129,29 @@ async fn serve(
         async move { Ok::<_, Infallible>(p.handle(req, peer, is_tls).await) }
     });
     let result = match tls {
-        None => watcher.watch(builder.serve_connection(TokioIo::new(stream), svc)).await,
+        None => {
+            watcher
+                .watch(builder.serve_connection(TokioIo::new(stream), svc))
+                .await
+        }
         // A handshake gets as long as a request head.
-        Some(acceptor) => match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
-            Ok(Ok(s)) => watcher.watch(builder.serve_connection(TokioIo::new(s), svc)).await,
-            Ok(Err(e)) => {
-                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                return;
+        Some(acceptor) => {
+            match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                Ok(Ok(s)) => {
+                    watcher
+                        .watch(builder.serve_connection(TokioIo::new(s), svc))
+                        .await
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
             }
-            Err(_) => {
-                tracing::debug!(%peer, "TLS handshake timed out");
-                return;
-            }
-        },
+        }
     };
     if let Err(e) = result {
         tracing::debug!(%peer, error = %e, "client connection ended with an error");

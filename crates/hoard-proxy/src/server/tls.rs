@@ -16,7 +16,8 @@ pub fn acceptor(cfg: &TlsConfig, http2: bool) -> Result<tokio_rustls::TlsAccepto
     if certs.is_empty() {
         return Err(format!("{}: no certificate found", cfg.cert.display()));
     }
-    let key = PrivateKeyDer::from_pem_file(&cfg.key).map_err(|e| format!("{}: {e}", cfg.key.display()))?;
+    let key = PrivateKeyDer::from_pem_file(&cfg.key)
+        .map_err(|e| format!("{}: {e}", cfg.key.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -24,6 +25,10 @@ pub fn acceptor(cfg: &TlsConfig, http2: bool) -> Result<tokio_rustls::TlsAccepto
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .map_err(|e| format!("{}: {e}", cfg.key.display()))?;
-    config.alpn_protocols = if http2 { vec![b"h2".to_vec(), b"http/1.1".to_vec()] } else { vec![b"http/1.1".to_vec()] };
+    config.alpn_protocols = if http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }

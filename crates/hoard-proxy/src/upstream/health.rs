@@ -35,7 +35,11 @@ pub struct Health {
 impl Health {
     /// Down after `threshold` consecutive failures (0: never), backoff up to `backoff_max`.
     pub fn new(threshold: u32, backoff_max: Duration) -> Health {
-        Health { state: Mutex::new(State::default()), threshold, backoff_max }
+        Health {
+            state: Mutex::new(State::default()),
+            threshold,
+            backoff_max,
+        }
     }
 
     /// A request succeeded.
@@ -51,7 +55,11 @@ impl Health {
         let mut st = self.state.lock();
         st.failures += 1;
         if self.threshold > 0 && st.failures >= self.threshold {
-            st.backoff = if st.backoff.is_zero() { BACKOFF_MIN.min(self.backoff_max) } else { (st.backoff * 2).min(self.backoff_max) };
+            st.backoff = if st.backoff.is_zero() {
+                BACKOFF_MIN.min(self.backoff_max)
+            } else {
+                (st.backoff * 2).min(self.backoff_max)
+            };
             st.down_until = Some(now + st.backoff);
         }
     }
@@ -77,7 +85,10 @@ mod tests {
         assert!(h.is_down(t0));
         assert!(!h.is_down(t0 + Duration::from_secs(1)), "backoff of 1 s");
         h.failure(t0);
-        assert!(h.is_down(t0 + Duration::from_millis(1999)), "backoff doubles");
+        assert!(
+            h.is_down(t0 + Duration::from_millis(1999)),
+            "backoff doubles"
+        );
         h.success();
         assert!(!h.is_down(t0));
         let never = Health::new(0, Duration::from_secs(30));

@@ -65,7 +65,9 @@ impl OriginRequest {
 
 fn empty() -> ReqBody {
     use http_body_util::BodyExt;
-    http_body_util::Empty::new().map_err(|never| match never {}).boxed()
+    http_body_util::Empty::new()
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// One origin server group. See the module docs.
@@ -82,10 +84,29 @@ pub struct Upstream {
 
 impl Upstream {
     /// An upstream with empty pools.
-    pub fn new(cfg: UpstreamConfig, counters: Arc<Counters>, clock: Arc<dyn hoard_policy::clock::Clock>) -> Upstream {
-        let pools = cfg.servers.iter().map(|_| Arc::new(Pool::new(cfg.max_idle, cfg.idle_timeout))).collect();
-        let health = cfg.servers.iter().map(|_| health::Health::new(cfg.down_after, cfg.down_backoff_max)).collect();
-        Upstream { cfg, next: AtomicUsize::new(0), pools, health, counters, clock }
+    pub fn new(
+        cfg: UpstreamConfig,
+        counters: Arc<Counters>,
+        clock: Arc<dyn hoard_policy::clock::Clock>,
+    ) -> Upstream {
+        let pools = cfg
+            .servers
+            .iter()
+            .map(|_| Arc::new(Pool::new(cfg.max_idle, cfg.idle_timeout)))
+            .collect();
+        let health = cfg
+            .servers
+            .iter()
+            .map(|_| health::Health::new(cfg.down_after, cfg.down_backoff_max))
+            .collect();
+        Upstream {
+            cfg,
+            next: AtomicUsize::new(0),
+            pools,
+            health,
+            counters,
+            clock,
+        }
     }
 
     /// True when every server of the upstream is considered down (see [`health`]).
@@ -110,7 +131,10 @@ impl Upstream {
             return 0;
         }
         let now = self.clock.now();
-        (0..n).map(|k| (start + k) % n).find(|&i| !self.health[i].is_down(now)).unwrap_or(start % n)
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&i| !self.health[i].is_down(now))
+            .unwrap_or(start % n)
     }
 
     /// The `host:port` of the server a request would go to next (for `host = "server"`).
@@ -130,7 +154,11 @@ impl Upstream {
         result
     }
 
-    async fn send_to(&self, i: usize, mut req: OriginRequest) -> Result<Response<OriginBody>, ProxyError> {
+    async fn send_to(
+        &self,
+        i: usize,
+        mut req: OriginRequest,
+    ) -> Result<Response<OriginBody>, ProxyError> {
         let pool = &self.pools[i];
         let authority = &self.cfg.servers[i].authority;
         self.counters.inc(&self.counters.origin_requests);
@@ -152,11 +180,18 @@ impl Upstream {
         let replayable = req.body.is_none();
         let body = req.body.take().unwrap_or_else(empty);
         let first = req.build(body);
-        let result = tokio::time::timeout(self.cfg.read_timeout, sender.try_send_request(first)).await;
+        let result =
+            tokio::time::timeout(self.cfg.read_timeout, sender.try_send_request(first)).await;
         let resp = match result {
             Err(_) => {
                 self.counters.inc(&self.counters.origin_timeouts);
-                return Err(ProxyError::origin(ErrorKind::ReadTimeout, format!("{authority}: no response head within {:?}", self.cfg.read_timeout)));
+                return Err(ProxyError::origin(
+                    ErrorKind::ReadTimeout,
+                    format!(
+                        "{authority}: no response head within {:?}",
+                        self.cfg.read_timeout
+                    ),
+                ));
             }
             Ok(Ok(resp)) => resp,
             Ok(Err(mut e)) => {
@@ -166,7 +201,9 @@ impl Upstream {
                 let unsent = e.take_message();
                 let retry = match unsent {
                     Some(r) if was_reused => Some(r),
-                    None if was_reused && replayable && req.method.is_idempotent() => Some(req.build(empty())),
+                    None if was_reused && replayable && req.method.is_idempotent() => {
+                        Some(req.build(empty()))
+                    }
                     _ => None,
                 };
                 let Some(retry) = retry else {
@@ -174,47 +211,76 @@ impl Upstream {
                 };
                 self.counters.inc(&self.counters.origin_retries);
                 sender = self.connect(authority).await?;
-                match tokio::time::timeout(self.cfg.read_timeout, sender.send_request(retry)).await {
+                match tokio::time::timeout(self.cfg.read_timeout, sender.send_request(retry)).await
+                {
                     Err(_) => {
                         self.counters.inc(&self.counters.origin_timeouts);
-                        return Err(ProxyError::origin(ErrorKind::ReadTimeout, format!("{authority}: no response head within {:?}", self.cfg.read_timeout)));
+                        return Err(ProxyError::origin(
+                            ErrorKind::ReadTimeout,
+                            format!(
+                                "{authority}: no response head within {:?}",
+                                self.cfg.read_timeout
+                            ),
+                        ));
                     }
                     Ok(Err(e)) => return Err(send_error(authority, &e)),
                     Ok(Ok(resp)) => resp,
                 }
             }
         };
-        let ret = PoolReturn { sender, pool: pool.clone() };
+        let ret = PoolReturn {
+            sender,
+            pool: pool.clone(),
+        };
         Ok(resp.map(|body| OriginBody::new(body, self.cfg.read_timeout, ret)))
     }
 
-    async fn connect(&self, authority: &str) -> Result<hyper::client::conn::http1::SendRequest<ReqBody>, ProxyError> {
-        let stream = match tokio::time::timeout(self.cfg.connect_timeout, TcpStream::connect(authority)).await {
-            Err(_) => {
-                self.counters.inc(&self.counters.origin_connect_errors);
-                return Err(ProxyError::origin(ErrorKind::ConnectTimeout, format!("{authority}: connect timed out after {:?}", self.cfg.connect_timeout)));
-            }
-            Ok(Err(e)) => {
-                self.counters.inc(&self.counters.origin_connect_errors);
-                return Err(ProxyError::origin(ErrorKind::ConnectRefused, format!("{authority}: {e}")));
-            }
-            Ok(Ok(s)) => s,
-        };
+    async fn connect(
+        &self,
+        authority: &str,
+    ) -> Result<hyper::client::conn::http1::SendRequest<ReqBody>, ProxyError> {
+        let stream =
+            match tokio::time::timeout(self.cfg.connect_timeout, TcpStream::connect(authority))
+                .await
+            {
+                Err(_) => {
+                    self.counters.inc(&self.counters.origin_connect_errors);
+                    return Err(ProxyError::origin(
+                        ErrorKind::ConnectTimeout,
+                        format!(
+                            "{authority}: connect timed out after {:?}",
+                            self.cfg.connect_timeout
+                        ),
+                    ));
+                }
+                Ok(Err(e)) => {
+                    self.counters.inc(&self.counters.origin_connect_errors);
+                    return Err(ProxyError::origin(
+                        ErrorKind::ConnectRefused,
+                        format!("{authority}: {e}"),
+                    ));
+                }
+                Ok(Ok(s)) => s,
+            };
         let _ = stream.set_nodelay(true);
         let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| ProxyError::origin(ErrorKind::ConnectRefused, format!("{authority}: handshake: {e}")))?;
+            .map_err(|e| {
+                ProxyError::origin(
+                    ErrorKind::ConnectRefused,
+                    format!("{authority}: handshake: {e}"),
+                )
+            })?;
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "origin connection ended");
             }
         });
         self.counters.inc(&self.counters.origin_connections_opened);
-        sender
-            .ready()
-            .await
-            .map_err(|e| ProxyError::origin(ErrorKind::ConnectRefused, format!("{authority}: {e}")))?;
+        sender.ready().await.map_err(|e| {
+            ProxyError::origin(ErrorKind::ConnectRefused, format!("{authority}: {e}"))
+        })?;
         Ok(sender)
     }
 
@@ -269,7 +335,12 @@ pub struct OriginBody {
 
 impl OriginBody {
     fn new(inner: Incoming, timeout: Duration, ret: PoolReturn) -> OriginBody {
-        let mut b = OriginBody { inner, timeout, sleep: None, ret: Some(ret) };
+        let mut b = OriginBody {
+            inner,
+            timeout,
+            sleep: None,
+            ret: Some(ret),
+        };
         if b.inner.is_end_stream() {
             b.release();
         }
@@ -287,7 +358,10 @@ impl Body for OriginBody {
     type Data = Bytes;
     type Error = OriginBodyError;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, OriginBodyError>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, OriginBodyError>>> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(f))) => {
@@ -307,7 +381,9 @@ impl Body for OriginBody {
             }
             Poll::Pending => {
                 let timeout = this.timeout;
-                let sleep = this.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+                let sleep = this
+                    .sleep
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
                 if sleep.as_mut().poll(cx).is_ready() {
                     this.ret = None;
                     return Poll::Ready(Some(Err(OriginBodyError::Timeout)));

@@ -40,7 +40,11 @@ pub struct Pool {
 impl Pool {
     /// An empty pool.
     pub fn new(max_idle: usize, idle_timeout: Duration) -> Pool {
-        Pool { idle: Mutex::new(Vec::new()), max_idle, idle_timeout }
+        Pool {
+            idle: Mutex::new(Vec::new()),
+            max_idle,
+            idle_timeout,
+        }
     }
 
     /// The most recently used idle connection that is still open, if any.

@@ -6,18 +6,37 @@ use hoard_testkit::Test;
 #[tokio::test]
 async fn b00001_miss_then_hit() {
     let t = Test::new("b00001");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await.expect_method("GET").expect_url("/a");
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("hello").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_method("GET").expect_url("/a");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("hello")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
     let r = t.client(&proxy).get("/a").send().await;
-    r.expect_status(200).expect_body("hello").expect_header_contains("cache-status", "hoard; fwd=uri-miss; fwd-status=200; stored; ttl=60");
+    r.expect_status(200)
+        .expect_body("hello")
+        .expect_header_contains(
+            "cache-status",
+            "hoard; fwd=uri-miss; fwd-status=200; stored; ttl=60",
+        );
     proxy.wait_counter("objects_stored", 1).await;
     let r = t.client(&proxy).get("/a").send().await;
-    r.expect_status(200).expect_body("hello").expect_header("age", "0").expect_header_contains("cache-status", "hoard; hit; ttl=60");
-    proxy.expect_counter("cache_hit", 1).expect_counter("cache_miss", 1).expect_counter("origin_requests", 1);
+    r.expect_status(200)
+        .expect_body("hello")
+        .expect_header("age", "0")
+        .expect_header_contains("cache-status", "hoard; hit; ttl=60");
+    proxy
+        .expect_counter("cache_hit", 1)
+        .expect_counter("cache_miss", 1)
+        .expect_counter("origin_requests", 1);
     origin.finish().await;
 }
 
@@ -25,17 +44,42 @@ async fn b00001_miss_then_hit() {
 #[tokio::test]
 async fn b00002_post_passes_and_is_not_stored() {
     let t = Test::new("b00002");
-    let origin = t.origin().script(|mut s| async move {
-        for i in 0..2 {
-            s.rxreq().await.expect_method("POST").expect_url("/form").expect_body("x=1");
-            s.txresp(200).hdr("Cache-Control", "max-age=60").body(format!("r{i}")).send().await;
-        }
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for i in 0..2 {
+                s.rxreq()
+                    .await
+                    .expect_method("POST")
+                    .expect_url("/form")
+                    .expect_body("x=1");
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body(format!("r{i}"))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
-    t.client(&proxy).post("/form").body("x=1").send().await.expect_body("r0").expect_header_contains("cache-status", "fwd=method");
-    t.client(&proxy).post("/form").body("x=1").send().await.expect_body("r1");
-    proxy.expect_counter("cache_pass", 2).expect_counter("objects_stored", 0);
+    t.client(&proxy)
+        .post("/form")
+        .body("x=1")
+        .send()
+        .await
+        .expect_body("r0")
+        .expect_header_contains("cache-status", "fwd=method");
+    t.client(&proxy)
+        .post("/form")
+        .body("x=1")
+        .send()
+        .await
+        .expect_body("r1");
+    proxy
+        .expect_counter("cache_pass", 2)
+        .expect_counter("objects_stored", 0);
     origin.finish().await;
 }
 
@@ -43,16 +87,31 @@ async fn b00002_post_passes_and_is_not_stored() {
 #[tokio::test]
 async fn b00003_head_served_from_stored_get() {
     let t = Test::new("b00003");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await.expect_method("GET");
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("0123456789").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_method("GET");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("0123456789")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
-    t.client(&proxy).get("/h").send().await.expect_body("0123456789");
+    t.client(&proxy)
+        .get("/h")
+        .send()
+        .await
+        .expect_body("0123456789");
     proxy.wait_counter("objects_stored", 1).await;
     let r = t.client(&proxy).head("/h").send().await;
-    r.expect_status(200).expect_header("content-length", "10").expect_body("").expect_header_contains("cache-status", "hit");
+    r.expect_status(200)
+        .expect_header("content-length", "10")
+        .expect_body("")
+        .expect_header_contains("cache-status", "hit");
     origin.finish().await;
 }
 
@@ -60,15 +119,34 @@ async fn b00003_head_served_from_stored_get() {
 #[tokio::test]
 async fn b00004_head_miss_fills_with_get() {
     let t = Test::new("b00004");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await.expect_method("GET").expect_url("/h");
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("body").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_method("GET").expect_url("/h");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("body")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
-    t.client(&proxy).head("/h").send().await.expect_status(200).expect_body("").expect_header_contains("cache-status", "fwd=uri-miss");
+    t.client(&proxy)
+        .head("/h")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("")
+        .expect_header_contains("cache-status", "fwd=uri-miss");
     proxy.wait_counter("objects_stored", 1).await;
-    t.client(&proxy).get("/h").send().await.expect_body("body").expect_header_contains("cache-status", "hit");
+    t.client(&proxy)
+        .get("/h")
+        .send()
+        .await
+        .expect_body("body")
+        .expect_header_contains("cache-status", "hit");
     origin.finish().await;
 }
 
@@ -76,23 +154,32 @@ async fn b00004_head_miss_fills_with_get() {
 #[tokio::test]
 async fn b00005_hop_by_hop_removed_both_ways() {
     let t = Test::new("b00005");
-    let origin = t.origin().script(|mut s| async move {
-        let r = s.rxreq().await;
-        r.expect_no_header("x-client-hop").expect_no_header("keep-alive").expect_no_header("te").expect_no_header("proxy-authorization");
-        r.expect_header("x-end-to-end", "kept");
-        s.txresp(200)
-            .hdr("Cache-Control", "no-store")
-            .hdr("Connection", "X-Origin-Hop")
-            .hdr("X-Origin-Hop", "secret")
-            .hdr("Keep-Alive", "timeout=5")
-            .hdr("X-Kept", "yes")
-            .body("ok")
-            .send()
-            .await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let r = s.rxreq().await;
+            r.expect_no_header("x-client-hop")
+                .expect_no_header("keep-alive")
+                .expect_no_header("te")
+                .expect_no_header("proxy-authorization");
+            r.expect_header("x-end-to-end", "kept");
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .hdr("Connection", "X-Origin-Hop")
+                .hdr("X-Origin-Hop", "secret")
+                .hdr("Keep-Alive", "timeout=5")
+                .hdr("X-Kept", "yes")
+                .body("ok")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
-    let r = t.client(&proxy).get("/")
+    let r = t
+        .client(&proxy)
+        .get("/")
         .hdr("Connection", "X-Client-Hop")
         .hdr("X-Client-Hop", "secret")
         .hdr("Keep-Alive", "timeout=5")
@@ -101,7 +188,10 @@ async fn b00005_hop_by_hop_removed_both_ways() {
         .hdr("X-End-To-End", "kept")
         .send()
         .await;
-    r.expect_status(200).expect_no_header("x-origin-hop").expect_no_header("keep-alive").expect_header("x-kept", "yes");
+    r.expect_status(200)
+        .expect_no_header("x-origin-hop")
+        .expect_no_header("keep-alive")
+        .expect_header("x-kept", "yes");
     origin.finish().await;
 }
 
@@ -109,18 +199,39 @@ async fn b00005_hop_by_hop_removed_both_ways() {
 #[tokio::test]
 async fn b00006_via_and_forwarded() {
     let t = Test::new("b00006");
-    let origin = t.origin().script(|mut s| async move {
-        let r = s.rxreq().await;
-        assert_eq!(r.header_all("via"), ["1.0 edge", "1.1 hoard"]);
-        r.expect_header("x-forwarded-for", "203.0.113.9, 127.0.0.1");
-        r.expect_header("forwarded", "for=127.0.0.1;proto=http");
-        r.expect_header("host", "www.example.com");
-        s.txresp(200).hdr("Cache-Control", "no-store").hdr("Via", "1.1 app").body("ok").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let r = s.rxreq().await;
+            assert_eq!(r.header_all("via"), ["1.0 edge", "1.1 hoard"]);
+            r.expect_header("x-forwarded-for", "203.0.113.9, 127.0.0.1");
+            r.expect_header("forwarded", "for=127.0.0.1;proto=http");
+            r.expect_header("host", "www.example.com");
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .hdr("Via", "1.1 app")
+                .body("ok")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
-    let r = t.client(&proxy).get("/").hdr("Host", "www.example.com").hdr("Via", "1.0 edge").hdr("X-Forwarded-For", "203.0.113.9").send().await;
-    assert_eq!(r.header_all("via"), vec!["1.1 app", "1.1 hoard"], "{}", r.dump());
+    let r = t
+        .client(&proxy)
+        .get("/")
+        .hdr("Host", "www.example.com")
+        .hdr("Via", "1.0 edge")
+        .hdr("X-Forwarded-For", "203.0.113.9")
+        .send()
+        .await;
+    assert_eq!(
+        r.header_all("via"),
+        vec!["1.1 app", "1.1 hoard"],
+        "{}",
+        r.dump()
+    );
     origin.finish().await;
 }
 
@@ -135,7 +246,8 @@ async fn b00007_missing_or_duplicate_host_is_400() {
     c.send_raw("GET / HTTP/1.1\r\n\r\n").await;
     c.read_response().await.expect_status(400);
     let mut c = t.client(&proxy).connect().await;
-    c.send_raw("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").await;
+    c.send_raw("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+        .await;
     c.read_response().await.expect_status(400);
     proxy.expect_counter("client_errors", 2);
     origin.finish().await;

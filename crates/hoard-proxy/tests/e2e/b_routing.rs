@@ -43,36 +43,87 @@ cache = false
 #[tokio::test]
 async fn b00040_sites_and_routes_pick_upstream_and_policy() {
     let t = Test::new("b00040");
-    let app = t.origin().script(|mut s| async move {
-        for _ in 0..2 {
-            s.rxreq().await.expect_url("/api/items").expect_header("host", "www.example.com");
-            s.txresp(200).hdr("Cache-Control", "max-age=60").body("items").send().await;
-        }
-        s.rxreq().await.expect_url("/page").expect_header("host", "shop.example.org");
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("page").send().await;
-    }).start().await;
-    let assets = t.origin().script(|mut s| async move {
-        s.rxreq().await.expect_url("/site.css").expect_header("host", "assets.internal");
-        s.txresp(200).body("css").send().await; // no freshness: the route's default_ttl applies
-        s.rxreq().await.expect_url("/other").expect_header("host", "assets.internal");
-        s.txresp(200).body("default site").send().await;
-    }).start().await;
+    let app = t
+        .origin()
+        .script(|mut s| async move {
+            for _ in 0..2 {
+                s.rxreq()
+                    .await
+                    .expect_url("/api/items")
+                    .expect_header("host", "www.example.com");
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body("items")
+                    .send()
+                    .await;
+            }
+            s.rxreq()
+                .await
+                .expect_url("/page")
+                .expect_header("host", "shop.example.org");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("page")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let assets = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq()
+                .await
+                .expect_url("/site.css")
+                .expect_header("host", "assets.internal");
+            s.txresp(200).body("css").send().await; // no freshness: the route's default_ttl applies
+            s.rxreq()
+                .await
+                .expect_url("/other")
+                .expect_header("host", "assets.internal");
+            s.txresp(200).body("default site").send().await;
+        })
+        .start()
+        .await;
     let text = CONFIG.replace("{assets}", &assets.addr().to_string());
     let proxy = t.proxy().toml(&app, &text).start().await;
     let c = t.client(&proxy);
     // /api/ on the first site: cache = false, so both go to the app.
     for _ in 0..2 {
-        c.get("/api/items").hdr("Host", "www.example.com").send().await.expect_body("items").expect_header_contains("cache-status", "fwd=bypass");
+        c.get("/api/items")
+            .hdr("Host", "www.example.com")
+            .send()
+            .await
+            .expect_body("items")
+            .expect_header_contains("cache-status", "fwd=bypass");
     }
     // The regex route: assets upstream, 10 minutes by default_ttl.
-    c.get("/site.css").hdr("Host", "www.example.com").send().await.expect_body("css").expect_header_contains("cache-status", "stored; ttl=600");
+    c.get("/site.css")
+        .hdr("Host", "www.example.com")
+        .send()
+        .await
+        .expect_body("css")
+        .expect_header_contains("cache-status", "stored; ttl=600");
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(599));
-    c.get("/site.css").hdr("Host", "www.example.com").send().await.expect_body("css").expect_header_contains("cache-status", "hit");
+    c.get("/site.css")
+        .hdr("Host", "www.example.com")
+        .send()
+        .await
+        .expect_body("css")
+        .expect_header_contains("cache-status", "hit");
     // A wildcard host, catch-all route.
-    c.get("/page").hdr("Host", "shop.example.org").send().await.expect_body("page");
+    c.get("/page")
+        .hdr("Host", "shop.example.org")
+        .send()
+        .await
+        .expect_body("page");
     // An unknown host: the default site.
-    c.get("/other").hdr("Host", "unknown.test").send().await.expect_body("default site");
+    c.get("/other")
+        .hdr("Host", "unknown.test")
+        .send()
+        .await
+        .expect_body("default site");
     app.finish().await;
     assets.finish().await;
 }

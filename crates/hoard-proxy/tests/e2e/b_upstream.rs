@@ -10,11 +10,24 @@ use hoard_testkit::Test;
 async fn b00020_origin_refused_is_502() {
     let t = Test::new("b00020");
     // Reserve a port, then close it so nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let proxy = t.proxy().upstream(|u| u.servers = vec![ServerAddr { authority: format!("127.0.0.1:{port}") }]).start().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let proxy = t
+        .proxy()
+        .upstream(|u| {
+            u.servers = vec![ServerAddr {
+                authority: format!("127.0.0.1:{port}"),
+            }]
+        })
+        .start()
+        .await;
 
     let r = t.client(&proxy).get("/").send().await;
-    r.expect_status(502).expect_header_contains("cache-status", "detail=connect-refused");
+    r.expect_status(502)
+        .expect_header_contains("cache-status", "detail=connect-refused");
     proxy.expect_counter("origin_connect_errors", 1);
 }
 
@@ -23,16 +36,30 @@ async fn b00020_origin_refused_is_502() {
 async fn b00021_origin_timeout_is_504() {
     let t = Test::new("b00021");
     let answered = t.barrier(2);
-    let origin = t.origin().script({
-        let answered = answered.clone();
-        |mut s| async move {
-            s.rxreq().await.expect_url("/slow");
-            answered.sync().await; // hold the request until the client saw its 504
-        }
-    }).start().await;
-    let proxy = t.proxy().origin(&origin).upstream(|u| u.read_timeout = Duration::from_millis(200)).start().await;
+    let origin = t
+        .origin()
+        .script({
+            let answered = answered.clone();
+            |mut s| async move {
+                s.rxreq().await.expect_url("/slow");
+                answered.sync().await; // hold the request until the client saw its 504
+            }
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .upstream(|u| u.read_timeout = Duration::from_millis(200))
+        .start()
+        .await;
 
-    t.client(&proxy).get("/slow").send().await.expect_status(504).expect_header_contains("cache-status", "detail=read-timeout");
+    t.client(&proxy)
+        .get("/slow")
+        .send()
+        .await
+        .expect_status(504)
+        .expect_header_contains("cache-status", "detail=read-timeout");
     proxy.expect_counter("origin_timeouts", 1);
     answered.sync().await;
     origin.finish().await;
@@ -42,19 +69,33 @@ async fn b00021_origin_timeout_is_504() {
 #[tokio::test]
 async fn b00022_origin_connection_reused() {
     let t = Test::new("b00022");
-    let origin = t.origin().script(|mut s| async move {
-        for path in ["/1", "/2", "/3"] {
-            s.rxreq().await.expect_url(path);
-            s.txresp(200).hdr("Cache-Control", "max-age=60").body(path).send().await;
-        }
-        assert_eq!(s.connections(), 1, "one origin connection for three requests");
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for path in ["/1", "/2", "/3"] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body(path)
+                    .send()
+                    .await;
+            }
+            assert_eq!(
+                s.connections(),
+                1,
+                "one origin connection for three requests"
+            );
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
     for path in ["/1", "/2", "/3"] {
         t.client(&proxy).get(path).send().await.expect_body(path);
     }
-    proxy.expect_counter("origin_connections_opened", 1).expect_counter("origin_connections_reused", 2);
+    proxy
+        .expect_counter("origin_connections_opened", 1)
+        .expect_counter("origin_connections_reused", 2);
     origin.finish().await;
 }
 
@@ -62,22 +103,39 @@ async fn b00022_origin_connection_reused() {
 #[tokio::test]
 async fn b00023_retry_once_on_dead_reused_connection() {
     let t = Test::new("b00023");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await.expect_url("/1");
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("one").send().await;
-        let r = s.rxreq().await;
-        r.expect_url("/2");
-        assert_eq!(r.conn(), 1, "second request came on the reused connection");
-        s.close().await; // the origin drops the connection without answering
-        let r = s.rxreq().await;
-        r.expect_url("/2");
-        assert_eq!(r.conn(), 2, "retried on a new connection");
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("two").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/1");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("one")
+                .send()
+                .await;
+            let r = s.rxreq().await;
+            r.expect_url("/2");
+            assert_eq!(r.conn(), 1, "second request came on the reused connection");
+            s.close().await; // the origin drops the connection without answering
+            let r = s.rxreq().await;
+            r.expect_url("/2");
+            assert_eq!(r.conn(), 2, "retried on a new connection");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("two")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
     t.client(&proxy).get("/1").send().await.expect_body("one");
-    t.client(&proxy).get("/2").send().await.expect_status(200).expect_body("two");
+    t.client(&proxy)
+        .get("/2")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("two");
     proxy.expect_counter("origin_retries", 1);
     origin.finish().await;
 }
@@ -86,13 +144,31 @@ async fn b00023_retry_once_on_dead_reused_connection() {
 #[tokio::test]
 async fn b00024_host_as_configured() {
     let t = Test::new("b00024");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await.expect_header("host", "origin.internal");
-        s.txresp(200).hdr("Cache-Control", "no-store").body("ok").send().await;
-    }).start().await;
-    let proxy = t.proxy().origin(&origin).upstream(|u| u.host = HostHeader::Fixed("origin.internal".into())).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_header("host", "origin.internal");
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .body("ok")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .upstream(|u| u.host = HostHeader::Fixed("origin.internal".into()))
+        .start()
+        .await;
 
-    t.client(&proxy).get("/").hdr("Host", "public.example").send().await.expect_status(200);
+    t.client(&proxy)
+        .get("/")
+        .hdr("Host", "public.example")
+        .send()
+        .await
+        .expect_status(200);
     origin.finish().await;
 }
 
@@ -100,20 +176,40 @@ async fn b00024_host_as_configured() {
 #[tokio::test]
 async fn b00025_round_robin() {
     let t = Test::new("b00025");
-    let s1 = t.origin().script(|mut s| async move {
-        for _ in 0..2 {
-            s.rxreq().await;
-            s.txresp(200).hdr("Cache-Control", "no-store").body("s1").send().await;
-        }
-    }).start().await;
-    let s2 = t.origin().script(|mut s| async move {
-        for _ in 0..2 {
-            s.rxreq().await;
-            s.txresp(200).hdr("Cache-Control", "no-store").body("s2").send().await;
-        }
-    }).start().await;
+    let s1 = t
+        .origin()
+        .script(|mut s| async move {
+            for _ in 0..2 {
+                s.rxreq().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "no-store")
+                    .body("s1")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let s2 = t
+        .origin()
+        .script(|mut s| async move {
+            for _ in 0..2 {
+                s.rxreq().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "no-store")
+                    .body("s2")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
     let (a1, a2) = (s1.addr().to_string(), s2.addr().to_string());
-    let proxy = t.proxy().upstream(|u| u.servers = vec![ServerAddr { authority: a1 }, ServerAddr { authority: a2 }]).start().await;
+    let proxy = t
+        .proxy()
+        .upstream(|u| u.servers = vec![ServerAddr { authority: a1 }, ServerAddr { authority: a2 }])
+        .start()
+        .await;
 
     let mut bodies = Vec::new();
     for _ in 0..4 {
@@ -129,14 +225,22 @@ async fn b00025_round_robin() {
 #[tokio::test]
 async fn b00026_non_idempotent_request_not_replayed() {
     let t = Test::new("b00026");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await.expect_url("/1");
-        s.txresp(200).hdr("Cache-Control", "no-store").body("one").send().await;
-        let r = s.rxreq().await;
-        assert_eq!(r.method(), "POST");
-        assert_eq!(r.conn(), 1);
-        s.close().await; // processed, then the connection drops before the response
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/1");
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .body("one")
+                .send()
+                .await;
+            let r = s.rxreq().await;
+            assert_eq!(r.method(), "POST");
+            assert_eq!(r.conn(), 1);
+            s.close().await; // processed, then the connection drops before the response
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/1").send().await.expect_body("one");
     t.client(&proxy).post("/x").send().await.expect_status(502);
@@ -150,14 +254,22 @@ async fn b00026_non_idempotent_request_not_replayed() {
 async fn b00030_shutdown_drains_requests_in_flight() {
     let t = Test::new("b00030");
     let release = t.barrier(2);
-    let origin = t.origin().script({
-        let release = release.clone();
-        |mut s| async move {
-            s.rxreq().await.expect_url("/slow");
-            release.sync().await;
-            s.txresp(200).hdr("Cache-Control", "max-age=60").body("finished").send().await;
-        }
-    }).start().await;
+    let origin = t
+        .origin()
+        .script({
+            let release = release.clone();
+            |mut s| async move {
+                s.rxreq().await.expect_url("/slow");
+                release.sync().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body("finished")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     let addr = hoard_testkit::Endpoint::endpoint(&proxy);
     let mut c = t.client(&proxy).connect().await;
@@ -165,9 +277,15 @@ async fn b00030_shutdown_drains_requests_in_flight() {
     proxy.wait_counter("fills_started", 1).await;
     proxy.begin_stop();
     proxy.wait_counter("listeners_closed", 1).await;
-    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "new connections are refused");
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "new connections are refused"
+    );
     release.sync().await;
-    c.read_response().await.expect_status(200).expect_body("finished");
+    c.read_response()
+        .await
+        .expect_status(200)
+        .expect_body("finished");
     c.expect_closed().await;
     proxy.stop().await;
     origin.finish().await;
@@ -180,22 +298,48 @@ async fn b00031_idle_connections_do_not_delay_shutdown() {
     use http_body_util::{BodyExt, Empty};
     use hyper_util::rt::{TokioExecutor, TokioIo};
     let t = Test::new("b00031");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("x").send().await;
-    }).start().await;
-    let proxy = t.proxy().origin(&origin).config(|c| c.server.shutdown_timeout = std::time::Duration::from_secs(3600)).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("x")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| c.server.shutdown_timeout = std::time::Duration::from_secs(3600))
+        .start()
+        .await;
     let addr = hoard_testkit::Endpoint::endpoint(&proxy);
     let _silent = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut keep_alive = t.client(&proxy).connect().await;
     keep_alive.get("/a").send().await.expect_status(200);
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
     let h2 = tokio::spawn(conn);
-    let req = http::Request::get("http://localhost/a").body(Empty::<bytes::Bytes>::new()).unwrap();
-    send.send_request(req).await.unwrap().into_body().collect().await.unwrap();
+    let req = http::Request::get("http://localhost/a")
+        .body(Empty::<bytes::Bytes>::new())
+        .unwrap();
+    send.send_request(req)
+        .await
+        .unwrap()
+        .into_body()
+        .collect()
+        .await
+        .unwrap();
     // Failure detection only: a shutdown stuck on idle connections would wait an hour.
-    tokio::time::timeout(std::time::Duration::from_secs(10), proxy.stop()).await.expect("idle connections delayed the shutdown");
+    tokio::time::timeout(std::time::Duration::from_secs(10), proxy.stop())
+        .await
+        .expect("idle connections delayed the shutdown");
     drop(send);
     let _ = h2.await;
     origin.finish().await;
@@ -205,17 +349,32 @@ async fn b00031_idle_connections_do_not_delay_shutdown() {
 #[tokio::test]
 async fn b00027_max_idle_zero_disables_reuse() {
     let t = Test::new("b00027");
-    let origin = t.origin().script(|mut s| async move {
-        for path in ["/1", "/2"] {
-            s.rxreq().await.expect_url(path);
-            s.txresp(200).hdr("Cache-Control", "no-store").body(path).send().await;
-        }
-        assert_eq!(s.connections(), 2);
-    }).start().await;
-    let proxy = t.proxy().origin(&origin).upstream(|u| u.max_idle = 0).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for path in ["/1", "/2"] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "no-store")
+                    .body(path)
+                    .send()
+                    .await;
+            }
+            assert_eq!(s.connections(), 2);
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .upstream(|u| u.max_idle = 0)
+        .start()
+        .await;
     for path in ["/1", "/2"] {
         t.client(&proxy).get(path).send().await.expect_body(path);
     }
-    proxy.expect_counter("origin_connections_opened", 2).expect_counter("origin_connections_reused", 0);
+    proxy
+        .expect_counter("origin_connections_opened", 2)
+        .expect_counter("origin_connections_reused", 0);
     origin.finish().await;
 }

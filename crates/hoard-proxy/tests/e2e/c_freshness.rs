@@ -9,16 +9,19 @@ use crate::{http_date, secs};
 
 /// An origin that answers `n` requests for `/a` with `hdrs` and bodies v1, v2, ...
 async fn origin_serving(t: &Test, n: usize, hdrs: Vec<(&'static str, String)>) -> Origin {
-    t.origin().script(move |mut s| async move {
-        for i in 1..=n {
-            s.rxreq().await.expect_url("/a");
-            let mut r = s.txresp(200);
-            for (k, v) in &hdrs {
-                r = r.hdr(k, v);
+    t.origin()
+        .script(move |mut s| async move {
+            for i in 1..=n {
+                s.rxreq().await.expect_url("/a");
+                let mut r = s.txresp(200);
+                for (k, v) in &hdrs {
+                    r = r.hdr(k, v);
+                }
+                r.body(format!("v{i}")).send().await;
             }
-            r.body(format!("v{i}")).send().await;
-        }
-    }).start().await
+        })
+        .start()
+        .await
 }
 
 // c00001: max-age: hits while fresh with a correct Age, refetch once stale.
@@ -31,9 +34,20 @@ async fn c00001_max_age_hit_then_refetch() {
     t.client(&proxy).get("/a").send().await.expect_body("v1");
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(9));
-    t.client(&proxy).get("/a").send().await.expect_body("v1").expect_header("age", "9").expect_header_contains("cache-status", "hit; ttl=1");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("v1")
+        .expect_header("age", "9")
+        .expect_header_contains("cache-status", "hit; ttl=1");
     t.clock.advance(secs(1));
-    t.client(&proxy).get("/a").send().await.expect_body("v2").expect_header_contains("cache-status", "fwd=stale");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("v2")
+        .expect_header_contains("cache-status", "fwd=stale");
     proxy.expect_counter("cache_hit", 1);
     origin.finish().await;
 }
@@ -42,7 +56,12 @@ async fn c00001_max_age_hit_then_refetch() {
 #[tokio::test]
 async fn c00002_s_maxage_beats_max_age() {
     let t = Test::new("c00002");
-    let origin = origin_serving(&t, 2, vec![("Cache-Control", "max-age=100, s-maxage=5".into())]).await;
+    let origin = origin_serving(
+        &t,
+        2,
+        vec![("Cache-Control", "max-age=100, s-maxage=5".into())],
+    )
+    .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
     t.client(&proxy).get("/a").send().await.expect_body("v1");
@@ -74,12 +93,22 @@ async fn c00003_expires() {
 #[tokio::test]
 async fn c00004_invalid_expires_is_stale() {
     let t = Test::new("c00004");
-    let origin = origin_serving(&t, 2, vec![("Expires", "0".into()), ("ETag", "\"e\"".into())]).await;
+    let origin = origin_serving(
+        &t,
+        2,
+        vec![("Expires", "0".into()), ("ETag", "\"e\"".into())],
+    )
+    .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
     t.client(&proxy).get("/a").send().await.expect_body("v1");
     // Stored (it has a validator) but stale: the next request revalidates.
-    t.client(&proxy).get("/a").send().await.expect_body("v2").expect_header_contains("cache-status", "fwd=stale");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("v2")
+        .expect_header_contains("cache-status", "fwd=stale");
     proxy.expect_counter("cache_hit", 0);
     origin.finish().await;
 }
@@ -91,7 +120,12 @@ async fn c00005_heuristic_from_last_modified() {
     let origin = origin_serving(&t, 2, vec![("Last-Modified", http_date(-1000))]).await;
     let proxy = t.proxy().origin(&origin).start().await;
 
-    t.client(&proxy).get("/a").send().await.expect_body("v1").expect_header_contains("cache-status", "stored; ttl=100");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("v1")
+        .expect_header_contains("cache-status", "stored; ttl=100");
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(99));
     t.client(&proxy).get("/a").send().await.expect_body("v1");
@@ -104,13 +138,28 @@ async fn c00005_heuristic_from_last_modified() {
 #[tokio::test]
 async fn c00006_upstream_age_counts() {
     let t = Test::new("c00006");
-    let origin = origin_serving(&t, 2, vec![("Cache-Control", "max-age=10".into()), ("Age", "8".into())]).await;
+    let origin = origin_serving(
+        &t,
+        2,
+        vec![("Cache-Control", "max-age=10".into()), ("Age", "8".into())],
+    )
+    .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
-    t.client(&proxy).get("/a").send().await.expect_body("v1").expect_header("age", "8");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("v1")
+        .expect_header("age", "8");
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(1));
-    t.client(&proxy).get("/a").send().await.expect_body("v1").expect_header("age", "9");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("v1")
+        .expect_header("age", "9");
     t.clock.advance(secs(1));
     t.client(&proxy).get("/a").send().await.expect_body("v2");
     origin.finish().await;
@@ -121,9 +170,17 @@ async fn c00006_upstream_age_counts() {
 async fn c00007_sub_second_default_ttl() {
     let t = Test::new("c00007");
     let origin = origin_serving(&t, 2, vec![]).await;
-    let proxy = t.proxy().origin(&origin)
-        .route(|r| r.policy.default_ttls.push(DefaultTtl { status: StatusMatch::Any, ttl: Duration::from_millis(500) }))
-        .start().await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .route(|r| {
+            r.policy.default_ttls.push(DefaultTtl {
+                status: StatusMatch::Any,
+                ttl: Duration::from_millis(500),
+            })
+        })
+        .start()
+        .await;
 
     t.client(&proxy).get("/a").send().await.expect_body("v1");
     proxy.wait_counter("objects_stored", 1).await;
@@ -138,12 +195,31 @@ async fn c00007_sub_second_default_ttl() {
 #[tokio::test]
 async fn c00008_cdn_cache_control_wins() {
     let t = Test::new("c00008");
-    let origin = origin_serving(&t, 1, vec![("Cache-Control", "no-store".into()), ("CDN-Cache-Control", "max-age=60".into())]).await;
+    let origin = origin_serving(
+        &t,
+        1,
+        vec![
+            ("Cache-Control", "no-store".into()),
+            ("CDN-Cache-Control", "max-age=60".into()),
+        ],
+    )
+    .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
-    t.client(&proxy).get("/a").send().await.expect_body("v1").expect_header("cache-control", "no-store");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("v1")
+        .expect_header("cache-control", "no-store");
     proxy.wait_counter("objects_stored", 1).await;
-    t.client(&proxy).get("/a").send().await.expect_body("v1").expect_header("cache-control", "no-store").expect_header_contains("cache-status", "hit");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("v1")
+        .expect_header("cache-control", "no-store")
+        .expect_header_contains("cache-status", "hit");
     origin.finish().await;
 }
 
@@ -154,7 +230,12 @@ async fn c00009_no_freshness_not_stored() {
     let origin = origin_serving(&t, 2, vec![]).await;
     let proxy = t.proxy().origin(&origin).start().await;
 
-    t.client(&proxy).get("/a").send().await.expect_body("v1").expect_header_contains("cache-status", "detail=no-freshness");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("v1")
+        .expect_header_contains("cache-status", "detail=no-freshness");
     t.client(&proxy).get("/a").send().await.expect_body("v2");
     proxy.expect_counter("not_storable", 2);
     origin.finish().await;
@@ -164,9 +245,22 @@ async fn c00009_no_freshness_not_stored() {
 #[tokio::test]
 async fn c00041_invalid_cdn_cache_control_is_ignored() {
     let t = Test::new("c00041");
-    let origin = origin_serving(&t, 2, vec![("Cache-Control", "no-store".into()), ("CDN-Cache-Control", "max-age=10000, &&&&&".into())]).await;
+    let origin = origin_serving(
+        &t,
+        2,
+        vec![
+            ("Cache-Control", "no-store".into()),
+            ("CDN-Cache-Control", "max-age=10000, &&&&&".into()),
+        ],
+    )
+    .await;
     let proxy = t.proxy().origin(&origin).start().await;
-    t.client(&proxy).get("/a").send().await.expect_body("v1").expect_header_contains("cache-status", "detail=no-store");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("v1")
+        .expect_header_contains("cache-status", "detail=no-store");
     t.client(&proxy).get("/a").send().await.expect_body("v2");
     origin.finish().await;
 }
@@ -175,15 +269,33 @@ async fn c00041_invalid_cdn_cache_control_is_ignored() {
 #[tokio::test]
 async fn c00042_missing_date_is_added() {
     let t = Test::new("c00042");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=60").no_date().body("x").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .no_date()
+                .body("x")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
-    t.client(&proxy).get("/a").send().await.expect_header("date", &http_date(0));
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_header("date", &http_date(0));
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(7));
-    t.client(&proxy).get("/a").send().await.expect_header("date", &http_date(0)).expect_header("age", "7");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_header("date", &http_date(0))
+        .expect_header("age", "7");
     origin.finish().await;
 }
 
@@ -193,22 +305,39 @@ async fn c00042_missing_date_is_added() {
 async fn c00043_slow_origin_response_is_stored_fresh() {
     let t = Test::new("c00043");
     let sent = t.barrier(2);
-    let origin = t.origin().script({
-        let sent = sent.clone();
-        |mut s| async move {
-            s.rxreq().await;
-            sent.sync().await; // the test moves the clock 3 s while the origin "works"
-            s.txresp(200).hdr("Cache-Control", "max-age=2").body("slow").send().await;
-        }
-    }).start().await;
+    let origin = t
+        .origin()
+        .script({
+            let sent = sent.clone();
+            |mut s| async move {
+                s.rxreq().await;
+                sent.sync().await; // the test moves the clock 3 s while the origin "works"
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=2")
+                    .body("slow")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     let c = t.client(&proxy).get("/a").spawn();
     proxy.wait_counter("fills_started", 1).await;
     t.clock.advance(secs(3));
     sent.sync().await;
-    c.await.unwrap().expect_body("slow").expect_header_contains("cache-status", "stored; ttl=2");
+    c.await
+        .unwrap()
+        .expect_body("slow")
+        .expect_header_contains("cache-status", "stored; ttl=2");
     proxy.wait_counter("objects_stored", 1).await;
-    t.client(&proxy).get("/a").send().await.expect_body("slow").expect_header("age", "0").expect_header_contains("cache-status", "hit");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("slow")
+        .expect_header("age", "0")
+        .expect_header_contains("cache-status", "hit");
     origin.finish().await;
 }
 
@@ -217,25 +346,64 @@ async fn c00043_slow_origin_response_is_stored_fresh() {
 #[tokio::test]
 async fn c00044_ignore_headers_and_max_ttl() {
     let t = Test::new("c00044");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await.expect_url("/app");
-        s.txresp(200).hdr("Cache-Control", "no-cache, no-store").hdr("Expires", "0").body("app").send().await;
-        s.rxreq().await.expect_url("/long");
-        s.txresp(200).hdr("Cache-Control", "max-age=86400").body("long-v1").send().await;
-        s.rxreq().await.expect_url("/long");
-        s.txresp(200).hdr("Cache-Control", "max-age=86400").body("long-v2").send().await;
-    }).start().await;
-    let proxy = t.proxy().origin(&origin).route(|r| {
-        r.policy.ignore_cache_control = true;
-        r.policy.ignore_expires = true;
-        r.policy.default_ttls.push(hoard_policy::config::DefaultTtl { status: hoard_policy::config::StatusMatch::Code(200), ttl: secs(5) });
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/app");
+            s.txresp(200)
+                .hdr("Cache-Control", "no-cache, no-store")
+                .hdr("Expires", "0")
+                .body("app")
+                .send()
+                .await;
+            s.rxreq().await.expect_url("/long");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=86400")
+                .body("long-v1")
+                .send()
+                .await;
+            s.rxreq().await.expect_url("/long");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=86400")
+                .body("long-v2")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .route(|r| {
+            r.policy.ignore_cache_control = true;
+            r.policy.ignore_expires = true;
+            r.policy
+                .default_ttls
+                .push(hoard_policy::config::DefaultTtl {
+                    status: hoard_policy::config::StatusMatch::Code(200),
+                    ttl: secs(5),
+                });
+        })
+        .start()
+        .await;
     let c = t.client(&proxy);
-    c.get("/app").send().await.expect_body("app").expect_header_contains("cache-status", "stored; ttl=5");
+    c.get("/app")
+        .send()
+        .await
+        .expect_body("app")
+        .expect_header_contains("cache-status", "stored; ttl=5");
     proxy.wait_counter("objects_stored", 1).await;
-    c.get("/app").send().await.expect_body("app").expect_header_contains("cache-status", "hit");
+    c.get("/app")
+        .send()
+        .await
+        .expect_body("app")
+        .expect_header_contains("cache-status", "hit");
     // Cache-Control is ignored for caching, so max-age=86400 does not count either: 5 s default.
-    c.get("/long").send().await.expect_body("long-v1").expect_header_contains("cache-status", "ttl=5");
+    c.get("/long")
+        .send()
+        .await
+        .expect_body("long-v1")
+        .expect_header_contains("cache-status", "ttl=5");
     proxy.wait_counter("objects_stored", 2).await;
     t.clock.advance(secs(6));
     c.get("/long").send().await.expect_body("long-v2");
@@ -247,8 +415,18 @@ async fn c00044_ignore_headers_and_max_ttl() {
 async fn c00045_max_ttl_caps_lifetimes() {
     let t = Test::new("c00045");
     let origin = origin_serving(&t, 2, vec![("Cache-Control", "max-age=86400".into())]).await;
-    let proxy = t.proxy().origin(&origin).route(|r| r.policy.max_ttl = Some(secs(60))).start().await;
-    t.client(&proxy).get("/a").send().await.expect_body("v1").expect_header_contains("cache-status", "stored; ttl=60");
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .route(|r| r.policy.max_ttl = Some(secs(60)))
+        .start()
+        .await;
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("v1")
+        .expect_header_contains("cache-status", "stored; ttl=60");
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(60));
     t.client(&proxy).get("/a").send().await.expect_body("v2");

@@ -8,19 +8,40 @@ use crate::secs;
 #[tokio::test]
 async fn c00030_request_no_cache() {
     let t = Test::new("c00030");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=60").hdr("ETag", "\"1\"").body("x").send().await;
-        s.rxreq().await.expect_header("if-none-match", "\"1\"");
-        s.txresp(304).no_body().send().await;
-        s.rxreq().await.expect_header("if-none-match", "\"1\"");
-        s.txresp(304).no_body().send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .hdr("ETag", "\"1\"")
+                .body("x")
+                .send()
+                .await;
+            s.rxreq().await.expect_header("if-none-match", "\"1\"");
+            s.txresp(304).no_body().send().await;
+            s.rxreq().await.expect_header("if-none-match", "\"1\"");
+            s.txresp(304).no_body().send().await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/r").send().await;
     proxy.wait_counter("objects_stored", 1).await;
-    t.client(&proxy).get("/r").hdr("Cache-Control", "no-cache").send().await.expect_body("x").expect_header_contains("cache-status", "fwd=request");
-    t.client(&proxy).get("/r").hdr("Pragma", "no-cache").send().await.expect_body("x").expect_header_contains("cache-status", "fwd=request");
+    t.client(&proxy)
+        .get("/r")
+        .hdr("Cache-Control", "no-cache")
+        .send()
+        .await
+        .expect_body("x")
+        .expect_header_contains("cache-status", "fwd=request");
+    t.client(&proxy)
+        .get("/r")
+        .hdr("Pragma", "no-cache")
+        .send()
+        .await
+        .expect_body("x")
+        .expect_header_contains("cache-status", "fwd=request");
     origin.finish().await;
 }
 
@@ -28,25 +49,57 @@ async fn c00030_request_no_cache() {
 #[tokio::test]
 async fn c00031_request_max_age_and_min_fresh() {
     let t = Test::new("c00031");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("v1").send().await;
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("v2").send().await;
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("v3").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("v1")
+                .send()
+                .await;
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("v2")
+                .send()
+                .await;
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("v3")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     let c = t.client(&proxy);
     c.get("/r").send().await.expect_body("v1");
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(10));
-    c.get("/r").hdr("Cache-Control", "max-age=10").send().await.expect_body("v1");
-    c.get("/r").hdr("Cache-Control", "max-age=9").send().await.expect_body("v2");
+    c.get("/r")
+        .hdr("Cache-Control", "max-age=10")
+        .send()
+        .await
+        .expect_body("v1");
+    c.get("/r")
+        .hdr("Cache-Control", "max-age=9")
+        .send()
+        .await
+        .expect_body("v2");
     proxy.wait_counter("objects_stored", 2).await;
     t.clock.advance(secs(30));
-    c.get("/r").hdr("Cache-Control", "min-fresh=30").send().await.expect_body("v2");
-    c.get("/r").hdr("Cache-Control", "min-fresh=31").send().await.expect_body("v3");
+    c.get("/r")
+        .hdr("Cache-Control", "min-fresh=30")
+        .send()
+        .await
+        .expect_body("v2");
+    c.get("/r")
+        .hdr("Cache-Control", "min-fresh=31")
+        .send()
+        .await
+        .expect_body("v3");
     origin.finish().await;
 }
 
@@ -54,19 +107,41 @@ async fn c00031_request_max_age_and_min_fresh() {
 #[tokio::test]
 async fn c00032_max_stale() {
     let t = Test::new("c00032");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=10").body("old").send().await;
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=10").body("new").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=10")
+                .body("old")
+                .send()
+                .await;
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=10")
+                .body("new")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     let c = t.client(&proxy);
     c.get("/r").send().await;
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(15));
-    c.get("/r").hdr("Cache-Control", "max-stale=5").send().await.expect_body("old").expect_header("age", "15").expect_header_contains("cache-status", "ttl=-5");
-    c.get("/r").hdr("Cache-Control", "max-stale=4").send().await.expect_body("new");
+    c.get("/r")
+        .hdr("Cache-Control", "max-stale=5")
+        .send()
+        .await
+        .expect_body("old")
+        .expect_header("age", "15")
+        .expect_header_contains("cache-status", "ttl=-5");
+    c.get("/r")
+        .hdr("Cache-Control", "max-stale=4")
+        .send()
+        .await
+        .expect_body("new");
     origin.finish().await;
 }
 
@@ -74,16 +149,33 @@ async fn c00032_max_stale() {
 #[tokio::test]
 async fn c00033_only_if_cached() {
     let t = Test::new("c00033");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("x").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("x")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     let c = t.client(&proxy);
-    c.get("/o").hdr("Cache-Control", "only-if-cached").send().await.expect_status(504);
+    c.get("/o")
+        .hdr("Cache-Control", "only-if-cached")
+        .send()
+        .await
+        .expect_status(504);
     c.get("/o").send().await.expect_body("x");
     proxy.wait_counter("objects_stored", 1).await;
-    c.get("/o").hdr("Cache-Control", "only-if-cached").send().await.expect_status(200).expect_body("x");
+    c.get("/o")
+        .hdr("Cache-Control", "only-if-cached")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("x");
     proxy.expect_counter("only_if_cached_miss", 1);
     origin.finish().await;
 }
@@ -92,18 +184,34 @@ async fn c00033_only_if_cached() {
 #[tokio::test]
 async fn c00034_unsafe_method_invalidates() {
     let t = Test::new("c00034");
-    let origin = t.origin().script(|mut s| async move {
-        for path in ["/item", "/list"] {
-            s.rxreq().await.expect_url(path);
-            s.txresp(200).hdr("Cache-Control", "max-age=60").body(format!("{path}-v1")).send().await;
-        }
-        s.rxreq().await.expect_method("POST").expect_url("/item");
-        s.txresp(201).hdr("Location", "http://localhost/list").body("created").send().await;
-        for path in ["/item", "/list"] {
-            s.rxreq().await.expect_url(path);
-            s.txresp(200).hdr("Cache-Control", "max-age=60").body(format!("{path}-v2")).send().await;
-        }
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for path in ["/item", "/list"] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body(format!("{path}-v1"))
+                    .send()
+                    .await;
+            }
+            s.rxreq().await.expect_method("POST").expect_url("/item");
+            s.txresp(201)
+                .hdr("Location", "http://localhost/list")
+                .body("created")
+                .send()
+                .await;
+            for path in ["/item", "/list"] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body(format!("{path}-v2"))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     let c = t.client(&proxy);
     c.get("/item").send().await;
@@ -120,22 +228,39 @@ async fn c00034_unsafe_method_invalidates() {
 #[tokio::test]
 async fn c00035_stale_if_error_on_5xx() {
     let t = Test::new("c00035");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=10, stale-if-error=60").body("good").send().await;
-        s.rxreq().await;
-        s.txresp(503).body("down").send().await;
-        s.rxreq().await;
-        s.txresp(503).body("down").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=10, stale-if-error=60")
+                .body("good")
+                .send()
+                .await;
+            s.rxreq().await;
+            s.txresp(503).body("down").send().await;
+            s.rxreq().await;
+            s.txresp(503).body("down").send().await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     let c = t.client(&proxy);
     c.get("/e").send().await;
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(20));
-    c.get("/e").send().await.expect_status(200).expect_body("good").expect_header_contains("cache-status", "hoard; hit; fwd=stale; fwd-status=503");
+    c.get("/e")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("good")
+        .expect_header_contains("cache-status", "hoard; hit; fwd=stale; fwd-status=503");
     t.clock.advance(secs(60));
-    c.get("/e").send().await.expect_status(503).expect_body("down");
+    c.get("/e")
+        .send()
+        .await
+        .expect_status(503)
+        .expect_body("down");
     proxy.expect_counter("stale_if_error_served", 1);
     origin.finish().await;
 }
@@ -145,16 +270,38 @@ async fn c00035_stale_if_error_on_5xx() {
 #[tokio::test]
 async fn c00036_request_no_store_does_not_purge() {
     let t = Test::new("c00036");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("v1").send().await;
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("v1").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("v1")
+                .send()
+                .await;
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("v1")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/p").send().await.expect_body("v1");
     proxy.wait_counter("objects_stored", 1).await;
-    t.client(&proxy).get("/p").hdr("Cache-Control", "no-cache, no-store").send().await.expect_body("v1");
-    t.client(&proxy).get("/p").send().await.expect_status(200).expect_header_contains("cache-status", "hit");
+    t.client(&proxy)
+        .get("/p")
+        .hdr("Cache-Control", "no-cache, no-store")
+        .send()
+        .await
+        .expect_body("v1");
+    t.client(&proxy)
+        .get("/p")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_header_contains("cache-status", "hit");
     origin.finish().await;
 }

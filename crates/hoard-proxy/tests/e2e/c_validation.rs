@@ -8,25 +8,54 @@ use crate::{http_date, secs};
 #[tokio::test]
 async fn c00020_revalidate_etag_304_merges_headers() {
     let t = Test::new("c00020");
-    let origin = t.origin().script(|mut s| async move {
-        let r = s.rxreq().await;
-        r.expect_no_header("if-none-match");
-        s.txresp(200).hdr("Cache-Control", "max-age=10").hdr("ETag", "\"v1\"").hdr("X-Version", "old").body("body-v1").send().await;
-        let r = s.rxreq().await;
-        r.expect_header("if-none-match", "\"v1\"");
-        s.txresp(304).hdr("Cache-Control", "max-age=20").hdr("ETag", "\"v1\"").hdr("X-Version", "new").no_body().send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let r = s.rxreq().await;
+            r.expect_no_header("if-none-match");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=10")
+                .hdr("ETag", "\"v1\"")
+                .hdr("X-Version", "old")
+                .body("body-v1")
+                .send()
+                .await;
+            let r = s.rxreq().await;
+            r.expect_header("if-none-match", "\"v1\"");
+            s.txresp(304)
+                .hdr("Cache-Control", "max-age=20")
+                .hdr("ETag", "\"v1\"")
+                .hdr("X-Version", "new")
+                .no_body()
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
-    t.client(&proxy).get("/v").send().await.expect_body("body-v1");
+    t.client(&proxy)
+        .get("/v")
+        .send()
+        .await
+        .expect_body("body-v1");
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(11));
     let r = t.client(&proxy).get("/v").send().await;
-    r.expect_status(200).expect_body("body-v1").expect_header("x-version", "new").expect_header("cache-control", "max-age=20");
+    r.expect_status(200)
+        .expect_body("body-v1")
+        .expect_header("x-version", "new")
+        .expect_header("cache-control", "max-age=20");
     r.expect_header_contains("cache-status", "fwd=stale; fwd-status=304");
     // The refreshed object is fresh for 20 s from the 304.
     t.clock.advance(secs(19));
-    t.client(&proxy).get("/v").send().await.expect_body("body-v1").expect_header("x-version", "new").expect_header_contains("cache-status", "hit");
+    t.client(&proxy)
+        .get("/v")
+        .send()
+        .await
+        .expect_body("body-v1")
+        .expect_header("x-version", "new")
+        .expect_header_contains("cache-status", "hit");
     proxy.expect_counter("cache_revalidated_304", 1);
     origin.finish().await;
 }
@@ -36,20 +65,38 @@ async fn c00020_revalidate_etag_304_merges_headers() {
 async fn c00021_revalidate_last_modified() {
     let t = Test::new("c00021");
     let lm = http_date(-3600);
-    let origin = t.origin().script({
-        let lm = lm.clone();
-        |mut s| async move {
-            s.rxreq().await;
-            s.txresp(200).hdr("Cache-Control", "max-age=1").hdr("Last-Modified", &lm).body("x").send().await;
-            s.rxreq().await.expect_header("if-modified-since", &lm).expect_no_header("if-none-match");
-            s.txresp(304).no_body().send().await;
-        }
-    }).start().await;
+    let origin = t
+        .origin()
+        .script({
+            let lm = lm.clone();
+            |mut s| async move {
+                s.rxreq().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=1")
+                    .hdr("Last-Modified", &lm)
+                    .body("x")
+                    .send()
+                    .await;
+                s.rxreq()
+                    .await
+                    .expect_header("if-modified-since", &lm)
+                    .expect_no_header("if-none-match");
+                s.txresp(304).no_body().send().await;
+            }
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/v").send().await.expect_body("x");
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(2));
-    t.client(&proxy).get("/v").send().await.expect_status(200).expect_body("x").expect_header_contains("cache-status", "fwd-status=304");
+    t.client(&proxy)
+        .get("/v")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("x")
+        .expect_header_contains("cache-status", "fwd-status=304");
     origin.finish().await;
 }
 
@@ -57,19 +104,38 @@ async fn c00021_revalidate_last_modified() {
 #[tokio::test]
 async fn c00022_revalidate_200_replaces() {
     let t = Test::new("c00022");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=1").hdr("ETag", "\"v1\"").body("one").send().await;
-        s.rxreq().await.expect_header("if-none-match", "\"v1\"");
-        s.txresp(200).hdr("Cache-Control", "max-age=60").hdr("ETag", "\"v2\"").body("two").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=1")
+                .hdr("ETag", "\"v1\"")
+                .body("one")
+                .send()
+                .await;
+            s.rxreq().await.expect_header("if-none-match", "\"v1\"");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .hdr("ETag", "\"v2\"")
+                .body("two")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/v").send().await.expect_body("one");
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(2));
     t.client(&proxy).get("/v").send().await.expect_body("two");
     proxy.wait_counter("objects_stored", 2).await;
-    t.client(&proxy).get("/v").send().await.expect_body("two").expect_header("etag", "\"v2\"");
+    t.client(&proxy)
+        .get("/v")
+        .send()
+        .await
+        .expect_body("two")
+        .expect_header("etag", "\"v2\"");
     origin.finish().await;
 }
 
@@ -77,17 +143,45 @@ async fn c00022_revalidate_200_replaces() {
 #[tokio::test]
 async fn c00023_client_if_none_match_from_cache() {
     let t = Test::new("c00023");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await.expect_no_header("if-none-match");
-        s.txresp(200).hdr("Cache-Control", "max-age=60").hdr("ETag", "\"abc\"").body("full").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_no_header("if-none-match");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .hdr("ETag", "\"abc\"")
+                .body("full")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     // Even on the miss the client's condition is evaluated against the fetched response.
-    t.client(&proxy).get("/c").hdr("If-None-Match", "\"abc\"").send().await.expect_status(304).expect_body("");
+    t.client(&proxy)
+        .get("/c")
+        .hdr("If-None-Match", "\"abc\"")
+        .send()
+        .await
+        .expect_status(304)
+        .expect_body("");
     proxy.wait_counter("objects_stored", 1).await;
-    let r = t.client(&proxy).get("/c").hdr("If-None-Match", "\"zzz\", W/\"abc\"").send().await;
-    r.expect_status(304).expect_header("etag", "\"abc\"").expect_header_contains("cache-status", "hit");
-    t.client(&proxy).get("/c").hdr("If-None-Match", "\"zzz\"").send().await.expect_status(200).expect_body("full");
+    let r = t
+        .client(&proxy)
+        .get("/c")
+        .hdr("If-None-Match", "\"zzz\", W/\"abc\"")
+        .send()
+        .await;
+    r.expect_status(304)
+        .expect_header("etag", "\"abc\"")
+        .expect_header_contains("cache-status", "hit");
+    t.client(&proxy)
+        .get("/c")
+        .hdr("If-None-Match", "\"zzz\"")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("full");
     origin.finish().await;
 }
 
@@ -96,18 +190,38 @@ async fn c00023_client_if_none_match_from_cache() {
 async fn c00024_client_if_modified_since_from_cache() {
     let t = Test::new("c00024");
     let lm = http_date(-100);
-    let origin = t.origin().script({
-        let lm = lm.clone();
-        |mut s| async move {
-            s.rxreq().await;
-            s.txresp(200).hdr("Cache-Control", "max-age=60").hdr("Last-Modified", &lm).body("full").send().await;
-        }
-    }).start().await;
+    let origin = t
+        .origin()
+        .script({
+            let lm = lm.clone();
+            |mut s| async move {
+                s.rxreq().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .hdr("Last-Modified", &lm)
+                    .body("full")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/c").send().await.expect_body("full");
     proxy.wait_counter("objects_stored", 1).await;
-    t.client(&proxy).get("/c").hdr("If-Modified-Since", http_date(-50)).send().await.expect_status(304);
-    t.client(&proxy).get("/c").hdr("If-Modified-Since", http_date(-200)).send().await.expect_status(200).expect_body("full");
+    t.client(&proxy)
+        .get("/c")
+        .hdr("If-Modified-Since", http_date(-50))
+        .send()
+        .await
+        .expect_status(304);
+    t.client(&proxy)
+        .get("/c")
+        .hdr("If-Modified-Since", http_date(-200))
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("full");
     origin.finish().await;
 }
 
@@ -115,20 +229,36 @@ async fn c00024_client_if_modified_since_from_cache() {
 #[tokio::test]
 async fn c00025_response_no_cache_revalidates_each_time() {
     let t = Test::new("c00025");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "no-cache").hdr("ETag", "\"n\"").body("nc").send().await;
-        for _ in 0..2 {
-            s.rxreq().await.expect_header("if-none-match", "\"n\"");
-            s.txresp(304).hdr("ETag", "\"n\"").no_body().send().await;
-        }
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "no-cache")
+                .hdr("ETag", "\"n\"")
+                .body("nc")
+                .send()
+                .await;
+            for _ in 0..2 {
+                s.rxreq().await.expect_header("if-none-match", "\"n\"");
+                s.txresp(304).hdr("ETag", "\"n\"").no_body().send().await;
+            }
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/n").send().await.expect_body("nc");
     proxy.wait_counter("objects_stored", 1).await;
-    t.client(&proxy).get("/n").send().await.expect_body("nc").expect_header_contains("cache-status", "fwd-status=304");
+    t.client(&proxy)
+        .get("/n")
+        .send()
+        .await
+        .expect_body("nc")
+        .expect_header_contains("cache-status", "fwd-status=304");
     t.client(&proxy).get("/n").send().await.expect_body("nc");
-    proxy.expect_counter("cache_hit", 0).expect_counter("cache_revalidated_304", 2);
+    proxy
+        .expect_counter("cache_hit", 0)
+        .expect_counter("cache_revalidated_304", 2);
     origin.finish().await;
 }
 
@@ -136,17 +266,34 @@ async fn c00025_response_no_cache_revalidates_each_time() {
 #[tokio::test]
 async fn c00026_must_revalidate_blocks_max_stale() {
     let t = Test::new("c00026");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=1, must-revalidate").body("a").send().await;
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=1, must-revalidate").body("b").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=1, must-revalidate")
+                .body("a")
+                .send()
+                .await;
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=1, must-revalidate")
+                .body("b")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/m").send().await.expect_body("a");
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(5));
-    t.client(&proxy).get("/m").hdr("Cache-Control", "max-stale=60").send().await.expect_body("b");
+    t.client(&proxy)
+        .get("/m")
+        .hdr("Cache-Control", "max-stale=60")
+        .send()
+        .await
+        .expect_body("b");
     origin.finish().await;
 }
 
@@ -155,19 +302,44 @@ async fn c00026_must_revalidate_blocks_max_stale() {
 #[tokio::test]
 async fn c00027_undated_304_refreshes_the_object() {
     let t = Test::new("c00027");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=10").hdr("ETag", "\"v1\"").body("b").send().await;
-        s.rxreq().await.expect_header("if-none-match", "\"v1\"");
-        s.txresp(304).no_date().hdr("Cache-Control", "max-age=10").hdr("ETag", "\"v1\"").no_body().send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=10")
+                .hdr("ETag", "\"v1\"")
+                .body("b")
+                .send()
+                .await;
+            s.rxreq().await.expect_header("if-none-match", "\"v1\"");
+            s.txresp(304)
+                .no_date()
+                .hdr("Cache-Control", "max-age=10")
+                .hdr("ETag", "\"v1\"")
+                .no_body()
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/d").send().await.expect_body("b");
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(20));
-    t.client(&proxy).get("/d").send().await.expect_status(200).expect_header_contains("cache-status", "fwd-status=304");
+    t.client(&proxy)
+        .get("/d")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_header_contains("cache-status", "fwd-status=304");
     // refreshed 0 s ago with max-age=10: must be a hit
-    t.client(&proxy).get("/d").send().await.expect_status(200).expect_header_contains("cache-status", "hit");
+    t.client(&proxy)
+        .get("/d")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_header_contains("cache-status", "hit");
     origin.finish().await;
 }
 
@@ -176,15 +348,33 @@ async fn c00027_undated_304_refreshes_the_object() {
 #[tokio::test]
 async fn c00028_star_preconditions_without_etag() {
     let t = Test::new("c00028");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("b").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("b")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/s").send().await.expect_body("b");
     proxy.wait_counter("objects_stored", 1).await;
-    t.client(&proxy).get("/s").hdr("If-Match", "*").send().await.expect_status(200);
-    t.client(&proxy).get("/s").hdr("If-None-Match", "*").send().await.expect_status(304);
+    t.client(&proxy)
+        .get("/s")
+        .hdr("If-Match", "*")
+        .send()
+        .await
+        .expect_status(200);
+    t.client(&proxy)
+        .get("/s")
+        .hdr("If-None-Match", "*")
+        .send()
+        .await
+        .expect_status(304);
     origin.finish().await;
 }
 
@@ -193,15 +383,34 @@ async fn c00028_star_preconditions_without_etag() {
 #[tokio::test]
 async fn c00029_preconditions_ignored_on_non_2xx() {
     let t = Test::new("c00029");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(404).hdr("Cache-Control", "max-age=60").hdr("ETag", "\"e\"").body("nf").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(404)
+                .hdr("Cache-Control", "max-age=60")
+                .hdr("ETag", "\"e\"")
+                .body("nf")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/n").send().await.expect_status(404);
     proxy.wait_counter("objects_stored", 1).await;
-    t.client(&proxy).get("/n").hdr("If-Match", "\"other\"").send().await.expect_status(404);
-    t.client(&proxy).get("/n").hdr("If-None-Match", "\"e\"").send().await.expect_status(404);
+    t.client(&proxy)
+        .get("/n")
+        .hdr("If-Match", "\"other\"")
+        .send()
+        .await
+        .expect_status(404);
+    t.client(&proxy)
+        .get("/n")
+        .hdr("If-None-Match", "\"e\"")
+        .send()
+        .await
+        .expect_status(404);
     origin.finish().await;
 }
 
@@ -210,19 +419,37 @@ async fn c00029_preconditions_ignored_on_non_2xx() {
 #[tokio::test]
 async fn c00040_revalidation_5xx_is_forwarded_cleanly() {
     let t = Test::new("c00040");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=1").hdr("ETag", "\"a\"").body("v1").send().await;
-        s.rxreq().await.expect_header("if-none-match", "\"a\"");
-        s.txresp(503).hdr("Connection", "X-Origin-Hop").hdr("X-Origin-Hop", "secret").body("down").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=1")
+                .hdr("ETag", "\"a\"")
+                .body("v1")
+                .send()
+                .await;
+            s.rxreq().await.expect_header("if-none-match", "\"a\"");
+            s.txresp(503)
+                .hdr("Connection", "X-Origin-Hop")
+                .hdr("X-Origin-Hop", "secret")
+                .body("down")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/r").send().await.expect_body("v1");
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(5));
     let r = t.client(&proxy).get("/r").send().await;
-    r.expect_status(503).expect_body("down").expect_no_header("x-origin-hop").expect_header_contains("via", "1.1 hoard");
-    r.expect_header_contains("cache-status", "fwd=stale; fwd-status=503;").expect_header_contains("cache-status", "detail=server-error");
+    r.expect_status(503)
+        .expect_body("down")
+        .expect_no_header("x-origin-hop")
+        .expect_header_contains("via", "1.1 hoard");
+    r.expect_header_contains("cache-status", "fwd=stale; fwd-status=503;")
+        .expect_header_contains("cache-status", "detail=server-error");
     proxy.expect_counter("revalidation_failed", 1);
     origin.finish().await;
 }
@@ -231,17 +458,42 @@ async fn c00040_revalidation_5xx_is_forwarded_cleanly() {
 #[tokio::test]
 async fn c00046_set_cookie_of_a_304_goes_to_its_client_only() {
     let t = Test::new("c00046");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=1").hdr("ETag", "\"e\"").body("b").send().await;
-        s.rxreq().await.expect_header("if-none-match", "\"e\"");
-        s.txresp(304).hdr("Cache-Control", "max-age=60").hdr("Set-Cookie", "sid=mine").no_body().send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=1")
+                .hdr("ETag", "\"e\"")
+                .body("b")
+                .send()
+                .await;
+            s.rxreq().await.expect_header("if-none-match", "\"e\"");
+            s.txresp(304)
+                .hdr("Cache-Control", "max-age=60")
+                .hdr("Set-Cookie", "sid=mine")
+                .no_body()
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     t.client(&proxy).get("/c").send().await.expect_body("b");
     proxy.wait_counter("objects_stored", 1).await;
     t.clock.advance(secs(2));
-    t.client(&proxy).get("/c").send().await.expect_body("b").expect_header("set-cookie", "sid=mine");
-    t.client(&proxy).get("/c").send().await.expect_body("b").expect_no_header("set-cookie").expect_header_contains("cache-status", "hit");
+    t.client(&proxy)
+        .get("/c")
+        .send()
+        .await
+        .expect_body("b")
+        .expect_header("set-cookie", "sid=mine");
+    t.client(&proxy)
+        .get("/c")
+        .send()
+        .await
+        .expect_body("b")
+        .expect_no_header("set-cookie")
+        .expect_header_contains("cache-status", "hit");
     origin.finish().await;
 }

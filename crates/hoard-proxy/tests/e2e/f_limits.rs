@@ -10,7 +10,8 @@ async fn f00001_oversized_head_is_431() {
     let proxy = t.proxy().origin(&origin).start().await;
     let big = "x".repeat(20_000);
     let mut c = t.client(&proxy).connect().await;
-    c.send_raw(format!("GET / HTTP/1.1\r\nHost: a\r\nX-Big: {big}\r\n\r\n")).await;
+    c.send_raw(format!("GET / HTTP/1.1\r\nHost: a\r\nX-Big: {big}\r\n\r\n"))
+        .await;
     c.read_response().await.expect_status(431);
     origin.finish().await;
 }
@@ -49,8 +50,18 @@ async fn f00003_long_uri_is_414() {
 async fn f00004_body_too_large_is_413() {
     let t = Test::new("f00004");
     let origin = t.origin().script(|_s| async move {}).start().await;
-    let proxy = t.proxy().origin(&origin).config(|c| c.server.max_body_size = 1000).start().await;
-    t.client(&proxy).post("/up").body(vec![b'b'; 2000]).send().await.expect_status(413);
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| c.server.max_body_size = 1000)
+        .start()
+        .await;
+    t.client(&proxy)
+        .post("/up")
+        .body(vec![b'b'; 2000])
+        .send()
+        .await
+        .expect_status(413);
     origin.finish().await;
 }
 
@@ -60,10 +71,19 @@ async fn f00004_body_too_large_is_413() {
 #[tokio::test]
 async fn f00005_cl_and_te_cannot_smuggle() {
     let t = Test::new("f00005");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await.expect_method("POST").expect_url("/").expect_body("").expect_no_header("content-length");
-        s.txresp(200).body("ok").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq()
+                .await
+                .expect_method("POST")
+                .expect_url("/")
+                .expect_body("")
+                .expect_no_header("content-length");
+            s.txresp(200).body("ok").send().await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     let mut c = t.client(&proxy).connect().await;
     c.send_raw("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n").await;
@@ -89,7 +109,12 @@ async fn f00006_garbage_is_400() {
 async fn f00007_header_read_timeout_closes() {
     let t = Test::new("f00007");
     let origin = t.origin().script(|_s| async move {}).start().await;
-    let proxy = t.proxy().origin(&origin).config(|c| c.server.header_read_timeout = std::time::Duration::from_millis(200)).start().await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| c.server.header_read_timeout = std::time::Duration::from_millis(200))
+        .start()
+        .await;
     let mut c = t.client(&proxy).connect().await;
     c.send_raw("GET / HTTP/1.1\r\nHost: a\r\nX-Slow: ").await;
     c.expect_closed().await;
@@ -101,7 +126,12 @@ async fn f00007_header_read_timeout_closes() {
 async fn f00008_streamed_body_over_limit_is_413() {
     let t = Test::new("f00008");
     let origin = t.origin().script(|_s| async move {}).start().await;
-    let proxy = t.proxy().origin(&origin).config(|c| c.server.max_body_size = 1000).start().await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| c.server.max_body_size = 1000)
+        .start()
+        .await;
     let mut c = t.client(&proxy).connect().await;
     let chunk = "x".repeat(600);
     c.send_raw(format!("POST /up HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n258\r\n{chunk}\r\n258\r\n{chunk}\r\n0\r\n\r\n")).await;

@@ -1,28 +1,51 @@
 //! h: HTTP/2 towards clients (h2c prior knowledge on a plain listener).
 
+use hoard_testkit::Test;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hoard_testkit::Test;
 
 // h00001: an h2c client gets a miss and then a hit, with the same caching headers as HTTP/1.1.
 #[tokio::test]
 async fn h00001_h2c_prior_knowledge_miss_then_hit() {
     let t = Test::new("h00001");
-    let origin = t.origin().script(|mut s| async move {
-        let r = s.rxreq().await;
-        r.expect_url("/two").expect_header("host", "h2.example").expect_header("via", "2 hoard");
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("over h2").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let r = s.rxreq().await;
+            r.expect_url("/two")
+                .expect_header("host", "h2.example")
+                .expect_header("via", "2 hoard");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("over h2")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
-    let stream = tokio::net::TcpStream::connect(hoard_testkit::Endpoint::endpoint(&proxy)).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream)).await.unwrap();
+    let stream = tokio::net::TcpStream::connect(hoard_testkit::Endpoint::endpoint(&proxy))
+        .await
+        .unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
     tokio::spawn(conn);
     for want in ["fwd=uri-miss", "hit"] {
-        let req = http::Request::get("http://h2.example/two").body(Empty::<bytes::Bytes>::new()).unwrap();
+        let req = http::Request::get("http://h2.example/two")
+            .body(Empty::<bytes::Bytes>::new())
+            .unwrap();
         let resp = send.send_request(req).await.unwrap();
         assert_eq!(resp.status(), 200);
-        let cs = resp.headers().get("cache-status").unwrap().to_str().unwrap().to_string();
+        let cs = resp
+            .headers()
+            .get("cache-status")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
         assert!(cs.contains(want), "{cs}");
         let body = resp.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&body[..], b"over h2");

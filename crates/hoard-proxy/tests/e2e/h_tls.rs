@@ -3,20 +3,24 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use hoard_proxy::config::TlsConfig;
 use hoard_testkit::{Endpoint, Test};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/e2e/fixtures")
+        .join(name)
 }
 
 fn connector(alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_file(fixture("ca.pem")).unwrap()).unwrap();
+    roots
+        .add(CertificateDer::from_pem_file(fixture("ca.pem")).unwrap())
+        .unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -31,35 +35,85 @@ fn connector(alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
 #[tokio::test]
 async fn h00010_tls_alpn_h2_and_http1() {
     let t = Test::new("h00010");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await.expect_url("/tls");
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("secret").send().await;
-    }).start().await;
-    let proxy = t.proxy().origin(&origin).config(|c| {
-        c.listeners[0].tls = Some(TlsConfig { cert: fixture("server.pem"), key: fixture("server.key") });
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/tls");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("secret")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| {
+            c.listeners[0].tls = Some(TlsConfig {
+                cert: fixture("server.pem"),
+                key: fixture("server.key"),
+            });
+        })
+        .start()
+        .await;
     let name = ServerName::try_from("localhost").unwrap();
 
     // h2 over TLS.
-    let tcp = tokio::net::TcpStream::connect(proxy.endpoint()).await.unwrap();
-    let tls = connector(&[b"h2"]).connect(name.clone(), tcp).await.unwrap();
+    let tcp = tokio::net::TcpStream::connect(proxy.endpoint())
+        .await
+        .unwrap();
+    let tls = connector(&[b"h2"])
+        .connect(name.clone(), tcp)
+        .await
+        .unwrap();
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .unwrap();
     tokio::spawn(conn);
-    let resp = send.send_request(http::Request::get("https://localhost/tls").body(Empty::<bytes::Bytes>::new()).unwrap()).await.unwrap();
+    let resp = send
+        .send_request(
+            http::Request::get("https://localhost/tls")
+                .body(Empty::<bytes::Bytes>::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
-    assert!(resp.headers()["cache-status"].to_str().unwrap().contains("key=\"https|localhost|/tls\""));
-    assert_eq!(&resp.into_body().collect().await.unwrap().to_bytes()[..], b"secret");
+    assert!(resp.headers()["cache-status"]
+        .to_str()
+        .unwrap()
+        .contains("key=\"https|localhost|/tls\""));
+    assert_eq!(
+        &resp.into_body().collect().await.unwrap().to_bytes()[..],
+        b"secret"
+    );
     proxy.wait_counter("objects_stored", 1).await;
 
     // HTTP/1.1 over TLS, a hit on the same object.
-    let tcp = tokio::net::TcpStream::connect(proxy.endpoint()).await.unwrap();
+    let tcp = tokio::net::TcpStream::connect(proxy.endpoint())
+        .await
+        .unwrap();
     let tls = connector(&[b"http/1.1"]).connect(name, tcp).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .unwrap();
     tokio::spawn(conn);
-    let req = http::Request::get("/tls").header("host", "localhost").body(Empty::<bytes::Bytes>::new()).unwrap();
+    let req = http::Request::get("/tls")
+        .header("host", "localhost")
+        .body(Empty::<bytes::Bytes>::new())
+        .unwrap();
     let resp = send.send_request(req).await.unwrap();
-    assert!(resp.headers()["cache-status"].to_str().unwrap().starts_with("hoard; hit"));
-    assert_eq!(&resp.into_body().collect().await.unwrap().to_bytes()[..], b"secret");
+    assert!(resp.headers()["cache-status"]
+        .to_str()
+        .unwrap()
+        .starts_with("hoard; hit"));
+    assert_eq!(
+        &resp.into_body().collect().await.unwrap().to_bytes()[..],
+        b"secret"
+    );
     origin.finish().await;
 }

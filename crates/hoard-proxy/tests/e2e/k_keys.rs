@@ -7,20 +7,49 @@ use hoard_testkit::Test;
 #[tokio::test]
 async fn k00001_vary_variants_side_by_side() {
     let t = Test::new("k00001");
-    let origin = t.origin().script(|mut s| async move {
-        for want in ["gzip, br", "identity"] {
-            s.rxreq().await.expect_header("accept-encoding", want);
-            s.txresp(200).hdr("Cache-Control", "max-age=60").hdr("Vary", "Accept-Encoding").body(want).send().await;
-        }
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for want in ["gzip, br", "identity"] {
+                s.rxreq().await.expect_header("accept-encoding", want);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .hdr("Vary", "Accept-Encoding")
+                    .body(want)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     let c = t.client(&proxy);
-    c.get("/v").hdr("Accept-Encoding", "gzip, br").send().await.expect_body("gzip, br").expect_header_contains("cache-status", "fwd=uri-miss");
+    c.get("/v")
+        .hdr("Accept-Encoding", "gzip, br")
+        .send()
+        .await
+        .expect_body("gzip, br")
+        .expect_header_contains("cache-status", "fwd=uri-miss");
     proxy.wait_counter("objects_stored", 1).await;
-    c.get("/v").hdr("Accept-Encoding", "identity").send().await.expect_body("identity").expect_header_contains("cache-status", "fwd=vary-miss");
+    c.get("/v")
+        .hdr("Accept-Encoding", "identity")
+        .send()
+        .await
+        .expect_body("identity")
+        .expect_header_contains("cache-status", "fwd=vary-miss");
     proxy.wait_counter("objects_stored", 2).await;
-    c.get("/v").hdr("Accept-Encoding", "BR,gzip").send().await.expect_body("gzip, br").expect_header_contains("cache-status", "hit");
-    c.get("/v").hdr("Accept-Encoding", "identity").send().await.expect_body("identity").expect_header_contains("cache-status", "hit");
+    c.get("/v")
+        .hdr("Accept-Encoding", "BR,gzip")
+        .send()
+        .await
+        .expect_body("gzip, br")
+        .expect_header_contains("cache-status", "hit");
+    c.get("/v")
+        .hdr("Accept-Encoding", "identity")
+        .send()
+        .await
+        .expect_body("identity")
+        .expect_header_contains("cache-status", "hit");
     origin.finish().await;
 }
 
@@ -28,18 +57,39 @@ async fn k00001_vary_variants_side_by_side() {
 #[tokio::test]
 async fn k00002_host_in_key() {
     let t = Test::new("k00002");
-    let origin = t.origin().script(|mut s| async move {
-        for host in ["a.example", "b.example"] {
-            s.rxreq().await.expect_header("host", host);
-            s.txresp(200).hdr("Cache-Control", "max-age=60").body(host).send().await;
-        }
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for host in ["a.example", "b.example"] {
+                s.rxreq().await.expect_header("host", host);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body(host)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     let c = t.client(&proxy);
-    c.get("/").hdr("Host", "a.example").send().await.expect_body("a.example");
-    c.get("/").hdr("Host", "b.example").send().await.expect_body("b.example");
+    c.get("/")
+        .hdr("Host", "a.example")
+        .send()
+        .await
+        .expect_body("a.example");
+    c.get("/")
+        .hdr("Host", "b.example")
+        .send()
+        .await
+        .expect_body("b.example");
     proxy.wait_counter("objects_stored", 2).await;
-    c.get("/").hdr("Host", "A.EXAMPLE:80").send().await.expect_body("a.example").expect_header_contains("cache-status", "key=\"http|a.example|/\"");
+    c.get("/")
+        .hdr("Host", "A.EXAMPLE:80")
+        .send()
+        .await
+        .expect_body("a.example")
+        .expect_header_contains("cache-status", "key=\"http|a.example|/\"");
     origin.finish().await;
 }
 
@@ -47,27 +97,61 @@ async fn k00002_host_in_key() {
 #[tokio::test]
 async fn k00003_query_in_key() {
     let t = Test::new("k00003");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await.expect_url("/s?b=2&a=1");
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("sorted").send().await;
-    }).start().await;
-    let proxy = t.proxy().origin(&origin).route(|r| r.key.query = QueryKey::Sorted).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/s?b=2&a=1");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("sorted")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .route(|r| r.key.query = QueryKey::Sorted)
+        .start()
+        .await;
     let c = t.client(&proxy);
     c.get("/s?b=2&a=1").send().await.expect_body("sorted");
     proxy.wait_counter("objects_stored", 1).await;
-    c.get("/s?a=1&b=2").send().await.expect_body("sorted").expect_header_contains("cache-status", "hit");
+    c.get("/s?a=1&b=2")
+        .send()
+        .await
+        .expect_body("sorted")
+        .expect_header_contains("cache-status", "hit");
     origin.finish().await;
 
     let t = Test::new("k00003b");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await.expect_url("/p?id=7&utm_source=x");
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("p").send().await;
-    }).start().await;
-    let proxy = t.proxy().origin(&origin).route(|r| r.key.query = QueryKey::Only(vec!["id".into()])).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/p?id=7&utm_source=x");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("p")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .route(|r| r.key.query = QueryKey::Only(vec!["id".into()]))
+        .start()
+        .await;
     let c = t.client(&proxy);
     c.get("/p?id=7&utm_source=x").send().await;
     proxy.wait_counter("objects_stored", 1).await;
-    c.get("/p?utm_source=y&id=7").send().await.expect_body("p").expect_header_contains("cache-status", "hit");
+    c.get("/p?utm_source=y&id=7")
+        .send()
+        .await
+        .expect_body("p")
+        .expect_header_contains("cache-status", "hit");
     origin.finish().await;
 }
 
@@ -75,13 +159,25 @@ async fn k00003_query_in_key() {
 #[tokio::test]
 async fn k00004_cookie_in_key_from_toml() {
     let t = Test::new("k00004");
-    let origin = t.origin().script(|mut s| async move {
-        for lang in ["fr", "de"] {
-            s.rxreq().await;
-            s.txresp(200).hdr("Cache-Control", "max-age=60").body(lang).send().await;
-        }
-    }).start().await;
-    let proxy = t.proxy().toml(&origin, r#"
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for lang in ["fr", "de"] {
+                s.rxreq().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body(lang)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .toml(
+            &origin,
+            r#"
 [server]
 debug_headers = true
 [upstream.app]
@@ -90,11 +186,27 @@ servers = ["http://{origin}"]
 [[site.route]]
 upstream = "app"
 key = { cookies = ["lang"] }
-"#).start().await;
+"#,
+        )
+        .start()
+        .await;
     let c = t.client(&proxy);
-    c.get("/").hdr("Cookie", "lang=fr; sid=1").send().await.expect_body("fr");
-    c.get("/").hdr("Cookie", "lang=de; sid=2").send().await.expect_body("de");
+    c.get("/")
+        .hdr("Cookie", "lang=fr; sid=1")
+        .send()
+        .await
+        .expect_body("fr");
+    c.get("/")
+        .hdr("Cookie", "lang=de; sid=2")
+        .send()
+        .await
+        .expect_body("de");
     proxy.wait_counter("objects_stored", 2).await;
-    c.get("/").hdr("Cookie", "sid=3; lang=fr").send().await.expect_body("fr").expect_header_contains("cache-status", "cookie:lang=fr");
+    c.get("/")
+        .hdr("Cookie", "sid=3; lang=fr")
+        .send()
+        .await
+        .expect_body("fr")
+        .expect_header_contains("cache-status", "cookie:lang=fr");
     origin.finish().await;
 }

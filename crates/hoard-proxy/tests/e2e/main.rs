@@ -28,6 +28,10 @@ pub fn secs(n: u64) -> Duration {
 /// The test clock's start as an HTTP-date, shifted by `delta` seconds.
 pub fn http_date(delta: i64) -> String {
     let base = hoard_testkit::TestClock::start();
-    let t = if delta >= 0 { base + Duration::from_secs(delta as u64) } else { base - Duration::from_secs((-delta) as u64) };
+    let t = if delta >= 0 {
+        base + Duration::from_secs(delta as u64)
+    } else {
+        base - Duration::from_secs((-delta) as u64)
+    };
     httpdate::fmt_http_date(t)
 }

@@ -7,12 +7,24 @@ use hoard_testkit::{ClientError, Test};
 #[tokio::test]
 async fn w00001_mid_body_failure_is_an_abort() {
     let t = Test::new("w00001");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body(vec![b'x'; 100]).send_truncated(10).await;
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=60").body("whole").send().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body(vec![b'x'; 100])
+                .send_truncated(10)
+                .await;
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("whole")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     match t.client(&proxy).get("/f").try_send().await {
         Err(ClientError::IncompleteBody { .. }) => {}
@@ -28,14 +40,27 @@ async fn w00001_mid_body_failure_is_an_abort() {
 #[tokio::test]
 async fn w00002_chunked_mid_body_failure_is_an_abort() {
     let t = Test::new("w00002");
-    let origin = t.origin().script(|mut s| async move {
-        s.rxreq().await;
-        s.txresp(200).hdr("Cache-Control", "max-age=60").chunked().send_head().await;
-        s.chunk("part").await;
-        s.close().await;
-    }).start().await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .chunked()
+                .send_head()
+                .await;
+            s.chunk("part").await;
+            s.close().await;
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
-    let err = t.client(&proxy).get("/f").try_send().await.expect_err("a truncated body must not look complete");
+    let err = t
+        .client(&proxy)
+        .get("/f")
+        .try_send()
+        .await
+        .expect_err("a truncated body must not look complete");
     assert!(err.is_incomplete(), "{err:?}");
     proxy.wait_counter("fills_aborted", 1).await;
     proxy.expect_counter("objects_stored", 0);
@@ -47,17 +72,25 @@ async fn w00002_chunked_mid_body_failure_is_an_abort() {
 async fn w00003_client_disconnect_does_not_cancel_fill() {
     let t = Test::new("w00003");
     let client_gone = t.barrier(2);
-    let origin = t.origin().script({
-        let client_gone = client_gone.clone();
-        |mut s| async move {
-            s.rxreq().await;
-            s.txresp(200).hdr("Cache-Control", "max-age=60").chunked().send_head().await;
-            s.chunk("line1\n").await;
-            client_gone.sync().await;
-            s.chunk("line2\n").await;
-            s.end().await;
-        }
-    }).start().await;
+    let origin = t
+        .origin()
+        .script({
+            let client_gone = client_gone.clone();
+            |mut s| async move {
+                s.rxreq().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .chunked()
+                    .send_head()
+                    .await;
+                s.chunk("line1\n").await;
+                client_gone.sync().await;
+                s.chunk("line2\n").await;
+                s.end().await;
+            }
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     let mut c = t.client(&proxy).connect().await;
     c.get("/d").tx().await;
@@ -65,7 +98,12 @@ async fn w00003_client_disconnect_does_not_cancel_fill() {
     drop(c);
     client_gone.sync().await;
     proxy.wait_counter("objects_stored", 1).await;
-    t.client(&proxy).get("/d").send().await.expect_body("line1\nline2\n").expect_header_contains("cache-status", "hit");
+    t.client(&proxy)
+        .get("/d")
+        .send()
+        .await
+        .expect_body("line1\nline2\n")
+        .expect_header_contains("cache-status", "hit");
     origin.finish().await;
 }
 
@@ -74,22 +112,35 @@ async fn w00003_client_disconnect_does_not_cancel_fill() {
 async fn w00004_body_streams_before_the_origin_finishes() {
     let t = Test::new("w00004");
     let first_seen = t.barrier(2);
-    let origin = t.origin().script({
-        let first_seen = first_seen.clone();
-        |mut s| async move {
-            s.rxreq().await;
-            s.txresp(200).hdr("Cache-Control", "max-age=60").chunked().send_head().await;
-            s.chunk("first\n").await;
-            first_seen.sync().await; // the client has the first chunk before the second is sent
-            s.chunk("second\n").await;
-            s.end().await;
-        }
-    }).start().await;
+    let origin = t
+        .origin()
+        .script({
+            let first_seen = first_seen.clone();
+            |mut s| async move {
+                s.rxreq().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .chunked()
+                    .send_head()
+                    .await;
+                s.chunk("first\n").await;
+                first_seen.sync().await; // the client has the first chunk before the second is sent
+                s.chunk("second\n").await;
+                s.end().await;
+            }
+        })
+        .start()
+        .await;
     let proxy = t.proxy().origin(&origin).start().await;
     let mut c = t.client(&proxy).connect().await;
-    c.send_raw("GET /s HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
+    c.send_raw("GET /s HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await;
     let head = c.read_until(b"first\n").await;
-    assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
     first_seen.sync().await;
     let rest = c.read_until(b"0\r\n\r\n").await;
     assert!(rest.windows(7).any(|w| w == b"second\n"));

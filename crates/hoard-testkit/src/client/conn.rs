@@ -111,7 +111,11 @@ impl Conn {
             .await
             .unwrap_or_else(|_| panic!("{}: read_until: timed out", self.client.name))
             .unwrap_or_else(|e| panic!("{}: read_until: {e}", self.client.name));
-        self.client.log(format_args!("rx raw ({} bytes) {}", got.len(), wire::show(&got)));
+        self.client.log(format_args!(
+            "rx raw ({} bytes) {}",
+            got.len(),
+            wire::show(&got)
+        ));
         got
     }
 
