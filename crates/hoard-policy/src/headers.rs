@@ -15,9 +15,12 @@ pub fn is_hop_by_hop(name: &HeaderName) -> bool {
         || name.as_str() == "proxy-connection"
 }
 
-/// Removes the fields a cache must not store (RFC 9111 §3.1).
+/// Removes the fields hoard never stores: those a cache must not store
+/// (RFC 9111 §3.1: `Proxy-Authentication-Info`), and `Set-Cookie`, which
+/// belongs to the client whose request fetched the response.
 pub fn strip_never_stored(headers: &mut HeaderMap) {
     headers.remove("proxy-authentication-info");
+    headers.remove(header::SET_COOKIE);
 }
 
 /// Removes hop-by-hop fields, including every field named in `Connection`

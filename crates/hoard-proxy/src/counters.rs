@@ -105,7 +105,13 @@ impl Counters {
     /// Adds one to a counter.
     #[inline]
     pub fn inc(&self, c: &AtomicU64) {
-        c.fetch_add(1, Ordering::Relaxed);
+        self.add(c, 1);
+    }
+
+    /// Adds `n` to a counter.
+    #[inline]
+    pub fn add(&self, c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
         if self.waiters.load(Ordering::Acquire) > 0 {
             self.notify.notify_waiters();
         }

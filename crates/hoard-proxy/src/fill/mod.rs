@@ -188,7 +188,6 @@ impl Pipeline {
             VaryNames::from_response(&parts.headers)
         };
         let mut stored_headers = parts.headers.clone();
-        stored_headers.remove(header::SET_COOKIE);
         hoard_policy::headers::strip_never_stored(&mut stored_headers);
         let (busy, writer) = BusyBody::new();
         // The leader's reader exists before any byte arrives, so it starts at
@@ -318,7 +317,6 @@ impl Pipeline {
         let mut headers = stale.headers.clone();
         let mut update = not_modified.clone();
         hoard_policy::headers::strip_hop_by_hop(&mut update);
-        update.remove(header::SET_COOKIE);
         update.remove(header::VIA);
         hoard_policy::headers::strip_never_stored(&mut update);
         // The 304 is the new response: its Date (or its arrival) and its Age

@@ -19,13 +19,13 @@ use std::time::Duration;
 
 use hoard_policy::cache_control::CacheControl;
 use hoard_policy::cache_status::{CacheStatus, Fwd};
-use hoard_policy::conditional::{add_validators, evaluate, Precondition};
+use hoard_policy::conditional::add_validators;
 use hoard_policy::key::{CacheKey, Digest};
 use hoard_policy::reuse::{reuse, stale_if_error, Reuse};
 use hoard_store::object::StoredObject;
 use hoard_store::Lookup;
 use http::header::{self, HeaderMap};
-use http::{Method, Response, StatusCode};
+use http::{Response, StatusCode};
 
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
@@ -308,8 +308,8 @@ impl Pipeline {
         Box::pin(self.fill_and_deliver(want, Mode::Alone)).await
     }
 
-    /// Answers the client from a response just fetched: its preconditions are
-    /// evaluated against it (they were not forwarded), HEAD gets no body.
+    /// Answers the client from a response just fetched (its preconditions were
+    /// not forwarded: they are answered here) with its `Cache-Status`.
     fn deliver_fetched(
         &self,
         ctx: &Ctx<'_>,
@@ -318,42 +318,7 @@ impl Pipeline {
         body: ProxyBody,
         cs: &CacheStatus,
     ) -> Response<ProxyBody> {
-        let pre = if status.is_success() {
-            evaluate(&ctx.method, &ctx.headers, &headers)
-        } else {
-            Precondition::Pass
-        };
-        let mut resp = match pre {
-            Precondition::NotModified => {
-                let mut r = self.status_only(StatusCode::NOT_MODIFIED);
-                for name in [
-                    header::CACHE_CONTROL,
-                    header::DATE,
-                    header::ETAG,
-                    header::EXPIRES,
-                    header::VARY,
-                    header::LAST_MODIFIED,
-                    header::VIA,
-                ] {
-                    for v in headers.get_all(&name) {
-                        r.headers_mut().append(name.clone(), v.clone());
-                    }
-                }
-                r
-            }
-            Precondition::Failed => self.status_only(StatusCode::PRECONDITION_FAILED),
-            Precondition::Pass => {
-                let body = if ctx.method == Method::HEAD {
-                    ProxyBody::Empty
-                } else {
-                    body
-                };
-                let mut r = Response::new(body);
-                *r.status_mut() = status;
-                *r.headers_mut() = headers;
-                r
-            }
-        };
+        let mut resp = self.respond(ctx, status, headers, body);
         self.add_cache_status(resp.headers_mut(), cs);
         resp
     }

@@ -1,4 +1,5 @@
-//! Delivering a stored object: preconditions, Age, Cache-Status.
+//! Delivering a response: the client's preconditions, HEAD, and for stored
+//! objects Age and Cache-Status.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -13,8 +14,8 @@ use http::{Method, Response, StatusCode};
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
 
-/// Fields a 304 carries from the stored response (RFC 9110 §15.4.5).
-const NOT_MODIFIED_FIELDS: [header::HeaderName; 7] = [
+/// Fields a 304 carries from the full response (RFC 9110 §15.4.5), and `Via`.
+const NOT_MODIFIED_FIELDS: [header::HeaderName; 8] = [
     header::CACHE_CONTROL,
     header::CONTENT_LOCATION,
     header::DATE,
@@ -22,6 +23,7 @@ const NOT_MODIFIED_FIELDS: [header::HeaderName; 7] = [
     header::EXPIRES,
     header::VARY,
     header::LAST_MODIFIED,
+    header::VIA,
 ];
 
 impl Pipeline {
@@ -40,25 +42,36 @@ impl Pipeline {
             status.key = Some(key.text.clone());
         }
         let age = HeaderValue::from(obj.times.current_age(now).as_secs());
-        // RFC 9110 §13.2.1: preconditions apply only to what would be a 2xx.
-        let pre = if obj.status.is_success() {
-            evaluate(&ctx.method, &ctx.headers, &obj.headers)
+        let mut resp = self.respond(ctx, obj.status, obj.headers.clone(), ProxyBody::stored(obj));
+        let h = resp.headers_mut();
+        h.insert(header::AGE, age);
+        self.add_cache_status(h, &status);
+        resp
+    }
+
+    /// The answer to `ctx` from a full response: 304 or 412 when the
+    /// client's preconditions say so (RFC 9110 §13.2, only for a 2xx), no
+    /// body for HEAD, else the response itself.
+    pub(crate) fn respond(
+        &self,
+        ctx: &Ctx<'_>,
+        status: StatusCode,
+        headers: HeaderMap,
+        body: ProxyBody,
+    ) -> Response<ProxyBody> {
+        let pre = if status.is_success() {
+            evaluate(&ctx.method, &ctx.headers, &headers)
         } else {
             Precondition::Pass
         };
-        let mut resp = match pre {
+        match pre {
             Precondition::NotModified => {
-                let mut h = HeaderMap::new();
+                let mut r = self.status_only(StatusCode::NOT_MODIFIED);
                 for name in &NOT_MODIFIED_FIELDS {
-                    for v in obj.headers.get_all(name) {
-                        h.append(name.clone(), v.clone());
+                    for v in headers.get_all(name) {
+                        r.headers_mut().append(name.clone(), v.clone());
                     }
                 }
-                for v in obj.headers.get_all(header::VIA) {
-                    h.append(header::VIA, v.clone());
-                }
-                let mut r = self.status_only(StatusCode::NOT_MODIFIED);
-                *r.headers_mut() = h;
                 r
             }
             Precondition::Failed => self.status_only(StatusCode::PRECONDITION_FAILED),
@@ -66,17 +79,13 @@ impl Pipeline {
                 let body = if ctx.method == Method::HEAD {
                     ProxyBody::Empty
                 } else {
-                    ProxyBody::stored(obj.clone())
+                    body
                 };
                 let mut r = Response::new(body);
-                *r.status_mut() = obj.status;
-                *r.headers_mut() = obj.headers.clone();
+                *r.status_mut() = status;
+                *r.headers_mut() = headers;
                 r
             }
-        };
-        let h = resp.headers_mut();
-        h.insert(header::AGE, age);
-        self.add_cache_status(h, &status);
-        resp
+        }
     }
 }
