@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 pub mod barrier;
+mod check;
 pub mod client;
 pub mod clock;
 pub mod origin;

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use crate::wire;
+use crate::{check, wire};
 
 /// A request received by the origin. The `expect_*` methods panic with the
 /// whole request in the message, failing the script.
@@ -107,48 +107,31 @@ impl Request {
     /// Asserts that the first `name` header equals `value`.
     #[track_caller]
     pub fn expect_header(&self, name: &str, value: &str) -> &Self {
-        match wire::find(&self.headers, name) {
-            Some(v) if v == value => self,
-            Some(v) => self.fail(format_args!("expected header {name}: {value:?}, got {v:?}")),
-            None => self.fail(format_args!(
-                "expected header {name}: {value:?}, but it is absent"
-            )),
-        }
+        self.check(check::header_is(&self.headers, name, value))
     }
 
     /// Asserts that the first `name` header contains `part`.
     #[track_caller]
     pub fn expect_header_contains(&self, name: &str, part: &str) -> &Self {
-        match wire::find(&self.headers, name) {
-            Some(v) if v.contains(part) => self,
-            Some(v) => self.fail(format_args!(
-                "expected header {name} to contain {part:?}, got {v:?}"
-            )),
-            None => self.fail(format_args!(
-                "expected header {name} containing {part:?}, but it is absent"
-            )),
-        }
+        self.check(check::header_contains(&self.headers, name, part))
     }
 
     /// Asserts that there is no `name` header.
     #[track_caller]
     pub fn expect_no_header(&self, name: &str) -> &Self {
-        if let Some(v) = wire::find(&self.headers, name) {
-            self.fail(format_args!("expected no header {name}, got {v:?}"));
-        }
-        self
+        self.check(check::no_header(&self.headers, name))
     }
 
     /// Asserts the body.
     #[track_caller]
     pub fn expect_body(&self, body: impl AsRef<[u8]>) -> &Self {
-        let body = body.as_ref();
-        if self.body != body {
-            self.fail(format_args!(
-                "expected body {}, got {}",
-                wire::show(body),
-                wire::show(&self.body)
-            ));
+        self.check(check::body_is(&self.body, body.as_ref()))
+    }
+
+    #[track_caller]
+    fn check(&self, result: Result<(), String>) -> &Self {
+        if let Err(what) = result {
+            self.fail(format_args!("{what}"));
         }
         self
     }
