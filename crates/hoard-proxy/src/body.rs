@@ -1,7 +1,8 @@
 //! The body of a response to a client, whatever its source.
 //!
 //! An enum rather than a boxed trait object: a hit is `Stored` (a refcount bump
-//! on the object, then its chunks), a fill is `Busy` (read while the origin
+//! on the object, then its chunks) or `File` (a disk object, read block by
+//! block on the zone's I/O pool), a fill is `Busy` (read while the origin
 //! writes it), a pass is `Origin` (streamed straight through). An error from
 //! `Busy` or `Origin` makes hyper abort the response (connection closed, or
 //! h2 stream reset), so a truncated body never looks complete.
@@ -12,7 +13,8 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use hoard_store::busy::BusyReader;
-use hoard_store::object::StoredObject;
+use hoard_store::disk::reader::FileReader;
+use hoard_store::object::{ObjectBody, StoredObject};
 use http_body::{Body, Frame, SizeHint};
 
 use crate::upstream::{BoxError, OriginBody};
@@ -31,6 +33,8 @@ pub enum ProxyBody {
         /// Next chunk.
         next: usize,
     },
+    /// A stored body read from its disk file, block by block.
+    File(FileReader),
     /// A body being filled.
     Busy(BusyReader),
     /// Streamed from the origin.
@@ -45,11 +49,18 @@ impl ProxyBody {
 
     /// A stored object's body.
     pub fn stored(obj: Arc<StoredObject>) -> ProxyBody {
-        match obj.body.chunks() {
-            [] => ProxyBody::Empty,
-            [one] => ProxyBody::Full(Some(one.clone())),
-            _ => ProxyBody::Stored { obj, next: 0 },
+        match &obj.body {
+            ObjectBody::File(f) => ProxyBody::File(f.reader(0, f.len())),
+            ObjectBody::Chunks { chunks, .. } => match chunks.as_slice() {
+                [] => ProxyBody::Empty,
+                [one] => ProxyBody::Full(Some(one.clone())),
+                _ => ProxyBody::Stored { obj, next: 0 },
+            },
         }
+    }
+
+    fn stored_chunks(obj: &StoredObject) -> &[Bytes] {
+        obj.body.chunks().unwrap_or_default()
     }
 }
 
@@ -65,10 +76,13 @@ impl Body for ProxyBody {
             ProxyBody::Empty => Poll::Ready(None),
             ProxyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             ProxyBody::Stored { obj, next } => {
-                let chunk = obj.body.chunks().get(*next).cloned();
+                let chunk = ProxyBody::stored_chunks(obj).get(*next).cloned();
                 *next += 1;
                 Poll::Ready(chunk.map(|c| Ok(Frame::data(c))))
             }
+            ProxyBody::File(r) => r
+                .poll_chunk(cx)
+                .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))),
             ProxyBody::Busy(r) => r
                 .poll_chunk(cx)
                 .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))),
@@ -82,7 +96,8 @@ impl Body for ProxyBody {
         match self {
             ProxyBody::Empty => true,
             ProxyBody::Full(b) => b.is_none(),
-            ProxyBody::Stored { obj, next } => *next >= obj.body.chunks().len(),
+            ProxyBody::Stored { obj, next } => *next >= ProxyBody::stored_chunks(obj).len(),
+            ProxyBody::File(r) => r.remaining() == 0,
             ProxyBody::Busy(_) => false,
             ProxyBody::Origin(b) => b.is_end_stream(),
         }
@@ -92,12 +107,16 @@ impl Body for ProxyBody {
         match self {
             ProxyBody::Empty => SizeHint::with_exact(0),
             ProxyBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
-            ProxyBody::Stored { obj, next } => SizeHint::with_exact(
-                obj.body.chunks()[(*next).min(obj.body.chunks().len())..]
-                    .iter()
-                    .map(|c| c.len() as u64)
-                    .sum(),
-            ),
+            ProxyBody::Stored { obj, next } => {
+                let chunks = ProxyBody::stored_chunks(obj);
+                SizeHint::with_exact(
+                    chunks[(*next).min(chunks.len())..]
+                        .iter()
+                        .map(|c| c.len() as u64)
+                        .sum(),
+                )
+            }
+            ProxyBody::File(r) => SizeHint::with_exact(r.remaining()),
             ProxyBody::Busy(_) => SizeHint::default(),
             ProxyBody::Origin(b) => b.size_hint(),
         }

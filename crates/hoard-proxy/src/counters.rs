@@ -99,6 +99,71 @@ counters! {
     background_refreshes,
     /// Stale responses served while a background refresh runs (stale-while-revalidate).
     stale_while_revalidate_served,
+    /// Lookups answered from a disk zone.
+    disk_hits,
+    /// Objects read from disk and admitted to the memory tier (second disk hit).
+    memory_promotions,
+    /// Objects published in a disk zone.
+    disk_stored,
+    /// Disk objects evicted to keep a zone under its max_size (or min_free).
+    disk_evicted_size,
+    /// Disk objects removed after `inactive` without a request.
+    disk_evicted_inactive,
+    /// Files the disk loader looked at.
+    disk_load_scanned,
+    /// Objects the disk loader indexed.
+    disk_loaded,
+    /// Disk zones whose loader finished.
+    disk_load_done,
+    /// Disk files removed: not a hoard object, or a torn prefix.
+    disk_rejected_bad_prefix,
+    /// Disk files removed: written by another format version.
+    disk_rejected_version,
+    /// Disk files removed: no intact head.
+    disk_rejected_bad_head,
+    /// Disk files removed: shorter than their prefix says.
+    disk_rejected_truncated,
+    /// Disk files removed: a body block or the block table failed its checksum.
+    disk_rejected_checksum,
+    /// Disk files removed: temporary files of writes that never completed.
+    disk_rejected_temporary,
+    /// Disk operations that failed (I/O errors, no space).
+    disk_errors,
+    /// Fills whose disk copy was given up (no room, too large, error); the client still got the body.
+    disk_writes_abandoned,
+    /// Times a disk directory was taken out of service.
+    disk_dirs_offline,
+    /// Times a disk directory came back into service.
+    disk_dirs_online,
+}
+
+impl hoard_store::StoreEvents for Counters {
+    fn event(&self, zone: &str, event: hoard_store::StoreEvent) {
+        use hoard_store::disk::format::Reject;
+        use hoard_store::StoreEvent as E;
+        tracing::trace!(zone, event = event.as_str(), "store event");
+        let c = match event {
+            E::DiskHit => &self.disk_hits,
+            E::MemoryPromotion => &self.memory_promotions,
+            E::DiskStored => &self.disk_stored,
+            E::EvictedSize => &self.disk_evicted_size,
+            E::EvictedInactive => &self.disk_evicted_inactive,
+            E::LoadScanned => &self.disk_load_scanned,
+            E::Loaded => &self.disk_loaded,
+            E::LoadDone => &self.disk_load_done,
+            E::Rejected(Reject::BadPrefix) => &self.disk_rejected_bad_prefix,
+            E::Rejected(Reject::Version) => &self.disk_rejected_version,
+            E::Rejected(Reject::BadHead) => &self.disk_rejected_bad_head,
+            E::Rejected(Reject::Truncated) => &self.disk_rejected_truncated,
+            E::Rejected(Reject::Checksum) => &self.disk_rejected_checksum,
+            E::Rejected(Reject::Temporary) => &self.disk_rejected_temporary,
+            E::DiskError => &self.disk_errors,
+            E::WriteAbandoned => &self.disk_writes_abandoned,
+            E::DirOffline => &self.disk_dirs_offline,
+            E::DirOnline => &self.disk_dirs_online,
+        };
+        self.inc(c);
+    }
 }
 
 impl Counters {

@@ -35,6 +35,8 @@ pub enum StartError {
     Bind(SocketAddr, std::io::Error),
     /// TLS certificate or key could not be loaded.
     Tls(String),
+    /// A disk zone's directory could not be created.
+    Storage(std::io::Error),
 }
 
 impl std::fmt::Display for StartError {
@@ -42,6 +44,7 @@ impl std::fmt::Display for StartError {
         match self {
             StartError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
             StartError::Tls(e) => write!(f, "TLS setup failed: {e}"),
+            StartError::Storage(e) => write!(f, "cache storage: {e}"),
         }
     }
 }
@@ -65,7 +68,16 @@ impl Proxy {
     pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Proxy, StartError> {
         let cfg = Arc::new(cfg);
         let counters = Arc::new(Counters::default());
-        let store = Arc::new(Store::new(cfg.cache.memory_size, cfg.cache.max_object_size));
+        let store = Store::new(
+            cfg.cache.memory_size,
+            cfg.cache.max_object_size,
+            cfg.cache.zones.clone(),
+            counters.clone(),
+            clock.clone(),
+        )
+        .map_err(StartError::Storage)?;
+        store.start();
+        let store = Arc::new(store);
         let pipeline = Arc::new(pipeline::Pipeline::new(cfg.clone(), store, counters, clock));
         let (tx, rx) = watch::channel(false);
         let mut addrs = Vec::new();

@@ -1,18 +1,23 @@
 //! Object storage for hoard.
 //!
+//! * [`store`]: the [`Store`] the proxy talks to: a memory tier in front
+//!   of disk zones, one interface (lookup, disk writer, insert, update,
+//!   remove).
 //! * [`object`]: a complete stored response and its lifecycle.
 //! * [`busy`]: the body of an object still being filled, read while written.
 //! * [`memory`]: the memory tier, bounded in bytes, S3-FIFO eviction.
-//!
-//! The proxy talks to [`Store`], which fronts the tiers. Today there is one
-//! tier (memory); disk tiers slot in behind the same `lookup` / `insert` /
-//! `remove_all` calls, with bodies read as chunk streams so an object never has
-//! to be whole in memory before its first byte goes out.
+//! * [`disk`]: disk zones (files, index, loader, limits, I/O pool).
+//! * [`events`]: what the tiers report to the proxy's counters.
 #![deny(missing_docs, missing_debug_implementations)]
 
 pub mod busy;
+pub mod disk;
+pub mod events;
 pub mod memory;
 pub mod object;
+pub mod store;
 mod sync;
 
-pub use memory::{InsertError, Lookup, MemoryStore as Store};
+pub use events::{NoEvents, StoreEvent, StoreEvents};
+pub use memory::{InsertError, Lookup, MemoryStore};
+pub use store::Store;

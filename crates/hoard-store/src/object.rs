@@ -13,42 +13,83 @@
 //! shares the body (`Bytes` are reference counted), so a reader that holds an
 //! object always sees one consistent response.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use hoard_policy::freshness::{LifetimeSource, StoredTimes};
 use hoard_policy::reuse::StoredRules;
 use hoard_policy::vary::VaryNames;
 use http::{HeaderMap, StatusCode};
 
+use crate::disk::reader::FileBody;
+
+/// Where an object's file is, for a head update after a 304.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskRef {
+    /// The zone's index in the store.
+    pub zone: usize,
+    /// The object id.
+    pub id: u128,
+    /// The write that made the file.
+    pub serial: u64,
+    /// The head slot in use (0 or 1) and its generation.
+    pub slot: u8,
+    /// Generation of the head in use.
+    pub generation: u64,
+    /// Size of a head slot.
+    pub slot_len: u32,
+}
+
 /// Fixed per-object bookkeeping counted against the byte limit.
 pub const OBJECT_OVERHEAD: u64 = 256;
 
-/// The body of a stored object: a list of chunks.
-#[derive(Debug, Clone, Default)]
-pub struct ObjectBody {
-    chunks: Vec<Bytes>,
-    len: u64,
+/// The body of a stored object: chunks in memory, or a file read block by
+/// block (never whole).
+#[derive(Debug, Clone)]
+pub enum ObjectBody {
+    /// In memory.
+    Chunks {
+        /// The chunks, in order.
+        chunks: Vec<Bytes>,
+        /// Their total length.
+        len: u64,
+    },
+    /// In a disk zone's file.
+    File(Arc<FileBody>),
+}
+
+impl Default for ObjectBody {
+    fn default() -> Self {
+        ObjectBody::from_chunks(Vec::new())
+    }
 }
 
 impl ObjectBody {
     /// A body from its chunks.
     pub fn from_chunks(chunks: Vec<Bytes>) -> ObjectBody {
         let len = chunks.iter().map(|c| c.len() as u64).sum();
-        ObjectBody { chunks, len }
+        ObjectBody::Chunks { chunks, len }
     }
 
-    /// The chunks, in order.
-    pub fn chunks(&self) -> &[Bytes] {
-        &self.chunks
+    /// The chunks, in order, when the body is in memory.
+    pub fn chunks(&self) -> Option<&[Bytes]> {
+        match self {
+            ObjectBody::Chunks { chunks, .. } => Some(chunks),
+            ObjectBody::File(_) => None,
+        }
     }
 
     /// Total length in bytes.
     pub fn len(&self) -> u64 {
-        self.len
+        match self {
+            ObjectBody::Chunks { len, .. } => *len,
+            ObjectBody::File(f) => f.len(),
+        }
     }
 
     /// True for an empty body.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 }
 
@@ -72,6 +113,8 @@ pub struct StoredObject {
     pub rules: StoredRules,
     /// The body.
     pub body: ObjectBody,
+    /// The object's file, when it is stored in a disk zone.
+    pub disk: Option<DiskRef>,
     weight: u64,
 }
 
@@ -98,8 +141,15 @@ impl StoredObject {
             lifetime_source,
             rules,
             body,
+            disk: None,
             weight,
         }
+    }
+
+    /// The same object, known to be stored at `disk`.
+    pub fn with_disk(mut self, disk: Option<DiskRef>) -> StoredObject {
+        self.disk = disk;
+        self
     }
 
     /// A copy with new headers and times (after a 304), sharing the body.
@@ -120,6 +170,7 @@ impl StoredObject {
             rules,
             self.body.clone(),
         )
+        .with_disk(self.disk)
     }
 
     /// Bytes this object counts against the store's limit.

@@ -11,7 +11,7 @@ use hoard_policy::key::Digest;
 use hoard_policy::reuse::StoredRules;
 use hoard_policy::vary::VaryNames;
 use hoard_store::object::{ObjectBody, StoredObject};
-use hoard_store::{Lookup, Store};
+use hoard_store::{Lookup, MemoryStore as Store};
 use http::{HeaderMap, StatusCode};
 
 fn obj(key: &str, vary: &[&str], body_len: usize) -> Arc<StoredObject> {

@@ -39,7 +39,6 @@ impl Test {
             upstream: "http://127.0.0.1:9".into(),
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             debug_headers: true,
-            cache_dir: Some(self.dir().join("cache")),
             ..QuickStart::default()
         })
         .expect("test: quick-start config");
@@ -72,6 +71,19 @@ impl ProxyBuilder {
     /// Adjusts the first upstream.
     pub fn upstream(mut self, f: impl FnOnce(&mut UpstreamConfig)) -> Self {
         f(&mut self.cfg.upstreams[0]);
+        self
+    }
+
+    /// Adds a disk zone named `disk` of `max_size` bytes in the case's
+    /// directory `cache` (kept across restarts of the case's proxies);
+    /// `memory` sets the memory tier (0: off, every hit read from disk).
+    pub fn disk(mut self, dir: &std::path::Path, max_size: u64, memory: u64) -> Self {
+        self.cfg.cache.memory_size = memory;
+        self.cfg.cache.zones = vec![hoard_proxy::config::zones::quick_zone(
+            dir.to_path_buf(),
+            max_size,
+            self.cfg.cache.max_object_size,
+        )];
         self
     }
 

@@ -49,7 +49,7 @@ struct QuickArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8000")]
     listen: SocketAddr,
-    /// Memory cache size, e.g. 256MiB.
+    /// Memory cache size, e.g. 256MiB (0 turns the memory tier off).
     #[arg(long, value_parser = parse_size)]
     cache_size: Option<u64>,
     /// Largest object stored, e.g. 8MiB.
@@ -64,9 +64,12 @@ struct QuickArgs {
     /// Serve stale content this long when the origin fails (when the origin sends no stale-if-error).
     #[arg(long, value_parser = parse_duration)]
     stale_if_error: Option<Duration>,
-    /// Directory for disk cache tiers.
+    /// Directory of a disk cache zone behind the memory tier.
     #[arg(long)]
     cache_dir: Option<PathBuf>,
+    /// Byte limit of the disk zone, e.g. 10GiB (default 1GiB; needs --cache-dir).
+    #[arg(long, value_parser = parse_size)]
+    disk_size: Option<u64>,
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -111,6 +114,7 @@ impl Cli {
                     stale_while_revalidate: q.stale_while_revalidate,
                     stale_if_error: q.stale_if_error,
                     cache_dir: q.cache_dir.clone(),
+                    disk_size: q.disk_size,
                     threads: q.threads,
                     debug_headers: q.debug_headers,
                 })

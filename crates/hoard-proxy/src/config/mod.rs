@@ -11,6 +11,7 @@
 
 mod raw;
 pub mod units;
+pub mod zones;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -121,8 +122,33 @@ pub struct CacheConfig {
     pub memory_size: u64,
     /// Largest object stored; larger responses are passed through. Default: 8 MiB.
     pub max_object_size: u64,
-    /// Directory for disk tiers. Default: `hoard-cache` under the working directory.
+    /// Directory of the quick start's disk zone. Default: `hoard-cache`
+    /// under the working directory (used only when `--cache-dir` is given).
     pub dir: PathBuf,
+    /// Disk zones behind the memory tier (none: memory only).
+    pub zones: Vec<hoard_store::disk::ZoneConfig>,
+    /// Rules choosing a zone for new objects.
+    pub placement: Vec<zones::PlacementRule>,
+}
+
+impl CacheConfig {
+    /// The zone a new object goes to (see [`zones`]).
+    pub fn place(
+        &self,
+        route_zone: Option<usize>,
+        path: &str,
+        content_type: Option<&str>,
+        len: Option<u64>,
+    ) -> Option<usize> {
+        zones::place(
+            self.zones.len(),
+            &self.placement,
+            route_zone,
+            path,
+            content_type,
+            len,
+        )
+    }
 }
 
 /// What `Host` to send to the origin.
@@ -215,6 +241,9 @@ pub struct RouteConfig {
     pub fill_max_age: Duration,
     /// How long a key whose response was uncacheable goes straight to the origin. Default: 120s; 0 disables.
     pub hit_for_pass: Duration,
+    /// The disk zone for this route's objects (index into the zones);
+    /// `None`: the placement rules choose.
+    pub zone: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -239,6 +268,8 @@ impl Default for CacheConfig {
             memory_size: 256 << 20,
             max_object_size: 8 << 20,
             dir: PathBuf::from("hoard-cache"),
+            zones: Vec::new(),
+            placement: Vec::new(),
         }
     }
 }
@@ -283,6 +314,7 @@ impl RouteConfig {
             coalesce_timeout: Duration::from_secs(30),
             fill_max_age: Duration::from_secs(30),
             hit_for_pass: Duration::from_secs(120),
+            zone: None,
         }
     }
 }
@@ -304,8 +336,10 @@ pub struct QuickStart {
     pub stale_while_revalidate: Option<Duration>,
     /// `--stale-if-error`.
     pub stale_if_error: Option<Duration>,
-    /// `--cache-dir`.
+    /// `--cache-dir`: a disk zone in this directory.
     pub cache_dir: Option<PathBuf>,
+    /// `--disk-size`: that zone's limit (default [`zones::DEFAULT_DISK_SIZE`]).
+    pub disk_size: Option<u64>,
     /// `--threads`.
     pub threads: Option<usize>,
     /// `--debug-headers`.
@@ -340,6 +374,13 @@ impl Config {
         }
         if let Some(d) = &q.cache_dir {
             cache.dir = d.clone();
+            cache.zones.push(zones::quick_zone(
+                d.clone(),
+                q.disk_size.unwrap_or(zones::DEFAULT_DISK_SIZE),
+                cache.max_object_size,
+            ));
+        } else if q.disk_size.is_some() {
+            return Err(err("--disk-size", "needs --cache-dir".into()));
         }
         let server_cfg = ServerConfig {
             threads: q.threads.unwrap_or(0),
@@ -475,13 +516,18 @@ impl Resolver<'_> {
             shutdown_timeout: s.shutdown_timeout.map_or(d.shutdown_timeout, |x| x.0),
         };
         let dc = CacheConfig::default();
+        let max_object_size = raw
+            .cache
+            .max_object_size
+            .map_or(dc.max_object_size, |x| x.0);
+        let zones = self.zones(raw.cache.zones, max_object_size)?;
+        let placement = self.placement(raw.cache.placement, &zones)?;
         let cache = CacheConfig {
             memory_size: raw.cache.memory_size.map_or(dc.memory_size, |x| x.0),
-            max_object_size: raw
-                .cache
-                .max_object_size
-                .map_or(dc.max_object_size, |x| x.0),
+            max_object_size,
             dir: raw.cache.dir.map_or(dc.dir, PathBuf::from),
+            zones,
+            placement,
         };
         let mut listeners = Vec::new();
         for (i, l) in raw.listeners.into_iter().enumerate() {
@@ -571,7 +617,12 @@ impl Resolver<'_> {
                 .collect();
             let mut routes = Vec::new();
             for (j, r) in site.routes.into_iter().enumerate() {
-                routes.push(self.route(&format!("site[{i}].route[{j}]"), r, &upstreams)?);
+                routes.push(self.route(
+                    &format!("site[{i}].route[{j}]"),
+                    r,
+                    &upstreams,
+                    &cache.zones,
+                )?);
             }
             if routes.is_empty() {
                 routes.push(RouteConfig::catch_all());
@@ -598,7 +649,13 @@ impl Resolver<'_> {
         at: &str,
         r: RawRoute,
         upstreams: &[UpstreamConfig],
+        zones: &[hoard_store::disk::ZoneConfig],
     ) -> Result<RouteConfig, ConfigError> {
+        let zone = r
+            .zone
+            .as_ref()
+            .map(|z| self.zone_named(zones, z, format!("{at}.zone")))
+            .transpose()?;
         let path = match (r.prefix, r.regex) {
             (Some(_), Some(re)) => {
                 return Err(self.err(
@@ -737,6 +794,7 @@ impl Resolver<'_> {
             coalesce_timeout: r.coalesce_timeout.map_or(d.coalesce_timeout, |x| x.0),
             fill_max_age: r.fill_max_age.map_or(d.fill_max_age, |x| x.0),
             hit_for_pass: r.hit_for_pass.map_or(d.hit_for_pass, |x| x.0),
+            zone,
         })
     }
 }

@@ -60,6 +60,37 @@ pub struct RawCache {
     pub memory_size: Option<Size>,
     pub max_object_size: Option<Size>,
     pub dir: Option<String>,
+    #[serde(default, rename = "zone")]
+    pub zones: Vec<RawZone>,
+    #[serde(default)]
+    pub placement: Vec<RawPlacement>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawZone {
+    pub name: Spanned<String>,
+    pub dirs: Spanned<Vec<RawDir>>,
+    pub max_size: Spanned<Size>,
+    pub inactive: Option<Dur>,
+    pub min_free: Option<Size>,
+}
+
+/// A zone directory: a path, or `{ path, weight }`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawDir {
+    Path(String),
+    Weighted { path: String, weight: Option<u32> },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlacement {
+    pub zone: Spanned<String>,
+    pub path: Option<Spanned<String>>,
+    pub content_type: Option<Spanned<String>>,
+    pub min_size: Option<Size>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -102,6 +133,7 @@ pub struct RawRoute {
     pub coalesce_timeout: Option<Dur>,
     pub fill_max_age: Option<Dur>,
     pub hit_for_pass: Option<Dur>,
+    pub zone: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -46,6 +46,7 @@ use hoard_policy::reuse::StoredRules;
 use hoard_policy::storable::{storability, NotStorable, RequestFacts};
 use hoard_policy::vary::VaryNames;
 use hoard_store::busy::{BusyBody, BusyWriter, FillError};
+use hoard_store::disk::writer::DiskWriter;
 use hoard_store::object::{ObjectBody, StoredObject};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{StatusCode, Version};
@@ -64,6 +65,8 @@ pub struct FillJob {
     pub route: usize,
     /// The primary key.
     pub key: CacheKey,
+    /// The request path (for placement rules).
+    pub path: String,
     /// The request to send (GET; validators added when revalidating); taken when sent.
     pub oreq: Option<OriginRequest>,
     /// The leading request's fields (they select the stored variant).
@@ -99,8 +102,9 @@ impl Pipeline {
         let status = resp.status();
         if let Some(stale) = &job.stale {
             if status == StatusCode::NOT_MODIFIED {
-                let fresh =
-                    self.refresh_from_304(&job, stale, resp.headers(), request_time, response_time);
+                let fresh = self
+                    .refresh_from_304(&job, stale, resp.headers(), request_time, response_time)
+                    .await;
                 let cookies = resp
                     .headers()
                     .get_all(header::SET_COOKIE)
@@ -217,9 +221,40 @@ impl Pipeline {
             });
             permit.publish(Outcome::Streaming(head));
         }
+        // With disk zones the body is written through to the zone its
+        // placement chose while readers stream it.
+        let mut disk = match self.cfg.cache.place(
+            route.zone,
+            &job.path,
+            stored_headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+            content_length,
+        ) {
+            Some(zone) => {
+                let hint = hoard_store::store::head_of(&StoredObject::new(
+                    job.key.text.clone(),
+                    vary.clone(),
+                    status,
+                    stored_headers.clone(),
+                    times,
+                    source,
+                    rules,
+                    ObjectBody::default(),
+                ))
+                .encode()
+                .len();
+                let variant = vary.variant(&job.request_headers);
+                self.store
+                    .disk_writer(zone, job.key.digest, variant, content_length, hint)
+                    .await
+            }
+            None => None,
+        };
         let outcome = read_body(
             body,
             &writer,
+            &mut disk,
             max_object,
             upstream.cfg.read_timeout,
             &mut permit,
@@ -231,27 +266,47 @@ impl Pipeline {
                 let chunks = writer
                     .chunks()
                     .expect("invariant: history kept while storable");
-                let body = ObjectBody::from_chunks(compact(chunks));
-                stored_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-                let obj = StoredObject::new(
-                    job.key.text.clone(),
-                    vary,
-                    status,
-                    stored_headers,
-                    times,
-                    source,
-                    rules,
-                    body,
-                );
+                let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+                stored_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+                let obj = |body| {
+                    StoredObject::new(
+                        job.key.text.clone(),
+                        vary.clone(),
+                        status,
+                        stored_headers.clone(),
+                        times,
+                        source,
+                        rules,
+                        body,
+                    )
+                };
                 // Store, leave the table, and only then let readers see the end.
-                if self
-                    .store
-                    .insert(job.key.digest, &job.request_headers, Arc::new(obj))
-                    .is_ok()
-                {
+                let on_disk = match disk.take() {
+                    Some(w) => {
+                        let head = hoard_store::store::head_of(&obj(ObjectBody::default()));
+                        match self.store.finish_disk(w, job.key.digest, &head).await {
+                            Ok(()) => true,
+                            Err(why) => {
+                                tracing::info!(key = %job.key.text, why = why.as_str(), "disk copy given up");
+                                false
+                            }
+                        }
+                    }
+                    None => false,
+                };
+                if on_disk {
                     self.counters.inc(&self.counters.objects_stored);
                 } else {
-                    self.counters.inc(&self.counters.objects_too_large);
+                    let o = obj(ObjectBody::from_chunks(compact(chunks)));
+                    if self
+                        .store
+                        .insert(job.key.digest, &job.request_headers, Arc::new(o))
+                        .is_ok()
+                    {
+                        self.counters.inc(&self.counters.objects_stored);
+                    } else {
+                        self.counters.inc(&self.counters.objects_too_large);
+                    }
                 }
                 permit.done();
                 writer.finish();
@@ -305,7 +360,7 @@ impl Pipeline {
 
     /// A 304 answered a revalidation: merge its fields into the stored
     /// response (RFC 9111 §4.3.4) and store the refreshed copy.
-    fn refresh_from_304(
+    async fn refresh_from_304(
         &self,
         job: &FillJob,
         stale: &Arc<StoredObject>,
@@ -351,7 +406,8 @@ impl Pipeline {
             self.store.remove_all(job.key.digest);
         } else {
             self.store
-                .update(job.key.digest, &job.request_headers, stale, fresh.clone());
+                .update(job.key.digest, &job.request_headers, stale, fresh.clone())
+                .await;
         }
         fresh
     }
@@ -363,6 +419,7 @@ impl Pipeline {
 async fn read_body(
     mut body: OriginBody,
     writer: &BusyWriter,
+    disk: &mut Option<DiskWriter>,
     max_object: u64,
     stall_timeout: std::time::Duration,
     permit: &mut FillPermit,
@@ -387,11 +444,21 @@ async fn read_body(
         match frame {
             Ok(f) => {
                 if let Ok(data) = f.into_data() {
-                    writer.append(data);
+                    writer.append(data.clone());
                     if keep && writer.len() > max_object {
                         keep = false;
+                        *disk = None;
                         permit.done();
                         writer.release_history(LAG_LIMIT);
+                    }
+                    if let Some(d) = disk {
+                        if let Err(why) = d.write(data).await {
+                            tracing::info!(
+                                why = why.as_str(),
+                                "disk copy given up; the fill goes on"
+                            );
+                            *disk = None;
+                        }
                     }
                 }
             }

@@ -90,6 +90,7 @@ impl Pipeline {
             site: ctx.site_idx,
             route: ctx.route_idx,
             key: key.clone(),
+            path: ctx.uri.path().to_string(),
             oreq: Some(oreq),
             request_headers: ctx.headers.clone(),
             req_cc: req_cc.clone(),
@@ -223,7 +224,7 @@ impl Pipeline {
                     return Ok(resp);
                 }
                 let now = self.clock.now();
-                match self.store.lookup(key.digest, &key.text, &ctx.headers) {
+                match self.store.lookup(key.digest, &key.text, &ctx.headers).await {
                     Lookup::Hit(o)
                         if matches!(
                             reuse(&o.times, &o.rules, req_cc, now),

@@ -265,7 +265,7 @@ impl Pipeline {
         let key = ctx.key_for(ctx.route, ctx.uri.path(), ctx.uri.query());
         let now = self.clock.now();
         let mut variant = None;
-        let (stale, fwd) = match self.store.lookup(key.digest, &key.text, &ctx.headers) {
+        let (stale, fwd) = match self.store.lookup(key.digest, &key.text, &ctx.headers).await {
             Lookup::Hit(obj) => match reuse(&obj.times, &obj.rules, &req_cc, now) {
                 Reuse::Fresh | Reuse::StaleAllowed => {
                     self.counters.inc(&self.counters.cache_hit);

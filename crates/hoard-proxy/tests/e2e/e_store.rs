@@ -123,6 +123,8 @@ async fn e00012_memory_limit_holds() {
     assert!(
         proxy
             .store()
+            .memory()
+            .expect("a memory tier")
             .stats()
             .evicted
             .load(std::sync::atomic::Ordering::Relaxed)

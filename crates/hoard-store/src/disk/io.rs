@@ -1,0 +1,159 @@
+//! Where disk operations run: never on the threads that serve connections.
+//!
+//! ## Model
+//!
+//! Every open, stat, read, write, rename, unlink and directory scan of a zone
+//! is a closure handed to [`IoPool::run`]. It waits for one of the zone's
+//! permits (a `tokio` semaphore: a slow disk can occupy at most that many
+//! threads), then runs on tokio's blocking pool. The connection-serving
+//! workers only await the result, so a disk that stalls delays the requests
+//! that read it and nothing else: memory hits keep their speed.
+//!
+//! Why a blocking pool rather than io_uring: on this kind of machine the
+//! round trip of a `spawn_blocking` read of a page-cached 64 KiB block costs
+//! a few microseconds, small beside sending the bytes; io_uring would need
+//! its own runtime (tokio-uring) beside hyper's. `docs/disk.md` has the
+//! numbers.
+//!
+//! ## Test gate
+//!
+//! [`IoGate`] lets a test hold every read at the moment it would start, see
+//! that it is held, and let it go: how the tests show that a disk read that
+//! never completes stops nothing else.
+
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+use tokio::sync::{Notify, Semaphore};
+
+/// What an operation does, for the test gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoKind {
+    /// Reading an object (lookup or body).
+    Read,
+    /// Writing, renaming, removing, scanning.
+    Write,
+}
+
+/// Holds reads at their start while closed (tests only use it).
+#[derive(Debug, Default)]
+pub struct IoGate {
+    closed: Mutex<bool>,
+    open: Condvar,
+    held: AtomicUsize,
+    held_changed: Notify,
+}
+
+impl IoGate {
+    /// Holds every read from now on.
+    pub fn close(&self) {
+        *self.closed.lock() = true;
+    }
+
+    /// Lets held reads go.
+    pub fn open(&self) {
+        *self.closed.lock() = false;
+        self.open.notify_all();
+    }
+
+    /// Reads currently held.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+
+    /// Waits until at least `n` reads are held.
+    pub async fn wait_held(&self, n: usize) {
+        loop {
+            let notified = self.held_changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.held() >= n {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn pass(&self) {
+        let mut closed = self.closed.lock();
+        if !*closed {
+            return;
+        }
+        self.held.fetch_add(1, Ordering::AcqRel);
+        self.held_changed.notify_waiters();
+        while *closed {
+            self.open.wait(&mut closed);
+        }
+        self.held.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A zone's disk operations: bounded concurrency on the blocking pool.
+#[derive(Debug, Clone)]
+pub struct IoPool {
+    permits: Arc<Semaphore>,
+    gate: Arc<IoGate>,
+}
+
+impl IoPool {
+    /// A pool running at most `concurrency` operations at once.
+    pub fn new(concurrency: usize) -> IoPool {
+        IoPool {
+            permits: Arc::new(Semaphore::new(concurrency.max(1))),
+            gate: Arc::default(),
+        }
+    }
+
+    /// The test gate.
+    pub fn gate(&self) -> &IoGate {
+        &self.gate
+    }
+
+    /// Runs `f` off the serving threads and returns its result.
+    pub async fn run<T, F>(&self, kind: IoKind, f: F) -> io::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> io::Result<T> + Send + 'static,
+    {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| io::Error::other("disk pool closed"))?;
+        let gate = self.gate.clone();
+        tokio::task::spawn_blocking(move || {
+            if kind == IoKind::Read {
+                gate.pass();
+            }
+            let r = f();
+            drop(permit);
+            r
+        })
+        .await
+        .map_err(|e| io::Error::other(format!("disk task failed: {e}")))?
+    }
+
+    /// Runs `f` in the background; its result is dropped.
+    pub fn spawn<F>(&self, f: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let pool = self.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = pool
+                    .run(IoKind::Write, move || {
+                        f();
+                        Ok(())
+                    })
+                    .await;
+            });
+        } else {
+            // No runtime (a drop at exit): not a serving thread.
+            f();
+        }
+    }
+}

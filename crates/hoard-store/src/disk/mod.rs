@@ -1,0 +1,23 @@
+//! Disk zones: objects in files, an index in memory, hard byte limits, a
+//! loader for warm restarts, and every disk operation off the serving
+//! threads.
+//!
+//! * [`format`]: the versioned, checksummed file format (pure).
+//! * [`index`]: the in-memory index and the byte account.
+//! * [`io`]: the bounded blocking pool every disk operation runs on.
+//! * [`zone`]: a zone: lookup, placement over directories, eviction,
+//!   loading, directory health.
+//! * [`writer`]: writing one object while its fill streams it.
+//! * [`reader`]: reading a stored body block by block, checked.
+//!
+//! `docs/disk-format.md` documents the file format and `docs/disk.md` the
+//! design choices and their numbers.
+
+pub mod format;
+pub mod index;
+pub mod io;
+pub mod reader;
+pub mod writer;
+pub mod zone;
+
+pub use zone::{DirConfig, DiskZone, ZoneConfig, ZoneLookup};

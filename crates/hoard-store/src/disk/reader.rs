@@ -1,0 +1,165 @@
+//! Reading a stored body from its file: block by block, each block checked
+//! against its checksum before a byte of it is handed out, from any offset
+//! (a byte range reads only the blocks it covers).
+//!
+//! A [`FileBody`] keeps its file open: an object evicted or replaced while
+//! a client reads it is still read whole from the file it started with.
+
+use std::fs::File;
+use std::future::Future;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+
+use super::format::{check_block, BLOCK};
+use super::io::{IoKind, IoPool};
+use super::zone::DiskZone;
+
+/// Most bytes one read hands out.
+const READ_MAX: u64 = 4 * BLOCK;
+
+/// An open stored body.
+#[derive(Debug)]
+pub struct FileBody {
+    pub(crate) file: Arc<File>,
+    /// Where the body starts in the file.
+    pub(crate) data: u64,
+    pub(crate) len: u64,
+    /// One checksum per block.
+    pub(crate) sums: Arc<[u64]>,
+    pub(crate) io: IoPool,
+    /// To report a block that fails its checksum.
+    pub(crate) zone: Weak<DiskZone>,
+    pub(crate) id: u128,
+    pub(crate) serial: u64,
+}
+
+impl FileBody {
+    /// Body length.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for an empty body.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A reader of bytes `start..end` (clamped to the body).
+    pub fn reader(self: &Arc<Self>, start: u64, end: u64) -> FileReader {
+        FileReader {
+            body: self.clone(),
+            pos: start.min(self.len),
+            end: end.min(self.len),
+            pending: None,
+        }
+    }
+
+    /// Reads the whole body into memory, checked (for a memory promotion).
+    pub async fn read_all(self: &Arc<Self>) -> io::Result<Vec<Bytes>> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < self.len {
+            let b = read_span(self.clone(), pos, self.len).await?;
+            pos += b.len() as u64;
+            out.push(b);
+        }
+        Ok(out)
+    }
+}
+
+/// Reads and checks the blocks covering `pos..`, up to [`READ_MAX`], and
+/// returns the bytes from `pos` (at most up to `end`).
+fn read_span(body: Arc<FileBody>, pos: u64, end: u64) -> impl Future<Output = io::Result<Bytes>> {
+    let io = body.io.clone();
+    async move {
+        let first = pos / BLOCK;
+        let from = first * BLOCK;
+        let to = (from + READ_MAX)
+            .min(body.len)
+            .min(end.div_ceil(BLOCK) * BLOCK);
+        let b = body.clone();
+        let r = io
+            .run(IoKind::Read, move || {
+                let mut buf = vec![0u8; (to - from) as usize];
+                b.file.read_exact_at(&mut buf, b.data + from)?;
+                for (i, block) in buf.chunks(BLOCK as usize).enumerate() {
+                    let sum = b.sums[first as usize + i];
+                    check_block(block, sum)
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                }
+                Ok(buf)
+            })
+            .await;
+        match r {
+            Ok(buf) => {
+                let buf = Bytes::from(buf);
+                let start = (pos - from) as usize;
+                let stop = ((end.min(to)) - from) as usize;
+                Ok(buf.slice(start..stop))
+            }
+            Err(e) => {
+                if let Some(zone) = body.zone.upgrade() {
+                    zone.read_failed(body.id, body.serial, &e);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Streams `start..end` of a stored body.
+pub struct FileReader {
+    body: Arc<FileBody>,
+    pos: u64,
+    end: u64,
+    pending: Option<Pin<Box<dyn Future<Output = io::Result<Bytes>> + Send>>>,
+}
+
+impl std::fmt::Debug for FileReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileReader")
+            .field("pos", &self.pos)
+            .field("end", &self.end)
+            .field("reading", &self.pending.is_some())
+            .finish()
+    }
+}
+
+impl FileReader {
+    /// Bytes left to hand out.
+    pub fn remaining(&self) -> u64 {
+        self.end - self.pos
+    }
+
+    /// The next chunk; `None` at the end; an error (I/O or a failed
+    /// checksum) ends the body: the response must be aborted.
+    pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Bytes>>> {
+        if self.pos >= self.end {
+            return Poll::Ready(None);
+        }
+        let fut = self
+            .pending
+            .get_or_insert_with(|| Box::pin(read_span(self.body.clone(), self.pos, self.end)));
+        match fut.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(r) => {
+                self.pending = None;
+                match r {
+                    Ok(b) => {
+                        self.pos += b.len() as u64;
+                        Poll::Ready(Some(Ok(b)))
+                    }
+                    Err(e) => {
+                        self.pos = self.end;
+                        Poll::Ready(Some(Err(e)))
+                    }
+                }
+            }
+        }
+    }
+}

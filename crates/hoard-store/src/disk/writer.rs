@@ -1,0 +1,288 @@
+//! Writing one object to a zone while its fill streams it to clients.
+//!
+//! ## Lifecycle
+//!
+//! [`DiskZone::writer`] reserves room and creates `<id>-<serial>.tmp`.
+//! [`DiskWriter::write`] buffers body chunks and writes them in batches on
+//! the zone's pool, computing the block checksums as it goes; before the
+//! file grows past its reservation it reserves more (evicting others if
+//! needed). [`DiskWriter::finish`] writes the block table, the head and the
+//! prefix, then renames the file to its final name (the commit point) and
+//! publishes it in the index. A writer dropped before `finish` (a failed
+//! or cancelled fill, a body that outgrew its room) unlinks its `.tmp` and
+//! releases its reservation: nothing partial is ever published.
+
+use std::fs::{self, File};
+use std::mem;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::format::{encode_slot, BlockSums, Head, Prefix, BLOCK, PREFIX_LEN};
+use super::index::on_disk;
+use super::io::IoKind;
+use super::zone::DiskZone;
+use crate::events::StoreEvent;
+use crate::object::DiskRef;
+
+/// Bytes buffered before a write is issued.
+const BATCH: usize = 256 * 1024;
+
+/// Why a disk copy was given up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Abandoned {
+    /// The body outgrew the zone's largest object.
+    TooLarge,
+    /// No room could be reserved.
+    NoRoom,
+    /// A disk operation failed.
+    Io,
+    /// The head outgrew its slot.
+    HeadTooLarge,
+}
+
+impl Abandoned {
+    /// A short name for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Abandoned::TooLarge => "too-large",
+            Abandoned::NoRoom => "no-room",
+            Abandoned::Io => "io-error",
+            Abandoned::HeadTooLarge => "head-too-large",
+        }
+    }
+}
+
+/// The writer of one object file. See the module docs.
+#[derive(Debug)]
+pub struct DiskWriter {
+    zone: Arc<DiskZone>,
+    primary: u128,
+    variant: u128,
+    id: u128,
+    dir: u8,
+    serial: u64,
+    slot_len: u32,
+    file: Arc<File>,
+    tmp: PathBuf,
+    sums: Option<BlockSums>,
+    pending: Vec<Bytes>,
+    pending_len: usize,
+    /// Body bytes written to the file.
+    written: u64,
+    /// Bytes held in the zone's account for this file.
+    reserved: u64,
+    done: bool,
+}
+
+impl DiskWriter {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        zone: Arc<DiskZone>,
+        primary: u128,
+        variant: u128,
+        id: u128,
+        dir: u8,
+        serial: u64,
+        slot_len: u32,
+        file: File,
+        tmp: PathBuf,
+        reserved: u64,
+    ) -> DiskWriter {
+        DiskWriter {
+            zone,
+            primary,
+            variant,
+            id,
+            dir,
+            serial,
+            slot_len,
+            file: Arc::new(file),
+            tmp,
+            sums: Some(BlockSums::default()),
+            pending: Vec::new(),
+            pending_len: 0,
+            written: 0,
+            reserved,
+            done: false,
+        }
+    }
+
+    fn data_offset(&self) -> u64 {
+        PREFIX_LEN + 2 * u64::from(self.slot_len)
+    }
+
+    /// The file length once `body` bytes are written and the table follows.
+    fn file_len(&self, body: u64) -> u64 {
+        self.data_offset() + body + 8 * body.div_ceil(BLOCK) + 8
+    }
+
+    /// Takes a body chunk; writes a batch when enough is buffered.
+    ///
+    /// # Errors
+    /// When the copy must be given up; the caller drops the writer (which
+    /// removes the file) and goes on serving the body.
+    pub async fn write(&mut self, chunk: Bytes) -> Result<(), Abandoned> {
+        self.pending_len += chunk.len();
+        self.pending.push(chunk);
+        if self.pending_len >= BATCH {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), Abandoned> {
+        if self.pending_len == 0 {
+            return Ok(());
+        }
+        let body = self.written + self.pending_len as u64;
+        if body > self.zone.cfg.max_object {
+            return Err(Abandoned::TooLarge);
+        }
+        let need = on_disk(self.file_len(body));
+        if need > self.reserved {
+            // Grow by at least an eighth, so reservations stay rare.
+            let extra = (need - self.reserved).max(self.reserved / 8).max(1 << 20);
+            let zone = self.zone.clone();
+            let dir = self.dir;
+            let ok = self
+                .zone
+                .io
+                .run(IoKind::Write, move || Ok(zone.reserve_blocking(extra, dir)))
+                .await
+                .unwrap_or(false);
+            if !ok {
+                return Err(Abandoned::NoRoom);
+            }
+            self.reserved += extra;
+        }
+        let chunks = mem::take(&mut self.pending);
+        self.pending_len = 0;
+        let file = self.file.clone();
+        let mut sums = self
+            .sums
+            .take()
+            .expect("invariant: sums present between writes");
+        let mut at = self.data_offset() + self.written;
+        let r = self
+            .zone
+            .io
+            .run(IoKind::Write, move || {
+                for c in &chunks {
+                    file.write_all_at(c, at)?;
+                    sums.update(c);
+                    at += c.len() as u64;
+                }
+                Ok(sums)
+            })
+            .await;
+        match r {
+            Ok(s) => {
+                self.sums = Some(s);
+                self.written = body;
+                Ok(())
+            }
+            Err(e) => {
+                self.fail(&e);
+                Err(Abandoned::Io)
+            }
+        }
+    }
+
+    fn fail(&self, e: &std::io::Error) {
+        tracing::warn!(zone = %self.zone.cfg.name, error = %e, "disk: write failed; the fill goes on uncached here");
+        self.zone.dir_failed(self.dir, e);
+    }
+
+    /// Completes the file with `head` and publishes it.
+    ///
+    /// # Errors
+    /// When the copy had to be given up (nothing is published).
+    pub async fn finish(mut self, head: &Head) -> Result<DiskRef, Abandoned> {
+        self.flush().await?;
+        let slot = encode_slot(1, &head.encode(), self.slot_len).ok_or(Abandoned::HeadTooLarge)?;
+        let body_len = self.written;
+        let prefix = Prefix {
+            slot_len: self.slot_len,
+            body_len,
+            serial: self.serial,
+            primary: self.primary,
+            variant: self.variant,
+        };
+        let bytes = on_disk(prefix.file_len());
+        if bytes > self.reserved {
+            let (zone, dir, extra) = (self.zone.clone(), self.dir, bytes - self.reserved);
+            let ok = self
+                .zone
+                .io
+                .run(IoKind::Write, move || Ok(zone.reserve_blocking(extra, dir)))
+                .await
+                .unwrap_or(false);
+            if !ok {
+                return Err(Abandoned::NoRoom);
+            }
+            self.reserved = bytes;
+        }
+        let table = self
+            .sums
+            .take()
+            .expect("invariant: sums present between writes")
+            .finish();
+        let file = self.file.clone();
+        let tmp = self.tmp.clone();
+        let path = self.zone.path(self.dir, self.id, self.serial);
+        let r = self
+            .zone
+            .io
+            .run(IoKind::Write, move || {
+                file.write_all_at(&table, prefix.table_offset())?;
+                file.write_all_at(&slot, PREFIX_LEN)?;
+                file.write_all_at(&prefix.encode(), 0)?;
+                fs::rename(&tmp, &path)
+            })
+            .await;
+        if let Err(e) = r {
+            self.fail(&e);
+            return Err(Abandoned::Io);
+        }
+        self.done = true;
+        // The file is final and no larger than `bytes`: the rest of the
+        // reservation goes back.
+        self.zone.index.lock().release(self.reserved - bytes);
+        self.zone.publish(
+            self.primary,
+            self.id,
+            self.dir,
+            self.serial,
+            bytes,
+            &head.vary,
+        );
+        Ok(DiskRef {
+            zone: self.zone.number,
+            id: self.id,
+            serial: self.serial,
+            slot: 0,
+            generation: 1,
+            slot_len: self.slot_len,
+        })
+    }
+}
+
+impl Drop for DiskWriter {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.zone
+            .events
+            .event(&self.zone.cfg.name, StoreEvent::WriteAbandoned);
+        let (zone, tmp, reserved) = (self.zone.clone(), self.tmp.clone(), self.reserved);
+        self.zone.io.spawn(move || {
+            // Unlink first: the bytes leave the account only once the file is gone.
+            let _ = fs::remove_file(&tmp);
+            zone.index.lock().release(reserved);
+        });
+    }
+}

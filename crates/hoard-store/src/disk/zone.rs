@@ -1,0 +1,1062 @@
+//! A disk zone: objects in files spread over one or more directories, an
+//! index in memory, a hard byte limit.
+//!
+//! ## Model
+//!
+//! Each object is one file `DIR/xx/<id>-<serial>` in the format of
+//! [`super::format`]; `id` names the object (key and variant), `serial` the
+//! write that made it, so a path never names two different files over time
+//! and an unlink can never hit a newer copy. A key's directory is chosen by
+//! weighted rendezvous hashing over the directories in service (the built-in
+//! `split_clients`: no RAID needed, and removing a directory moves only its
+//! own objects).
+//!
+//! ## Lifecycle of a file
+//!
+//! | state | where | next |
+//! |---|---|---|
+//! | reserved | bytes in the index's account, no file yet | `<id>-<serial>.tmp` created |
+//! | writing | the `.tmp` file, written by one [`super::writer::DiskWriter`] | complete: renamed; dropped: unlinked |
+//! | published | `<id>-<serial>`, an index entry | evicted, replaced, purged, rejected |
+//! | unlinking | removed from the index, bytes still accounted | unlinked, bytes released |
+//!
+//! A restart finds only whole files under their final names (the rename is
+//! the commit point); `.tmp` files and files that fail their checks are
+//! removed by the loader and counted.
+//!
+//! ## Locking
+//!
+//! One mutex around the [`Index`], held for map operations only: never
+//! across an await and never during a disk operation. Disk operations run on
+//! the zone's [`IoPool`].
+
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use hoard_policy::clock::Clock;
+use hoard_policy::vary::VaryNames;
+use http::HeaderMap;
+use parking_lot::Mutex;
+
+use super::format::{
+    check_block, decode_table, encode_slot, pick_slot, Head, Prefix, Reject, BLOCK, PREFIX_LEN,
+};
+use super::index::{object_id, on_disk, Entry, Index};
+use super::io::{IoKind, IoPool};
+use super::reader::FileBody;
+use super::writer::DiskWriter;
+use crate::events::{StoreEvent, StoreEvents};
+use crate::object::{DiskRef, ObjectBody, StoredObject};
+
+/// How long a directory taken out of service waits before it is tried again.
+pub const DIR_RETRY: Duration = Duration::from_secs(10);
+/// Largest first read of a lookup: a small object is read whole in one go.
+const FIRST_READ: u64 = 128 * 1024;
+/// Disk operations of one zone running at once.
+const CONCURRENCY: usize = 32;
+
+/// A zone's configuration.
+#[derive(Debug, Clone)]
+pub struct ZoneConfig {
+    /// The zone's name (in routes, placement rules, metrics).
+    pub name: String,
+    /// Directories and their weights.
+    pub dirs: Vec<DirConfig>,
+    /// The zone's files never add up to more than this.
+    pub max_size: u64,
+    /// Objects not used for this long are removed.
+    pub inactive: Option<Duration>,
+    /// Free space the file system keeps; the zone evicts rather than go below.
+    pub min_free: u64,
+    /// Largest body stored.
+    pub max_object: u64,
+}
+
+/// One directory of a zone.
+#[derive(Debug, Clone)]
+pub struct DirConfig {
+    /// Where.
+    pub path: PathBuf,
+    /// Share of the objects (relative to the other directories').
+    pub weight: u32,
+}
+
+/// A directory's live state.
+#[derive(Debug)]
+pub struct Dir {
+    /// Where.
+    pub path: PathBuf,
+    weight: u32,
+    online: AtomicBool,
+    /// Seconds since zone start after which an offline directory is probed.
+    retry_at: AtomicU64,
+    objects: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Dir {
+    /// In service.
+    pub fn online(&self) -> bool {
+        self.online.load(Ordering::Acquire)
+    }
+    /// Objects indexed in this directory.
+    pub fn objects(&self) -> u64 {
+        self.objects.load(Ordering::Relaxed)
+    }
+    /// Bytes of those objects (4 KiB blocks).
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// What a zone found for a request.
+#[derive(Debug)]
+pub enum ZoneLookup {
+    /// The object, and whether this was a repeat hit (memory admission).
+    Hit(Arc<StoredObject>, bool),
+    /// The key varies and no stored variant matches.
+    VaryMiss(VaryNames),
+    /// Nothing usable.
+    Miss,
+}
+
+/// A disk zone. See the module docs.
+#[derive(Debug)]
+pub struct DiskZone {
+    pub(crate) cfg: ZoneConfig,
+    /// This zone's index in the store.
+    pub(crate) number: usize,
+    dirs: Vec<Dir>,
+    pub(crate) index: Mutex<Index>,
+    pub(crate) io: IoPool,
+    loading: AtomicBool,
+    pub(crate) events: Arc<dyn StoreEvents>,
+    clock: Arc<dyn Clock>,
+    start: SystemTime,
+    serial: AtomicU64,
+    me: Weak<DiskZone>,
+}
+
+/// A file opened by a lookup.
+struct Opened {
+    prefix: Prefix,
+    slot: u8,
+    generation: u64,
+    head: Head,
+    body: OpenedBody,
+}
+
+enum OpenedBody {
+    Inline(Bytes),
+    File(File, Vec<u64>),
+}
+
+enum ReadError {
+    Gone,
+    Reject(Reject),
+    Io(io::Error),
+}
+
+impl From<io::Error> for ReadError {
+    fn from(e: io::Error) -> Self {
+        if e.kind() == io::ErrorKind::NotFound {
+            ReadError::Gone
+        } else if e.kind() == io::ErrorKind::UnexpectedEof {
+            ReadError::Reject(Reject::Truncated)
+        } else {
+            ReadError::Io(e)
+        }
+    }
+}
+
+impl From<Reject> for ReadError {
+    fn from(r: Reject) -> Self {
+        ReadError::Reject(r)
+    }
+}
+
+/// Reads up to `buf.len()` bytes at `at`; returns how many (short at EOF).
+fn read_up_to(f: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read_at(&mut buf[n..], at + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Opens and checks an object file: prefix, head, length, block table; a
+/// body that fits the first read is checked and returned whole.
+fn open_object(path: &Path, expect_id: u128, first: u64) -> Result<Opened, ReadError> {
+    let file = File::open(path)?;
+    let mut buf = vec![0u8; first.max(4096) as usize];
+    let n = read_up_to(&file, &mut buf, 0)?;
+    buf.truncate(n);
+    let prefix = Prefix::decode(&buf)?;
+    if object_id(prefix.primary, prefix.variant) != expect_id {
+        return Err(Reject::BadPrefix.into());
+    }
+    let data = prefix.data_offset() as usize;
+    if buf.len() < data {
+        let mut more = vec![0u8; data];
+        file.read_exact_at(&mut more, 0)?;
+        buf = more;
+    }
+    let slot = pick_slot(&buf[PREFIX_LEN as usize..data], prefix.slot_len)?;
+    let head = Head::decode(slot.head)?;
+    let (index, generation) = (slot.index, slot.generation);
+    let file_len = prefix.file_len();
+    if file.metadata()?.len() != file_len {
+        return Err(Reject::Truncated.into());
+    }
+    let table_at = prefix.table_offset();
+    let body = if buf.len() as u64 >= file_len {
+        let sums = decode_table(&buf[table_at as usize..file_len as usize], prefix.blocks())?;
+        let body = &buf[data..table_at as usize];
+        for (i, block) in body.chunks(BLOCK as usize).enumerate() {
+            check_block(block, sums[i])?;
+        }
+        let buf = Bytes::from(buf);
+        OpenedBody::Inline(buf.slice(data..table_at as usize))
+    } else {
+        let mut t = vec![0u8; (file_len - table_at) as usize];
+        file.read_exact_at(&mut t, table_at)?;
+        let sums = decode_table(&t, prefix.blocks())?;
+        OpenedBody::File(file, sums)
+    };
+    Ok(Opened {
+        prefix,
+        slot: index,
+        generation,
+        head,
+        body,
+    })
+}
+
+/// Parses `<id>-<serial>` (32 and 16 hex digits).
+fn parse_name(name: &str) -> Option<(u128, u64)> {
+    let (id, serial) = name.split_once('-')?;
+    if id.len() != 32 || serial.len() != 16 {
+        return None;
+    }
+    Some((
+        u128::from_str_radix(id, 16).ok()?,
+        u64::from_str_radix(serial, 16).ok()?,
+    ))
+}
+
+/// What the loader made of one file.
+enum Examined {
+    Object {
+        id: u128,
+        serial: u64,
+        primary: u128,
+        len: u64,
+        vary: VaryNames,
+    },
+    Rejected(Reject),
+    Ignored,
+}
+
+fn examine(path: &Path) -> io::Result<Examined> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    if name.ends_with(".tmp") {
+        fs::remove_file(path)?;
+        return Ok(Examined::Rejected(Reject::Temporary));
+    }
+    let Some((id, serial)) = parse_name(&name) else {
+        return Ok(Examined::Ignored);
+    };
+    let checked = (|| -> Result<Examined, ReadError> {
+        let file = File::open(path)?;
+        let mut buf = vec![0u8; 8192];
+        let n = read_up_to(&file, &mut buf, 0)?;
+        buf.truncate(n);
+        let prefix = Prefix::decode(&buf)?;
+        if object_id(prefix.primary, prefix.variant) != id || prefix.serial != serial {
+            return Err(Reject::BadPrefix.into());
+        }
+        let data = prefix.data_offset() as usize;
+        if buf.len() < data {
+            let mut more = vec![0u8; data];
+            file.read_exact_at(&mut more, 0)?;
+            buf = more;
+        }
+        let slot = pick_slot(&buf[PREFIX_LEN as usize..data], prefix.slot_len)?;
+        let head = Head::decode(slot.head)?;
+        let len = file.metadata()?.len();
+        if len != prefix.file_len() {
+            return Err(Reject::Truncated.into());
+        }
+        let mut t = vec![0u8; (len - prefix.table_offset()) as usize];
+        file.read_exact_at(&mut t, prefix.table_offset())?;
+        decode_table(&t, prefix.blocks())?;
+        Ok(Examined::Object {
+            id,
+            serial,
+            primary: prefix.primary,
+            len,
+            vary: head.vary,
+        })
+    })();
+    match checked {
+        Ok(e) => Ok(e),
+        Err(ReadError::Gone) => Ok(Examined::Ignored),
+        Err(ReadError::Reject(r)) => {
+            fs::remove_file(path)?;
+            Ok(Examined::Rejected(r))
+        }
+        Err(ReadError::Io(e)) => Err(e),
+    }
+}
+
+impl DiskZone {
+    /// Opens a zone: creates its directories if missing. The index is
+    /// empty until [`DiskZone::start_loader`] has run (writes wait for it).
+    ///
+    /// # Errors
+    /// When a directory cannot be created.
+    pub fn open(
+        cfg: ZoneConfig,
+        number: usize,
+        events: Arc<dyn StoreEvents>,
+        clock: Arc<dyn Clock>,
+    ) -> io::Result<Arc<DiskZone>> {
+        let mut dirs = Vec::new();
+        for d in &cfg.dirs {
+            fs::create_dir_all(&d.path)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", d.path.display())))?;
+            dirs.push(Dir {
+                path: d.path.clone(),
+                weight: d.weight.max(1),
+                online: AtomicBool::new(true),
+                retry_at: AtomicU64::new(0),
+                objects: AtomicU64::new(0),
+                bytes: AtomicU64::new(0),
+            });
+        }
+        let start = clock.now();
+        let seed = start
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        // Wall time, not the (possibly test) clock: serials name files and
+        // must grow across restarts. Not a cache-time decision.
+        #[allow(clippy::disallowed_methods)]
+        let wall = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        Ok(Arc::new_cyclic(|me| DiskZone {
+            cfg,
+            number,
+            dirs,
+            index: Mutex::new(Index::default()),
+            io: IoPool::new(CONCURRENCY),
+            loading: AtomicBool::new(true),
+            events,
+            clock,
+            start,
+            serial: AtomicU64::new(wall.max(seed)),
+            me: me.clone(),
+        }))
+    }
+
+    /// The zone's name.
+    pub fn name(&self) -> &str {
+        &self.cfg.name
+    }
+
+    /// The zone's configuration.
+    pub fn config(&self) -> &ZoneConfig {
+        &self.cfg
+    }
+
+    /// The directories and their state.
+    pub fn dirs(&self) -> &[Dir] {
+        &self.dirs
+    }
+
+    /// Objects indexed.
+    pub fn objects(&self) -> u64 {
+        self.index.lock().map.len() as u64
+    }
+
+    /// Accounted bytes: published files, reservations, files being unlinked.
+    pub fn used(&self) -> u64 {
+        self.index.lock().used
+    }
+
+    /// True until the loader has indexed every directory.
+    pub fn loading(&self) -> bool {
+        self.loading.load(Ordering::Acquire)
+    }
+
+    /// The I/O pool (its gate is for tests).
+    pub fn io(&self) -> &IoPool {
+        &self.io
+    }
+
+    fn event(&self, e: StoreEvent) {
+        self.events.event(&self.cfg.name, e);
+    }
+
+    fn now_secs(&self) -> u32 {
+        self.clock
+            .now()
+            .duration_since(self.start)
+            .map_or(0, |d| d.as_secs().min(u64::from(u32::MAX)) as u32)
+    }
+
+    fn inactive_expired(&self, e: &Entry, now: u32) -> bool {
+        self.cfg
+            .inactive
+            .is_some_and(|i| u64::from(now.saturating_sub(e.atime)) >= i.as_secs().max(1))
+    }
+
+    pub(crate) fn path(&self, dir: u8, id: u128, serial: u64) -> PathBuf {
+        let name = format!("{id:032x}-{serial:016x}");
+        self.dirs[dir as usize].path.join(&name[..2]).join(name)
+    }
+
+    fn account_dir(&self, e: &Entry, add: bool) {
+        let d = &self.dirs[e.dir as usize];
+        if add {
+            d.objects.fetch_add(1, Ordering::Relaxed);
+            d.bytes.fetch_add(e.bytes(), Ordering::Relaxed);
+        } else {
+            d.objects.fetch_sub(1, Ordering::Relaxed);
+            d.bytes.fetch_sub(e.bytes(), Ordering::Relaxed);
+        }
+    }
+
+    /// Removes an entry from the index (lock held by the caller) and returns
+    /// what to unlink.
+    fn take(&self, ix: &mut Index, id: u128) -> Option<(PathBuf, u64)> {
+        let e = ix.remove(id)?;
+        self.account_dir(&e, false);
+        Some((self.path(e.dir, id, e.serial), e.bytes()))
+    }
+
+    /// Unlinks files (on the pool), then releases their bytes.
+    fn unlink_later(&self, files: Vec<(PathBuf, u64)>) {
+        if files.is_empty() {
+            return;
+        }
+        let me = self.me.clone();
+        self.io.spawn(move || {
+            if let Some(z) = me.upgrade() {
+                z.unlink_now(files);
+            }
+        });
+    }
+
+    /// Unlinks files on this (pool) thread, then releases their bytes.
+    fn unlink_now(&self, files: Vec<(PathBuf, u64)>) {
+        let mut freed = 0;
+        for (path, bytes) in files {
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    // Still there: its bytes stay accounted.
+                    tracing::warn!(zone = %self.cfg.name, path = %path.display(), error = %e, "disk: unlink failed");
+                    self.event(StoreEvent::DiskError);
+                    continue;
+                }
+            }
+            freed += bytes;
+        }
+        self.index.lock().release(freed);
+    }
+
+    /// Finds the object for a request. See [`ZoneLookup`].
+    pub async fn lookup(&self, primary: u128, key_text: &str, req: &HeaderMap) -> ZoneLookup {
+        let now = self.now_secs();
+        let (id, entry, promote) = {
+            let mut ix = self.index.lock();
+            let id = if ix.map.contains_key(&primary) {
+                primary
+            } else if let Some(v) = ix.varies.get(&primary) {
+                let found = v
+                    .names
+                    .iter()
+                    .rev()
+                    .map(|n| object_id(primary, n.variant(req).0))
+                    .find(|id| ix.map.contains_key(id));
+                match found {
+                    Some(id) => id,
+                    None => {
+                        return ZoneLookup::VaryMiss(v.names.last().cloned().unwrap_or_default())
+                    }
+                }
+            } else {
+                return ZoneLookup::Miss;
+            };
+            let e = *ix.map.get(&id).expect("invariant: just found");
+            if self.inactive_expired(&e, now) {
+                let gone = self.take(&mut ix, id);
+                drop(ix);
+                self.event(StoreEvent::EvictedInactive);
+                self.unlink_later(gone.into_iter().collect());
+                return ZoneLookup::Miss;
+            }
+            if !self.dirs[e.dir as usize].online() {
+                return ZoneLookup::Miss;
+            }
+            let e = ix.map.get_mut(&id).expect("invariant: just found");
+            e.referenced = true;
+            e.atime = now;
+            let promote = e.hits >= 1;
+            e.hits = e.hits.saturating_add(1);
+            (id, *e, promote)
+        };
+        let path = self.path(entry.dir, id, entry.serial);
+        let first = entry.bytes().min(FIRST_READ);
+        let opened = self
+            .io
+            .run(IoKind::Read, move || Ok(open_object(&path, id, first)))
+            .await
+            .unwrap_or_else(|e| Err(ReadError::Io(e)));
+        let o = match opened {
+            Ok(o) => o,
+            Err(ReadError::Gone) => {
+                self.forget(id, entry.serial, 0);
+                return ZoneLookup::Miss;
+            }
+            Err(ReadError::Reject(r)) => {
+                tracing::warn!(zone = %self.cfg.name, id = %format!("{id:032x}"), reason = r.as_str(), "disk: stored object rejected");
+                self.event(StoreEvent::Rejected(r));
+                self.forget(id, entry.serial, 1);
+                return ZoneLookup::Miss;
+            }
+            Err(ReadError::Io(e)) => {
+                self.dir_failed(entry.dir, &e);
+                return ZoneLookup::Miss;
+            }
+        };
+        if o.head.key != key_text {
+            // A digest collision: another key's object. Not ours to serve.
+            return ZoneLookup::Miss;
+        }
+        let body = match o.body {
+            OpenedBody::Inline(b) => {
+                ObjectBody::from_chunks(if b.is_empty() { Vec::new() } else { vec![b] })
+            }
+            OpenedBody::File(file, sums) => ObjectBody::File(Arc::new(FileBody {
+                file: Arc::new(file),
+                data: o.prefix.data_offset(),
+                len: o.prefix.body_len,
+                sums: sums.into(),
+                io: self.io.clone(),
+                zone: self.me.clone(),
+                id,
+                serial: entry.serial,
+            })),
+        };
+        let h = o.head;
+        let obj = StoredObject::new(
+            h.key,
+            h.vary,
+            h.status,
+            h.headers,
+            h.times,
+            h.lifetime_source,
+            h.rules,
+            body,
+        )
+        .with_disk(Some(DiskRef {
+            zone: self.number,
+            id,
+            serial: entry.serial,
+            slot: o.slot,
+            generation: o.generation,
+            slot_len: o.prefix.slot_len,
+        }));
+        self.event(StoreEvent::DiskHit);
+        ZoneLookup::Hit(Arc::new(obj), promote)
+    }
+
+    /// Drops the entry for `id` if it is still the write `serial`; `unlink`
+    /// 1 removes its file too (rejected), 0 only forgets it (already gone).
+    fn forget(&self, id: u128, serial: u64, unlink: u8) {
+        let mut ix = self.index.lock();
+        if ix.map.get(&id).is_none_or(|e| e.serial != serial) {
+            return;
+        }
+        let gone = self.take(&mut ix, id);
+        if unlink == 0 {
+            if let Some((_, bytes)) = gone {
+                ix.release(bytes);
+            }
+        } else {
+            drop(ix);
+            self.unlink_later(gone.into_iter().collect());
+        }
+    }
+
+    /// A body read failed: a block that fails its checksum removes the
+    /// object; an I/O error takes the directory out of service.
+    pub(crate) fn read_failed(&self, id: u128, serial: u64, e: &io::Error) {
+        if e.kind() == io::ErrorKind::InvalidData {
+            tracing::warn!(zone = %self.cfg.name, id = %format!("{id:032x}"), "disk: body block failed its checksum; object removed");
+            self.event(StoreEvent::Rejected(Reject::Checksum));
+            self.forget(id, serial, 1);
+        } else if let Some(dir) = self.index.lock().map.get(&id).map(|e| e.dir) {
+            self.dir_failed(dir, e);
+        }
+    }
+
+    /// Takes a directory out of service after an error.
+    pub(crate) fn dir_failed(&self, dir: u8, e: &io::Error) {
+        self.event(StoreEvent::DiskError);
+        let d = &self.dirs[dir as usize];
+        d.retry_at.store(
+            u64::from(self.now_secs()) + DIR_RETRY.as_secs(),
+            Ordering::Release,
+        );
+        if d.online.swap(false, Ordering::AcqRel) {
+            tracing::warn!(zone = %self.cfg.name, dir = %d.path.display(), error = %e, "disk: directory taken out of service");
+            self.event(StoreEvent::DirOffline);
+        }
+    }
+
+    /// Whether a directory may take a new object; probes an offline one
+    /// whose retry time has come (blocking: call on the pool).
+    fn dir_usable(&self, dir: usize) -> bool {
+        let d = &self.dirs[dir];
+        if d.online() {
+            return true;
+        }
+        if u64::from(self.now_secs()) < d.retry_at.load(Ordering::Acquire) {
+            return false;
+        }
+        let probe = d.path.join(".hoard-probe");
+        let ok = fs::write(&probe, b"probe").and_then(|()| fs::remove_file(&probe));
+        match ok {
+            Ok(()) => {
+                if !d.online.swap(true, Ordering::AcqRel) {
+                    tracing::info!(zone = %self.cfg.name, dir = %d.path.display(), "disk: directory back in service");
+                    self.event(StoreEvent::DirOnline);
+                }
+                true
+            }
+            Err(_) => {
+                d.retry_at.store(
+                    u64::from(self.now_secs()) + DIR_RETRY.as_secs(),
+                    Ordering::Release,
+                );
+                false
+            }
+        }
+    }
+
+    /// The directory for a new object: weighted rendezvous hashing over the
+    /// directories in service (blocking: may probe).
+    fn choose_dir(&self, id: u128) -> Option<u8> {
+        let mut ranked: Vec<(f64, usize)> = self
+            .dirs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let mut b = [0u8; 17];
+                b[..16].copy_from_slice(&id.to_le_bytes());
+                b[16] = i as u8;
+                let h = xxhash_rust::xxh3::xxh3_64(&b);
+                let u = ((h >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+                (-f64::from(d.weight) / u.ln(), i)
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        ranked
+            .into_iter()
+            .map(|(_, i)| i)
+            .find(|&i| self.dir_usable(i))
+            .map(|i| i as u8)
+    }
+
+    fn free_space_ok(&self, dir: &Path, bytes: u64) -> bool {
+        if self.cfg.min_free == 0 {
+            return true;
+        }
+        match rustix::fs::statvfs(dir) {
+            Ok(s) => s.f_bavail.saturating_mul(s.f_frsize) >= self.cfg.min_free + bytes,
+            Err(_) => true,
+        }
+    }
+
+    /// Takes `bytes` into the account, evicting (and unlinking, on this
+    /// pool thread) until they fit under `max_size` and `min_free`.
+    /// False when even an empty zone has no room.
+    pub(crate) fn reserve_blocking(&self, bytes: u64, dir: u8) -> bool {
+        loop {
+            let free_ok = self.free_space_ok(&self.dirs[dir as usize].path, bytes);
+            let victims = {
+                let mut ix = self.index.lock();
+                if free_ok && ix.used + bytes <= self.cfg.max_size {
+                    ix.reserve(bytes);
+                    return true;
+                }
+                let mut victims = Vec::new();
+                let mut freed = 0;
+                while victims.len() < 64
+                    && (!free_ok || ix.used - freed + bytes > self.cfg.max_size)
+                {
+                    let Some((id, e)) = ix.pop_victim() else {
+                        break;
+                    };
+                    self.account_dir(&e, false);
+                    freed += e.bytes();
+                    victims.push((self.path(e.dir, id, e.serial), e.bytes()));
+                    if !free_ok && victims.len() >= 8 {
+                        break;
+                    }
+                }
+                victims
+            };
+            if victims.is_empty() {
+                return false;
+            }
+            for _ in &victims {
+                self.event(StoreEvent::EvictedSize);
+            }
+            self.unlink_now(victims);
+        }
+    }
+
+    /// Starts writing a new object for `primary` / `variant`; `None` while
+    /// the loader runs, when the body is known to be too large, or when no
+    /// directory can take it (the fill goes on, uncached here).
+    pub async fn writer(
+        self: &Arc<Self>,
+        primary: u128,
+        variant: u128,
+        expected_len: Option<u64>,
+        head_hint: usize,
+    ) -> Option<DiskWriter> {
+        if self.loading() || expected_len.is_some_and(|l| l > self.cfg.max_object) {
+            return None;
+        }
+        let id = object_id(primary, variant);
+        let serial = self.serial.fetch_add(1, Ordering::Relaxed);
+        let slot_len = super::format::slot_len_for(head_hint);
+        let zone = self.clone();
+        let r = self
+            .io
+            .run(IoKind::Write, move || {
+                let Some(dir) = zone.choose_dir(id) else {
+                    return Ok(None);
+                };
+                let data = PREFIX_LEN + 2 * u64::from(slot_len);
+                let first =
+                    on_disk(data + expected_len.map_or(1 << 20, |l| l + 8 * l.div_ceil(BLOCK) + 8));
+                if !zone.reserve_blocking(first, dir) {
+                    zone.event(StoreEvent::WriteAbandoned);
+                    return Ok(None);
+                }
+                let path = zone.path(dir, id, serial);
+                let tmp = path.with_extension("tmp");
+                let created = path
+                    .parent()
+                    .map_or(Ok(()), |p| match fs::create_dir(p) {
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+                        r => r,
+                    })
+                    .and_then(|()| File::create_new(&tmp));
+                match created {
+                    Ok(f) => Ok(Some((dir, f, tmp, first))),
+                    Err(e) => {
+                        zone.index.lock().release(first);
+                        zone.dir_failed(dir, &e);
+                        Ok(None)
+                    }
+                }
+            })
+            .await
+            .ok()
+            .flatten()?;
+        let (dir, file, tmp, reserved) = r;
+        Some(DiskWriter::new(
+            self.clone(),
+            primary,
+            variant,
+            id,
+            dir,
+            serial,
+            slot_len,
+            file,
+            tmp,
+            reserved,
+        ))
+    }
+
+    /// Publishes a finished file (already renamed to its final name): the
+    /// index entry replaces any older copy, whose file goes.
+    pub(crate) fn publish(
+        &self,
+        primary: u128,
+        id: u128,
+        dir: u8,
+        serial: u64,
+        bytes: u64,
+        vary: &VaryNames,
+    ) {
+        let now = self.now_secs();
+        let mut gone = Vec::new();
+        {
+            let mut ix = self.index.lock();
+            let entry = Entry {
+                serial,
+                blocks: (bytes / 4096) as u32,
+                atime: now,
+                dir,
+                referenced: false,
+                hits: 0,
+            };
+            if let Some(old) = ix.insert(id, entry) {
+                self.account_dir(&old, false);
+                gone.push((self.path(old.dir, id, old.serial), old.bytes()));
+            }
+            self.account_dir(&entry, true);
+            let dropped = ix.add_variant(primary, vary, id);
+            for v in dropped {
+                if v != id {
+                    gone.extend(self.take(&mut ix, v));
+                }
+            }
+            if !vary.is_empty() {
+                gone.extend(self.take(&mut ix, primary));
+            }
+        }
+        self.event(StoreEvent::DiskStored);
+        self.unlink_later(gone);
+    }
+
+    /// Removes every variant of `primary`. Returns how many objects went.
+    pub fn remove_all(&self, primary: u128) -> usize {
+        let gone: Vec<(PathBuf, u64)> = {
+            let mut ix = self.index.lock();
+            let mut ids = vec![primary];
+            if let Some(v) = ix.varies.remove(&primary) {
+                ids.extend(v.ids);
+            }
+            ids.into_iter()
+                .filter_map(|id| self.take(&mut ix, id))
+                .collect()
+        };
+        let n = gone.len();
+        self.unlink_later(gone);
+        n
+    }
+
+    /// After a 304: writes the new head into the slot not in use, with the
+    /// next generation (the body is not touched). A head that outgrew its
+    /// slot removes the object instead.
+    pub async fn update_head(&self, r: DiskRef, head: &Head) {
+        let Some(dir) = self
+            .index
+            .lock()
+            .map
+            .get(&r.id)
+            .filter(|e| e.serial == r.serial)
+            .map(|e| e.dir)
+        else {
+            return;
+        };
+        let Some(slot) = encode_slot(r.generation + 1, &head.encode(), r.slot_len) else {
+            self.forget(r.id, r.serial, 1);
+            return;
+        };
+        let path = self.path(dir, r.id, r.serial);
+        let at = PREFIX_LEN + u64::from(1 - r.slot.min(1)) * u64::from(r.slot_len);
+        let written = self
+            .io
+            .run(IoKind::Write, move || {
+                let f = fs::OpenOptions::new().write(true).open(&path)?;
+                f.write_all_at(&slot, at)
+            })
+            .await;
+        if let Err(e) = written {
+            if e.kind() != io::ErrorKind::NotFound {
+                self.dir_failed(dir, &e);
+            }
+        }
+    }
+
+    /// Removes objects unused for `inactive`. Returns how many went.
+    pub fn sweep_inactive(&self) -> usize {
+        let now = self.now_secs();
+        let gone: Vec<(PathBuf, u64)> = {
+            let mut ix = self.index.lock();
+            let old: Vec<u128> = ix
+                .map
+                .iter()
+                .filter(|(_, e)| self.inactive_expired(e, now))
+                .map(|(id, _)| *id)
+                .collect();
+            old.into_iter()
+                .filter_map(|id| self.take(&mut ix, id))
+                .collect()
+        };
+        for _ in &gone {
+            self.event(StoreEvent::EvictedInactive);
+        }
+        let n = gone.len();
+        self.unlink_later(gone);
+        n
+    }
+
+    /// Starts the loader (and, with `inactive`, the periodic sweep) on the
+    /// current runtime.
+    pub fn start(self: &Arc<Self>) {
+        tokio::spawn(self.clone().load());
+        if let Some(inactive) = self.cfg.inactive {
+            let me = self.me.clone();
+            let every = (inactive / 2).clamp(Duration::from_secs(1), Duration::from_secs(60));
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let Some(z) = me.upgrade() else { return };
+                    z.sweep_inactive();
+                }
+            });
+        }
+    }
+
+    /// The loader: indexes every file of every directory, one batch of
+    /// files per pool operation (bounded I/O), removing and counting what
+    /// may not be served. Writes wait until it is done, so the byte account
+    /// always covers every file.
+    async fn load(self: Arc<Self>) {
+        let started = tokio::time::Instant::now();
+        for dir in 0..self.dirs.len() {
+            let root = self.dirs[dir].path.clone();
+            let subdirs = self
+                .io
+                .run(IoKind::Write, move || {
+                    let mut out = Vec::new();
+                    for e in fs::read_dir(&root)? {
+                        let e = e?;
+                        if e.file_type()?.is_dir() {
+                            out.push(e.path());
+                        }
+                    }
+                    Ok(out)
+                })
+                .await;
+            let subdirs = match subdirs {
+                Ok(s) => s,
+                Err(e) => {
+                    self.dir_failed(dir as u8, &e);
+                    continue;
+                }
+            };
+            for sub in subdirs {
+                let files = self
+                    .io
+                    .run(IoKind::Write, move || {
+                        let mut out = Vec::new();
+                        for e in fs::read_dir(&sub)? {
+                            out.push(e?.path());
+                        }
+                        Ok(out)
+                    })
+                    .await
+                    .unwrap_or_default();
+                for batch in files.chunks(64) {
+                    let batch = batch.to_vec();
+                    let results = self
+                        .io
+                        .run(IoKind::Write, move || {
+                            Ok(batch.iter().map(|p| examine(p)).collect::<Vec<_>>())
+                        })
+                        .await
+                        .unwrap_or_default();
+                    for r in results {
+                        self.event(StoreEvent::LoadScanned);
+                        match r {
+                            Ok(Examined::Object {
+                                id,
+                                serial,
+                                primary,
+                                len,
+                                vary,
+                            }) => self.index_loaded(dir as u8, id, serial, primary, len, &vary),
+                            Ok(Examined::Rejected(r)) => {
+                                self.event(StoreEvent::Rejected(r));
+                            }
+                            Ok(Examined::Ignored) => {}
+                            Err(e) => self.dir_failed(dir as u8, &e),
+                        }
+                    }
+                }
+            }
+        }
+        // A smaller max_size than the files found: evict down to it.
+        let me = self.clone();
+        let _ = self
+            .io
+            .run(IoKind::Write, move || Ok(me.reserve_blocking(0, 0)))
+            .await;
+        self.loading.store(false, Ordering::Release);
+        tracing::info!(zone = %self.cfg.name, objects = self.objects(), ms = started.elapsed().as_millis() as u64, "disk: zone loaded");
+        self.event(StoreEvent::LoadDone);
+    }
+
+    fn index_loaded(
+        &self,
+        dir: u8,
+        id: u128,
+        serial: u64,
+        primary: u128,
+        len: u64,
+        vary: &VaryNames,
+    ) {
+        let now = self.now_secs();
+        let bytes = on_disk(len);
+        let mut gone = Vec::new();
+        {
+            let mut ix = self.index.lock();
+            ix.reserve(bytes);
+            let entry = Entry {
+                serial,
+                blocks: (bytes / 4096) as u32,
+                atime: now,
+                dir,
+                referenced: false,
+                hits: 0,
+            };
+            match ix.map.get(&id).copied() {
+                // Two copies (a crash between publishing a new one and
+                // unlinking the old): the later write wins.
+                Some(cur) if cur.serial > serial => {
+                    gone.push((self.path(dir, id, serial), bytes));
+                }
+                _ => {
+                    if let Some(old) = ix.insert(id, entry) {
+                        self.account_dir(&old, false);
+                        gone.push((self.path(old.dir, id, old.serial), old.bytes()));
+                    }
+                    self.account_dir(&entry, true);
+                    if !vary.is_empty() {
+                        ix.add_variant(primary, vary, id);
+                    }
+                }
+            }
+        }
+        self.event(StoreEvent::Loaded);
+        self.unlink_later(gone);
+    }
+}

@@ -1,0 +1,287 @@
+//! The store: a memory tier in front of disk zones, behind one interface.
+//!
+//! ## Model
+//!
+//! The pipeline asks for `lookup`, a disk writer for a fill, `insert`
+//! (memory), `update` (after a 304) and `remove_all`; it never learns which
+//! tier or directory holds an object.
+//!
+//! * **Lookup**: the memory tier first, then each zone's index (in memory;
+//!   only a hit touches the disk, on the zone's pool).
+//! * **Fills**: with zones, a fill writes through to the zone its placement
+//!   chose while clients stream it; the memory tier is not touched, so a scan
+//!   of one-hit objects cannot flush the hot set. Without zones, a fill is
+//!   inserted into the memory tier as before.
+//! * **Admission**: an object read from disk enters the memory tier on its
+//!   second disk hit (when it fits there).
+//! * **Consistency**: publishing a new disk copy removes the key from the
+//!   memory tier, so the memory tier never serves an older copy than disk.
+
+use std::io;
+use std::sync::Arc;
+
+use hoard_policy::clock::Clock;
+use hoard_policy::key::Digest;
+use http::HeaderMap;
+
+use crate::disk::format::Head;
+use crate::disk::writer::{Abandoned, DiskWriter};
+use crate::disk::{DiskZone, ZoneConfig, ZoneLookup};
+use crate::events::{StoreEvent, StoreEvents};
+use crate::memory::{InsertError, Lookup, MemoryStore};
+use crate::object::{ObjectBody, StoredObject};
+
+/// The store. See the module docs.
+#[derive(Debug)]
+pub struct Store {
+    memory: Option<MemoryStore>,
+    zones: Vec<Arc<DiskZone>>,
+    max_object: u64,
+}
+
+impl Store {
+    /// A memory tier only.
+    pub fn memory_only(capacity: u64, max_object: u64) -> Store {
+        let memory = MemoryStore::new(capacity, max_object);
+        Store {
+            max_object: memory.max_object(),
+            memory: Some(memory),
+            zones: Vec::new(),
+        }
+    }
+
+    /// A memory tier of `memory_size` bytes (none when 0) in front of disk
+    /// zones. Call [`Store::start`] on a runtime to load the zones.
+    ///
+    /// # Errors
+    /// When a zone directory cannot be created.
+    pub fn new(
+        memory_size: u64,
+        max_object: u64,
+        zones: Vec<ZoneConfig>,
+        events: Arc<dyn StoreEvents>,
+        clock: Arc<dyn Clock>,
+    ) -> io::Result<Store> {
+        if zones.is_empty() && memory_size > 0 {
+            return Ok(Store::memory_only(memory_size, max_object));
+        }
+        let memory = (memory_size > 0).then(|| MemoryStore::new(memory_size, max_object));
+        let zones = zones
+            .into_iter()
+            .enumerate()
+            .map(|(i, z)| DiskZone::open(z, i, events.clone(), clock.clone()))
+            .collect::<io::Result<Vec<_>>>()?;
+        let largest_zone = zones
+            .iter()
+            .map(|z| z.config().max_object.min(z.config().max_size))
+            .max()
+            .unwrap_or(0);
+        let max_object = if zones.is_empty() {
+            memory.as_ref().map_or(0, MemoryStore::max_object)
+        } else {
+            max_object.min(largest_zone)
+        };
+        Ok(Store {
+            memory,
+            zones,
+            max_object,
+        })
+    }
+
+    /// Starts each zone's loader (and inactive sweep).
+    pub fn start(&self) {
+        for z in &self.zones {
+            z.start();
+        }
+    }
+
+    /// The memory tier, when there is one.
+    pub fn memory(&self) -> Option<&MemoryStore> {
+        self.memory.as_ref()
+    }
+
+    /// The disk zones, in configuration order.
+    pub fn zones(&self) -> &[Arc<DiskZone>] {
+        &self.zones
+    }
+
+    /// A zone by name.
+    pub fn zone(&self, name: &str) -> Option<&Arc<DiskZone>> {
+        self.zones.iter().find(|z| z.name() == name)
+    }
+
+    /// True when objects go to disk zones (fills write through).
+    pub fn has_zones(&self) -> bool {
+        !self.zones.is_empty()
+    }
+
+    /// The largest object any tier stores.
+    pub fn max_object(&self) -> u64 {
+        self.max_object
+    }
+
+    /// Finds the variant of `primary` that matches a request, memory first.
+    pub async fn lookup(&self, primary: Digest, key_text: &str, request: &HeaderMap) -> Lookup {
+        let mut result = Lookup::UriMiss;
+        if let Some(m) = &self.memory {
+            match m.lookup(primary, key_text, request) {
+                Lookup::Hit(o) => return Lookup::Hit(o),
+                other => result = other,
+            }
+        }
+        for z in &self.zones {
+            match z.lookup(primary.0, key_text, request).await {
+                ZoneLookup::Hit(obj, repeat) => {
+                    if repeat {
+                        if let Some(o) = self.promote(primary, request, &obj, z).await {
+                            return Lookup::Hit(o);
+                        }
+                    }
+                    return Lookup::Hit(obj);
+                }
+                ZoneLookup::VaryMiss(names) => {
+                    if matches!(result, Lookup::UriMiss) {
+                        result = Lookup::VaryMiss(names);
+                    }
+                }
+                ZoneLookup::Miss => {}
+            }
+        }
+        result
+    }
+
+    /// Admits an object read from disk to the memory tier (its body read whole, checked).
+    async fn promote(
+        &self,
+        primary: Digest,
+        request: &HeaderMap,
+        obj: &Arc<StoredObject>,
+        zone: &DiskZone,
+    ) -> Option<Arc<StoredObject>> {
+        let memory = self.memory.as_ref()?;
+        if obj.weight() > memory.max_object() {
+            return None;
+        }
+        let chunks = match &obj.body {
+            // Copied: the inline body is a slice of the whole first read.
+            ObjectBody::Chunks { chunks, .. } => chunks
+                .iter()
+                .map(|c| bytes::Bytes::copy_from_slice(c))
+                .collect(),
+            ObjectBody::File(f) => f.read_all().await.ok()?,
+        };
+        let o = Arc::new(
+            StoredObject::new(
+                obj.key.clone(),
+                obj.vary.clone(),
+                obj.status,
+                obj.headers.clone(),
+                obj.times,
+                obj.lifetime_source,
+                obj.rules,
+                ObjectBody::from_chunks(chunks),
+            )
+            .with_disk(obj.disk),
+        );
+        memory.insert(primary, request, o.clone()).ok()?;
+        zone.events.event(zone.name(), StoreEvent::MemoryPromotion);
+        Some(o)
+    }
+
+    /// A writer for a new object in zone `zone`, or `None` (no such zone, no
+    /// room, loading, too large): the fill then goes on without a disk copy.
+    pub async fn disk_writer(
+        &self,
+        zone: usize,
+        primary: Digest,
+        variant: Digest,
+        expected_len: Option<u64>,
+        head_hint: usize,
+    ) -> Option<DiskWriter> {
+        self.zones
+            .get(zone)?
+            .writer(primary.0, variant.0, expected_len, head_hint)
+            .await
+    }
+
+    /// Completes a disk write and publishes the object; the memory tier
+    /// forgets the key so it never serves an older copy.
+    ///
+    /// # Errors
+    /// When the copy was given up (nothing is published).
+    pub async fn finish_disk(
+        &self,
+        writer: DiskWriter,
+        primary: Digest,
+        head: &Head,
+    ) -> Result<(), Abandoned> {
+        writer.finish(head).await?;
+        if let Some(m) = &self.memory {
+            m.remove_all(primary);
+        }
+        Ok(())
+    }
+
+    /// Stores an object in the memory tier (the store without zones).
+    ///
+    /// # Errors
+    /// When there is no memory tier or the object is too large for it.
+    pub fn insert(
+        &self,
+        primary: Digest,
+        request: &HeaderMap,
+        obj: Arc<StoredObject>,
+    ) -> Result<(), InsertError> {
+        match &self.memory {
+            Some(m) => m.insert(primary, request, obj),
+            None => Err(InsertError::TooLarge),
+        }
+    }
+
+    /// Replaces `old` by its 304-refreshed copy in memory (if `old` is still
+    /// there) and rewrites its head on disk (the body stays).
+    pub async fn update(
+        &self,
+        primary: Digest,
+        request: &HeaderMap,
+        old: &Arc<StoredObject>,
+        obj: Arc<StoredObject>,
+    ) {
+        if let Some(m) = &self.memory {
+            m.update(primary, request, old, obj.clone());
+        }
+        if let Some(r) = obj.disk {
+            if let Some(z) = self.zones.get(r.zone) {
+                z.update_head(r, &head_of(&obj)).await;
+            }
+        }
+    }
+
+    /// Removes every variant stored under `primary`, in every tier. Returns
+    /// how many objects went.
+    pub fn remove_all(&self, primary: Digest) -> usize {
+        let mut n = self.memory.as_ref().map_or(0, |m| m.remove_all(primary));
+        for z in &self.zones {
+            n += z.remove_all(primary.0);
+        }
+        n
+    }
+
+    /// Bytes held by the memory tier.
+    pub fn weight(&self) -> u64 {
+        self.memory.as_ref().map_or(0, MemoryStore::weight)
+    }
+}
+
+/// The head of a stored object, for its file.
+pub fn head_of(obj: &StoredObject) -> Head {
+    Head {
+        key: obj.key.clone(),
+        vary: obj.vary.clone(),
+        status: obj.status,
+        headers: obj.headers.clone(),
+        times: obj.times,
+        lifetime_source: obj.lifetime_source,
+        rules: obj.rules,
+    }
+}
