@@ -124,6 +124,8 @@ pub enum Lookup {
 pub enum InsertError {
     /// The object is larger than the largest admissible object.
     TooLarge,
+    /// There is no memory tier (`memory_size = 0`).
+    NoTier,
 }
 
 /// The memory tier. See the module docs.

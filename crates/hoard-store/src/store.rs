@@ -234,7 +234,7 @@ impl Store {
     ) -> Result<(), InsertError> {
         match &self.memory {
             Some(m) => m.insert(primary, request, obj),
-            None => Err(InsertError::TooLarge),
+            None => Err(InsertError::NoTier),
         }
     }
 

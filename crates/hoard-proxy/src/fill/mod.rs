@@ -48,6 +48,7 @@ use hoard_policy::vary::VaryNames;
 use hoard_store::busy::{BusyBody, BusyWriter, FillError};
 use hoard_store::disk::writer::DiskWriter;
 use hoard_store::object::{ObjectBody, StoredObject};
+use hoard_store::InsertError;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{StatusCode, Version};
 use http_body_util::BodyExt;
@@ -298,14 +299,16 @@ impl Pipeline {
                     self.counters.inc(&self.counters.objects_stored);
                 } else {
                     let o = obj(ObjectBody::from_chunks(compact(chunks)));
-                    if self
+                    match self
                         .store
                         .insert(job.key.digest, &job.request_headers, Arc::new(o))
-                        .is_ok()
                     {
-                        self.counters.inc(&self.counters.objects_stored);
-                    } else {
-                        self.counters.inc(&self.counters.objects_too_large);
+                        Ok(()) => self.counters.inc(&self.counters.objects_stored),
+                        Err(InsertError::TooLarge) => {
+                            self.counters.inc(&self.counters.objects_too_large)
+                        }
+                        // No memory tier and no disk copy: not stored.
+                        Err(InsertError::NoTier) => {}
                     }
                 }
                 permit.done();

@@ -9,6 +9,7 @@ mod c_freshness;
 mod c_request;
 mod c_storable;
 mod c_validation;
+mod d_disk;
 mod e_store;
 mod f_limits;
 mod h_http2;

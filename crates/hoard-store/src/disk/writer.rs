@@ -143,20 +143,7 @@ impl DiskWriter {
         }
         let need = on_disk(self.file_len(body));
         if need > self.reserved {
-            // Grow by at least an eighth, so reservations stay rare.
-            let extra = (need - self.reserved).max(self.reserved / 8).max(1 << 20);
-            let zone = self.zone.clone();
-            let dir = self.dir;
-            let ok = self
-                .zone
-                .io
-                .run(IoKind::Write, move || Ok(zone.reserve_blocking(extra, dir)))
-                .await
-                .unwrap_or(false);
-            if !ok {
-                return Err(Abandoned::NoRoom);
-            }
-            self.reserved += extra;
+            self.grow(need - self.reserved).await?;
         }
         let chunks = mem::take(&mut self.pending);
         self.pending_len = 0;
@@ -191,6 +178,30 @@ impl DiskWriter {
         }
     }
 
+    /// Reserves at least `exact` more bytes: an eighth of the file so far
+    /// when there is room (reservations stay rare), else just what is needed.
+    async fn grow(&mut self, exact: u64) -> Result<(), Abandoned> {
+        let generous = exact.max(self.reserved / 8).max(BATCH as u64);
+        for extra in [generous, exact] {
+            let zone = self.zone.clone();
+            let dir = self.dir;
+            let ok = self
+                .zone
+                .io
+                .run(IoKind::Write, move || Ok(zone.reserve_blocking(extra, dir)))
+                .await
+                .unwrap_or(false);
+            if ok {
+                self.reserved += extra;
+                return Ok(());
+            }
+            if extra == exact {
+                break;
+            }
+        }
+        Err(Abandoned::NoRoom)
+    }
+
     fn fail(&self, e: &std::io::Error) {
         tracing::warn!(zone = %self.zone.cfg.name, error = %e, "disk: write failed; the fill goes on uncached here");
         self.zone.dir_failed(self.dir, e);
@@ -213,17 +224,7 @@ impl DiskWriter {
         };
         let bytes = on_disk(prefix.file_len());
         if bytes > self.reserved {
-            let (zone, dir, extra) = (self.zone.clone(), self.dir, bytes - self.reserved);
-            let ok = self
-                .zone
-                .io
-                .run(IoKind::Write, move || Ok(zone.reserve_blocking(extra, dir)))
-                .await
-                .unwrap_or(false);
-            if !ok {
-                return Err(Abandoned::NoRoom);
-            }
-            self.reserved = bytes;
+            self.grow(bytes - self.reserved).await?;
         }
         let table = self
             .sums

@@ -760,8 +760,9 @@ impl DiskZone {
                     return Ok(None);
                 };
                 let data = PREFIX_LEN + 2 * u64::from(slot_len);
-                let first =
-                    on_disk(data + expected_len.map_or(1 << 20, |l| l + 8 * l.div_ceil(BLOCK) + 8));
+                let first = on_disk(
+                    data + expected_len.map_or(256 << 10, |l| l + 8 * l.div_ceil(BLOCK) + 8),
+                );
                 if !zone.reserve_blocking(first, dir) {
                     zone.event(StoreEvent::WriteAbandoned);
                     return Ok(None);
