@@ -520,7 +520,14 @@ impl Resolver<'_> {
             .cache
             .max_object_size
             .map_or(dc.max_object_size, |x| x.0);
-        let zones = self.zones(raw.cache.zones, max_object_size)?;
+        let mut zones = self.zones(raw.cache.zones, max_object_size)?;
+        if let (true, Some(dir)) = (zones.is_empty(), &raw.cache.dir) {
+            zones.push(zones::quick_zone(
+                PathBuf::from(dir),
+                zones::DEFAULT_DISK_SIZE,
+                max_object_size,
+            ));
+        }
         let placement = self.placement(raw.cache.placement, &zones)?;
         let cache = CacheConfig {
             memory_size: raw.cache.memory_size.map_or(dc.memory_size, |x| x.0),

@@ -418,7 +418,7 @@ async fn d00006_directory_offline_and_back() {
                     s.rxreq().await.expect_url(path);
                     s.txresp(200)
                         .hdr("Cache-Control", "max-age=600")
-                        .body(path.to_string())
+                        .body(path)
                         .send()
                         .await;
                 }

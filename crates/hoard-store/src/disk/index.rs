@@ -34,7 +34,7 @@ use hoard_policy::vary::VaryNames;
 const MAX_VARIANTS: usize = 256;
 
 /// Rounds a file length up to the 4 KiB blocks it occupies.
-pub(crate) fn on_disk(len: u64) -> u64 {
+pub fn on_disk(len: u64) -> u64 {
     len.div_ceil(4096) * 4096
 }
 
@@ -50,7 +50,7 @@ pub fn object_id(primary: u128, variant: u128) -> u128 {
 
 /// Hashes ids, which are already uniformly distributed digests.
 #[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
+pub struct IdHasher(u64);
 
 impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
@@ -66,11 +66,12 @@ impl Hasher for IdHasher {
     }
 }
 
-type IdMap<V> = HashMap<u128, V, BuildHasherDefault<IdHasher>>;
+/// A map keyed by object id.
+pub type IdMap<V> = HashMap<u128, V, BuildHasherDefault<IdHasher>>;
 
 /// One object on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Entry {
+pub struct Entry {
     /// The write that made the file (also in its name).
     pub serial: u64,
     /// Bytes it occupies, in 4 KiB units.
@@ -87,6 +88,7 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// Bytes the file occupies.
     pub fn bytes(&self) -> u64 {
         u64::from(self.blocks) * 4096
     }
@@ -94,7 +96,7 @@ impl Entry {
 
 /// The variants stored for a key that varies.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Variants {
+pub struct Variants {
     /// `Vary` name sets seen, the most recent last.
     pub names: Vec<VaryNames>,
     /// Object ids of the variants.
@@ -103,9 +105,11 @@ pub(crate) struct Variants {
 
 /// The index. Callers hold the zone's lock around every call.
 #[derive(Debug, Default)]
-pub(crate) struct Index {
+pub struct Index {
+    /// Objects by id.
     pub map: IdMap<Entry>,
     clock: VecDeque<u128>,
+    /// Variants by primary digest, for keys that vary.
     pub varies: IdMap<Variants>,
     /// Accounted bytes (see the module docs).
     pub used: u64,
