@@ -30,6 +30,16 @@
 //! may attach after that, and when every reader has gone the writer learns
 //! it and can stop.
 //!
+//! ## Spilling to disk
+//!
+//! A fill that is written to a disk zone hands the busy body the file it
+//! writes ([`SpillRead`]) and calls [`BusyWriter::spill`] as its writes
+//! complete: chunks that are on disk and more than a tail behind the end
+//! leave memory (their offsets stay). A reader whose next chunk was spilled
+//! reads that stretch from the file, then goes on from memory. So a fill
+//! of any size holds about one tail of memory, and a reader joining late
+//! still starts at byte 0.
+//!
 //! ## Locking
 //!
 //! One mutex per body guards chunks, reader positions and wakers; it is held
@@ -41,6 +51,8 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
@@ -60,6 +72,17 @@ pub enum FillError {
     ReaderTooSlow,
     /// Every reader stopped reading for longer than the read timeout.
     ReadersStalled,
+    /// Reading a spilled stretch back from disk failed.
+    SpillRead,
+}
+
+/// A future reading spilled bytes back.
+pub type SpillFuture = Pin<Box<dyn Future<Output = std::io::Result<Bytes>> + Send>>;
+
+/// Where spilled chunks can be read back from (the fill's disk file).
+pub trait SpillRead: Send + Sync + fmt::Debug {
+    /// Reads body bytes `offset .. offset + len` (already written).
+    fn read(&self, offset: u64, len: u64) -> SpillFuture;
 }
 
 impl FillError {
@@ -71,6 +94,7 @@ impl FillError {
             FillError::Dangling => "dangling",
             FillError::ReaderTooSlow => "reader-too-slow",
             FillError::ReadersStalled => "readers-stalled",
+            FillError::SpillRead => "spill-read",
         }
     }
 }
@@ -101,8 +125,11 @@ enum ReaderState {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Chunks still held, each with the byte offset it starts at.
+    /// Chunks still held, each with the byte offset it starts at. The first
+    /// `spilled` of them are on disk only (their `Bytes` are empty).
     chunks: VecDeque<(u64, Bytes)>,
+    spilled: usize,
+    spill: Option<crate::sync::Arc<dyn SpillRead>>,
     /// Index (in the whole body) of `chunks[0]`.
     first: usize,
     len: u64,
@@ -158,6 +185,9 @@ impl State {
             let Some((_, c)) = self.chunks.pop_front() else {
                 break;
             };
+            if self.spilled > 0 {
+                self.spilled -= 1;
+            }
             self.buffered -= c.len() as u64;
             self.first += 1;
         }
@@ -179,10 +209,20 @@ pub struct BusyWriter {
 }
 
 /// A reader of a [`BusyBody`], starting at byte 0.
-#[derive(Debug)]
 pub struct BusyReader {
     body: Arc<BusyBody>,
     id: usize,
+    /// A spilled stretch being read back, and how many chunks it covers.
+    pending: Option<(SpillFuture, usize)>,
+}
+
+impl fmt::Debug for BusyReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BusyReader")
+            .field("id", &self.id)
+            .field("reading_spill", &self.pending.is_some())
+            .finish()
+    }
 }
 
 impl BusyBody {
@@ -211,6 +251,7 @@ impl BusyBody {
         Some(BusyReader {
             body: self.clone(),
             id,
+            pending: None,
         })
     }
 
@@ -227,6 +268,11 @@ impl BusyBody {
     /// The end state, once ended.
     pub fn end(&self) -> Option<Result<(), FillError>> {
         self.state.lock().end
+    }
+
+    /// Body bytes held in memory.
+    pub fn buffered(&self) -> u64 {
+        self.state.lock().buffered
     }
 }
 
@@ -295,8 +341,29 @@ impl BusyWriter {
     /// readers see the end).
     pub fn chunks(&self) -> Option<Vec<Bytes>> {
         let st = self.body.state.lock();
-        st.keep_history
+        (st.keep_history && st.spilled == 0)
             .then(|| st.chunks.iter().map(|(_, c)| c.clone()).collect())
+    }
+
+    /// Drops from memory the chunks that lie wholly below `durable` (bytes
+    /// written to the file `source` reads) and more than `tail` bytes
+    /// behind the end; readers read them back from `source`.
+    pub fn spill(&self, source: &crate::sync::Arc<dyn SpillRead>, durable: u64, tail: u64) {
+        let mut st = self.body.state.lock();
+        if st.spill.is_none() {
+            st.spill = Some(source.clone());
+        }
+        let limit = durable.min(st.len.saturating_sub(tail));
+        while st.spilled < st.chunks.len() {
+            let i = st.spilled;
+            let end = st.chunks.get(i + 1).map_or(st.len, |(o, _)| *o);
+            if end > limit {
+                break;
+            }
+            let c = std::mem::take(&mut st.chunks[i].1);
+            st.buffered -= c.len() as u64;
+            st.spilled += 1;
+        }
     }
 
     /// Waits until the *fastest* live reader has at most `window` bytes unread
@@ -328,8 +395,7 @@ impl BusyWriter {
         let (chunks, wakers) = {
             let mut st = self.body.state.lock();
             st.end = Some(Ok(()));
-            let chunks = st
-                .keep_history
+            let chunks = (st.keep_history && st.spilled == 0)
                 .then(|| st.chunks.iter().map(|(_, c)| c.clone()).collect());
             (chunks, st.take_reader_wakers())
         };
@@ -368,6 +434,30 @@ impl BusyReader {
     /// end, `Ready(Some(Err))` when the fill failed (or this reader was cut
     /// off for lagging), `Pending` while waiting.
     pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, FillError>>> {
+        if let Some((fut, covered)) = &mut self.pending {
+            let covered = *covered;
+            let r = match fut.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(r) => r,
+            };
+            self.pending = None;
+            let Ok(bytes) = r else {
+                return Poll::Ready(Some(Err(FillError::SpillRead)));
+            };
+            let mut st = self.body.state.lock();
+            if let ReaderState::Live { pos, .. } = st.readers[self.id] {
+                st.readers[self.id] = ReaderState::Live {
+                    pos: pos + covered,
+                    waker: None,
+                };
+            }
+            let writer = st.trim();
+            drop(st);
+            if let Some(w) = writer {
+                w.wake();
+            }
+            return Poll::Ready(Some(Ok(bytes)));
+        }
         let mut st = self.body.state.lock();
         let pos = match &st.readers[self.id] {
             ReaderState::Live { pos, .. } => *pos,
@@ -376,6 +466,27 @@ impl BusyReader {
                 return Poll::Ready(Some(Err(FillError::ReaderTooSlow)));
             }
         };
+        let idx = pos - st.first;
+        if idx < st.spilled {
+            // On disk only: read back a stretch of spilled chunks (at most 256 KiB,
+            // at least one chunk), then go on.
+            let start = st.chunks[idx].0;
+            let mut covered = 1;
+            while idx + covered < st.spilled
+                && st.chunks.get(idx + covered + 1).map_or(st.len, |(o, _)| *o) - start
+                    <= 256 * 1024
+            {
+                covered += 1;
+            }
+            let end = st.chunks.get(idx + covered).map_or(st.len, |(o, _)| *o);
+            let source = st
+                .spill
+                .clone()
+                .expect("invariant: spilled chunks have a source");
+            drop(st);
+            self.pending = Some((source.read(start, end - start), covered));
+            return self.poll_chunk(cx);
+        }
         if let Some((_, chunk)) = st.chunks.get(pos - st.first).cloned() {
             st.readers[self.id] = ReaderState::Live {
                 pos: pos + 1,
@@ -596,6 +707,42 @@ mod tests {
         );
         w.finish();
         assert!(fast.next_chunk().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn spilled_chunks_are_read_back_and_memory_stays_bounded() {
+        #[derive(Debug)]
+        struct Mem(std::sync::Mutex<Vec<u8>>);
+        impl SpillRead for Mem {
+            fn read(&self, offset: u64, len: u64) -> SpillFuture {
+                let b = self.0.lock().unwrap()[offset as usize..(offset + len) as usize].to_vec();
+                Box::pin(async move { Ok(Bytes::from(b)) })
+            }
+        }
+        let file = Arc::new(Mem(std::sync::Mutex::new(Vec::new())));
+        let source: Arc<dyn SpillRead> = file.clone();
+        let (body, w) = BusyBody::new();
+        let mut early = body.reader().unwrap();
+        let mut want = Vec::new();
+        for i in 0..100u32 {
+            let chunk: Vec<u8> = (0..10_000).map(|j| ((i * 7 + j) % 251) as u8).collect();
+            want.extend_from_slice(&chunk);
+            file.0.lock().unwrap().extend_from_slice(&chunk);
+            w.append(Bytes::from(chunk));
+            w.spill(&source, w.len(), 50_000);
+            assert!(body.buffered() <= 60_000, "buffered {}", body.buffered());
+        }
+        // A reader joining late still starts at byte 0.
+        let mut late = body.reader().unwrap();
+        assert!(w.chunks().is_none(), "spilled: not all in memory");
+        w.finish();
+        for r in [&mut early, &mut late] {
+            let mut got = Vec::new();
+            while let Some(c) = r.next_chunk().await {
+                got.extend_from_slice(&c.unwrap());
+            }
+            assert_eq!(got, want);
+        }
     }
 
     #[tokio::test]

@@ -264,11 +264,7 @@ impl Pipeline {
         match outcome {
             Ok(true) => {
                 self.counters.inc(&self.counters.fills_completed);
-                let chunks = writer
-                    .chunks()
-                    .expect("invariant: history kept while storable");
-                let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
-                stored_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+                stored_headers.insert(header::CONTENT_LENGTH, HeaderValue::from(writer.len()));
                 let obj = |body| {
                     StoredObject::new(
                         job.key.text.clone(),
@@ -297,7 +293,7 @@ impl Pipeline {
                 };
                 if on_disk {
                     self.counters.inc(&self.counters.objects_stored);
-                } else {
+                } else if let Some(chunks) = writer.chunks() {
                     let o = obj(ObjectBody::from_chunks(compact(chunks)));
                     match self
                         .store
@@ -431,6 +427,8 @@ async fn read_body(
     const WINDOW: u64 = 1 << 20;
     /// How far behind a reader may fall before it is cut off.
     const LAG_LIMIT: u64 = 8 << 20;
+    /// The tail of a disk-backed fill kept in memory for readers near the end.
+    const SPILL_TAIL: u64 = 1 << 20;
     let mut keep = true;
     loop {
         if !keep {
@@ -455,12 +453,20 @@ async fn read_body(
                         writer.release_history(LAG_LIMIT);
                     }
                     if let Some(d) = disk {
-                        if let Err(why) = d.write(data).await {
-                            tracing::info!(
-                                why = why.as_str(),
-                                "disk copy given up; the fill goes on"
-                            );
-                            *disk = None;
+                        let before = d.durable();
+                        match d.write(data).await {
+                            // Written bytes leave memory; late readers read them back.
+                            Ok(()) if d.durable() > before => {
+                                writer.spill(&d.spill_source(), d.durable(), SPILL_TAIL);
+                            }
+                            Ok(()) => {}
+                            Err(why) => {
+                                tracing::info!(
+                                    why = why.as_str(),
+                                    "disk copy given up; the fill goes on"
+                                );
+                                *disk = None;
+                            }
                         }
                     }
                 }

@@ -810,3 +810,66 @@ async fn d00012_variants_on_disk() {
     }
     origin.finish().await;
 }
+
+// d00013: a large disk-backed fill keeps only a tail in memory: a client
+// joining after megabytes were written (and left memory) still gets the
+// body from byte 0, read back from the file being written; one origin fetch.
+#[tokio::test]
+async fn d00013_late_reader_of_a_spilled_fill_starts_at_byte_0() {
+    let t = Test::new("d00013");
+    let mut first = body(4_600_000, 9);
+    first.extend_from_slice(b"MARK-AFTER-FIRST-PART");
+    let mut second = body(1_400_000, 4);
+    second.extend_from_slice(b"END-OF-BODY");
+    let mut want = first.clone();
+    want.extend_from_slice(&second);
+    let joined = t.barrier(2);
+    let j = joined.clone();
+    let (f, s2) = (first.clone(), second.clone());
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .chunked()
+                .send_head()
+                .await;
+            s.chunk(f).await;
+            j.sync().await;
+            s.chunk(s2).await;
+            s.end().await;
+        })
+        .start()
+        .await;
+    let dir = t.dir().join("zone");
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .disk(&dir, 64 << 20, 0)
+        .start()
+        .await;
+    proxy.wait_counter("disk_load_done", 1).await;
+    let mut leader = t.client(&proxy).connect().await;
+    leader.get("/big").tx().await;
+    // The leader has 4.6 MB: the fill has written (and spilled) megabytes.
+    leader.read_until("MARK-AFTER-FIRST-PART").await;
+    let late = t.client(&proxy).get("/big").spawn();
+    proxy.wait_counter("fill_waiters_total", 1).await;
+    joined.sync().await;
+    leader.read_until("END-OF-BODY").await;
+    late.await
+        .unwrap()
+        .expect_status(200)
+        .expect_body(&want)
+        .expect_header_contains("cache-status", "collapsed");
+    proxy.wait_counter("disk_stored", 1).await;
+    t.client(&proxy)
+        .get("/big")
+        .send()
+        .await
+        .expect_body(&want)
+        .expect_header_contains("cache-status", "hit");
+    assert_eq!(origin.requests(), 1);
+    origin.finish().await;
+}

@@ -20,6 +20,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::io::IoPool;
+use crate::busy::{SpillFuture, SpillRead};
+
 use super::format::{encode_slot, BlockSums, Head, Prefix, BLOCK, PREFIX_LEN};
 use super::index::on_disk;
 use super::io::IoKind;
@@ -77,7 +80,45 @@ pub struct DiskWriter {
     done: bool,
 }
 
+/// Reads a file being written back, for readers of its busy body.
+#[derive(Debug)]
+struct TmpRead {
+    file: Arc<File>,
+    data: u64,
+    io: IoPool,
+}
+
+impl SpillRead for TmpRead {
+    fn read(&self, offset: u64, len: u64) -> SpillFuture {
+        let (file, at, io) = (self.file.clone(), self.data + offset, self.io.clone());
+        Box::pin(async move {
+            let buf = io
+                .run(IoKind::Read, move || {
+                    let mut buf = vec![0u8; len as usize];
+                    file.read_exact_at(&mut buf, at)?;
+                    Ok(buf)
+                })
+                .await?;
+            Ok(Bytes::from(buf))
+        })
+    }
+}
+
 impl DiskWriter {
+    /// Body bytes written to the file so far (readable through [`DiskWriter::spill_source`]).
+    pub fn durable(&self) -> u64 {
+        self.written
+    }
+
+    /// Reads back what this writer has written: a busy body spills to it.
+    pub fn spill_source(&self) -> Arc<dyn SpillRead> {
+        Arc::new(TmpRead {
+            file: self.file.clone(),
+            data: self.data_offset(),
+            io: self.zone.io.clone(),
+        })
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         zone: Arc<DiskZone>,
