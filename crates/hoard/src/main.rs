@@ -15,6 +15,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info".into()),
         )
         .with_target(false)
+        // Colours only on a terminal: logs piped to a file stay plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = match cli.config() {
         Ok(c) => c,

@@ -873,3 +873,94 @@ async fn d00013_late_reader_of_a_spilled_fill_starts_at_byte_0() {
     assert_eq!(origin.requests(), 1);
     origin.finish().await;
 }
+
+// d00014: a write that fails (ENOSPC injected in the I/O layer) does not
+// stop the fill: the client gets the whole body, nothing is published, the
+// error is counted and the directory rests; then it stores again.
+#[tokio::test]
+async fn d00014_write_error_serves_the_client_uncached() {
+    let t = Test::new("d00014");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for path in ["/a", "/a", "/b"] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(body(700_000, 2))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let dir = t.dir().join("zone");
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .disk(&dir, 64 << 20, 0)
+        .start()
+        .await;
+    proxy.wait_counter("disk_load_done", 1).await;
+    let zone = proxy.store().zone("disk").unwrap().clone();
+    zone.io().gate().fail_writes(true);
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body(body(700_000, 2));
+    proxy.wait_counter("disk_writes_abandoned", 1).await;
+    proxy.wait_counter("fills_completed", 1).await;
+    proxy
+        .expect_counter("disk_stored", 0)
+        .expect_counter("disk_dirs_offline", 1);
+    assert!(proxy.counter("disk_errors") >= 1);
+    assert!(objects(&dir).is_empty());
+    // Uncached: the next request goes to the origin again.
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_header_contains("cache-status", "fwd=uri-miss");
+    zone.io().gate().fail_writes(false);
+    t.clock.advance(secs(11));
+    t.client(&proxy).get("/b").send().await;
+    proxy.wait_counter("disk_stored", 1).await;
+    assert_eq!(objects(&dir).len(), 1);
+    assert!(zone.used() <= 64 << 20);
+    origin.finish().await;
+}
+
+// d00015: min_free larger than the file system's free space: the zone
+// never writes (it would rather evict everything), the client is served.
+#[tokio::test]
+async fn d00015_min_free_is_never_crossed() {
+    let t = Test::new("d00015");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("x")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let dir = t.dir().join("zone");
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .disk(&dir, 64 << 20, 0)
+        .config(|c| c.cache.zones[0].min_free = u64::MAX / 4)
+        .start()
+        .await;
+    proxy.wait_counter("disk_load_done", 1).await;
+    t.client(&proxy).get("/x").send().await.expect_body("x");
+    proxy.wait_counter("disk_writes_abandoned", 1).await;
+    proxy.wait_counter("fills_completed", 1).await;
+    proxy.expect_counter("disk_stored", 0);
+    assert!(files(&dir).is_empty());
+    origin.finish().await;
+}

@@ -19,7 +19,8 @@
 //!
 //! [`IoGate`] lets a test hold every read at the moment it would start, see
 //! that it is held, and let it go: how the tests show that a disk read that
-//! never completes stops nothing else.
+//! never completes stops nothing else. It can also make object writes fail
+//! as a full disk would (`ENOSPC`).
 
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,6 +45,7 @@ pub struct IoGate {
     open: Condvar,
     held: AtomicUsize,
     held_changed: Notify,
+    fail_writes: std::sync::atomic::AtomicBool,
 }
 
 impl IoGate {
@@ -73,6 +75,20 @@ impl IoGate {
                 return;
             }
             notified.await;
+        }
+    }
+
+    /// Makes every object write fail with `ENOSPC` (`true`) or work again.
+    pub fn fail_writes(&self, on: bool) {
+        self.fail_writes.store(on, Ordering::Release);
+    }
+
+    /// The injected write failure, if any.
+    pub(crate) fn write_fault(&self) -> io::Result<()> {
+        if self.fail_writes.load(Ordering::Acquire) {
+            Err(io::Error::from_raw_os_error(28))
+        } else {
+            Ok(())
         }
     }
 
@@ -109,6 +125,10 @@ impl IoPool {
     /// The test gate.
     pub fn gate(&self) -> &IoGate {
         &self.gate
+    }
+
+    pub(crate) fn gate_arc(&self) -> Arc<IoGate> {
+        self.gate.clone()
     }
 
     /// Runs `f` off the serving threads and returns its result.

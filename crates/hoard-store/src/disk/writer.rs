@@ -194,10 +194,12 @@ impl DiskWriter {
             .take()
             .expect("invariant: sums present between writes");
         let mut at = self.data_offset() + self.written;
+        let gate = self.zone.io.gate_arc();
         let r = self
             .zone
             .io
             .run(IoKind::Write, move || {
+                gate.write_fault()?;
                 for c in &chunks {
                     file.write_all_at(c, at)?;
                     sums.update(c);
@@ -275,10 +277,12 @@ impl DiskWriter {
         let file = self.file.clone();
         let tmp = self.tmp.clone();
         let path = self.zone.path(self.dir, self.id, self.serial);
+        let gate = self.zone.io.gate_arc();
         let r = self
             .zone
             .io
             .run(IoKind::Write, move || {
+                gate.write_fault()?;
                 file.write_all_at(&table, prefix.table_offset())?;
                 file.write_all_at(&slot, PREFIX_LEN)?;
                 file.write_all_at(&prefix.encode(), 0)?;
