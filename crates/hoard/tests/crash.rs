@@ -15,6 +15,8 @@ use tokio::sync::mpsc;
 struct Hoard {
     child: Child,
     lines: mpsc::UnboundedReceiver<String>,
+    /// Lines read so far (the loader may log before the listener does).
+    seen: Vec<String>,
     addr: SocketAddr,
 }
 
@@ -49,23 +51,35 @@ impl Hoard {
                 }
             }
         });
-        let addr = loop {
-            let line = lines.recv().await.expect("hoard logs its address");
-            if let Some(rest) = line.split("addr=").nth(1) {
-                break rest.split_whitespace().next().unwrap().parse().unwrap();
-            }
+        let mut hoard = Hoard {
+            child,
+            lines,
+            seen: Vec::new(),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         };
-        Hoard { child, lines, addr }
+        let line = hoard.wait_log("listening").await;
+        let addr = line.split("addr=").nth(1).expect("addr field");
+        hoard.addr = addr.split_whitespace().next().unwrap().parse().unwrap();
+        hoard
     }
 
-    /// Waits for a log line containing `text`; returns it.
+    /// Waits (20 s at most) for a log line containing `text`; returns it.
     async fn wait_log(&mut self, text: &str) -> String {
-        loop {
-            let line = self.lines.recv().await.expect("hoard is running");
-            if line.contains(text) {
-                return line;
-            }
+        if let Some(l) = self.seen.iter().find(|l| l.contains(text)) {
+            return l.clone();
         }
+        let wait = async {
+            loop {
+                let line = self.lines.recv().await.expect("hoard is running");
+                self.seen.push(line.clone());
+                if line.contains(text) {
+                    return line;
+                }
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(20), wait)
+            .await
+            .unwrap_or_else(|_| panic!("hoard did not log {text:?}"))
     }
 
     fn kill9(mut self) {
