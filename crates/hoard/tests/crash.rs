@@ -42,7 +42,7 @@ impl Hoard {
             .expect("start hoard");
         // The log goes to standard output.
         let stdout = child.stdout.take().unwrap();
-        let (tx, mut lines) = mpsc::unbounded_channel();
+        let (tx, lines) = mpsc::unbounded_channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
