@@ -15,6 +15,7 @@ pub mod fill;
 pub mod pipeline;
 pub mod server;
 pub mod upstream;
+pub mod via;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -125,6 +126,11 @@ impl Proxy {
         &self.pipeline.counters
     }
 
+    /// A shared handle on the proxy's counters.
+    pub fn counters_arc(&self) -> Arc<Counters> {
+        self.pipeline.counters.clone()
+    }
+
     /// The cache store.
     pub fn store(&self) -> &Store {
         &self.pipeline.store
@@ -141,11 +147,20 @@ impl Proxy {
     }
 
     /// Shuts down and waits until every connection is closed or the
-    /// shutdown timeout has passed.
+    /// shutdown timeout has passed; then lets fills still running (they
+    /// belong to the cache) finish for up to the shutdown timeout, and
+    /// cancels the rest cleanly.
     pub async fn shutdown(self) {
         self.begin_shutdown();
         for t in self.tasks {
             let _ = t.await;
         }
+        let timeout = self.pipeline.cfg.server.shutdown_timeout;
+        self.pipeline.fills.shutdown(timeout).await;
+    }
+
+    /// Fills running now (for tests and the status page).
+    pub fn fills_in_flight(&self) -> usize {
+        self.pipeline.fills.in_flight()
     }
 }

@@ -64,7 +64,7 @@ impl ProxyBuilder {
 
     /// Adjusts the first route of the default site.
     pub fn route(mut self, f: impl FnOnce(&mut RouteConfig)) -> Self {
-        f(&mut self.cfg.sites[0].routes[0]);
+        f(std::sync::Arc::make_mut(&mut self.cfg.sites[0].routes[0]));
         self
     }
 
@@ -126,6 +126,11 @@ impl ProxyBuilder {
 impl TestProxy {
     fn inner(&self) -> &Proxy {
         self.proxy.as_ref().expect("invariant: proxy is running")
+    }
+
+    /// A shared handle on the counters (readable after [`TestProxy::stop`]).
+    pub fn counters_arc(&self) -> Arc<Counters> {
+        self.inner().counters_arc()
     }
 
     /// The proxy's counters.

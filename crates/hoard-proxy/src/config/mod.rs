@@ -206,8 +206,8 @@ pub enum HostMatch {
 pub struct SiteConfig {
     /// Host patterns; empty for the default site.
     pub hosts: Vec<HostMatch>,
-    /// Routes, tried in order.
-    pub routes: Vec<RouteConfig>,
+    /// Routes, tried in order (shared: a fill holds its route).
+    pub routes: Vec<std::sync::Arc<RouteConfig>>,
 }
 
 /// How a route matches the path.
@@ -400,7 +400,7 @@ impl Config {
             upstreams: vec![UpstreamConfig::new("default", vec![server])],
             sites: vec![SiteConfig {
                 hosts: Vec::new(),
-                routes: vec![route],
+                routes: vec![std::sync::Arc::new(route)],
             }],
         })
     }
@@ -624,22 +624,22 @@ impl Resolver<'_> {
                 .collect();
             let mut routes = Vec::new();
             for (j, r) in site.routes.into_iter().enumerate() {
-                routes.push(self.route(
+                routes.push(std::sync::Arc::new(self.route(
                     &format!("site[{i}].route[{j}]"),
                     r,
                     &upstreams,
                     &cache.zones,
-                )?);
+                )?));
             }
             if routes.is_empty() {
-                routes.push(RouteConfig::catch_all());
+                routes.push(std::sync::Arc::new(RouteConfig::catch_all()));
             }
             sites.push(SiteConfig { hosts, routes });
         }
         if sites.is_empty() {
             sites.push(SiteConfig {
                 hosts: Vec::new(),
-                routes: vec![RouteConfig::catch_all()],
+                routes: vec![std::sync::Arc::new(RouteConfig::catch_all())],
             });
         }
         Ok(Config {

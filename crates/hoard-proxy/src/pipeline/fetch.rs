@@ -87,8 +87,8 @@ impl Pipeline {
             add_validators(&mut oreq.headers, &obj.headers);
         }
         FillJob {
-            site: ctx.site_idx,
-            route: ctx.route_idx,
+            route: ctx.route.clone(),
+            upstream: ctx.upstream.clone(),
             key: key.clone(),
             path: ctx.uri.path().to_string(),
             oreq: Some(oreq),
@@ -114,7 +114,7 @@ impl Pipeline {
         let now = self.clock.now();
         let mode = if !ctx.route.coalesce {
             Mode::Alone
-        } else if self.hfp.is_marked(key.digest, now) {
+        } else if self.fills.hfp.is_marked(key.digest, now) {
             self.counters.inc(&self.counters.hit_for_pass);
             want.fwd = Fwd::Bypass;
             want.hit_for_pass = true;
@@ -141,19 +141,23 @@ impl Pipeline {
             ..
         } = *want;
         let join = match &mode {
-            Mode::Alone => Join::Leader(self.coalescer.detached()),
-            Mode::Coalesce => self
-                .coalescer
-                .join(key.digest, &key.text, ctx.route.fill_max_age),
+            Mode::Alone => Join::Leader(self.fills.coalescer.detached()),
+            Mode::Coalesce => {
+                self.fills
+                    .coalescer
+                    .join(key.digest, &key.text, ctx.route.fill_max_age)
+            }
             Mode::Variant(digest, text) => {
-                self.coalescer.join(*digest, text, ctx.route.fill_max_age)
+                self.fills
+                    .coalescer
+                    .join(*digest, text, ctx.route.fill_max_age)
             }
         };
         let (slot, claim) = match join {
             Join::Leader(permit) => {
                 let slot = permit.slot().clone();
                 let job = self.fill_job(ctx, key, req_cc, stale.clone(), true);
-                tokio::spawn(self.clone().run_fill(job, permit));
+                self.fills.start(job, permit);
                 (slot.clone(), Some(LeaderClaim(slot)))
             }
             Join::Follower(slot) => {

@@ -146,3 +146,113 @@ async fn w00004_body_streams_before_the_origin_finishes() {
     assert!(rest.windows(7).any(|w| w == b"second\n"));
     origin.finish().await;
 }
+
+// w00040: a shutdown waits for a fill nobody waits for (a background
+// refresh): it completes and is stored on disk before the proxy stops.
+#[tokio::test]
+async fn w00040_shutdown_lets_a_running_fill_finish() {
+    let t = Test::new("w00040");
+    let release = t.barrier(2);
+    let r = release.clone();
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=1, stale-while-revalidate=60")
+                .body("v1")
+                .send()
+                .await;
+            s.rxreq().await;
+            r.sync().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("v2")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let dir = t.dir().join("zone");
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .disk(&dir, 64 << 20, 0)
+        .start()
+        .await;
+    proxy.wait_counter("disk_load_done", 1).await;
+    t.client(&proxy).get("/r").send().await.expect_body("v1");
+    proxy.wait_counter("disk_stored", 1).await;
+    t.clock.advance(std::time::Duration::from_secs(5));
+    t.client(&proxy)
+        .get("/r")
+        .send()
+        .await
+        .expect_body("v1")
+        .expect_header_contains("cache-status", "stale-while-revalidate");
+    origin.wait_requests(2).await;
+    let counters = proxy.counters_arc();
+    let stopping = tokio::spawn(proxy.stop());
+    release.sync().await;
+    stopping.await.unwrap();
+    assert_eq!(counters.get("disk_stored"), 2, "the refresh was stored");
+    assert_eq!(counters.get("fills_cancelled"), 0);
+    origin.finish().await;
+}
+
+// w00041: a fill still running after the shutdown timeout is cancelled
+// cleanly: the stop returns, the partial disk copy is removed.
+#[tokio::test]
+async fn w00041_shutdown_cancels_a_fill_past_the_timeout() {
+    let t = Test::new("w00041");
+    let hold = t.barrier(2);
+    let h = hold.clone();
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=1, stale-while-revalidate=60")
+                .body("v1")
+                .send()
+                .await;
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .chunked()
+                .send_head()
+                .await;
+            s.chunk(vec![b'x'; 400_000]).await;
+            // Held until the proxy has stopped.
+            h.sync().await;
+        })
+        .start()
+        .await;
+    let dir = t.dir().join("zone");
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .disk(&dir, 64 << 20, 0)
+        .config(|c| c.server.shutdown_timeout = std::time::Duration::from_millis(200))
+        .start()
+        .await;
+    proxy.wait_counter("disk_load_done", 1).await;
+    t.client(&proxy).get("/r").send().await.expect_body("v1");
+    proxy.wait_counter("disk_stored", 1).await;
+    t.clock.advance(std::time::Duration::from_secs(5));
+    t.client(&proxy).get("/r").send().await.expect_body("v1");
+    origin.wait_requests(2).await;
+    let counters = proxy.counters_arc();
+    proxy.stop().await;
+    assert_eq!(counters.get("fills_cancelled"), 1);
+    assert_eq!(counters.get("disk_stored"), 1);
+    hold.sync().await;
+    // The abandoned copy's removal runs on the disk pool; wait for its count.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        counters.wait_for("disk_writes_abandoned", 1),
+    )
+    .await
+    .expect("the partial copy is abandoned");
+    origin.finish().await;
+}

@@ -1,0 +1,133 @@
+//! Reading the origin body of a fill: into the busy body (readers stream
+//! it), through to a disk writer (with spilling), and what a body that
+//! outgrows the largest object does.
+
+use bytes::Bytes;
+use hoard_store::busy::{BusyWriter, FillError};
+use hoard_store::disk::writer::DiskWriter;
+use http_body_util::BodyExt;
+
+use super::coalesce::FillPermit;
+use crate::upstream::{OriginBody, OriginBodyError};
+
+/// Reads the origin body into the busy body. `Ok(true)`: complete and
+/// storable; `Ok(false)`: complete but too large to store (history released
+/// and the slot left the table as soon as that was known).
+pub(super) async fn read_body(
+    mut body: OriginBody,
+    writer: &BusyWriter,
+    disk: &mut Option<DiskWriter>,
+    max_object: u64,
+    stall_timeout: std::time::Duration,
+    permit: &mut FillPermit,
+) -> Result<bool, FillError> {
+    /// Unread bytes a pass-through fill may get ahead of its fastest reader.
+    const WINDOW: u64 = 1 << 20;
+    /// How far behind a reader may fall before it is cut off.
+    const LAG_LIMIT: u64 = 8 << 20;
+    /// The tail of a disk-backed fill kept in memory for readers near the end.
+    const SPILL_TAIL: u64 = 1 << 20;
+    let mut keep = true;
+    loop {
+        if !keep {
+            match tokio::time::timeout(stall_timeout, writer.room(WINDOW)).await {
+                Ok(true) => {}
+                // Too large to store and nobody reading: stop fetching it.
+                Ok(false) => return Ok(false),
+                Err(_) => return Err(FillError::ReadersStalled),
+            }
+        }
+        let Some(frame) = body.frame().await else {
+            break;
+        };
+        match frame {
+            Ok(f) => {
+                if let Ok(data) = f.into_data() {
+                    writer.append(data.clone());
+                    if keep && writer.len() > max_object {
+                        keep = false;
+                        *disk = None;
+                        permit.done();
+                        writer.release_history(LAG_LIMIT);
+                    }
+                    if let Some(d) = disk {
+                        let before = d.durable();
+                        match d.write(data).await {
+                            // Written bytes leave memory; late readers read them back.
+                            Ok(()) if d.durable() > before => {
+                                writer.spill(&d.spill_source(), d.durable(), SPILL_TAIL);
+                            }
+                            Ok(()) => {}
+                            Err(why) => {
+                                tracing::info!(
+                                    why = why.as_str(),
+                                    "disk copy given up; the fill goes on"
+                                );
+                                *disk = None;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(OriginBodyError::Timeout) => return Err(FillError::OriginTimeout),
+            Err(OriginBodyError::Aborted(_)) => return Err(FillError::OriginAborted),
+        }
+    }
+    Ok(keep)
+}
+
+/// Copies the body into buffers of its own, up to 1 MiB each: a hit then
+/// writes few, large buffers, and the store's byte count is the memory held
+/// (a chunk read from the network may be a slice of a larger buffer).
+pub(super) fn compact(chunks: Vec<Bytes>) -> Vec<Bytes> {
+    const TARGET: usize = 1 << 20;
+    let mut remaining: usize = chunks.iter().map(Bytes::len).sum();
+    let mut out = Vec::with_capacity(remaining.div_ceil(TARGET));
+    let mut cur = bytes::BytesMut::with_capacity(remaining.min(TARGET));
+    for c in chunks {
+        let mut c = &c[..];
+        while !c.is_empty() {
+            let take = c.len().min(cur.capacity() - cur.len());
+            cur.extend_from_slice(&c[..take]);
+            c = &c[take..];
+            remaining -= take;
+            if cur.len() == cur.capacity() {
+                out.push(
+                    std::mem::replace(
+                        &mut cur,
+                        bytes::BytesMut::with_capacity(remaining.min(TARGET)),
+                    )
+                    .freeze(),
+                );
+            }
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur.freeze());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_makes_exact_buffers_of_at_most_one_mib() {
+        let chunks: Vec<Bytes> = (0..300u32)
+            .map(|i| Bytes::from(vec![(i % 251) as u8; 10_000]))
+            .collect();
+        let want: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        let out = compact(chunks);
+        assert_eq!(
+            out.iter().map(Bytes::len).collect::<Vec<_>>(),
+            vec![1 << 20, 1 << 20, 3_000_000 - 2 * (1 << 20)]
+        );
+        assert_eq!(out.concat(), want);
+        assert!(compact(Vec::new()).is_empty());
+        assert_eq!(
+            compact(vec![Bytes::from_static(b"ab"), Bytes::from_static(b"c")]),
+            vec![Bytes::from_static(b"abc")]
+        );
+    }
+}

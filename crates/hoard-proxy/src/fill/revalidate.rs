@@ -1,0 +1,70 @@
+//! A 304 answered a revalidation: the stored response is refreshed (RFC
+//! 9111 §4.3.4) without touching its body.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use hoard_policy::conditional::merge_304;
+use hoard_policy::facts::ResponseFacts;
+use hoard_policy::freshness::{freshness_lifetime, StoredTimes};
+use hoard_policy::reuse::StoredRules;
+use hoard_store::object::StoredObject;
+use http::header::{self, HeaderMap, HeaderValue};
+
+use super::{FillEngine, FillJob};
+
+impl FillEngine {
+    /// Merges the 304's fields into the stored response and stores the
+    /// refreshed copy (memory: swapped in; disk: the head rewritten).
+    pub(super) async fn refresh_from_304(
+        &self,
+        job: &FillJob,
+        stale: &Arc<StoredObject>,
+        not_modified: &HeaderMap,
+        request_time: SystemTime,
+        response_time: SystemTime,
+    ) -> Arc<StoredObject> {
+        self.counters.inc(&self.counters.cache_revalidated_304);
+        let mut headers = stale.headers.clone();
+        let mut update = not_modified.clone();
+        hoard_policy::headers::strip_hop_by_hop(&mut update);
+        update.remove(header::VIA);
+        hoard_policy::headers::strip_never_stored(&mut update);
+        // The 304 is the new response: its Date (or its arrival) and its Age
+        // (or none) replace the old ones, or the old age would count twice.
+        if !update.contains_key(header::DATE) {
+            if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(response_time)) {
+                update.insert(header::DATE, v);
+            }
+        }
+        if !update.contains_key(header::AGE) {
+            headers.remove(header::AGE);
+        }
+        merge_304(&mut headers, &update);
+        let policy = &job.route.policy;
+        let facts = ResponseFacts::read(stale.status.as_u16(), &headers, policy);
+        let (lifetime, source) = freshness_lifetime(&facts, policy, response_time)
+            .unwrap_or((std::time::Duration::ZERO, stale.lifetime_source));
+        let times = StoredTimes {
+            request_time,
+            response_time,
+            date: facts.date.unwrap_or(response_time),
+            age_value: facts.age,
+            lifetime,
+        };
+        let rules = StoredRules::new(
+            &facts.cc,
+            policy.stale_while_revalidate,
+            policy.stale_if_error,
+        );
+        let fresh = Arc::new(stale.with_headers(headers, times, source, rules));
+        if facts.cc.no_store || facts.cc.private {
+            self.store.remove_all(job.key.digest);
+        } else {
+            self.store
+                .update(job.key.digest, &job.request_headers, stale, fresh.clone())
+                .await;
+        }
+        fresh
+    }
+}

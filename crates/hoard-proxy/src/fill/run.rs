@@ -1,0 +1,402 @@
+//! The steps of one fill: send, revalidated, decide, publish, read body,
+//! store. See the module docs of [`super`].
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use hoard_policy::cache_status::ttl_secs;
+use hoard_policy::facts::ResponseFacts;
+use hoard_policy::freshness::{LifetimeSource, StoredTimes};
+use hoard_policy::reuse::StoredRules;
+use hoard_policy::storable::{storability, NotStorable, RequestFacts};
+use hoard_policy::vary::VaryNames;
+use hoard_store::busy::{BusyBody, BusyWriter};
+use hoard_store::disk::writer::DiskWriter;
+use hoard_store::object::{ObjectBody, StoredObject};
+use hoard_store::InsertError;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::response::Parts;
+use http::{StatusCode, Version};
+
+use super::body::{compact, read_body};
+use super::coalesce::{FillHead, FillPermit, Outcome};
+use super::{FillEngine, FillJob};
+use crate::upstream::OriginBody;
+
+type OriginResponse = http::Response<OriginBody>;
+
+/// The origin's answer and when it came.
+struct Sent {
+    resp: OriginResponse,
+    request_time: SystemTime,
+    response_time: SystemTime,
+}
+
+/// What `decide` found for a storable response.
+struct Storable {
+    times: StoredTimes,
+    source: LifetimeSource,
+    rules: StoredRules,
+    vary: VaryNames,
+    /// The fields to store (never-stored fields removed; `Content-Length`
+    /// set when the body is complete).
+    headers: HeaderMap,
+    content_length: Option<u64>,
+}
+
+impl Storable {
+    fn object(&self, job: &FillJob, status: StatusCode, body: ObjectBody) -> StoredObject {
+        StoredObject::new(
+            job.key.text.clone(),
+            self.vary.clone(),
+            status,
+            self.headers.clone(),
+            self.times,
+            self.source,
+            self.rules,
+            body,
+        )
+    }
+}
+
+impl FillEngine {
+    /// Runs a fill to its end.
+    pub(super) async fn run(self: Arc<Self>, mut job: FillJob, mut permit: FillPermit) {
+        self.counters.inc(&self.counters.fills_started);
+        let Some(sent) = self.send(&mut job, &mut permit).await else {
+            return;
+        };
+        let Some(sent) = self.revalidated(&job, sent, &mut permit).await else {
+            return;
+        };
+        let status = sent.resp.status();
+        let (mut parts, body) = sent.resp.into_parts();
+        self.forwardable(&mut parts.headers, sent.response_time);
+        let storable = match self.decide(&job, &parts, sent.request_time, sent.response_time) {
+            Ok(s) => s,
+            Err(reason) => {
+                self.uncacheable(&job, reason, sent.response_time);
+                permit.publish_uncacheable(reason, http::Response::from_parts(parts, body));
+                return;
+            }
+        };
+        self.hfp.clear(job.key.digest);
+        let writer = self.publish(
+            &job,
+            status,
+            parts,
+            &storable,
+            sent.response_time,
+            &mut permit,
+        );
+        let disk = self.open_disk(&job, status, &storable).await;
+        self.read_and_store(job, status, storable, body, writer, disk, permit)
+            .await;
+    }
+
+    /// Sends the request; an error is published as `OriginError`.
+    async fn send(&self, job: &mut FillJob, permit: &mut FillPermit) -> Option<Sent> {
+        let request_time = self.clock.now();
+        let oreq = job.oreq.take().expect("invariant: a fill job is run once");
+        match job.upstream.send(oreq).await {
+            Ok(resp) => Some(Sent {
+                resp,
+                request_time,
+                response_time: self.clock.now(),
+            }),
+            Err(e) => {
+                if job.stale.is_some() {
+                    self.counters.inc(&self.counters.revalidation_failed);
+                }
+                tracing::info!(key = %job.key.text, error = %e, "fill failed before a response");
+                permit.publish(Outcome::OriginError(e.kind));
+                None
+            }
+        }
+    }
+
+    /// The answer to a revalidation: a 304 refreshes the stored object, a
+    /// 5xx leaves it alone (RFC 9111 §4.3.3: it may be treated as no
+    /// answer; the stored copy stays for stale-if-error and the key is not
+    /// marked hit-for-pass). Both publish and return `None`; any other
+    /// response goes on as a new one.
+    async fn revalidated(
+        &self,
+        job: &FillJob,
+        sent: Sent,
+        permit: &mut FillPermit,
+    ) -> Option<Sent> {
+        let Some(stale) = &job.stale else {
+            return Some(sent);
+        };
+        let status = sent.resp.status();
+        if status == StatusCode::NOT_MODIFIED {
+            let fresh = self
+                .refresh_from_304(
+                    job,
+                    stale,
+                    sent.resp.headers(),
+                    sent.request_time,
+                    sent.response_time,
+                )
+                .await;
+            let cookies = sent
+                .resp
+                .headers()
+                .get_all(header::SET_COOKIE)
+                .iter()
+                .cloned()
+                .collect();
+            permit.publish(Outcome::Refreshed(fresh, Arc::new(cookies)));
+            return None;
+        }
+        if status.is_server_error() {
+            self.counters.inc(&self.counters.revalidation_failed);
+            let (mut parts, body) = sent.resp.into_parts();
+            self.forwardable(&mut parts.headers, sent.response_time);
+            permit.publish_uncacheable(
+                NotStorable::ServerError,
+                http::Response::from_parts(parts, body),
+            );
+            return None;
+        }
+        Some(sent)
+    }
+
+    /// Whether and how the response is stored (RFC 9111 §3), from the
+    /// route's policy and the request's directives.
+    fn decide(
+        &self,
+        job: &FillJob,
+        parts: &Parts,
+        request_time: SystemTime,
+        response_time: SystemTime,
+    ) -> Result<Storable, NotStorable> {
+        let policy = &job.route.policy;
+        let facts = ResponseFacts::read(parts.status.as_u16(), &parts.headers, policy);
+        let req_facts = RequestFacts {
+            cacheable_method: true,
+            cc: &job.req_cc,
+            authorization: job.request_headers.contains_key(header::AUTHORIZATION),
+        };
+        let content_length = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let (lifetime, source) = storability(req_facts, &facts, policy, response_time)?;
+        if content_length.is_some_and(|len| len > self.store.max_object()) {
+            return Err(NotStorable::TooLarge);
+        }
+        let mut headers = parts.headers.clone();
+        hoard_policy::headers::strip_never_stored(&mut headers);
+        Ok(Storable {
+            times: StoredTimes {
+                request_time,
+                response_time,
+                date: facts.date.unwrap_or(response_time),
+                age_value: facts.age,
+                lifetime,
+            },
+            source,
+            rules: StoredRules::new(
+                &facts.cc,
+                policy.stale_while_revalidate,
+                policy.stale_if_error,
+            ),
+            vary: if policy.ignore_vary {
+                VaryNames::default()
+            } else {
+                VaryNames::from_response(&parts.headers)
+            },
+            headers,
+            content_length,
+        })
+    }
+
+    /// A response that may not be stored: a reason of the response's own
+    /// marks the key hit-for-pass and drops a stored copy it replaces.
+    fn uncacheable(&self, job: &FillJob, reason: NotStorable, response_time: SystemTime) {
+        self.counters.inc(&self.counters.not_storable);
+        if reason.is_response_property() {
+            if job.stale.is_some() {
+                // Keeping the old copy would keep serving it. A reason of the
+                // request's own (no-store, Authorization) leaves it alone: one
+                // client cannot purge it for all.
+                self.store.remove_all(job.key.digest);
+            }
+            if !job.route.hit_for_pass.is_zero() {
+                self.hfp
+                    .mark(job.key.digest, response_time + job.route.hit_for_pass);
+                self.counters.inc(&self.counters.hit_for_pass_marks);
+            }
+        }
+        tracing::debug!(key = %job.key.text, reason = reason.as_str(), "not storable");
+    }
+
+    /// Publishes `Streaming`: the head and a busy body every waiter reads
+    /// from byte 0. Returns the body's writer.
+    fn publish(
+        &self,
+        job: &FillJob,
+        status: StatusCode,
+        parts: Parts,
+        storable: &Storable,
+        response_time: SystemTime,
+        permit: &mut FillPermit,
+    ) -> BusyWriter {
+        let (busy, writer) = BusyBody::new();
+        // The leader's reader exists before any byte arrives, so it starts at
+        // byte 0 even if history is released early (a body too large to store).
+        let slot = permit.slot().clone();
+        let leader_gone = slot.leader_gone.lock();
+        let leader_reader = (job.has_leader && !*leader_gone).then(|| {
+            busy.reader()
+                .expect("invariant: a new busy body accepts readers")
+        });
+        let mut shared_headers = storable.headers.clone();
+        // Until the body is complete its length is the origin's to say.
+        shared_headers.remove(header::CONTENT_LENGTH);
+        if let Some(len) = parts.headers.get(header::CONTENT_LENGTH) {
+            shared_headers.insert(header::CONTENT_LENGTH, len.clone());
+        }
+        let head = Arc::new(FillHead {
+            status,
+            headers: shared_headers,
+            leader_headers: parking_lot::Mutex::new(Some(parts.headers)),
+            busy,
+            leader_reader: parking_lot::Mutex::new(leader_reader),
+            variant: storable.vary.variant(&job.request_headers),
+            vary: storable.vary.clone(),
+            ttl: ttl_secs(storable.times.ttl_millis(response_time)),
+        });
+        permit.publish(Outcome::Streaming(head));
+        writer
+    }
+
+    /// A disk writer in the zone placement chooses (none without zones, or
+    /// when the zone cannot take the object now).
+    async fn open_disk(
+        &self,
+        job: &FillJob,
+        status: StatusCode,
+        storable: &Storable,
+    ) -> Option<DiskWriter> {
+        let content_type = storable
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        let zone = self.cache.place(
+            job.route.zone,
+            &job.path,
+            content_type,
+            storable.content_length,
+        )?;
+        let head = storable.object(job, status, ObjectBody::default());
+        let hint = hoard_store::store::head_of(&head).encode().len();
+        let variant = storable.vary.variant(&job.request_headers);
+        self.store
+            .disk_writer(zone, job.key.digest, variant, storable.content_length, hint)
+            .await
+    }
+
+    /// Reads the body and stores the object; the slot leaves the table and
+    /// only then do readers see the end.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_and_store(
+        &self,
+        job: FillJob,
+        status: StatusCode,
+        mut storable: Storable,
+        body: OriginBody,
+        writer: BusyWriter,
+        mut disk: Option<DiskWriter>,
+        mut permit: FillPermit,
+    ) {
+        let outcome = read_body(
+            body,
+            &writer,
+            &mut disk,
+            self.store.max_object(),
+            job.upstream.cfg.read_timeout,
+            &mut permit,
+        )
+        .await;
+        match outcome {
+            Ok(true) => {
+                self.counters.inc(&self.counters.fills_completed);
+                storable
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(writer.len()));
+                self.store_complete(&job, status, &storable, &writer, disk)
+                    .await;
+                permit.done();
+                writer.finish();
+            }
+            Ok(false) => {
+                self.counters.inc(&self.counters.fills_completed);
+                self.counters.inc(&self.counters.objects_too_large);
+                permit.done();
+                writer.finish();
+            }
+            Err(e) => {
+                self.counters.inc(&self.counters.fills_aborted);
+                self.counters.inc(&self.counters.origin_body_errors);
+                tracing::info!(key = %job.key.text, error = e.as_str(), "fill aborted; nothing stored");
+                permit.done();
+                writer.abort(e);
+            }
+        }
+    }
+
+    /// Publishes the disk copy, or (without one) inserts into the memory tier.
+    async fn store_complete(
+        &self,
+        job: &FillJob,
+        status: StatusCode,
+        storable: &Storable,
+        writer: &BusyWriter,
+        disk: Option<DiskWriter>,
+    ) {
+        if let Some(w) = disk {
+            let head =
+                hoard_store::store::head_of(&storable.object(job, status, ObjectBody::default()));
+            match self.store.finish_disk(w, job.key.digest, &head).await {
+                Ok(()) => {
+                    self.counters.inc(&self.counters.objects_stored);
+                    return;
+                }
+                Err(why) => {
+                    tracing::info!(key = %job.key.text, why = why.as_str(), "disk copy given up");
+                }
+            }
+        }
+        // Spilled to a file that was given up: not all in memory, not stored.
+        let Some(chunks) = writer.chunks() else {
+            return;
+        };
+        let obj = storable.object(job, status, ObjectBody::from_chunks(compact(chunks)));
+        match self
+            .store
+            .insert(job.key.digest, &job.request_headers, Arc::new(obj))
+        {
+            Ok(()) => self.counters.inc(&self.counters.objects_stored),
+            Err(InsertError::TooLarge) => self.counters.inc(&self.counters.objects_too_large),
+            // No memory tier and no disk copy: not stored.
+            Err(InsertError::NoTier) => {}
+        }
+    }
+
+    /// Makes an origin response's fields fit to forward and store:
+    /// hop-by-hop fields removed, `Date` added when missing (RFC 9110
+    /// §6.6.1: a recipient with a clock dates what it forwards), `Via` added.
+    pub(super) fn forwardable(&self, headers: &mut HeaderMap, response_time: SystemTime) {
+        hoard_policy::headers::strip_hop_by_hop(headers);
+        if !headers.contains_key(header::DATE) {
+            if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(response_time)) {
+                headers.insert(header::DATE, v);
+            }
+        }
+        self.via.add(headers, Version::HTTP_11);
+    }
+}
