@@ -42,6 +42,16 @@ impl Test {
             ..QuickStart::default()
         })
         .expect("test: quick-start config");
+        // HOARD_TEST_STORE=disk runs every case over a disk zone with no
+        // memory tier: every hit is read from disk.
+        if std::env::var("HOARD_TEST_STORE").as_deref() == Ok("disk") {
+            cfg.cache.memory_size = 0;
+            cfg.cache.zones = vec![hoard_proxy::config::zones::quick_zone(
+                self.dir().join("zone"),
+                64 << 20,
+                cfg.cache.max_object_size,
+            )];
+        }
         let u = &mut cfg.upstreams[0];
         u.connect_timeout = Duration::from_secs(2);
         u.read_timeout = Duration::from_secs(5);

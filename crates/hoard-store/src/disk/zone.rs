@@ -58,6 +58,10 @@ use crate::object::{DiskRef, ObjectBody, StoredObject};
 pub const DIR_RETRY: Duration = Duration::from_secs(10);
 /// Largest first read of a lookup: a small object is read whole in one go.
 const FIRST_READ: u64 = 128 * 1024;
+/// How long a new disk copy waits for the loader after a start (the byte
+/// account covers every file only once it is done); past that the fill
+/// goes on without a disk copy.
+const LOAD_WAIT: Duration = Duration::from_secs(1);
 /// Disk operations of one zone running at once.
 const CONCURRENCY: usize = 32;
 
@@ -136,6 +140,8 @@ pub struct DiskZone {
     pub(crate) index: Mutex<Index>,
     pub(crate) io: IoPool,
     loading: AtomicBool,
+    /// Signalled when the loader is done.
+    loaded: tokio::sync::Notify,
     pub(crate) events: Arc<dyn StoreEvents>,
     clock: Arc<dyn Clock>,
     start: SystemTime,
@@ -366,6 +372,7 @@ impl DiskZone {
             index: Mutex::new(Index::default()),
             io: IoPool::new(CONCURRENCY),
             loading: AtomicBool::new(true),
+            loaded: tokio::sync::Notify::new(),
             events,
             clock,
             start,
@@ -397,6 +404,22 @@ impl DiskZone {
     /// Accounted bytes: published files, reservations, files being unlinked.
     pub fn used(&self) -> u64 {
         self.index.lock().used
+    }
+
+    /// Waits for the loader, at most `limit`; true once it is done.
+    async fn wait_loaded(&self, limit: Duration) -> bool {
+        let done = async {
+            loop {
+                let notified = self.loaded.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if !self.loading() {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(limit, done).await.is_ok()
     }
 
     /// True until the loader has indexed every directory.
@@ -736,9 +759,10 @@ impl DiskZone {
         }
     }
 
-    /// Starts writing a new object for `primary` / `variant`; `None` while
-    /// the loader runs, when the body is known to be too large, or when no
-    /// directory can take it (the fill goes on, uncached here).
+    /// Starts writing a new object for `primary` / `variant`; `None` when
+    /// the loader is still running after [`LOAD_WAIT`], when the body is
+    /// known to be too large, or when no directory can take it (the fill
+    /// goes on, uncached here).
     pub async fn writer(
         self: &Arc<Self>,
         primary: u128,
@@ -746,7 +770,10 @@ impl DiskZone {
         expected_len: Option<u64>,
         head_hint: usize,
     ) -> Option<DiskWriter> {
-        if self.loading() || expected_len.is_some_and(|l| l > self.cfg.max_object) {
+        if expected_len.is_some_and(|l| l > self.cfg.max_object) {
+            return None;
+        }
+        if !self.wait_loaded(LOAD_WAIT).await {
             return None;
         }
         let id = object_id(primary, variant);
@@ -1012,6 +1039,7 @@ impl DiskZone {
             .run(IoKind::Write, move || Ok(me.reserve_blocking(0, 0)))
             .await;
         self.loading.store(false, Ordering::Release);
+        self.loaded.notify_waiters();
         tracing::info!(zone = %self.cfg.name, objects = self.objects(), ms = started.elapsed().as_millis() as u64, "disk: zone loaded");
         self.event(StoreEvent::LoadDone);
     }
