@@ -113,6 +113,8 @@ pub struct Index {
     pub varies: IdMap<Variants>,
     /// Accounted bytes (see the module docs).
     pub used: u64,
+    /// Objects removed since the variant lists were last compacted.
+    removed: usize,
 }
 
 impl Index {
@@ -129,11 +131,26 @@ impl Index {
     /// Removes an object; the caller unlinks its file, then calls [`Index::release`].
     pub fn remove(&mut self, id: u128) -> Option<Entry> {
         let e = self.map.remove(&id);
-        if self.clock.len() > 2 * self.map.len() + 1024 {
-            let map = &self.map;
+        self.compact();
+        e
+    }
+
+    /// Drops CLOCK slots and variant lists of objects that are gone: the
+    /// queue once it is twice the map, the lists after as many removals as
+    /// there are lists (amortized constant work per removal).
+    fn compact(&mut self) {
+        let map = &self.map;
+        if self.clock.len() > 2 * map.len() + 1024 {
             self.clock.retain(|id| map.contains_key(id));
         }
-        e
+        self.removed += 1;
+        if !self.varies.is_empty() && self.removed > self.varies.len() + 1024 {
+            self.removed = 0;
+            self.varies.retain(|_, v| {
+                v.ids.retain(|id| map.contains_key(id));
+                !v.ids.is_empty()
+            });
+        }
     }
 
     /// Records a variant of `primary` with these names; returns the object
@@ -188,6 +205,7 @@ impl Index {
                 }
                 Some(_) => {
                     let e = self.map.remove(&id).expect("invariant: entry just seen");
+                    self.compact();
                     return Some((id, e));
                 }
             }
@@ -246,6 +264,23 @@ mod tests {
         assert_eq!(ix.varies[&9].ids, vec![91, 92]);
         assert_eq!(ix.add_variant(9, &VaryNames::default(), 9), vec![91, 92]);
         assert!(!ix.varies.contains_key(&9));
+    }
+
+    #[test]
+    fn variant_lists_of_evicted_objects_are_dropped() {
+        let mut ix = Index::default();
+        let names = VaryNames(vec![http::HeaderName::from_static("accept")]);
+        for p in 0..3000u128 {
+            ix.add_variant(p, &names, p + 1_000_000);
+            ix.insert(p + 1_000_000, entry(0, 1));
+        }
+        while ix.pop_victim().is_some() {}
+        // Churn of objects without Vary: the stale lists go.
+        for id in 0..5000u128 {
+            ix.insert(id, entry(0, 1));
+            ix.remove(id);
+        }
+        assert!(ix.varies.is_empty(), "variant lists {}", ix.varies.len());
     }
 
     #[test]
