@@ -54,7 +54,10 @@ fn quick_start_needs_an_upstream() {
 fn disk_size_needs_a_cache_dir() {
     let (code, _, err) = hoard(&["--upstream", "http://127.0.0.1:9", "--disk-size", "1GiB"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--disk-size") && err.contains("--cache-dir"), "{err}");
+    assert!(
+        err.contains("--disk-size") && err.contains("--cache-dir"),
+        "{err}"
+    );
     let (code, _, err) = hoard(&["--upstream", "http://127.0.0.1:9", "--disk-size", "lots"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--disk-size"), "{err}");

@@ -964,3 +964,54 @@ async fn d00015_min_free_is_never_crossed() {
     assert!(files(&dir).is_empty());
     origin.finish().await;
 }
+
+// d00016: a directory whose reads fail (EIO injected) is taken out of
+// service: its objects are misses served by the origin, nothing hangs; after
+// the retry interval a read probes it and it serves hits again.
+#[tokio::test]
+async fn d00016_read_errors_take_a_directory_out_and_back() {
+    let t = Test::new("d00016");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for n in 0..2 {
+                s.rxreq().await.expect_url("/o");
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=6000")
+                    .body(format!("o{n}"))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let dir = t.dir().join("zone");
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .disk(&dir, 64 << 20, 0)
+        .start()
+        .await;
+    t.client(&proxy).get("/o").send().await.expect_body("o0");
+    proxy.wait_counter("disk_stored", 1).await;
+    let zone = proxy.store().zone("disk").unwrap().clone();
+    zone.io().gate().fail_reads(true);
+    t.client(&proxy)
+        .get("/o")
+        .send()
+        .await
+        .expect_body("o1")
+        .expect_header_contains("cache-status", "fwd=uri-miss");
+    proxy.wait_counter("fills_completed", 2).await;
+    proxy.expect_counter("disk_dirs_offline", 1);
+    assert!(!zone.dirs()[0].online());
+    zone.io().gate().fail_reads(false);
+    t.clock.advance(secs(11));
+    t.client(&proxy)
+        .get("/o")
+        .send()
+        .await
+        .expect_header_contains("cache-status", "hit");
+    proxy.expect_counter("disk_dirs_online", 1);
+    origin.finish().await;
+}

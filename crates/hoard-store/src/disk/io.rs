@@ -20,7 +20,8 @@
 //! [`IoGate`] lets a test hold every read at the moment it would start, see
 //! that it is held, and let it go: how the tests show that a disk read that
 //! never completes stops nothing else. It can also make object writes fail
-//! as a full disk would (`ENOSPC`).
+//! as a full disk would (`ENOSPC`), and object opens fail as a failing
+//! disk would (`EIO`).
 
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -46,6 +47,7 @@ pub struct IoGate {
     held: AtomicUsize,
     held_changed: Notify,
     fail_writes: std::sync::atomic::AtomicBool,
+    fail_reads: std::sync::atomic::AtomicBool,
 }
 
 impl IoGate {
@@ -81,6 +83,20 @@ impl IoGate {
     /// Makes every object write fail with `ENOSPC` (`true`) or work again.
     pub fn fail_writes(&self, on: bool) {
         self.fail_writes.store(on, Ordering::Release);
+    }
+
+    /// Makes every object open for a lookup fail with `EIO` (`true`) or work again.
+    pub fn fail_reads(&self, on: bool) {
+        self.fail_reads.store(on, Ordering::Release);
+    }
+
+    /// The injected read failure, if any.
+    pub(crate) fn read_fault(&self) -> io::Result<()> {
+        if self.fail_reads.load(Ordering::Acquire) {
+            Err(io::Error::from_raw_os_error(5))
+        } else {
+            Ok(())
+        }
     }
 
     /// The injected write failure, if any.

@@ -165,6 +165,8 @@ enum OpenedBody {
 
 enum ReadError {
     Gone,
+    /// The directory is out of service.
+    Offline,
     Reject(Reject),
     Io(io::Error),
 }
@@ -321,7 +323,7 @@ fn examine(path: &Path) -> io::Result<Examined> {
     })();
     match checked {
         Ok(e) => Ok(e),
-        Err(ReadError::Gone) => Ok(Examined::Ignored),
+        Err(ReadError::Gone | ReadError::Offline) => Ok(Examined::Ignored),
         Err(ReadError::Reject(r)) => {
             fs::remove_file(path)?;
             Ok(Examined::Rejected(r))
@@ -536,7 +538,10 @@ impl DiskZone {
                 self.unlink_later(gone.into_iter().collect());
                 return ZoneLookup::Miss;
             }
-            if !self.dirs[e.dir as usize].online() {
+            let d = &self.dirs[e.dir as usize];
+            // An offline directory's objects are misses, until its retry
+            // time: then this read probes it first.
+            if !d.online() && u64::from(now) < d.retry_at.load(Ordering::Acquire) {
                 return ZoneLookup::Miss;
             }
             let e = ix.map.get_mut(&id).expect("invariant: just found");
@@ -548,9 +553,18 @@ impl DiskZone {
         };
         let path = self.path(entry.dir, id, entry.serial);
         let first = entry.bytes().min(FIRST_READ);
+        let (me, dir, gate) = (self.me.clone(), entry.dir as usize, self.io.gate_arc());
         let opened = self
             .io
-            .run(IoKind::Read, move || Ok(open_object(&path, id, first)))
+            .run(IoKind::Read, move || {
+                if let Some(z) = me.upgrade() {
+                    if !z.dirs[dir].online() && !z.dir_usable(dir) {
+                        return Ok(Err(ReadError::Offline));
+                    }
+                }
+                gate.read_fault()?;
+                Ok(open_object(&path, id, first))
+            })
             .await
             .unwrap_or_else(|e| Err(ReadError::Io(e)));
         let o = match opened {
@@ -559,6 +573,7 @@ impl DiskZone {
                 self.forget(id, entry.serial, 0);
                 return ZoneLookup::Miss;
             }
+            Err(ReadError::Offline) => return ZoneLookup::Miss,
             Err(ReadError::Reject(r)) => {
                 tracing::warn!(zone = %self.cfg.name, id = %format!("{id:032x}"), reason = r.as_str(), "disk: stored object rejected");
                 self.event(StoreEvent::Rejected(r));
