@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hoard_testkit::{ClientError, Test};
+use hoard_testkit::{ClientError, Origin, Test, TestProxy};
 
 use super::secs;
 
@@ -34,6 +34,19 @@ fn objects(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// A proxy with a 64 MiB disk zone in `dir` and no memory tier (every hit
+/// read from disk), its loader done.
+async fn disk_proxy(t: &Test, origin: &Origin, dir: &Path) -> TestProxy {
+    let proxy = t
+        .proxy()
+        .origin(origin)
+        .disk(dir, 64 << 20, 0)
+        .start()
+        .await;
+    proxy.wait_counter("disk_load_done", 1).await;
+    proxy
+}
+
 fn body(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i % 251) as u8 ^ seed).collect()
 }
@@ -59,13 +72,7 @@ async fn d00001_restart_keeps_hits() {
         .start()
         .await;
     let dir = t.dir().join("zone");
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     for path in ["/small", "/large"] {
         t.client(&proxy).get(path).send().await.expect_status(200);
     }
@@ -80,13 +87,7 @@ async fn d00001_restart_keeps_hits() {
     proxy.stop().await;
     assert_eq!(objects(&dir).len(), 2);
 
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     proxy
         .expect_counter("disk_loaded", 2)
         .expect_counter("disk_load_scanned", 2);
@@ -141,13 +142,7 @@ async fn d00002_damaged_files_are_rejected_and_counted() {
         .start()
         .await;
     let dir = t.dir().join("zone");
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     let mut paths = Vec::new();
     for (i, name) in names.iter().enumerate() {
         t.client(&proxy).get(name).send().await.expect_status(200);
@@ -171,13 +166,7 @@ async fn d00002_damaged_files_are_rejected_and_counted() {
     let tmp = paths[4].with_extension("tmp");
     std::fs::write(&tmp, b"half a write").unwrap();
 
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     proxy
         .expect_counter("disk_rejected_version", 1)
         .expect_counter("disk_rejected_bad_head", 1)
@@ -427,13 +416,7 @@ async fn d00006_directory_offline_and_back() {
         .start()
         .await;
     let dir = t.dir().join("zone");
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     std::fs::remove_dir_all(&dir).unwrap();
     t.client(&proxy).get("/x").send().await.expect_body("/x");
     proxy.wait_counter("fills_completed", 1).await;
@@ -550,13 +533,7 @@ async fn d00008_read_while_write_to_disk() {
         .start()
         .await;
     let dir = t.dir().join("zone");
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     let a = t.client(&proxy).get("/v").spawn();
     proxy.wait_counter("fills_started", 1).await;
     let b = t.client(&proxy).get("/v").spawn();
@@ -605,13 +582,7 @@ async fn d00009_fill_dying_mid_write_leaves_nothing() {
         .start()
         .await;
     let dir = t.dir().join("zone");
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     match t.client(&proxy).get("/f").try_send().await {
         Err(ClientError::IncompleteBody { .. }) => {}
         other => panic!("expected an incomplete body, got {other:?}"),
@@ -619,13 +590,7 @@ async fn d00009_fill_dying_mid_write_leaves_nothing() {
     proxy.wait_counter("disk_writes_abandoned", 1).await;
     assert!(objects(&dir).is_empty(), "no published file");
     proxy.stop().await;
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     proxy.expect_counter("disk_loaded", 0);
     t.client(&proxy).get("/f").send().await.expect_body("whole");
     origin.finish().await;
@@ -657,13 +622,7 @@ async fn d00010_304_updates_the_head_on_disk() {
         .start()
         .await;
     let dir = t.dir().join("zone");
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     t.client(&proxy).get("/r").send().await.expect_status(200);
     proxy.wait_counter("disk_stored", 1).await;
     let path = objects(&dir).pop().unwrap();
@@ -682,13 +641,7 @@ async fn d00010_304_updates_the_head_on_disk() {
         std::fs::read(&path).unwrap()[4096..4096 + 200_000],
         body_before[..]
     );
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     t.clock.advance(secs(60));
     t.client(&proxy)
         .get("/r")
@@ -775,13 +728,7 @@ async fn d00012_variants_on_disk() {
         .start()
         .await;
     let dir = t.dir().join("zone");
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     for lang in ["en", "fr"] {
         t.client(&proxy)
             .get("/v")
@@ -792,13 +739,7 @@ async fn d00012_variants_on_disk() {
     }
     proxy.wait_counter("disk_stored", 2).await;
     proxy.stop().await;
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     for lang in ["fr", "en"] {
         t.client(&proxy)
             .get("/v")
@@ -843,13 +784,7 @@ async fn d00013_late_reader_of_a_spilled_fill_starts_at_byte_0() {
         .start()
         .await;
     let dir = t.dir().join("zone");
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     let mut leader = t.client(&proxy).connect().await;
     leader.get("/big").tx().await;
     // The leader has 4.6 MB: the fill has written (and spilled) megabytes.
@@ -895,13 +830,7 @@ async fn d00014_write_error_serves_the_client_uncached() {
         .start()
         .await;
     let dir = t.dir().join("zone");
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     let zone = proxy.store().zone("disk").unwrap().clone();
     zone.io().gate().fail_writes(true);
     t.client(&proxy)
@@ -986,12 +915,7 @@ async fn d00016_read_errors_take_a_directory_out_and_back() {
         .start()
         .await;
     let dir = t.dir().join("zone");
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .disk(&dir, 64 << 20, 0)
-        .start()
-        .await;
+    let proxy = disk_proxy(&t, &origin, &dir).await;
     t.client(&proxy).get("/o").send().await.expect_body("o0");
     proxy.wait_counter("disk_stored", 1).await;
     let zone = proxy.store().zone("disk").unwrap().clone();

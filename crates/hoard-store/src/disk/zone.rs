@@ -203,15 +203,34 @@ fn read_up_to(f: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
     Ok(n)
 }
 
-/// Opens and checks an object file: prefix, head, length, block table; a
-/// body that fits the first read is checked and returned whole.
-fn open_object(path: &Path, expect_id: u128, first: u64) -> Result<Opened, ReadError> {
+/// The checked start of an object file: prefix, newest intact head slot,
+/// exact length. `buf` holds at least the first `first` bytes (or the file).
+struct Checked {
+    file: File,
+    buf: Vec<u8>,
+    prefix: Prefix,
+    slot: u8,
+    generation: u64,
+    head: Head,
+}
+
+/// Opens `path` and checks what every reader and the loader check: a
+/// prefix of this version naming `expect_id` (and `expect_serial`), an
+/// intact head, the exact file length.
+fn check_file(
+    path: &Path,
+    expect_id: u128,
+    expect_serial: Option<u64>,
+    first: u64,
+) -> Result<Checked, ReadError> {
     let file = File::open(path)?;
     let mut buf = vec![0u8; first.max(4096) as usize];
     let n = read_up_to(&file, &mut buf, 0)?;
     buf.truncate(n);
     let prefix = Prefix::decode(&buf)?;
-    if object_id(prefix.primary, prefix.variant) != expect_id {
+    if object_id(prefix.primary, prefix.variant) != expect_id
+        || expect_serial.is_some_and(|s| s != prefix.serial)
+    {
         return Err(Reject::BadPrefix.into());
     }
     let data = prefix.data_offset() as usize;
@@ -223,10 +242,32 @@ fn open_object(path: &Path, expect_id: u128, first: u64) -> Result<Opened, ReadE
     let slot = pick_slot(&buf[PREFIX_LEN as usize..data], prefix.slot_len)?;
     let head = Head::decode(slot.head)?;
     let (index, generation) = (slot.index, slot.generation);
-    let file_len = prefix.file_len();
-    if file.metadata()?.len() != file_len {
+    if file.metadata()?.len() != prefix.file_len() {
         return Err(Reject::Truncated.into());
     }
+    Ok(Checked {
+        file,
+        buf,
+        prefix,
+        slot: index,
+        generation,
+        head,
+    })
+}
+
+/// Opens and checks an object file: prefix, head, length, block table; a
+/// body that fits the first read is checked and returned whole.
+fn open_object(path: &Path, expect_id: u128, first: u64) -> Result<Opened, ReadError> {
+    let Checked {
+        file,
+        buf,
+        prefix,
+        slot: index,
+        generation,
+        head,
+    } = check_file(path, expect_id, None, first)?;
+    let file_len = prefix.file_len();
+    let data = prefix.data_offset() as usize;
     let table_at = prefix.table_offset();
     let body = if buf.len() as u64 >= file_len {
         let sums = decode_table(&buf[table_at as usize..file_len as usize], prefix.blocks())?;
@@ -290,26 +331,10 @@ fn examine(path: &Path) -> io::Result<Examined> {
         return Ok(Examined::Ignored);
     };
     let checked = (|| -> Result<Examined, ReadError> {
-        let file = File::open(path)?;
-        let mut buf = vec![0u8; 8192];
-        let n = read_up_to(&file, &mut buf, 0)?;
-        buf.truncate(n);
-        let prefix = Prefix::decode(&buf)?;
-        if object_id(prefix.primary, prefix.variant) != id || prefix.serial != serial {
-            return Err(Reject::BadPrefix.into());
-        }
-        let data = prefix.data_offset() as usize;
-        if buf.len() < data {
-            let mut more = vec![0u8; data];
-            file.read_exact_at(&mut more, 0)?;
-            buf = more;
-        }
-        let slot = pick_slot(&buf[PREFIX_LEN as usize..data], prefix.slot_len)?;
-        let head = Head::decode(slot.head)?;
-        let len = file.metadata()?.len();
-        if len != prefix.file_len() {
-            return Err(Reject::Truncated.into());
-        }
+        let Checked {
+            file, prefix, head, ..
+        } = check_file(path, id, Some(serial), 8192)?;
+        let len = prefix.file_len();
         let mut t = vec![0u8; (len - prefix.table_offset()) as usize];
         file.read_exact_at(&mut t, prefix.table_offset())?;
         decode_table(&t, prefix.blocks())?;
