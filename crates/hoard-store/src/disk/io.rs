@@ -56,6 +56,11 @@ impl IoGate {
         *self.closed.lock() = true;
     }
 
+    /// True while reads are held.
+    pub fn is_closed(&self) -> bool {
+        *self.closed.lock()
+    }
+
     /// Lets held reads go.
     pub fn open(&self) {
         *self.closed.lock() = false;

@@ -73,7 +73,9 @@ impl FileBody {
 }
 
 /// Reads and checks the blocks covering `pos..`, up to [`READ_MAX`], and
-/// returns the bytes from `pos` (at most up to `end`).
+/// returns the bytes from `pos` (at most up to `end`). Bytes in the page
+/// cache are read at once on the calling thread with `RWF_NOWAIT` (which
+/// never waits for the disk); anything else goes to the zone's I/O pool.
 fn read_span(body: Arc<FileBody>, pos: u64, end: u64) -> impl Future<Output = io::Result<Bytes>> {
     let io = body.io.clone();
     async move {
@@ -82,22 +84,16 @@ fn read_span(body: Arc<FileBody>, pos: u64, end: u64) -> impl Future<Output = io
         let to = (from + READ_MAX)
             .min(body.len)
             .min(end.div_ceil(BLOCK) * BLOCK);
-        let b = body.clone();
-        let r = io
-            .run(IoKind::Read, move || {
-                let mut buf = vec![0u8; (to - from) as usize];
-                b.file.read_exact_at(&mut buf, b.data + from)?;
-                for (i, block) in buf.chunks(BLOCK as usize).enumerate() {
-                    let sum = b.sums[first as usize + i];
-                    check_block(block, sum)
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                }
-                Ok(buf)
-            })
-            .await;
+        let r = match body.read_now(from, to) {
+            Some(r) => r,
+            None => {
+                let b = body.clone();
+                io.run(IoKind::Read, move || b.read_blocking(from, to))
+                    .await
+            }
+        };
         match r {
             Ok(buf) => {
-                let buf = Bytes::from(buf);
                 let start = (pos - from) as usize;
                 let stop = ((end.min(to)) - from) as usize;
                 Ok(buf.slice(start..stop))
@@ -107,6 +103,67 @@ fn read_span(body: Arc<FileBody>, pos: u64, end: u64) -> impl Future<Output = io
                     zone.read_failed(body.id, body.serial, &e);
                 }
                 Err(e)
+            }
+        }
+    }
+}
+
+impl FileBody {
+    /// Checks block-aligned bytes `from..to` against their sums.
+    fn check(&self, from: u64, buf: &[u8]) -> io::Result<()> {
+        let first = (from / BLOCK) as usize;
+        for (i, block) in buf.chunks(BLOCK as usize).enumerate() {
+            check_block(block, self.sums[first + i])
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        }
+        Ok(())
+    }
+
+    /// Reads and checks `from..to` (block aligned) on a pool thread.
+    fn read_blocking(&self, from: u64, to: u64) -> io::Result<Bytes> {
+        let mut buf = vec![0u8; (to - from) as usize];
+        self.file.read_exact_at(&mut buf, self.data + from)?;
+        self.check(from, &buf)?;
+        Ok(Bytes::from(buf))
+    }
+
+    /// Reads and checks `from..to` (block aligned) now, if every byte is in
+    /// the page cache (`RWF_NOWAIT`); `None` when the disk would have to be
+    /// read (or the test gate holds reads): use the pool.
+    pub(crate) fn read_now(&self, from: u64, to: u64) -> Option<io::Result<Bytes>> {
+        if self.io.gate().is_closed() {
+            return None;
+        }
+        let mut buf = vec![0u8; (to - from) as usize];
+        let mut done = 0;
+        while done < buf.len() {
+            let mut slices = [std::io::IoSliceMut::new(&mut buf[done..])];
+            match rustix::io::preadv2(
+                &*self.file,
+                &mut slices,
+                self.data + from + done as u64,
+                rustix::io::ReadWriteFlags::NOWAIT,
+            ) {
+                Ok(0) => return Some(Err(io::ErrorKind::UnexpectedEof.into())),
+                Ok(n) => done += n,
+                Err(rustix::io::Errno::INTR) => {}
+                // Not cached, or no RWF_NOWAIT here: the pool reads it.
+                Err(_) => return None,
+            }
+        }
+        Some(self.check(from, &buf).map(|()| Bytes::from(buf)))
+    }
+
+    /// Reads the whole body of a small object now or on the pool, checked.
+    pub(crate) async fn read_small(self: &Arc<Self>) -> io::Result<Bytes> {
+        let to = self.len;
+        match self.read_now(0, to) {
+            Some(r) => r,
+            None => {
+                let b = self.clone();
+                self.io
+                    .run(IoKind::Read, move || b.read_blocking(0, to))
+                    .await
             }
         }
     }

@@ -58,6 +58,10 @@ use crate::object::{DiskRef, ObjectBody, StoredObject};
 pub const DIR_RETRY: Duration = Duration::from_secs(10);
 /// Largest first read of a lookup: a small object is read whole in one go.
 const FIRST_READ: u64 = 128 * 1024;
+/// Bodies up to this size are read and checked before the response starts.
+const INLINE_MAX: u64 = BLOCK;
+/// Object files kept open (with their heads) for repeat hits.
+const OPEN_FILES: usize = 4096;
 /// How long a new disk copy waits for the loader after a start (the byte
 /// account covers every file only once it is done); past that the fill
 /// goes on without a disk copy.
@@ -138,6 +142,8 @@ pub struct DiskZone {
     pub(crate) number: usize,
     dirs: Vec<Dir>,
     pub(crate) index: Mutex<Index>,
+    /// Recently hit objects' open files and heads (see [`OpenObject`]).
+    open: quick_cache::sync::Cache<u128, Arc<OpenObject>>,
     pub(crate) io: IoPool,
     loading: AtomicBool,
     /// Signalled when the loader is done.
@@ -151,16 +157,27 @@ pub struct DiskZone {
 
 /// A file opened by a lookup.
 struct Opened {
+    file: File,
     prefix: Prefix,
     slot: u8,
     generation: u64,
     head: Head,
-    body: OpenedBody,
+    sums: Vec<u64>,
+    /// The whole body, checked, when it came with the first read.
+    inline: Option<Bytes>,
 }
 
-enum OpenedBody {
-    Inline(Bytes),
-    File(File, Vec<u64>),
+/// An object file kept open with its checked head and block sums, so a
+/// repeat hit opens, stats and decodes nothing.
+#[derive(Debug)]
+struct OpenObject {
+    serial: u64,
+    file: Arc<File>,
+    prefix: Prefix,
+    slot: u8,
+    generation: u64,
+    head: Head,
+    sums: Arc<[u64]>,
 }
 
 enum ReadError {
@@ -269,26 +286,27 @@ fn open_object(path: &Path, expect_id: u128, first: u64) -> Result<Opened, ReadE
     let file_len = prefix.file_len();
     let data = prefix.data_offset() as usize;
     let table_at = prefix.table_offset();
-    let body = if buf.len() as u64 >= file_len {
+    let (sums, inline) = if buf.len() as u64 >= file_len {
         let sums = decode_table(&buf[table_at as usize..file_len as usize], prefix.blocks())?;
         let body = &buf[data..table_at as usize];
         for (i, block) in body.chunks(BLOCK as usize).enumerate() {
             check_block(block, sums[i])?;
         }
-        let buf = Bytes::from(buf);
-        OpenedBody::Inline(buf.slice(data..table_at as usize))
+        // Copied out: the read buffer also holds the head and the table.
+        (sums, Some(Bytes::copy_from_slice(body)))
     } else {
         let mut t = vec![0u8; (file_len - table_at) as usize];
         file.read_exact_at(&mut t, table_at)?;
-        let sums = decode_table(&t, prefix.blocks())?;
-        OpenedBody::File(file, sums)
+        (decode_table(&t, prefix.blocks())?, None)
     };
     Ok(Opened {
+        file,
         prefix,
         slot: index,
         generation,
         head,
-        body,
+        sums,
+        inline,
     })
 }
 
@@ -397,6 +415,7 @@ impl DiskZone {
             number,
             dirs,
             index: Mutex::new(Index::default()),
+            open: quick_cache::sync::Cache::new(OPEN_FILES),
             io: IoPool::new(CONCURRENCY),
             loading: AtomicBool::new(true),
             loaded: tokio::sync::Notify::new(),
@@ -496,6 +515,8 @@ impl DiskZone {
     /// what to unlink.
     fn take(&self, ix: &mut Index, id: u128) -> Option<(PathBuf, u64)> {
         let e = ix.remove(id)?;
+        // An open file would keep its blocks allocated after the unlink.
+        self.open.remove(&id);
         self.account_dir(&e, false);
         Some((self.path(e.dir, id, e.serial), e.bytes()))
     }
@@ -576,6 +597,68 @@ impl DiskZone {
             e.hits = e.hits.saturating_add(1);
             (id, *e, promote)
         };
+        let cached = self.open.get(&id).filter(|o| o.serial == entry.serial);
+        let (open, inline) = match cached {
+            Some(o) => (o, None),
+            None => match self.open_cold(id, entry).await {
+                Some(r) => r,
+                None => return ZoneLookup::Miss,
+            },
+        };
+        if open.head.key != key_text {
+            // A digest collision: another key's object. Not ours to serve.
+            return ZoneLookup::Miss;
+        }
+        let body = Arc::new(FileBody {
+            file: open.file.clone(),
+            data: open.prefix.data_offset(),
+            len: open.prefix.body_len,
+            sums: open.sums.clone(),
+            io: self.io.clone(),
+            zone: self.me.clone(),
+            id,
+            serial: entry.serial,
+        });
+        // A small body is read and checked before the response starts (a
+        // damaged one is a miss, fetched again); a larger one is checked
+        // block by block as it is sent.
+        let body = match inline {
+            Some(b) => ObjectBody::from_chunks(vec![b]),
+            None if body.len() <= INLINE_MAX => match body.read_small().await {
+                Ok(b) => ObjectBody::from_chunks(if b.is_empty() { Vec::new() } else { vec![b] }),
+                // read_failed has counted and removed, or taken the directory out.
+                Err(_) => return ZoneLookup::Miss,
+            },
+            None => ObjectBody::File(body),
+        };
+        let h = open.head.clone();
+        let obj = StoredObject::new(
+            h.key,
+            h.vary,
+            h.status,
+            h.headers,
+            h.times,
+            h.lifetime_source,
+            h.rules,
+            body,
+        )
+        .with_disk(Some(DiskRef {
+            zone: self.number,
+            id,
+            serial: entry.serial,
+            slot: open.slot,
+            generation: open.generation,
+            slot_len: open.prefix.slot_len,
+        }));
+        self.event(StoreEvent::DiskHit);
+        ZoneLookup::Hit(Arc::new(obj), promote)
+    }
+
+    /// Opens an object not in the open-file cache (on the pool): checks its
+    /// start, reads its block table (and a small body whole), and caches
+    /// the open file and head. `None` (a miss) when it is gone, damaged
+    /// (removed, counted), another key's, or its directory fails.
+    async fn open_cold(&self, id: u128, entry: Entry) -> Option<(Arc<OpenObject>, Option<Bytes>)> {
         let path = self.path(entry.dir, id, entry.serial);
         let first = entry.bytes().min(FIRST_READ);
         let (me, dir, gate) = (self.me.clone(), entry.dir as usize, self.io.gate_arc());
@@ -596,60 +679,31 @@ impl DiskZone {
             Ok(o) => o,
             Err(ReadError::Gone) => {
                 self.forget(id, entry.serial, 0);
-                return ZoneLookup::Miss;
+                return None;
             }
-            Err(ReadError::Offline) => return ZoneLookup::Miss,
+            Err(ReadError::Offline) => return None,
             Err(ReadError::Reject(r)) => {
                 tracing::warn!(zone = %self.cfg.name, id = %format!("{id:032x}"), reason = r.as_str(), "disk: stored object rejected");
                 self.event(StoreEvent::Rejected(r));
                 self.forget(id, entry.serial, 1);
-                return ZoneLookup::Miss;
+                return None;
             }
             Err(ReadError::Io(e)) => {
                 self.dir_failed(entry.dir, &e);
-                return ZoneLookup::Miss;
+                return None;
             }
         };
-        if o.head.key != key_text {
-            // A digest collision: another key's object. Not ours to serve.
-            return ZoneLookup::Miss;
-        }
-        let body = match o.body {
-            OpenedBody::Inline(b) => {
-                ObjectBody::from_chunks(if b.is_empty() { Vec::new() } else { vec![b] })
-            }
-            OpenedBody::File(file, sums) => ObjectBody::File(Arc::new(FileBody {
-                file: Arc::new(file),
-                data: o.prefix.data_offset(),
-                len: o.prefix.body_len,
-                sums: sums.into(),
-                io: self.io.clone(),
-                zone: self.me.clone(),
-                id,
-                serial: entry.serial,
-            })),
-        };
-        let h = o.head;
-        let obj = StoredObject::new(
-            h.key,
-            h.vary,
-            h.status,
-            h.headers,
-            h.times,
-            h.lifetime_source,
-            h.rules,
-            body,
-        )
-        .with_disk(Some(DiskRef {
-            zone: self.number,
-            id,
+        let open = Arc::new(OpenObject {
             serial: entry.serial,
+            file: Arc::new(o.file),
+            prefix: o.prefix,
             slot: o.slot,
             generation: o.generation,
-            slot_len: o.prefix.slot_len,
-        }));
-        self.event(StoreEvent::DiskHit);
-        ZoneLookup::Hit(Arc::new(obj), promote)
+            head: o.head,
+            sums: o.sums.into(),
+        });
+        self.open.insert(id, open.clone());
+        Some((open, o.inline))
     }
 
     /// Drops the entry for `id` if it is still the write `serial`; `unlink`
@@ -780,6 +834,7 @@ impl DiskZone {
                     let Some((id, e)) = ix.pop_victim() else {
                         break;
                     };
+                    self.open.remove(&id);
                     self.account_dir(&e, false);
                     freed += e.bytes();
                     victims.push((self.path(e.dir, id, e.serial), e.bytes()));
@@ -894,6 +949,7 @@ impl DiskZone {
                 hits: 0,
             };
             if let Some(old) = ix.insert(id, entry) {
+                self.open.remove(&id);
                 self.account_dir(&old, false);
                 gone.push((self.path(old.dir, id, old.serial), old.bytes()));
             }
@@ -956,6 +1012,8 @@ impl DiskZone {
                 f.write_all_at(&slot, at)
             })
             .await;
+        // The cached head is the old one now.
+        self.open.remove(&r.id);
         if let Err(e) = written {
             if e.kind() != io::ErrorKind::NotFound {
                 self.dir_failed(dir, &e);
