@@ -2,18 +2,20 @@
 //!
 //! ## Model
 //!
-//! Every open, stat, read, write, rename, unlink and directory scan of a zone
-//! is a closure handed to [`IoPool::run`]. It waits for one of the zone's
+//! Every open, stat, write, rename, unlink and directory scan of a zone, and
+//! every read that may have to wait for the device, is a closure handed to
+//! [`IoPool::run`]. (A read the page cache answers whole is done at once
+//! with `RWF_NOWAIT`, which returns `EAGAIN` instead of waiting: see
+//! `reader.rs`.) It waits for one of the zone's
 //! permits (a `tokio` semaphore: a slow disk can occupy at most that many
 //! threads), then runs on tokio's blocking pool. The connection-serving
 //! workers only await the result, so a disk that stalls delays the requests
 //! that read it and nothing else: memory hits keep their speed.
 //!
-//! Why a blocking pool rather than io_uring: on this kind of machine the
-//! round trip of a `spawn_blocking` read of a page-cached 64 KiB block costs
-//! a few microseconds, small beside sending the bytes; io_uring would need
-//! its own runtime (tokio-uring) beside hyper's. `docs/disk.md` has the
-//! numbers.
+//! Why a blocking pool rather than io_uring: with page-cached reads done
+//! inline, the pool only carries operations that wait for the device, where
+//! its hand-off (about 12 µs) does not matter; io_uring would need its own
+//! runtime (tokio-uring) beside hyper's. `docs/disk.md` has the numbers.
 //!
 //! ## Test gate
 //!
