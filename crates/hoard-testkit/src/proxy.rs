@@ -120,12 +120,21 @@ impl ProxyBuilder {
 
     /// Starts the proxy.
     pub async fn start(self) -> TestProxy {
+        let cfg_zones = self.cfg.cache.zones.len();
         let proxy = Proxy::start(self.cfg, self.clock.as_clock())
             .await
             .expect("test: proxy starts");
         let addr = proxy.addr();
         self.transcript
             .log("proxy", format_args!("listening on {addr}"));
+        // Disk zones take new objects once their loader is done.
+        let zones = cfg_zones as u64;
+        if zones > 0 {
+            let wait = proxy.counters().wait_for("disk_load_done", zones);
+            tokio::time::timeout(Duration::from_secs(10), wait)
+                .await
+                .expect("test: disk zones loaded");
+        }
         TestProxy {
             proxy: Some(proxy),
             addr,

@@ -10,17 +10,28 @@ use http_body_util::BodyExt;
 use super::coalesce::FillPermit;
 use crate::upstream::{OriginBody, OriginBodyError};
 
-/// Reads the origin body into the busy body. `Ok(true)`: complete and
-/// storable; `Ok(false)`: complete but too large to store (history released
-/// and the slot left the table as soon as that was known).
+/// How a body read ended.
+#[derive(Debug)]
+pub(super) enum BodyEnd {
+    /// Complete and storable. With a declared length, the last chunk is
+    /// held back from readers: it goes out once the object is stored, so no
+    /// client can finish reading before a next request would find it.
+    Complete(Option<Bytes>),
+    /// Complete but too large to store (history released and the slot left
+    /// the table as soon as that was known).
+    TooLarge,
+}
+
+/// Reads the origin body into the busy body (and the disk writer).
 pub(super) async fn read_body(
     mut body: OriginBody,
     writer: &BusyWriter,
     disk: &mut Option<DiskWriter>,
+    content_length: Option<u64>,
     max_object: u64,
     stall_timeout: std::time::Duration,
     permit: &mut FillPermit,
-) -> Result<bool, FillError> {
+) -> Result<BodyEnd, FillError> {
     /// Unread bytes a pass-through fill may get ahead of its fastest reader.
     const WINDOW: u64 = 1 << 20;
     /// How far behind a reader may fall before it is cut off.
@@ -28,52 +39,62 @@ pub(super) async fn read_body(
     /// The tail of a disk-backed fill kept in memory for readers near the end.
     const SPILL_TAIL: u64 = 1 << 20;
     let mut keep = true;
+    let mut held = None;
     loop {
         if !keep {
             match tokio::time::timeout(stall_timeout, writer.room(WINDOW)).await {
                 Ok(true) => {}
                 // Too large to store and nobody reading: stop fetching it.
-                Ok(false) => return Ok(false),
+                Ok(false) => return Ok(BodyEnd::TooLarge),
                 Err(_) => return Err(FillError::ReadersStalled),
             }
         }
         let Some(frame) = body.frame().await else {
             break;
         };
-        match frame {
-            Ok(f) => {
-                if let Ok(data) = f.into_data() {
-                    writer.append(data.clone());
-                    if keep && writer.len() > max_object {
-                        keep = false;
-                        *disk = None;
-                        permit.done();
-                        writer.release_history(LAG_LIMIT);
-                    }
-                    if let Some(d) = disk {
-                        let before = d.durable();
-                        match d.write(data).await {
-                            // Written bytes leave memory; late readers read them back.
-                            Ok(()) if d.durable() > before => {
-                                writer.spill(&d.spill_source(), d.durable(), SPILL_TAIL);
-                            }
-                            Ok(()) => {}
-                            Err(why) => {
-                                tracing::info!(
-                                    why = why.as_str(),
-                                    "disk copy given up; the fill goes on"
-                                );
-                                *disk = None;
-                            }
-                        }
-                    }
-                }
-            }
+        let data = match frame {
+            Ok(f) => match f.into_data() {
+                Ok(data) if !data.is_empty() => data,
+                _ => continue,
+            },
             Err(OriginBodyError::Timeout) => return Err(FillError::OriginTimeout),
             Err(OriginBodyError::Aborted(_)) => return Err(FillError::OriginAborted),
+        };
+        let last = keep && content_length.is_some_and(|cl| writer.len() + data.len() as u64 >= cl);
+        if last {
+            held = Some(data.clone());
+        } else {
+            writer.append(data.clone());
+        }
+        if keep && writer.len() > max_object {
+            keep = false;
+            *disk = None;
+            permit.done();
+            writer.release_history(LAG_LIMIT);
+        }
+        if let Some(d) = disk {
+            let before = d.durable();
+            match d.write(data).await {
+                // Written bytes leave memory; late readers read them back.
+                Ok(()) if d.durable() > before => {
+                    writer.spill(&d.spill_source(), d.durable(), SPILL_TAIL);
+                }
+                Ok(()) => {}
+                Err(why) => {
+                    tracing::info!(why = why.as_str(), "disk copy given up; the fill goes on");
+                    *disk = None;
+                }
+            }
         }
     }
-    Ok(keep)
+    Ok(if keep {
+        BodyEnd::Complete(held)
+    } else {
+        if let Some(h) = held {
+            writer.append(h);
+        }
+        BodyEnd::TooLarge
+    })
 }
 
 /// Copies the body into buffers of its own, up to 1 MiB each: a hit then

@@ -18,7 +18,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::response::Parts;
 use http::{StatusCode, Version};
 
-use super::body::{compact, read_body};
+use super::body::{compact, read_body, BodyEnd};
 use super::coalesce::{FillHead, FillPermit, Outcome};
 use super::{FillEngine, FillJob};
 use crate::upstream::OriginBody;
@@ -317,23 +317,28 @@ impl FillEngine {
             body,
             &writer,
             &mut disk,
+            storable.content_length,
             self.store.max_object(),
             job.upstream.cfg.read_timeout,
             &mut permit,
         )
         .await;
         match outcome {
-            Ok(true) => {
+            Ok(BodyEnd::Complete(held)) => {
                 self.counters.inc(&self.counters.fills_completed);
+                let len = writer.len() + held.as_ref().map_or(0, |h| h.len() as u64);
                 storable
                     .headers
-                    .insert(header::CONTENT_LENGTH, HeaderValue::from(writer.len()));
-                self.store_complete(&job, status, &storable, &writer, disk)
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+                self.store_complete(&job, status, &storable, &writer, held.as_ref(), disk)
                     .await;
                 permit.done();
+                if let Some(h) = held {
+                    writer.append(h);
+                }
                 writer.finish();
             }
-            Ok(false) => {
+            Ok(BodyEnd::TooLarge) => {
                 self.counters.inc(&self.counters.fills_completed);
                 self.counters.inc(&self.counters.objects_too_large);
                 permit.done();
@@ -356,6 +361,7 @@ impl FillEngine {
         status: StatusCode,
         storable: &Storable,
         writer: &BusyWriter,
+        held: Option<&bytes::Bytes>,
         disk: Option<DiskWriter>,
     ) {
         if let Some(w) = disk {
@@ -372,9 +378,10 @@ impl FillEngine {
             }
         }
         // Spilled to a file that was given up: not all in memory, not stored.
-        let Some(chunks) = writer.chunks() else {
+        let Some(mut chunks) = writer.chunks() else {
             return;
         };
+        chunks.extend(held.cloned());
         let obj = storable.object(job, status, ObjectBody::from_chunks(compact(chunks)));
         match self
             .store

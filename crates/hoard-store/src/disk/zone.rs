@@ -62,10 +62,6 @@ const FIRST_READ: u64 = 128 * 1024;
 const INLINE_MAX: u64 = BLOCK;
 /// Object files kept open (with their heads) for repeat hits.
 const OPEN_FILES: usize = 4096;
-/// How long a new disk copy waits for the loader after a start (the byte
-/// account covers every file only once it is done); past that the fill
-/// goes on without a disk copy.
-const LOAD_WAIT: Duration = Duration::from_secs(1);
 /// Disk operations of one zone running at once.
 const CONCURRENCY: usize = 32;
 
@@ -146,8 +142,6 @@ pub struct DiskZone {
     open: quick_cache::sync::Cache<u128, Arc<OpenObject>>,
     pub(crate) io: IoPool,
     loading: AtomicBool,
-    /// Signalled when the loader is done.
-    loaded: tokio::sync::Notify,
     pub(crate) events: Arc<dyn StoreEvents>,
     clock: Arc<dyn Clock>,
     start: SystemTime,
@@ -418,7 +412,6 @@ impl DiskZone {
             open: quick_cache::sync::Cache::new(OPEN_FILES),
             io: IoPool::new(CONCURRENCY),
             loading: AtomicBool::new(true),
-            loaded: tokio::sync::Notify::new(),
             events,
             clock,
             start,
@@ -450,22 +443,6 @@ impl DiskZone {
     /// Accounted bytes: published files, reservations, files being unlinked.
     pub fn used(&self) -> u64 {
         self.index.lock().used
-    }
-
-    /// Waits for the loader, at most `limit`; true once it is done.
-    async fn wait_loaded(&self, limit: Duration) -> bool {
-        let done = async {
-            loop {
-                let notified = self.loaded.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                if !self.loading() {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        tokio::time::timeout(limit, done).await.is_ok()
     }
 
     /// True until the loader has indexed every directory.
@@ -553,8 +530,64 @@ impl DiskZone {
         self.index.lock().release(freed);
     }
 
-    /// Finds the object for a request. See [`ZoneLookup`].
+    /// Finds the object for a request. See [`ZoneLookup`]. While the loader
+    /// runs, a key the index does not know yet is looked for on disk
+    /// directly, so a restarted cache serves hits at once.
     pub async fn lookup(&self, primary: u128, key_text: &str, req: &HeaderMap) -> ZoneLookup {
+        if self.loading() && !self.knows(primary) {
+            self.probe(primary).await;
+        }
+        self.lookup_indexed(primary, key_text, req).await
+    }
+
+    /// True when the index has an object or variants for `primary`.
+    fn knows(&self, primary: u128) -> bool {
+        let ix = self.index.lock();
+        ix.map.contains_key(&primary) || ix.varies.contains_key(&primary)
+    }
+
+    /// Looks on disk (on the pool) for the object of `primary` without
+    /// `Vary` and indexes it; true when found. Each directory's fan-out
+    /// subdirectory for the id is listed: a small, bounded read.
+    async fn probe(&self, primary: u128) -> bool {
+        let prefix = format!("{primary:032x}-");
+        let subs: Vec<PathBuf> = self
+            .dirs
+            .iter()
+            .map(|d| d.path.join(&prefix[..2]))
+            .collect();
+        let found = self
+            .io
+            .run(IoKind::Read, move || {
+                for (dir, sub) in subs.iter().enumerate() {
+                    let Ok(rd) = fs::read_dir(sub) else { continue };
+                    let newest = rd
+                        .flatten()
+                        .filter_map(|e| e.file_name().to_str().and_then(parse_name))
+                        .filter(|(id, _)| *id == primary)
+                        .map(|(_, serial)| serial)
+                        .max();
+                    let Some(serial) = newest else { continue };
+                    let path = sub.join(format!("{prefix}{serial:016x}"));
+                    if let Ok(c) = check_file(&path, primary, Some(serial), 8192) {
+                        return Ok(Some((dir as u8, serial, c.prefix.file_len(), c.head.vary)));
+                    }
+                }
+                Ok(None)
+            })
+            .await
+            .ok()
+            .flatten();
+        match found {
+            Some((dir, serial, len, vary)) => {
+                self.index_loaded(dir, primary, serial, primary, len, &vary);
+                true
+            }
+            None => false,
+        }
+    }
+
+    async fn lookup_indexed(&self, primary: u128, key_text: &str, req: &HeaderMap) -> ZoneLookup {
         let now = self.now_secs();
         let (id, entry, promote) = {
             let mut ix = self.index.lock();
@@ -854,10 +887,9 @@ impl DiskZone {
         }
     }
 
-    /// Starts writing a new object for `primary` / `variant`; `None` when
-    /// the loader is still running after [`LOAD_WAIT`], when the body is
-    /// known to be too large, or when no directory can take it (the fill
-    /// goes on, uncached here).
+    /// Starts writing a new object for `primary` / `variant`; `None` while
+    /// the loader runs, when the body is known to be too large, or when no
+    /// directory can take it (the fill goes on, uncached here).
     pub async fn writer(
         self: &Arc<Self>,
         primary: u128,
@@ -868,7 +900,9 @@ impl DiskZone {
         if expected_len.is_some_and(|l| l > self.cfg.max_object) {
             return None;
         }
-        if !self.wait_loaded(LOAD_WAIT).await {
+        if self.loading() {
+            // The byte account covers every file only once the loader is
+            // done: until then new objects stay out of this zone.
             return None;
         }
         let id = object_id(primary, variant);
@@ -1137,7 +1171,6 @@ impl DiskZone {
             .run(IoKind::Write, move || Ok(me.reserve_blocking(0, 0)))
             .await;
         self.loading.store(false, Ordering::Release);
-        self.loaded.notify_waiters();
         tracing::info!(zone = %self.cfg.name, objects = self.objects(), ms = started.elapsed().as_millis() as u64, "disk: zone loaded");
         self.event(StoreEvent::LoadDone);
     }
@@ -1156,6 +1189,10 @@ impl DiskZone {
         let mut gone = Vec::new();
         {
             let mut ix = self.index.lock();
+            if ix.map.get(&id).is_some_and(|e| e.serial == serial) {
+                // Already indexed (a lookup found it first).
+                return;
+            }
             ix.reserve(bytes);
             let entry = Entry {
                 serial,
