@@ -255,9 +255,11 @@ impl DiskWriter {
     /// # Errors
     /// When the copy had to be given up (nothing is published).
     pub async fn finish(mut self, head: &Head) -> Result<DiskRef, Abandoned> {
-        self.flush().await?;
         let slot = encode_slot(1, &head.encode(), self.slot_len).ok_or(Abandoned::HeadTooLarge)?;
-        let body_len = self.written;
+        let body_len = self.written + self.pending_len as u64;
+        if body_len > self.zone.cfg.max_object {
+            return Err(Abandoned::TooLarge);
+        }
         let prefix = Prefix {
             slot_len: self.slot_len,
             body_len,
@@ -269,11 +271,14 @@ impl DiskWriter {
         if bytes > self.reserved {
             self.grow(bytes - self.reserved).await?;
         }
-        let table = self
+        // One operation: the last batch, the block table, the head, the
+        // prefix, and the rename that publishes the file.
+        let chunks = std::mem::take(&mut self.pending);
+        let mut sums = self
             .sums
             .take()
-            .expect("invariant: sums present between writes")
-            .finish();
+            .expect("invariant: sums present between writes");
+        let mut at = self.data_offset() + self.written;
         let file = self.file.clone();
         let tmp = self.tmp.clone();
         let path = self.zone.path(self.dir, self.id, self.serial);
@@ -283,7 +288,12 @@ impl DiskWriter {
             .io
             .run(IoKind::Write, move || {
                 gate.write_fault()?;
-                file.write_all_at(&table, prefix.table_offset())?;
+                for c in &chunks {
+                    file.write_all_at(c, at)?;
+                    sums.update(c);
+                    at += c.len() as u64;
+                }
+                file.write_all_at(&sums.finish(), prefix.table_offset())?;
                 file.write_all_at(&slot, PREFIX_LEN)?;
                 file.write_all_at(&prefix.encode(), 0)?;
                 fs::rename(&tmp, &path)
