@@ -371,7 +371,8 @@ fn examine(path: &Path) -> io::Result<Examined> {
 
 impl DiskZone {
     /// Opens a zone: creates its directories if missing. The index is
-    /// empty until [`DiskZone::start_loader`] has run (writes wait for it).
+    /// empty until the loader started by [`DiskZone::start`] has run (new
+    /// disk copies skip the zone until then).
     ///
     /// # Errors
     /// When a directory cannot be created.
