@@ -2,7 +2,7 @@
 //! loader for warm restarts, and every disk operation off the serving
 //! threads.
 //!
-//! * [`format`](self::format): the versioned, checksummed file format (pure).
+//! * [`format`](mod@format): the versioned, checksummed file format (pure).
 //! * [`index`]: the in-memory index and the byte account.
 //! * [`io`]: the bounded blocking pool every disk operation runs on.
 //! * [`zone`]: a zone: lookup, placement over directories, eviction,
