@@ -183,7 +183,17 @@ impl Store {
             )
             .with_disk(obj.disk),
         );
+        // Purged or replaced while its body was read: not admitted.
+        let r = obj.disk?;
+        if !zone.is_current(r.id, r.serial) {
+            return None;
+        }
         memory.insert(primary, request, o.clone()).ok()?;
+        if !zone.is_current(r.id, r.serial) {
+            // A purge or a new copy came between the check and the insert.
+            memory.remove_all(primary);
+            return None;
+        }
         zone.events.event(zone.name(), StoreEvent::MemoryPromotion);
         Some(o)
     }

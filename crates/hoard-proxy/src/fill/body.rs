@@ -74,14 +74,20 @@ pub(super) async fn read_body(
         }
         if let Some(d) = disk {
             let before = d.durable();
-            match d.write(data).await {
+            // A disk that stalls as long as the origin may costs the disk
+            // copy, never the clients.
+            match tokio::time::timeout(stall_timeout, d.write(data)).await {
                 // Written bytes leave memory; late readers read them back.
-                Ok(()) if d.durable() > before => {
+                Ok(Ok(())) if d.durable() > before => {
                     writer.spill(&d.spill_source(), d.durable(), SPILL_TAIL);
                 }
-                Ok(()) => {}
-                Err(why) => {
+                Ok(Ok(())) => {}
+                Ok(Err(why)) => {
                     tracing::info!(why = why.as_str(), "disk copy given up; the fill goes on");
+                    *disk = None;
+                }
+                Err(_) => {
+                    tracing::warn!("disk write stalled; the fill goes on without a disk copy");
                     *disk = None;
                 }
             }

@@ -61,9 +61,17 @@ impl FillEngine {
         if facts.cc.no_store || facts.cc.private {
             self.store.remove_all(job.key.digest);
         } else {
-            self.store
-                .update(job.key.digest, &job.request_headers, stale, fresh.clone())
-                .await;
+            let update =
+                self.store
+                    .update(job.key.digest, &job.request_headers, stale, fresh.clone());
+            // A stalled disk must not hold the 304's answer: past the
+            // origin's read timeout the head rewrite is left to finish alone.
+            if tokio::time::timeout(job.upstream.cfg.read_timeout, update)
+                .await
+                .is_err()
+            {
+                tracing::warn!(key = %job.key.text, "disk head rewrite stalled");
+            }
         }
         fresh
     }

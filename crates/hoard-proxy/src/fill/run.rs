@@ -295,9 +295,14 @@ impl FillEngine {
         let head = storable.object(job, status, ObjectBody::default());
         let hint = hoard_store::store::head_of(&head).encode().len();
         let variant = storable.vary.variant(&job.request_headers);
-        self.store
-            .disk_writer(zone, job.key.digest, variant, storable.content_length, hint)
+        let open =
+            self.store
+                .disk_writer(zone, job.key.digest, variant, storable.content_length, hint);
+        // A stalled disk costs the disk copy, not the clients' bytes.
+        tokio::time::timeout(job.upstream.cfg.read_timeout, open)
             .await
+            .ok()
+            .flatten()
     }
 
     /// Reads the body and stores the object; the slot leaves the table and
@@ -367,13 +372,17 @@ impl FillEngine {
         if let Some(w) = disk {
             let head =
                 hoard_store::store::head_of(&storable.object(job, status, ObjectBody::default()));
-            match self.store.finish_disk(w, job.key.digest, &head).await {
-                Ok(()) => {
+            let finish = self.store.finish_disk(w, job.key.digest, &head);
+            match tokio::time::timeout(job.upstream.cfg.read_timeout, finish).await {
+                Ok(Ok(())) => {
                     self.counters.inc(&self.counters.objects_stored);
                     return;
                 }
-                Err(why) => {
+                Ok(Err(why)) => {
                     tracing::info!(key = %job.key.text, why = why.as_str(), "disk copy given up");
+                }
+                Err(_) => {
+                    tracing::warn!(key = %job.key.text, "disk stalled at the end of a fill; the copy is given up");
                 }
             }
         }

@@ -939,3 +939,47 @@ async fn d00016_read_errors_take_a_directory_out_and_back() {
     proxy.expect_counter("disk_dirs_online", 1);
     origin.finish().await;
 }
+
+// d00017: a disk whose writes stall (held in the I/O layer) costs the disk
+// copy, never the client: the miss is answered within the origin's read
+// timeout, nothing is published, and the zone stores again afterwards.
+#[tokio::test]
+async fn d00017_stalled_disk_writes_do_not_hold_a_fill() {
+    let t = Test::new("d00017");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for path in ["/s", "/t"] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(body(300_000, 1))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let dir = t.dir().join("zone");
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .disk(&dir, 64 << 20, 0)
+        .upstream(|u| u.read_timeout = Duration::from_millis(300))
+        .start()
+        .await;
+    let zone = proxy.store().zone("disk").unwrap().clone();
+    zone.io().gate().hold_writes(true);
+    t.client(&proxy)
+        .get("/s")
+        .send()
+        .await
+        .expect_body(body(300_000, 1));
+    proxy.wait_counter("fills_completed", 1).await;
+    proxy.expect_counter("disk_stored", 0);
+    zone.io().gate().hold_writes(false);
+    proxy.wait_counter("disk_writes_abandoned", 1).await;
+    t.client(&proxy).get("/t").send().await;
+    proxy.wait_counter("disk_stored", 1).await;
+    origin.finish().await;
+}

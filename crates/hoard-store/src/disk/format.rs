@@ -39,6 +39,10 @@ pub const PREFIX_LEN: u64 = 96;
 pub const BLOCK: u64 = 64 * 1024;
 /// Bytes of a head slot before the head itself: generation, length, checksum.
 const SLOT_HEADER: usize = 24;
+/// Largest head slot accepted when reading.
+const MAX_SLOT: u32 = 1 << 20;
+/// Largest body accepted when reading (1 PiB).
+const MAX_BODY: u64 = 1 << 50;
 /// Room left in a slot for a head that grows on a 304.
 const SLOT_SLACK: usize = 1024;
 
@@ -147,12 +151,15 @@ impl Prefix {
             return Err(Reject::BadPrefix);
         }
         let slot_len = u32::from_le_bytes(b[12..16].try_into().expect("4 bytes"));
-        if (slot_len as usize) < SLOT_HEADER {
+        let body_len = u64_at(b, 16);
+        // Bounds, so no size computed from a damaged file can overflow or
+        // make a reader allocate without limit.
+        if (slot_len as usize) < SLOT_HEADER || slot_len > MAX_SLOT || body_len > MAX_BODY {
             return Err(Reject::BadPrefix);
         }
         Ok(Prefix {
             slot_len,
-            body_len: u64_at(b, 16),
+            body_len,
             serial: u64_at(b, 24),
             primary: u128::from_le_bytes(b[32..48].try_into().expect("16 bytes")),
             variant: u128::from_le_bytes(b[48..64].try_into().expect("16 bytes")),

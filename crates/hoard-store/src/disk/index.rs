@@ -141,7 +141,10 @@ impl Index {
     fn compact(&mut self) {
         let map = &self.map;
         if self.clock.len() > 2 * map.len() + 1024 {
-            self.clock.retain(|id| map.contains_key(id));
+            // Gone ids and duplicates (an id removed and inserted again).
+            let mut seen = std::collections::HashSet::with_capacity(map.len());
+            self.clock
+                .retain(|id| map.contains_key(id) && seen.insert(*id));
         }
         self.removed += 1;
         if !self.varies.is_empty() && self.removed > self.varies.len() + 1024 {
@@ -252,6 +255,19 @@ mod tests {
             }
         }
         assert!(ix.clock.len() <= 1024 + 1, "queue {}", ix.clock.len());
+        assert_eq!(ix.pop_victim(), None);
+    }
+
+    #[test]
+    fn ids_removed_and_inserted_again_do_not_pile_up() {
+        let mut ix = Index::default();
+        ix.insert(1, entry(0, 1));
+        for round in 0..10_000u64 {
+            ix.remove(1);
+            ix.insert(1, entry(round, 1));
+        }
+        assert!(ix.clock.len() <= 1024 + 3, "queue {}", ix.clock.len());
+        assert_eq!(ix.pop_victim().map(|v| v.0), Some(1));
         assert_eq!(ix.pop_victim(), None);
     }
 

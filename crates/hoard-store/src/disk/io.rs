@@ -45,7 +45,9 @@ pub enum IoKind {
 #[derive(Debug, Default)]
 pub struct IoGate {
     closed: Mutex<bool>,
+    writes_closed: Mutex<bool>,
     open: Condvar,
+    writes_open: Condvar,
     held: AtomicUsize,
     held_changed: Notify,
     fail_writes: std::sync::atomic::AtomicBool,
@@ -56,6 +58,12 @@ impl IoGate {
     /// Holds every read from now on.
     pub fn close(&self) {
         *self.closed.lock() = true;
+    }
+
+    /// Holds every write (and rename, unlink, scan) from now on, or lets them go.
+    pub fn hold_writes(&self, on: bool) {
+        *self.writes_closed.lock() = on;
+        self.writes_open.notify_all();
     }
 
     /// True while reads are held.
@@ -115,15 +123,19 @@ impl IoGate {
         }
     }
 
-    fn pass(&self) {
-        let mut closed = self.closed.lock();
+    fn pass(&self, kind: IoKind) {
+        let (gate, opened) = match kind {
+            IoKind::Read => (&self.closed, &self.open),
+            IoKind::Write => (&self.writes_closed, &self.writes_open),
+        };
+        let mut closed = gate.lock();
         if !*closed {
             return;
         }
         self.held.fetch_add(1, Ordering::AcqRel);
         self.held_changed.notify_waiters();
         while *closed {
-            self.open.wait(&mut closed);
+            opened.wait(&mut closed);
         }
         self.held.fetch_sub(1, Ordering::AcqRel);
     }
@@ -168,9 +180,7 @@ impl IoPool {
             .map_err(|_| io::Error::other("disk pool closed"))?;
         let gate = self.gate.clone();
         tokio::task::spawn_blocking(move || {
-            if kind == IoKind::Read {
-                gate.pass();
-            }
+            gate.pass(kind);
             let r = f();
             drop(permit);
             r

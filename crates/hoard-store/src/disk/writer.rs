@@ -222,27 +222,28 @@ impl DiskWriter {
     }
 
     /// Reserves at least `exact` more bytes: an eighth of the file so far
-    /// when there is room (reservations stay rare), else just what is needed.
+    /// when that fits without evicting (reservations stay rare), else just
+    /// what is needed, evicting others if it must.
     async fn grow(&mut self, exact: u64) -> Result<(), Abandoned> {
         let generous = exact.max(self.reserved / 8).max(BATCH as u64);
-        for extra in [generous, exact] {
-            let zone = self.zone.clone();
-            let dir = self.dir;
-            let ok = self
-                .zone
-                .io
-                .run(IoKind::Write, move || Ok(zone.reserve_blocking(extra, dir)))
-                .await
-                .unwrap_or(false);
-            if ok {
-                self.reserved += extra;
-                return Ok(());
-            }
-            if extra == exact {
-                break;
-            }
+        if generous > exact && self.zone.try_reserve(generous) {
+            self.reserved += generous;
+            return Ok(());
         }
-        Err(Abandoned::NoRoom)
+        let zone = self.zone.clone();
+        let dir = self.dir;
+        let ok = self
+            .zone
+            .io
+            .run(IoKind::Write, move || Ok(zone.reserve_blocking(exact, dir)))
+            .await
+            .unwrap_or(false);
+        if ok {
+            self.reserved += exact;
+            Ok(())
+        } else {
+            Err(Abandoned::NoRoom)
+        }
     }
 
     fn fail(&self, e: &std::io::Error) {
@@ -337,8 +338,15 @@ impl Drop for DiskWriter {
         let (zone, tmp, reserved) = (self.zone.clone(), self.tmp.clone(), self.reserved);
         self.zone.io.spawn(move || {
             // Unlink first: the bytes leave the account only once the file is gone.
-            let _ = fs::remove_file(&tmp);
-            zone.index.lock().release(reserved);
+            match fs::remove_file(&tmp) {
+                Ok(()) => zone.index.lock().release(reserved),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    zone.index.lock().release(reserved)
+                }
+                // Still there (its directory failed): its bytes stay
+                // accounted, the loader removes it on the next start.
+                Err(_) => {}
+            }
         });
     }
 }

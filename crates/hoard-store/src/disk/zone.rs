@@ -140,6 +140,11 @@ pub struct DiskZone {
     pub(crate) index: Mutex<Index>,
     /// Recently hit objects' open files and heads (see [`OpenObject`]).
     open: quick_cache::sync::Cache<u128, Arc<OpenObject>>,
+    /// Bumped by every head rewrite: a head read before one is not cached.
+    head_epoch: AtomicU64,
+    /// Primaries removed while the loader runs: their files, when the
+    /// loader reaches them, are removed instead of indexed.
+    tombstones: Mutex<std::collections::HashSet<u128>>,
     pub(crate) io: IoPool,
     loading: AtomicBool,
     pub(crate) events: Arc<dyn StoreEvents>,
@@ -411,6 +416,8 @@ impl DiskZone {
             dirs,
             index: Mutex::new(Index::default()),
             open: quick_cache::sync::Cache::new(OPEN_FILES),
+            head_epoch: AtomicU64::new(0),
+            tombstones: Mutex::new(std::collections::HashSet::new()),
             io: IoPool::new(CONCURRENCY),
             loading: AtomicBool::new(true),
             events,
@@ -535,7 +542,7 @@ impl DiskZone {
     /// runs, a key the index does not know yet is looked for on disk
     /// directly, so a restarted cache serves hits at once.
     pub async fn lookup(&self, primary: u128, key_text: &str, req: &HeaderMap) -> ZoneLookup {
-        if self.loading() && !self.knows(primary) {
+        if self.loading() && !self.knows(primary) && !self.tombstones.lock().contains(&primary) {
             self.probe(primary).await;
         }
         self.lookup_indexed(primary, key_text, req).await
@@ -695,6 +702,7 @@ impl DiskZone {
     async fn open_cold(&self, id: u128, entry: Entry) -> Option<(Arc<OpenObject>, Option<Bytes>)> {
         let path = self.path(entry.dir, id, entry.serial);
         let first = entry.bytes().min(FIRST_READ);
+        let epoch = self.head_epoch.load(Ordering::Acquire);
         let (me, dir, gate) = (self.me.clone(), entry.dir as usize, self.io.gate_arc());
         let opened = self
             .io
@@ -736,8 +744,42 @@ impl DiskZone {
             head: o.head,
             sums: o.sums.into(),
         });
-        self.open.insert(id, open.clone());
+        {
+            // Cached only if the object is still this write and its head was
+            // not rewritten meanwhile (lock order: index, then cache).
+            let ix = self.index.lock();
+            if ix.map.get(&id).is_some_and(|e| e.serial == entry.serial)
+                && self.head_epoch.load(Ordering::Acquire) == epoch
+            {
+                self.open.insert(id, open.clone());
+            }
+        }
         Some((open, o.inline))
+    }
+
+    /// Takes `bytes` into the account only if they fit without evicting
+    /// (no I/O: callable anywhere). Not used with `min_free`, which needs a
+    /// `statvfs`.
+    pub(crate) fn try_reserve(&self, bytes: u64) -> bool {
+        if self.cfg.min_free > 0 {
+            return false;
+        }
+        let mut ix = self.index.lock();
+        if ix.used + bytes <= self.cfg.max_size {
+            ix.reserve(bytes);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// True while `id` is indexed as the write `serial`.
+    pub(crate) fn is_current(&self, id: u128, serial: u64) -> bool {
+        self.index
+            .lock()
+            .map
+            .get(&id)
+            .is_some_and(|e| e.serial == serial)
     }
 
     /// Drops the entry for `id` if it is still the write `serial`; `unlink`
@@ -850,8 +892,13 @@ impl DiskZone {
 
     /// Takes `bytes` into the account, evicting (and unlinking, on this
     /// pool thread) until they fit under `max_size` and `min_free`.
-    /// False when even an empty zone has no room.
+    /// False at once for more than `max_size`, or when even an emptied zone
+    /// has no room.
     pub(crate) fn reserve_blocking(&self, bytes: u64, dir: u8) -> bool {
+        if bytes > self.cfg.max_size {
+            // Could never fit: evicting everything first would only empty the zone.
+            return false;
+        }
         loop {
             let free_ok = self.free_space_ok(&self.dirs[dir as usize].path, bytes);
             let victims = {
@@ -910,8 +957,7 @@ impl DiskZone {
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         let slot_len = super::format::slot_len_for(head_hint);
         let zone = self.clone();
-        let r = self
-            .io
+        self.io
             .run(IoKind::Write, move || {
                 let Some(dir) = zone.choose_dir(id) else {
                     return Ok(None);
@@ -934,7 +980,20 @@ impl DiskZone {
                     })
                     .and_then(|()| File::create_new(&tmp));
                 match created {
-                    Ok(f) => Ok(Some((dir, f, tmp, first))),
+                    // Built here: if the caller stopped waiting, dropping the
+                    // writer removes the file and gives the bytes back.
+                    Ok(f) => Ok(Some(DiskWriter::new(
+                        zone.clone(),
+                        primary,
+                        variant,
+                        id,
+                        dir,
+                        serial,
+                        slot_len,
+                        f,
+                        tmp,
+                        first,
+                    ))),
                     Err(e) => {
                         zone.index.lock().release(first);
                         zone.dir_failed(dir, &e);
@@ -944,20 +1003,7 @@ impl DiskZone {
             })
             .await
             .ok()
-            .flatten()?;
-        let (dir, file, tmp, reserved) = r;
-        Some(DiskWriter::new(
-            self.clone(),
-            primary,
-            variant,
-            id,
-            dir,
-            serial,
-            slot_len,
-            file,
-            tmp,
-            reserved,
-        ))
+            .flatten()
     }
 
     /// Publishes a finished file (already renamed to its final name): the
@@ -1005,6 +1051,9 @@ impl DiskZone {
 
     /// Removes every variant of `primary`. Returns how many objects went.
     pub fn remove_all(&self, primary: u128) -> usize {
+        if self.loading() {
+            self.tombstones.lock().insert(primary);
+        }
         let gone: Vec<(PathBuf, u64)> = {
             let mut ix = self.index.lock();
             let mut ids = vec![primary];
@@ -1021,8 +1070,10 @@ impl DiskZone {
     }
 
     /// After a 304: writes the new head into the slot not in use, with the
-    /// next generation (the body is not touched). A head that outgrew its
-    /// slot removes the object instead.
+    /// next generation (the body is not touched). The slot in use is read
+    /// from the file itself, so an update never overwrites it whatever the
+    /// caller's copy of the object says. A head that outgrew its slot
+    /// removes the object instead.
     pub async fn update_head(&self, r: DiskRef, head: &Head) {
         let Some(dir) = self
             .index
@@ -1034,25 +1085,39 @@ impl DiskZone {
         else {
             return;
         };
-        let Some(slot) = encode_slot(r.generation + 1, &head.encode(), r.slot_len) else {
-            self.forget(r.id, r.serial, 1);
-            return;
-        };
+        let head = head.encode();
         let path = self.path(dir, r.id, r.serial);
-        let at = PREFIX_LEN + u64::from(1 - r.slot.min(1)) * u64::from(r.slot_len);
+        let slot_len = r.slot_len;
+        // Heads read from now on are not cached until the rewrite is done.
+        self.head_epoch.fetch_add(1, Ordering::AcqRel);
+        self.open.remove(&r.id);
         let written = self
             .io
             .run(IoKind::Write, move || {
-                let f = fs::OpenOptions::new().write(true).open(&path)?;
-                f.write_all_at(&slot, at)
+                let f = fs::OpenOptions::new().read(true).write(true).open(&path)?;
+                let mut area = vec![0u8; 2 * slot_len as usize];
+                f.read_exact_at(&mut area, PREFIX_LEN)?;
+                let current = pick_slot(&area, slot_len)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                let Some(slot) = encode_slot(current.generation + 1, &head, slot_len) else {
+                    return Ok(false);
+                };
+                let spare = u64::from(1 - current.index.min(1));
+                f.write_all_at(&slot, PREFIX_LEN + spare * u64::from(slot_len))?;
+                Ok(true)
             })
             .await;
-        // The cached head is the old one now.
+        self.head_epoch.fetch_add(1, Ordering::AcqRel);
         self.open.remove(&r.id);
-        if let Err(e) = written {
-            if e.kind() != io::ErrorKind::NotFound {
-                self.dir_failed(dir, &e);
+        match written {
+            Ok(true) => {}
+            Ok(false) => self.forget(r.id, r.serial, 1),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                self.event(StoreEvent::Rejected(Reject::BadHead));
+                self.forget(r.id, r.serial, 1);
             }
+            Err(e) => self.dir_failed(dir, &e),
         }
     }
 
@@ -1172,6 +1237,7 @@ impl DiskZone {
             .run(IoKind::Write, move || Ok(me.reserve_blocking(0, 0)))
             .await;
         self.loading.store(false, Ordering::Release);
+        self.tombstones.lock().clear();
         tracing::info!(zone = %self.cfg.name, objects = self.objects(), ms = started.elapsed().as_millis() as u64, "disk: zone loaded");
         self.event(StoreEvent::LoadDone);
     }
@@ -1187,6 +1253,15 @@ impl DiskZone {
     ) {
         let now = self.now_secs();
         let bytes = on_disk(len);
+        // Serials must grow past every file found (the wall clock may have
+        // gone back since they were written).
+        self.serial.fetch_max(serial + 1, Ordering::Relaxed);
+        if self.tombstones.lock().contains(&primary) {
+            // Purged while loading: not indexed, removed.
+            self.index.lock().reserve(bytes);
+            self.unlink_later(vec![(self.path(dir, id, serial), bytes)]);
+            return;
+        }
         let mut gone = Vec::new();
         {
             let mut ix = self.index.lock();
@@ -1211,6 +1286,7 @@ impl DiskZone {
                 }
                 _ => {
                     if let Some(old) = ix.insert(id, entry) {
+                        self.open.remove(&id);
                         self.account_dir(&old, false);
                         gone.push((self.path(old.dir, id, old.serial), old.bytes()));
                     }
