@@ -162,6 +162,11 @@ impl IoPool {
         &self.gate
     }
 
+    /// True when every permit is taken: optional work should not queue.
+    pub fn saturated(&self) -> bool {
+        self.permits.available_permits() == 0
+    }
+
     pub(crate) fn gate_arc(&self) -> Arc<IoGate> {
         self.gate.clone()
     }
@@ -207,6 +212,41 @@ impl IoPool {
         } else {
             // No runtime (a drop at exit): not a serving thread.
             f();
+        }
+    }
+}
+
+/// An open object file whose last close runs on the pool: closing a file
+/// that was unlinked frees its blocks, which may wait for the device.
+#[derive(Debug)]
+pub struct PoolFile {
+    file: Option<std::fs::File>,
+    io: IoPool,
+}
+
+impl PoolFile {
+    /// Wraps `file`; it will be closed on `io`.
+    pub fn new(file: std::fs::File, io: IoPool) -> PoolFile {
+        PoolFile {
+            file: Some(file),
+            io,
+        }
+    }
+}
+
+impl std::ops::Deref for PoolFile {
+    type Target = std::fs::File;
+    fn deref(&self) -> &std::fs::File {
+        self.file
+            .as_ref()
+            .expect("invariant: a PoolFile holds its file until dropped")
+    }
+}
+
+impl Drop for PoolFile {
+    fn drop(&mut self) {
+        if let Some(f) = self.file.take() {
+            self.io.spawn(move || drop(f));
         }
     }
 }

@@ -5,7 +5,6 @@
 //! A [`FileBody`] keeps its file open: an object evicted or replaced while
 //! a client reads it is still read whole from the file it started with.
 
-use std::fs::File;
 use std::future::Future;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -16,6 +15,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 
 use super::format::{check_block, BLOCK};
+use super::io::PoolFile;
 use super::io::{IoKind, IoPool};
 use super::zone::DiskZone;
 
@@ -25,7 +25,7 @@ const READ_MAX: u64 = 4 * BLOCK;
 /// An open stored body.
 #[derive(Debug)]
 pub struct FileBody {
-    pub(crate) file: Arc<File>,
+    pub(crate) file: Arc<PoolFile>,
     /// Where the body starts in the file.
     pub(crate) data: u64,
     pub(crate) len: u64,
@@ -139,7 +139,7 @@ impl FileBody {
         while done < buf.len() {
             let mut slices = [std::io::IoSliceMut::new(&mut buf[done..])];
             match rustix::io::preadv2(
-                &*self.file,
+                &**self.file,
                 &mut slices,
                 self.data + from + done as u64,
                 rustix::io::ReadWriteFlags::NOWAIT,

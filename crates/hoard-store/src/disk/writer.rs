@@ -21,6 +21,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::io::IoPool;
+use super::io::PoolFile;
 use crate::busy::{SpillFuture, SpillRead};
 
 use super::format::{encode_slot, BlockSums, Head, Prefix, BLOCK, PREFIX_LEN};
@@ -68,7 +69,7 @@ pub struct DiskWriter {
     dir: u8,
     serial: u64,
     slot_len: u32,
-    file: Arc<File>,
+    file: Arc<PoolFile>,
     tmp: PathBuf,
     sums: Option<BlockSums>,
     pending: Vec<Bytes>,
@@ -83,7 +84,7 @@ pub struct DiskWriter {
 /// Reads a file being written back, for readers of its busy body.
 #[derive(Debug)]
 struct TmpRead {
-    file: Arc<File>,
+    file: Arc<PoolFile>,
     data: u64,
     io: IoPool,
 }
@@ -132,6 +133,7 @@ impl DiskWriter {
         tmp: PathBuf,
         reserved: u64,
     ) -> DiskWriter {
+        let io = zone.io.clone();
         DiskWriter {
             zone,
             primary,
@@ -140,7 +142,7 @@ impl DiskWriter {
             dir,
             serial,
             slot_len,
-            file: Arc::new(file),
+            file: Arc::new(PoolFile::new(file, io)),
             tmp,
             sums: Some(BlockSums::default()),
             pending: Vec::new(),

@@ -48,6 +48,7 @@ use super::format::{
     check_block, decode_table, encode_slot, pick_slot, Head, Prefix, Reject, BLOCK, PREFIX_LEN,
 };
 use super::index::{object_id, on_disk, Entry, Index};
+use super::io::PoolFile;
 use super::io::{IoKind, IoPool};
 use super::reader::FileBody;
 use super::writer::DiskWriter;
@@ -171,7 +172,7 @@ struct Opened {
 #[derive(Debug)]
 struct OpenObject {
     serial: u64,
-    file: Arc<File>,
+    file: Arc<PoolFile>,
     prefix: Prefix,
     slot: u8,
     generation: u64,
@@ -542,7 +543,13 @@ impl DiskZone {
     /// runs, a key the index does not know yet is looked for on disk
     /// directly, so a restarted cache serves hits at once.
     pub async fn lookup(&self, primary: u128, key_text: &str, req: &HeaderMap) -> ZoneLookup {
-        if self.loading() && !self.knows(primary) && !self.tombstones.lock().contains(&primary) {
+        // Optional work: skipped (a miss) when the pool is saturated, so a
+        // burst of misses during a long load cannot queue up behind probes.
+        if self.loading()
+            && !self.io.saturated()
+            && !self.knows(primary)
+            && !self.tombstones.lock().contains(&primary)
+        {
             self.probe(primary).await;
         }
         self.lookup_indexed(primary, key_text, req).await
@@ -737,7 +744,7 @@ impl DiskZone {
         };
         let open = Arc::new(OpenObject {
             serial: entry.serial,
-            file: Arc::new(o.file),
+            file: Arc::new(PoolFile::new(o.file, self.io.clone())),
             prefix: o.prefix,
             slot: o.slot,
             generation: o.generation,
