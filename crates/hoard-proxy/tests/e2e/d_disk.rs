@@ -983,3 +983,67 @@ async fn d00017_stalled_disk_writes_do_not_hold_a_fill() {
     proxy.wait_counter("disk_stored", 1).await;
     origin.finish().await;
 }
+
+// d00018: an object that can never fit its zone (declared larger than the
+// zone's max_size, placed there while a larger zone exists) is not stored
+// and evicts nothing: the zone keeps what it has.
+#[tokio::test]
+async fn d00018_an_object_larger_than_its_zone_evicts_nothing() {
+    let t = Test::new("d00018");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for (path, len) in [("/a", 100_000), ("/b", 100_000), ("/huge", 1_500_000)] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(body(len, 3))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let (small, big) = (t.dir().join("small"), t.dir().join("big"));
+    let toml = format!(
+        r#"
+[cache]
+memory_size = 0
+[[cache.zone]]
+name = "small"
+dirs = ["{small}"]
+max_size = "1MiB"
+[[cache.zone]]
+name = "big"
+dirs = ["{big}"]
+max_size = "64MiB"
+[upstream.o]
+servers = ["http://{{origin}}"]
+"#,
+        small = small.display(),
+        big = big.display()
+    );
+    let proxy = t.proxy().toml(&origin, &toml).start().await;
+    for path in ["/a", "/b"] {
+        t.client(&proxy).get(path).send().await;
+    }
+    proxy.wait_counter("disk_stored", 2).await;
+    t.client(&proxy)
+        .get("/huge")
+        .send()
+        .await
+        .expect_body(body(1_500_000, 3));
+    proxy.wait_counter("fills_completed", 3).await;
+    proxy
+        .expect_counter("disk_stored", 2)
+        .expect_counter("disk_evicted_size", 0);
+    assert_eq!(proxy.store().zone("small").unwrap().objects(), 2);
+    for path in ["/a", "/b"] {
+        t.client(&proxy)
+            .get(path)
+            .send()
+            .await
+            .expect_header_contains("cache-status", "hit");
+    }
+    origin.finish().await;
+}
