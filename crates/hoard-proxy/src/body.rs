@@ -17,6 +17,7 @@ use hoard_store::disk::reader::FileReader;
 use hoard_store::object::{ObjectBody, StoredObject};
 use http_body::{Body, Frame, SizeHint};
 
+use crate::server::sendfile::{SendQueue, SPAN_MAX};
 use crate::upstream::{BoxError, OriginBody};
 
 /// A response body. See the module docs.
@@ -33,8 +34,10 @@ pub enum ProxyBody {
         /// Next chunk.
         next: usize,
     },
-    /// A stored body read from its disk file, block by block.
-    File(FileReader),
+    /// A stored body read from its disk file, block by block; with a send
+    /// queue (plain HTTP/1.1), verified page-cached spans go out with
+    /// `sendfile` (see `server::sendfile`).
+    File(FileReader, Option<Arc<SendQueue>>),
     /// A body being filled.
     Busy(BusyReader),
     /// Streamed from the origin.
@@ -47,10 +50,11 @@ impl ProxyBody {
         ProxyBody::Full(Some(Bytes::from_static(s.as_bytes())))
     }
 
-    /// A stored object's body.
-    pub fn stored(obj: Arc<StoredObject>) -> ProxyBody {
+    /// A stored object's body; `send` is the connection's sendfile queue,
+    /// if it has one.
+    pub fn stored(obj: Arc<StoredObject>, send: Option<&Arc<SendQueue>>) -> ProxyBody {
         match &obj.body {
-            ObjectBody::File(f) => ProxyBody::File(f.reader(0, f.len())),
+            ObjectBody::File(f) => ProxyBody::File(f.reader(0, f.len()), send.cloned()),
             ObjectBody::Chunks { chunks, .. } => match chunks.as_slice() {
                 [] => ProxyBody::Empty,
                 [one] => ProxyBody::Full(Some(one.clone())),
@@ -80,9 +84,15 @@ impl Body for ProxyBody {
                 *next += 1;
                 Poll::Ready(chunk.map(|c| Ok(Frame::data(c))))
             }
-            ProxyBody::File(r) => r
-                .poll_chunk(cx)
-                .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))),
+            ProxyBody::File(r, send) => {
+                if let Some(q) = send {
+                    if let Some(span) = r.take_span(SPAN_MAX) {
+                        return Poll::Ready(Some(Ok(Frame::data(q.push(span)))));
+                    }
+                }
+                r.poll_chunk(cx)
+                    .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError)))
+            }
             ProxyBody::Busy(r) => r
                 .poll_chunk(cx)
                 .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))),
@@ -97,7 +107,7 @@ impl Body for ProxyBody {
             ProxyBody::Empty => true,
             ProxyBody::Full(b) => b.is_none(),
             ProxyBody::Stored { obj, next } => *next >= ProxyBody::stored_chunks(obj).len(),
-            ProxyBody::File(r) => r.remaining() == 0,
+            ProxyBody::File(r, _) => r.remaining() == 0,
             ProxyBody::Busy(_) => false,
             ProxyBody::Origin(b) => b.is_end_stream(),
         }
@@ -116,7 +126,7 @@ impl Body for ProxyBody {
                         .sum(),
                 )
             }
-            ProxyBody::File(r) => SizeHint::with_exact(r.remaining()),
+            ProxyBody::File(r, _) => SizeHint::with_exact(r.remaining()),
             ProxyBody::Busy(_) => SizeHint::default(),
             ProxyBody::Origin(b) => b.size_hint(),
         }

@@ -131,6 +131,8 @@ counters! {
     disk_rejected_temporary,
     /// Disk operations that failed (I/O errors, no space).
     disk_errors,
+    /// Body bytes of disk hits sent with sendfile (plain HTTP/1.1, page-cached, verified file).
+    disk_sendfile_bytes,
     /// Fills whose disk copy was given up (no room, too large, error); the client still got the body.
     disk_writes_abandoned,
     /// Times a disk directory was taken out of service.

@@ -111,6 +111,9 @@ pub struct ServerConfig {
     pub via: String,
     /// Add the cache key to `Cache-Status`. Default: false.
     pub debug_headers: bool,
+    /// Send disk hits with `sendfile` on plain HTTP/1.1 connections.
+    /// Default: true.
+    pub sendfile: bool,
     /// How long a shutdown waits for connections to drain. Default: 10s.
     pub shutdown_timeout: Duration,
 }
@@ -257,6 +260,7 @@ impl Default for ServerConfig {
             max_body_size: 64 << 20,
             via: "hoard".into(),
             debug_headers: false,
+            sendfile: true,
             shutdown_timeout: Duration::from_secs(10),
         }
     }
@@ -513,6 +517,7 @@ impl Resolver<'_> {
             max_body_size: s.max_body_size.map_or(d.max_body_size, |x| x.0),
             via: s.via.unwrap_or(d.via),
             debug_headers: s.debug_headers.unwrap_or(d.debug_headers),
+            sendfile: s.sendfile.unwrap_or(d.sendfile),
             shutdown_timeout: s.shutdown_timeout.map_or(d.shutdown_timeout, |x| x.0),
         };
         let dc = CacheConfig::default();

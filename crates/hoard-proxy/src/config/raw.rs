@@ -36,6 +36,7 @@ pub struct RawServer {
     pub max_body_size: Option<Size>,
     pub via: Option<String>,
     pub debug_headers: Option<bool>,
+    pub sendfile: Option<bool>,
     pub shutdown_timeout: Option<Dur>,
 }
 

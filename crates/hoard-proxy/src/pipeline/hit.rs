@@ -42,7 +42,12 @@ impl Pipeline {
             status.key = Some(key.text.clone());
         }
         let age = HeaderValue::from(obj.times.current_age(now).as_secs());
-        let mut resp = self.respond(ctx, obj.status, obj.headers.clone(), ProxyBody::stored(obj));
+        let mut resp = self.respond(
+            ctx,
+            obj.status,
+            obj.headers.clone(),
+            ProxyBody::stored(obj, ctx.send.as_ref()),
+        );
         let h = resp.headers_mut();
         h.insert(header::AGE, age);
         self.add_cache_status(h, &status);

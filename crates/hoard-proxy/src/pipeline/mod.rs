@@ -41,6 +41,7 @@ use crate::config::{Config, HostMatch, RouteConfig, SiteConfig};
 use crate::counters::Counters;
 use crate::error::{ErrorKind, ProxyError};
 use crate::fill::FillEngine;
+use crate::server::sendfile::SendQueue;
 use crate::upstream::{ReqBody, Upstream};
 use crate::via::Via;
 
@@ -75,6 +76,8 @@ pub(crate) struct Ctx<'a> {
     pub headers: HeaderMap,
     /// Host as sent (with port).
     pub authority: String,
+    /// The connection's sendfile queue (plain HTTP/1.x only).
+    pub send: Option<Arc<SendQueue>>,
 }
 
 impl Ctx<'_> {
@@ -220,6 +223,7 @@ impl Pipeline {
             version: parts.version,
             headers,
             authority,
+            send: parts.extensions.get::<Arc<SendQueue>>().cloned(),
         };
         if (ctx.method == Method::GET || ctx.method == Method::HEAD) && route.cache {
             drop(body);

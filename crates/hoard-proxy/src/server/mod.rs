@@ -14,6 +14,7 @@
 //! GOAWAY. The loop ends when every connection is closed or after
 //! `server.shutdown_timeout`, whichever comes first.
 
+pub mod sendfile;
 pub mod tls;
 
 use std::convert::Infallible;
@@ -30,6 +31,7 @@ use tokio::sync::watch;
 
 use crate::config::{ListenerConfig, ServerConfig};
 use crate::pipeline::Pipeline;
+use sendfile::{SendQueue, SendfileStream};
 
 /// Binds a listener (SO_REUSEADDR, backlog 4096).
 pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
@@ -52,6 +54,9 @@ fn builder(server: &ServerConfig, http2: bool) -> auto::Builder<TokioExecutor> {
         .timer(TokioTimer::new())
         .header_read_timeout(server.header_read_timeout)
         .max_buf_size(server.max_header_size.max(8192))
+        // Queue body chunks, never copy them into one buffer: sendfile
+        // placeholders must reach the stream as they are.
+        .writev(true)
         .keep_alive(true);
     if server.max_headers != 100 {
         b.http1().max_headers(server.max_headers);
@@ -99,7 +104,10 @@ pub async fn accept_loop(
             pipeline.clone(),
             tls.clone(),
             graceful.watcher(),
-            server.header_read_timeout,
+            ConnSettings {
+                handshake_timeout: server.header_read_timeout,
+                sendfile: server.sendfile,
+            },
         ));
     }
     drop(listener);
@@ -114,6 +122,15 @@ pub async fn accept_loop(
     }
 }
 
+/// What a connection task needs from the server settings.
+#[derive(Debug, Clone, Copy)]
+struct ConnSettings {
+    /// A TLS handshake gets as long as a request head.
+    handshake_timeout: Duration,
+    /// Plain HTTP/1.1 connections send disk hits with sendfile.
+    sendfile: bool,
+}
+
 async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
@@ -121,21 +138,39 @@ async fn serve(
     pipeline: Arc<Pipeline>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     watcher: Watcher,
-    handshake_timeout: Duration,
+    settings: ConnSettings,
 ) {
+    let ConnSettings {
+        handshake_timeout,
+        sendfile,
+    } = settings;
     let is_tls = tls.is_some();
-    let svc = service_fn(move |req| {
+    let queue = (!is_tls && sendfile).then(|| SendQueue::new(pipeline.counters.clone()));
+    let q = queue.clone();
+    let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         let p = pipeline.clone();
+        // Only HTTP/1.x writes chunks as they are (HTTP/2 copies them into frames).
+        if let Some(q) = &q {
+            if req.version() <= hyper::Version::HTTP_11 {
+                req.extensions_mut().insert(q.clone());
+            }
+        }
         async move { Ok::<_, Infallible>(p.handle(req, peer, is_tls).await) }
     });
-    let result = match tls {
-        None => {
+    let result = match (tls, queue) {
+        (None, Some(queue)) => {
+            let stream = SendfileStream::new(stream, queue);
+            watcher
+                .watch(builder.serve_connection(TokioIo::new(stream), svc))
+                .await
+        }
+        (None, None) => {
             watcher
                 .watch(builder.serve_connection(TokioIo::new(stream), svc))
                 .await
         }
         // A handshake gets as long as a request head.
-        Some(acceptor) => {
+        (Some(acceptor), _) => {
             match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
                 Ok(Ok(s)) => {
                     watcher

@@ -1047,3 +1047,144 @@ servers = ["http://{{origin}}"]
     }
     origin.finish().await;
 }
+
+// d00019: disk hits on plain HTTP/1.1 go out with sendfile once their file
+// handle has been read whole and checked: the bytes are the same, on one
+// keep-alive connection and pipelined, and HTTP/2 is never sent that way.
+#[tokio::test]
+async fn d00019_disk_hits_are_sent_with_sendfile_once_verified() {
+    const BIG: usize = 3 * 1024 * 1024 + 123;
+    const SMALL: usize = 40_000;
+    let t = Test::new("d00019");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for (path, len) in [("/big", BIG), ("/small", SMALL)] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(body(len, 9))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let dir = t.dir().join("zone");
+    let proxy = disk_proxy(&t, &origin, &dir).await;
+    for (path, len) in [("/big", BIG), ("/small", SMALL)] {
+        t.client(&proxy)
+            .get(path)
+            .send()
+            .await
+            .expect_body(body(len, 9));
+    }
+    proxy.wait_counter("disk_stored", 2).await;
+
+    let mut c = t.client(&proxy).connect().await;
+    // The first hits read and check every block (verifying the open file);
+    // the next ones are sent from the page cache without a copy.
+    for (path, len) in [("/big", BIG), ("/small", SMALL)] {
+        c.get(path)
+            .send()
+            .await
+            .expect_status(200)
+            .expect_body(body(len, 9));
+    }
+    let before = proxy.counter("disk_sendfile_bytes");
+    for (path, len) in [("/big", BIG), ("/small", SMALL), ("/big", BIG)] {
+        c.get(path)
+            .send()
+            .await
+            .expect_header_contains("cache-status", "hit")
+            .expect_body(body(len, 9));
+    }
+    assert_eq!(
+        proxy.counter("disk_sendfile_bytes") - before,
+        (2 * BIG + SMALL) as u64
+    );
+    // HEAD: no body, nothing sent.
+    let sent = proxy.counter("disk_sendfile_bytes");
+    c.head("/big")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_header("content-length", &BIG.to_string());
+    proxy.expect_counter("disk_sendfile_bytes", sent);
+
+    // Pipelined: two requests in one write, answered in order.
+    c.send_raw("GET /small HTTP/1.1\r\nHost: localhost\r\n\r\nGET /big HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await;
+    c.read_response().await.expect_body(body(SMALL, 9));
+    c.read_response().await.expect_body(body(BIG, 9));
+    proxy.expect_counter("disk_sendfile_bytes", sent + (BIG + SMALL) as u64);
+
+    // HTTP/2 (h2c) gets the same bytes, copied into frames.
+    let stream = tokio::net::TcpStream::connect(hoard_testkit::Endpoint::endpoint(&proxy))
+        .await
+        .unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get("http://localhost/big")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let got = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    assert!(got[..] == body(BIG, 9)[..], "h2 body differs");
+    proxy.expect_counter("disk_sendfile_bytes", sent + (BIG + SMALL) as u64);
+    origin.finish().await;
+}
+
+// d00020: `sendfile = false` in [server] sends every disk hit through user
+// space, checked block by block.
+#[tokio::test]
+async fn d00020_sendfile_can_be_turned_off() {
+    let t = Test::new("d00020");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/f");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body(body(200_000, 4))
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let dir = t.dir().join("zone");
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .disk(&dir, 64 << 20, 0)
+        .config(|c| c.server.sendfile = false)
+        .start()
+        .await;
+    proxy.wait_counter("disk_load_done", 1).await;
+    t.client(&proxy)
+        .get("/f")
+        .send()
+        .await
+        .expect_body(body(200_000, 4));
+    proxy.wait_counter("disk_stored", 1).await;
+    let mut c = t.client(&proxy).connect().await;
+    for _ in 0..3 {
+        c.get("/f")
+            .send()
+            .await
+            .expect_header_contains("cache-status", "hit")
+            .expect_body(body(200_000, 4));
+    }
+    proxy.expect_counter("disk_hits", 3);
+    proxy.expect_counter("disk_sendfile_bytes", 0);
+    origin.finish().await;
+}

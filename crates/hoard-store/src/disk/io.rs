@@ -222,6 +222,9 @@ impl IoPool {
 pub struct PoolFile {
     file: Option<std::fs::File>,
     io: IoPool,
+    /// Every block of the body has been read through this handle and
+    /// matched its checksum: later sends may skip user space (sendfile).
+    verified: std::sync::atomic::AtomicBool,
 }
 
 impl PoolFile {
@@ -230,7 +233,18 @@ impl PoolFile {
         PoolFile {
             file: Some(file),
             io,
+            verified: Default::default(),
         }
+    }
+
+    /// Records that the whole body was read through this handle and checked.
+    pub(crate) fn mark_verified(&self) {
+        self.verified.store(true, Ordering::Release);
+    }
+
+    /// True once the whole body was read through this handle and checked.
+    pub fn is_verified(&self) -> bool {
+        self.verified.load(Ordering::Acquire)
     }
 }
 

@@ -9,6 +9,7 @@
 //!   loading, directory health.
 //! * [`writer`]: writing one object while its fill streams it.
 //! * [`reader`]: reading a stored body block by block, checked.
+//! * [`resident`]: whether a file range is in the page cache (for sendfile).
 //!
 //! `docs/disk-format.md` documents the file format and `docs/disk.md` the
 //! design choices and their numbers.
@@ -17,6 +18,7 @@ pub mod format;
 pub mod index;
 pub mod io;
 pub mod reader;
+pub mod resident;
 pub mod writer;
 pub mod zone;
 

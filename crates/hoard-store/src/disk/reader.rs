@@ -4,6 +4,16 @@
 //!
 //! A [`FileBody`] keeps its file open: an object evicted or replaced while
 //! a client reads it is still read whole from the file it started with.
+//!
+//! ## Zero copy
+//!
+//! Once every block of a body has been read through an open file handle and
+//! matched its checksum, the handle is marked verified ([`PoolFile`]): the
+//! bytes in the page cache are the bytes that were checked. A reader over a
+//! verified handle may then hand out [`FileSpan`]s instead of bytes, for the
+//! connection to send with `sendfile` (plain HTTP/1.1 only), but only for
+//! spans whose every page is resident ([`super::resident`]), so that the
+//! send never waits for the device. Anything else is read and checked here.
 
 use std::future::Future;
 use std::io;
@@ -56,6 +66,7 @@ impl FileBody {
             pos: start.min(self.len),
             end: end.min(self.len),
             pending: None,
+            whole: start == 0 && !self.file.is_verified(),
         }
     }
 
@@ -68,6 +79,7 @@ impl FileBody {
             pos += b.len() as u64;
             out.push(b);
         }
+        self.file.mark_verified();
         Ok(out)
     }
 }
@@ -157,7 +169,7 @@ impl FileBody {
     /// Reads the whole body of a small object now or on the pool, checked.
     pub(crate) async fn read_small(self: &Arc<Self>) -> io::Result<Bytes> {
         let to = self.len;
-        match self.read_now(0, to) {
+        let r = match self.read_now(0, to) {
             Some(r) => r,
             None => {
                 let b = self.clone();
@@ -165,7 +177,11 @@ impl FileBody {
                     .run(IoKind::Read, move || b.read_blocking(0, to))
                     .await
             }
+        };
+        if r.is_ok() {
+            self.file.mark_verified();
         }
+        r
     }
 }
 
@@ -175,6 +191,27 @@ pub struct FileReader {
     pos: u64,
     end: u64,
     pending: Option<Pin<Box<dyn Future<Output = io::Result<Bytes>> + Send>>>,
+    /// Reading the whole body through user space from byte 0, on a handle
+    /// not yet verified: reaching the end verifies it.
+    whole: bool,
+}
+
+/// Bytes of an open, verified file to send without copying them through
+/// user space. Holds the file open.
+#[derive(Debug)]
+pub struct FileSpan {
+    file: Arc<PoolFile>,
+    /// Offset in the file.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+impl FileSpan {
+    /// The file to send from.
+    pub fn file(&self) -> &std::fs::File {
+        &self.file
+    }
 }
 
 impl std::fmt::Debug for FileReader {
@@ -193,6 +230,30 @@ impl FileReader {
         self.end - self.pos
     }
 
+    /// The next up to `max` bytes as a span of the file to send with
+    /// `sendfile`, if the handle is verified and every page of the span is
+    /// in the page cache; `None` otherwise (then use [`Self::poll_chunk`]).
+    pub fn take_span(&mut self, max: u64) -> Option<FileSpan> {
+        if self.pending.is_some() || self.pos >= self.end || !self.body.file.is_verified() {
+            return None;
+        }
+        if self.body.io.gate().is_closed() {
+            return None;
+        }
+        let len = (self.end - self.pos).min(max);
+        let offset = self.body.data + self.pos;
+        if !super::resident::resident(&self.body.file, offset, len) {
+            return None;
+        }
+        self.pos += len;
+        self.whole = false;
+        Some(FileSpan {
+            file: self.body.file.clone(),
+            offset,
+            len,
+        })
+    }
+
     /// The next chunk; `None` at the end; an error (I/O or a failed
     /// checksum) ends the body: the response must be aborted.
     pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Bytes>>> {
@@ -209,6 +270,9 @@ impl FileReader {
                 match r {
                     Ok(b) => {
                         self.pos += b.len() as u64;
+                        if self.whole && self.pos >= self.body.len {
+                            self.body.file.mark_verified();
+                        }
                         Poll::Ready(Some(Ok(b)))
                     }
                     Err(e) => {

@@ -105,6 +105,45 @@ impl SpillRead for TmpRead {
     }
 }
 
+/// Writes `chunks` at `at` with as few `pwritev` calls as the kernel allows.
+fn write_all_vectored_at(file: &File, chunks: &[Bytes], mut at: u64) -> std::io::Result<()> {
+    // Where the next write starts: chunk index and offset in it.
+    let (mut i, mut off) = (0, 0);
+    loop {
+        // Skip what is written (and empty chunks).
+        while i < chunks.len() && off == chunks[i].len() {
+            i += 1;
+            off = 0;
+        }
+        if i == chunks.len() {
+            return Ok(());
+        }
+        let slices: Vec<std::io::IoSlice<'_>> = std::iter::once(&chunks[i][off..])
+            .chain(chunks[i + 1..].iter().map(|c| &c[..]))
+            .take(1024)
+            .map(std::io::IoSlice::new)
+            .collect();
+        let mut n = match rustix::io::pwritev(file, &slices, at) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        at += n as u64;
+        while n > 0 && i < chunks.len() {
+            let left = chunks[i].len() - off;
+            if n >= left {
+                n -= left;
+                i += 1;
+                off = 0;
+            } else {
+                off += n;
+                n = 0;
+            }
+        }
+    }
+}
+
 impl DiskWriter {
     /// Body bytes written to the file so far (readable through [`DiskWriter::spill_source`]).
     pub fn durable(&self) -> u64 {
@@ -195,17 +234,16 @@ impl DiskWriter {
             .sums
             .take()
             .expect("invariant: sums present between writes");
-        let mut at = self.data_offset() + self.written;
+        let at = self.data_offset() + self.written;
         let gate = self.zone.io.gate_arc();
         let r = self
             .zone
             .io
             .run(IoKind::Write, move || {
                 gate.write_fault()?;
+                write_all_vectored_at(&file, &chunks, at)?;
                 for c in &chunks {
-                    file.write_all_at(c, at)?;
                     sums.update(c);
-                    at += c.len() as u64;
                 }
                 Ok(sums)
             })
@@ -350,5 +388,27 @@ impl Drop for DiskWriter {
                 Err(_) => {}
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectored_writes_put_every_chunk_in_place() {
+        let f = tempfile::tempfile().unwrap();
+        let chunks: Vec<Bytes> = [0usize, 5, 0, 70_000, 1, 3000, 0]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Bytes::from(vec![i as u8; *n]))
+            .collect();
+        write_all_vectored_at(&f, &chunks, 10).unwrap();
+        let want: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        let mut got = vec![0u8; want.len()];
+        f.read_exact_at(&mut got, 10).unwrap();
+        assert!(got == want);
+        // Nothing to write is not an error.
+        write_all_vectored_at(&f, &[Bytes::new()], 0).unwrap();
     }
 }

@@ -670,9 +670,14 @@ impl DiskZone {
         // A small body is read and checked before the response starts (a
         // damaged one is a miss, fetched again); a larger one is checked
         // block by block as it is sent.
+        // A body whose file handle has already been read whole and checked
+        // is not checked again: it can be sent with sendfile.
         let body = match inline {
             Some(b) => ObjectBody::from_chunks(vec![b]),
-            None if body.len() <= INLINE_MAX => match body.read_small().await {
+            None if body.len() <= INLINE_MAX && !open.file.is_verified() => match body
+                .read_small()
+                .await
+            {
                 Ok(b) => ObjectBody::from_chunks(if b.is_empty() { Vec::new() } else { vec![b] }),
                 // read_failed has counted and removed, or taken the directory out.
                 Err(_) => return ZoneLookup::Miss,
@@ -744,7 +749,14 @@ impl DiskZone {
         };
         let open = Arc::new(OpenObject {
             serial: entry.serial,
-            file: Arc::new(PoolFile::new(o.file, self.io.clone())),
+            file: {
+                let f = PoolFile::new(o.file, self.io.clone());
+                if o.inline.is_some() {
+                    // The whole body was read and checked with the head.
+                    f.mark_verified();
+                }
+                Arc::new(f)
+            },
             prefix: o.prefix,
             slot: o.slot,
             generation: o.generation,
