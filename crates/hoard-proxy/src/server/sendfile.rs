@@ -133,6 +133,33 @@ impl SendfileStream {
     }
 }
 
+impl SendfileStream {
+    /// Writes `bufs` with `MSG_MORE` (more data follows at once).
+    fn poll_send_more(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        use rustix::net::{sendmsg, SendAncillaryBuffer, SendFlags};
+        loop {
+            ready!(self.tcp.poll_write_ready(cx))?;
+            let r = self.tcp.try_io(Interest::WRITABLE, || {
+                sendmsg(
+                    &self.tcp,
+                    bufs,
+                    &mut SendAncillaryBuffer::default(),
+                    SendFlags::MORE | SendFlags::NOSIGNAL,
+                )
+                .map_err(io::Error::from)
+            });
+            match r {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+}
+
 impl AsyncRead for SendfileStream {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -165,9 +192,11 @@ impl AsyncWrite for SendfileStream {
             .position(|b| !b.is_empty() && placeholder_offset(b).is_some());
         match first {
             None => Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs),
-            // The bytes before the placeholder first.
+            // The bytes before the placeholder first (the response head),
+            // with MSG_MORE: the kernel sends them in one segment with the
+            // start of the file instead of a small packet of their own.
             Some(i) if bufs[..i].iter().any(|b| !b.is_empty()) => {
-                Pin::new(&mut self.tcp).poll_write_vectored(cx, &bufs[..i])
+                self.poll_send_more(cx, &bufs[..i])
             }
             Some(i) => {
                 let done = placeholder_offset(&bufs[i]).expect("invariant: found above");
