@@ -362,6 +362,9 @@ if has "$TESTS" write; then
     if has "$PROXIES" hoard; then
         WRITE_ROWS="hoard hoard2 ${PROXIES//hoard/}"
     fi
+    # WRITE_ORDER: the order of the rows, e.g. "varnish hoard2 hoard nginx"
+    # (each proxy's run pays for the writeback of the runs before it).
+    WRITE_ROWS="${WRITE_ORDER:-$WRITE_ROWS}"
     for p in $WRITE_ROWS; do
         if [ "$p" = hoard2 ]; then
             # One zone over two directories on the same disk, from a config file.
@@ -395,6 +398,9 @@ request = function()
 end
 EOF
         cat "$RUN/report.lua" >>"$RUN/write-$p.lua"
+        # Start every run with no dirty pages left by the previous one, so
+        # that no proxy pays for another's writeback.
+        sync
         log "write: $p, unique 1 MiB URLs, wrk -t1 -c$WRITE_CONNS -d${DURATION}s"
         measure "write-$p" "${PID[$p]}" "http://127.0.0.1:${PORT[$p]}/" "$WRITE_CONNS" "$RUN/write-$p.lua"
         R_STORED[$p]="$(stored_mib "$p")"

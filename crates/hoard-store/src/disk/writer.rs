@@ -32,7 +32,7 @@ use crate::events::StoreEvent;
 use crate::object::DiskRef;
 
 /// Bytes buffered before a write is issued.
-const BATCH: usize = 256 * 1024;
+const BATCH: usize = 1024 * 1024;
 
 /// Why a disk copy was given up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
