@@ -17,6 +17,7 @@ pub mod facts;
 pub mod freshness;
 pub mod headers;
 pub mod key;
+pub mod range;
 pub mod reuse;
 pub mod storable;
 pub mod structured;

@@ -7,9 +7,10 @@
 //! `Busy` or `Origin` makes hyper abort the response (connection closed, or
 //! h2 stream reset), so a truncated body never looks complete.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use hoard_store::busy::BusyReader;
@@ -42,6 +43,42 @@ pub enum ProxyBody {
     Busy(BusyReader),
     /// Streamed from the origin.
     Origin(OriginBody),
+    /// Byte ranges of a stored body (and multipart framing), in order.
+    Parts {
+        /// What is left to send.
+        parts: VecDeque<Part>,
+        /// The connection's sendfile queue, for file parts.
+        send: Option<Arc<SendQueue>>,
+    },
+    /// Bytes `start..end` of a body being filled, sent as they arrive.
+    BusyRange {
+        /// Reads the fill from the chunk that holds `start`.
+        reader: BusyReader,
+        /// End of what the reader has handed out (0 before the first chunk).
+        pos: u64,
+        /// First byte to send.
+        start: u64,
+        /// One past the last byte to send.
+        end: u64,
+    },
+}
+
+/// One piece of a [`ProxyBody::Parts`] body.
+#[derive(Debug)]
+pub enum Part {
+    /// Bytes in memory (a slice of a stored chunk, or multipart framing).
+    Bytes(Bytes),
+    /// A range of a disk object.
+    File(FileReader),
+}
+
+impl Part {
+    fn remaining(&self) -> u64 {
+        match self {
+            Part::Bytes(b) => b.len() as u64,
+            Part::File(r) => r.remaining(),
+        }
+    }
 }
 
 impl ProxyBody {
@@ -99,6 +136,60 @@ impl Body for ProxyBody {
             ProxyBody::Origin(b) => Pin::new(b)
                 .poll_frame(cx)
                 .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
+            ProxyBody::Parts { parts, send } => loop {
+                match parts.front_mut() {
+                    None => return Poll::Ready(None),
+                    Some(Part::Bytes(_)) => {
+                        let Some(Part::Bytes(b)) = parts.pop_front() else {
+                            unreachable!("front is Bytes")
+                        };
+                        if !b.is_empty() {
+                            return Poll::Ready(Some(Ok(Frame::data(b))));
+                        }
+                    }
+                    Some(Part::File(r)) => {
+                        if r.remaining() == 0 {
+                            parts.pop_front();
+                            continue;
+                        }
+                        if let Some(q) = send {
+                            if let Some(span) = r.take_span(SPAN_MAX) {
+                                return Poll::Ready(Some(Ok(Frame::data(q.push(span)))));
+                            }
+                        }
+                        return r.poll_chunk(cx).map(|o| {
+                            o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))
+                        });
+                    }
+                }
+            },
+            ProxyBody::BusyRange {
+                reader,
+                pos,
+                start,
+                end,
+            } => loop {
+                if *pos >= *end {
+                    return Poll::Ready(None);
+                }
+                match ready!(reader.poll_chunk_at(cx)) {
+                    None => {
+                        // The fill ended short of the range: never pad.
+                        return Poll::Ready(Some(Err("fill ended before the range".into())));
+                    }
+                    Some(Err(e)) => return Poll::Ready(Some(Err(Box::new(e) as BoxError))),
+                    Some(Ok((from, chunk))) => {
+                        let to = from + chunk.len() as u64;
+                        *pos = to;
+                        if to <= *start {
+                            continue;
+                        }
+                        let a = (*start).saturating_sub(from) as usize;
+                        let b = ((*end).min(to) - from) as usize;
+                        return Poll::Ready(Some(Ok(Frame::data(chunk.slice(a..b)))));
+                    }
+                }
+            },
         }
     }
 
@@ -110,6 +201,8 @@ impl Body for ProxyBody {
             ProxyBody::File(r, _) => r.remaining() == 0,
             ProxyBody::Busy(_) => false,
             ProxyBody::Origin(b) => b.is_end_stream(),
+            ProxyBody::Parts { parts, .. } => parts.iter().all(|p| p.remaining() == 0),
+            ProxyBody::BusyRange { pos, end, .. } => pos >= end,
         }
     }
 
@@ -129,6 +222,12 @@ impl Body for ProxyBody {
             ProxyBody::File(r, _) => SizeHint::with_exact(r.remaining()),
             ProxyBody::Busy(_) => SizeHint::default(),
             ProxyBody::Origin(b) => b.size_hint(),
+            ProxyBody::Parts { parts, .. } => {
+                SizeHint::with_exact(parts.iter().map(Part::remaining).sum())
+            }
+            ProxyBody::BusyRange {
+                pos, start, end, ..
+            } => SizeHint::with_exact(end - (*pos).clamp(*start, *end)),
         }
     }
 }

@@ -131,6 +131,14 @@ counters! {
     disk_rejected_temporary,
     /// Disk operations that failed (I/O errors, no space).
     disk_errors,
+    /// Range requests answered with 206 from a stored object.
+    range_hits,
+    /// Range requests answered with 206 from a fill in progress (cold or joining).
+    range_misses,
+    /// Range requests answered with 416 (no satisfiable range).
+    range_not_satisfiable,
+    /// Range requests answered with the whole response (If-Range mismatch, length not known yet, too many ranges).
+    range_ignored,
     /// Body bytes of disk hits sent with sendfile (plain HTTP/1.1, page-cached, verified file).
     disk_sendfile_bytes,
     /// Fills whose disk copy was given up (no room, too large, error); the client still got the body.

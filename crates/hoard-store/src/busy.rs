@@ -212,8 +212,12 @@ pub struct BusyWriter {
 pub struct BusyReader {
     body: Arc<BusyBody>,
     id: usize,
-    /// A spilled stretch being read back, and how many chunks it covers.
-    pending: Option<(SpillFuture, usize)>,
+    /// A spilled stretch being read back, how many chunks it covers, and
+    /// its offset in the body.
+    pending: Option<(SpillFuture, usize, u64)>,
+    /// Chunks that end at or before this byte are skipped, not read (a
+    /// range reader starting there).
+    from: u64,
 }
 
 impl fmt::Debug for BusyReader {
@@ -252,6 +256,7 @@ impl BusyBody {
             body: self.clone(),
             id,
             pending: None,
+            from: 0,
         })
     }
 
@@ -430,12 +435,27 @@ impl Drop for BusyWriter {
 }
 
 impl BusyReader {
+    /// Skips chunks that end at or before byte `offset` (they are neither
+    /// handed out nor read back from a spill). The first chunk handed out
+    /// may still start before `offset`: the caller trims it.
+    pub fn skip_to(&mut self, offset: u64) {
+        self.from = offset;
+    }
+
     /// The next chunk: `Ready(Some(Ok))` with data, `Ready(None)` at a complete
     /// end, `Ready(Some(Err))` when the fill failed (or this reader was cut
     /// off for lagging), `Pending` while waiting.
     pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, FillError>>> {
-        if let Some((fut, covered)) = &mut self.pending {
-            let covered = *covered;
+        self.poll_chunk_at(cx).map(|o| o.map(|r| r.map(|(_, b)| b)))
+    }
+
+    /// [`BusyReader::poll_chunk`] with the offset of the chunk in the body.
+    pub fn poll_chunk_at(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<(u64, Bytes), FillError>>> {
+        if let Some((fut, covered, at)) = &mut self.pending {
+            let (covered, at) = (*covered, *at);
             let r = match fut.as_mut().poll(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(r) => r,
@@ -456,7 +476,7 @@ impl BusyReader {
             if let Some(w) = writer {
                 w.wake();
             }
-            return Poll::Ready(Some(Ok(bytes)));
+            return Poll::Ready(Some(Ok((at, bytes))));
         }
         let mut st = self.body.state.lock();
         let pos = match &st.readers[self.id] {
@@ -466,6 +486,17 @@ impl BusyReader {
                 return Poll::Ready(Some(Err(FillError::ReaderTooSlow)));
             }
         };
+        let mut pos = pos;
+        // Skip whole chunks before `from`.
+        while let Some((offset, chunk)) = st.chunks.get(pos - st.first) {
+            if self.from == 0 || offset + chunk.len() as u64 > self.from {
+                break;
+            }
+            pos += 1;
+        }
+        if let ReaderState::Live { pos: p, .. } = &mut st.readers[self.id] {
+            *p = pos;
+        }
         let idx = pos - st.first;
         if idx < st.spilled {
             // On disk only: read back a stretch of spilled chunks (at most 256 KiB,
@@ -484,10 +515,10 @@ impl BusyReader {
                 .clone()
                 .expect("invariant: spilled chunks have a source");
             drop(st);
-            self.pending = Some((source.read(start, end - start), covered));
-            return self.poll_chunk(cx);
+            self.pending = Some((source.read(start, end - start), covered, start));
+            return self.poll_chunk_at(cx);
         }
-        if let Some((_, chunk)) = st.chunks.get(pos - st.first).cloned() {
+        if let Some((at, chunk)) = st.chunks.get(pos - st.first).cloned() {
             st.readers[self.id] = ReaderState::Live {
                 pos: pos + 1,
                 waker: None,
@@ -497,7 +528,7 @@ impl BusyReader {
             if let Some(w) = writer {
                 w.wake();
             }
-            return Poll::Ready(Some(Ok(chunk)));
+            return Poll::Ready(Some(Ok((at, chunk))));
         }
         match st.end {
             Some(Ok(())) => Poll::Ready(None),

@@ -80,17 +80,14 @@ impl Pipeline {
                 r
             }
             Precondition::Failed => self.status_only(StatusCode::PRECONDITION_FAILED),
-            Precondition::Pass => {
-                let body = if ctx.method == Method::HEAD {
-                    ProxyBody::Empty
-                } else {
-                    body
-                };
-                let mut r = Response::new(body);
-                *r.status_mut() = status;
-                *r.headers_mut() = headers;
+            Precondition::Pass if ctx.method == Method::HEAD => {
+                // The fields a GET would get (Accept-Ranges too), no body.
+                let mut r = self.ranged(ctx, status, headers, body);
+                *r.body_mut() = ProxyBody::Empty;
                 r
             }
+            // Range after the preconditions (RFC 9110 §13.2.2 step 6).
+            Precondition::Pass => self.ranged(ctx, status, headers, body),
         }
     }
 }

@@ -20,6 +20,7 @@ mod fetch;
 mod hit;
 mod origin_request;
 mod pass;
+mod range;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -15,6 +15,7 @@ mod f_limits;
 mod h_http2;
 mod h_tls;
 mod k_keys;
+mod r_range;
 mod w_coalesce;
 mod w_fill;
 mod w_stale;

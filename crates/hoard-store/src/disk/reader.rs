@@ -230,6 +230,16 @@ impl FileReader {
         self.end - self.pos
     }
 
+    /// Length of the whole stored body.
+    pub fn body_len(&self) -> u64 {
+        self.body.len
+    }
+
+    /// A new reader of bytes `start..end` of the same body (the same open file).
+    pub fn range(&self, start: u64, end: u64) -> FileReader {
+        self.body.reader(start, end)
+    }
+
     /// The next up to `max` bytes as a span of the file to send with
     /// `sendfile`, if the handle is verified and every page of the span is
     /// in the page cache; `None` otherwise (then use [`Self::poll_chunk`]).
