@@ -179,6 +179,16 @@ impl Body for ProxyBody {
                     }
                     Some(Err(e)) => return Poll::Ready(Some(Err(Box::new(e) as BoxError))),
                     Some(Ok((from, chunk))) => {
+                        // Contiguous from a chunk that holds `start`, or an
+                        // error: never a wrong byte.
+                        let gap = if *pos == 0 {
+                            from > *start
+                        } else {
+                            from != *pos
+                        };
+                        if gap {
+                            return Poll::Ready(Some(Err("fill chunks out of order".into())));
+                        }
                         let to = from + chunk.len() as u64;
                         *pos = to;
                         if to <= *start {

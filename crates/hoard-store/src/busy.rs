@@ -488,8 +488,12 @@ impl BusyReader {
         };
         let mut pos = pos;
         // Skip whole chunks before `from`.
-        while let Some((offset, chunk)) = st.chunks.get(pos - st.first) {
-            if self.from == 0 || offset + chunk.len() as u64 > self.from {
+        // (A spilled chunk's bytes are empty: its end is where the next
+        // chunk starts.)
+        while self.from > 0 && pos - st.first < st.chunks.len() {
+            let i = pos - st.first;
+            let end = st.chunks.get(i + 1).map_or(st.len, |(o, _)| *o);
+            if end > self.from {
                 break;
             }
             pos += 1;

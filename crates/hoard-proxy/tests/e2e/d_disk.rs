@@ -1188,3 +1188,74 @@ async fn d00020_sendfile_can_be_turned_off() {
     proxy.expect_counter("disk_sendfile_bytes", 0);
     origin.finish().await;
 }
+
+// d00021: ranges joining a large disk-backed fill after megabytes left
+// memory: a range in the spilled part is read back from the file being
+// written, a range past it skips the spilled part; one origin fetch.
+#[tokio::test]
+async fn d00021_ranges_of_a_spilled_fill() {
+    const LEN: usize = 6_000_000;
+    const FIRST: usize = 4_600_000;
+    let t = Test::new("d00021");
+    let full = body(LEN, 5);
+    let joined = t.barrier(2);
+    let j = joined.clone();
+    let f = full.clone();
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_no_header("range");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("Content-Length", LEN)
+                .send_head()
+                .await;
+            s.chunk(&f[..FIRST]).await;
+            j.sync().await;
+            s.chunk(&f[FIRST..]).await;
+            s.end().await;
+        })
+        .start()
+        .await;
+    let dir = t.dir().join("zone");
+    let proxy = disk_proxy(&t, &origin, &dir).await;
+    // The leader asks for the last bytes of the first part: answered while
+    // the rest has not been sent.
+    let early = t
+        .client(&proxy)
+        .get("/big")
+        .hdr("Range", format!("bytes={}-{}", FIRST - 100, FIRST - 1))
+        .send()
+        .await;
+    early
+        .expect_status(206)
+        .expect_body(&full[FIRST - 100..FIRST]);
+    // Megabytes were written and left memory: a range at 100 KB is read
+    // back from the file; one at 5 MB waits for its bytes.
+    let spilled = t
+        .client(&proxy)
+        .get("/big")
+        .hdr("Range", "bytes=100000-100999")
+        .spawn();
+    let later = t
+        .client(&proxy)
+        .get("/big")
+        .hdr("Range", "bytes=5000000-5000009")
+        .spawn();
+    proxy.wait_counter("fill_waiters_total", 2).await;
+    spilled
+        .await
+        .unwrap()
+        .expect_status(206)
+        .expect_body(&full[100_000..101_000]);
+    joined.sync().await;
+    later
+        .await
+        .unwrap()
+        .expect_status(206)
+        .expect_body(&full[5_000_000..5_000_010]);
+    proxy.expect_counter("range_misses", 3);
+    proxy.wait_counter("disk_stored", 1).await;
+    assert_eq!(origin.requests(), 1);
+    origin.finish().await;
+}
