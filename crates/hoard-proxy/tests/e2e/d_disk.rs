@@ -36,7 +36,7 @@ fn objects(dir: &Path) -> Vec<PathBuf> {
 
 /// A proxy with a 64 MiB disk zone in `dir` and no memory tier (every hit
 /// read from disk), its loader done.
-async fn disk_proxy(t: &Test, origin: &Origin, dir: &Path) -> TestProxy {
+pub(crate) async fn disk_proxy(t: &Test, origin: &Origin, dir: &Path) -> TestProxy {
     let proxy = t
         .proxy()
         .origin(origin)

@@ -1,9 +1,9 @@
 //! r: byte ranges (RFC 9110 §14) from stored objects (memory and disk) and
 //! from fills in progress.
 
-use std::path::Path;
-
 use hoard_testkit::{Response, Test, TestProxy};
+
+use super::d_disk::disk_proxy;
 
 /// A body whose every byte depends on its offset.
 fn body(n: usize) -> Vec<u8> {
@@ -191,17 +191,6 @@ async fn r00001_ranges_from_a_memory_object() {
     proxy.expect_counter("range_ignored", 4);
     proxy.expect_counter("range_not_satisfiable", 1);
     origin.finish().await;
-}
-
-async fn disk_proxy(t: &Test, origin: &hoard_testkit::Origin, dir: &Path) -> TestProxy {
-    let proxy = t
-        .proxy()
-        .origin(origin)
-        .disk(dir, 64 << 20, 0)
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
-    proxy
 }
 
 // r00002: ranges from a disk object, read only where the ranges are: first
