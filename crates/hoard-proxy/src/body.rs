@@ -72,8 +72,25 @@ pub enum Part {
     File(FileReader),
 }
 
+/// The next frame of a disk body: a sendfile placeholder when the
+/// connection has a queue and the span can go that way, else read bytes.
+fn poll_file(
+    r: &mut FileReader,
+    send: Option<&Arc<SendQueue>>,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    if let Some(q) = send {
+        if let Some(span) = r.take_span(SPAN_MAX) {
+            return Poll::Ready(Some(Ok(Frame::data(q.push(span)))));
+        }
+    }
+    r.poll_chunk(cx)
+        .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError)))
+}
+
 impl Part {
-    fn remaining(&self) -> u64 {
+    /// Bytes left to send.
+    pub(crate) fn remaining(&self) -> u64 {
         match self {
             Part::Bytes(b) => b.len() as u64,
             Part::File(r) => r.remaining(),
@@ -121,15 +138,7 @@ impl Body for ProxyBody {
                 *next += 1;
                 Poll::Ready(chunk.map(|c| Ok(Frame::data(c))))
             }
-            ProxyBody::File(r, send) => {
-                if let Some(q) = send {
-                    if let Some(span) = r.take_span(SPAN_MAX) {
-                        return Poll::Ready(Some(Ok(Frame::data(q.push(span)))));
-                    }
-                }
-                r.poll_chunk(cx)
-                    .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError)))
-            }
+            ProxyBody::File(r, send) => poll_file(r, send.as_ref(), cx),
             ProxyBody::Busy(r) => r
                 .poll_chunk(cx)
                 .map(|o| o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))),
@@ -152,14 +161,7 @@ impl Body for ProxyBody {
                             parts.pop_front();
                             continue;
                         }
-                        if let Some(q) = send {
-                            if let Some(span) = r.take_span(SPAN_MAX) {
-                                return Poll::Ready(Some(Ok(Frame::data(q.push(span)))));
-                            }
-                        }
-                        return r.poll_chunk(cx).map(|o| {
-                            o.map(|r| r.map(Frame::data).map_err(|e| Box::new(e) as BoxError))
-                        });
+                        return poll_file(r, send.as_ref(), cx);
                     }
                 }
             },

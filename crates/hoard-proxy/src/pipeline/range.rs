@@ -157,13 +157,7 @@ fn partial(
             data(*r, &mut parts);
         }
         parts.push_back(Part::Bytes(Bytes::from(format!("\r\n--{boundary}--\r\n"))));
-        let len: u64 = parts
-            .iter()
-            .map(|p| match p {
-                Part::Bytes(b) => b.len() as u64,
-                Part::File(f) => f.remaining(),
-            })
-            .sum();
+        let len: u64 = parts.iter().map(Part::remaining).sum();
         headers.remove(header::CONTENT_RANGE);
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
         headers.insert(
