@@ -40,6 +40,30 @@ impl ByteRange {
     }
 }
 
+/// Reads a `Content-Range` of a 206 (RFC 9110 §14.4): `bytes FIRST-LAST/TOTAL`
+/// as the range and the complete length. `None` for anything else,
+/// including an unknown length (`/*`) and a range outside the length.
+pub fn parse_content_range(value: &str) -> Option<(ByteRange, u64)> {
+    let rest = value.trim().strip_prefix("bytes ")?;
+    let (range, total) = rest.split_once('/')?;
+    let (first, last) = range.split_once('-')?;
+    let digits = |s: &str| -> Option<u64> {
+        let s = s.trim();
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        s.parse().ok()
+    };
+    let (first, last, total) = (digits(first)?, digits(last)?, digits(total)?);
+    (first <= last && last < total).then_some((
+        ByteRange {
+            start: first,
+            end: last + 1,
+        },
+        total,
+    ))
+}
+
 /// What to answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RangeDecision {
@@ -189,6 +213,35 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_range_of_a_206() {
+        assert_eq!(
+            parse_content_range("bytes 0-99/1000"),
+            Some((ByteRange { start: 0, end: 100 }, 1000))
+        );
+        assert_eq!(
+            parse_content_range("bytes 999-999/1000"),
+            Some((
+                ByteRange {
+                    start: 999,
+                    end: 1000
+                },
+                1000
+            ))
+        );
+        for bad in [
+            "bytes 0-99/*",
+            "bytes */1000",
+            "bytes 5-4/1000",
+            "bytes 0-1000/1000",
+            "items 0-1/2",
+            "bytes +0-1/2",
+            "bytes 0-1/",
+        ] {
+            assert_eq!(parse_content_range(bad), None, "{bad}");
+        }
+    }
 
     fn req(range: &str) -> HeaderMap {
         let mut h = HeaderMap::new();

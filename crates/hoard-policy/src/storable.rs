@@ -40,6 +40,8 @@ pub enum NotStorable {
     RouteOff,
     /// A 5xx answered a revalidation while the stale copy may stand in (RFC 5861 §4).
     ServerError,
+    /// A slice request was answered with other bytes than the ones asked for.
+    UnexpectedRange,
 }
 
 impl NotStorable {
@@ -75,6 +77,7 @@ impl NotStorable {
             NotStorable::TooLarge => "too-large",
             NotStorable::RouteOff => "route-off",
             NotStorable::ServerError => "server-error",
+            NotStorable::UnexpectedRange => "unexpected-range",
         }
     }
 }

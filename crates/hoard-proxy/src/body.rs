@@ -18,6 +18,7 @@ use hoard_store::disk::reader::FileReader;
 use hoard_store::object::{ObjectBody, StoredObject};
 use http_body::{Body, Frame, SizeHint};
 
+use crate::pipeline::slice_body::SliceBody;
 use crate::server::sendfile::{SendQueue, SPAN_MAX};
 use crate::upstream::{BoxError, OriginBody};
 
@@ -61,6 +62,8 @@ pub enum ProxyBody {
         /// One past the last byte to send.
         end: u64,
     },
+    /// Parts of an object cached as slices (slice mode), opened as sent.
+    Sliced(Box<SliceBody>),
 }
 
 /// One piece of a [`ProxyBody::Parts`] body.
@@ -70,6 +73,9 @@ pub enum Part {
     Bytes(Bytes),
     /// A range of a disk object.
     File(FileReader),
+    /// Bytes `start..end` of an object cached as slices (only in a
+    /// [`ProxyBody::Sliced`] body).
+    Sliced(u64, u64),
 }
 
 /// The next frame of a disk body: a sendfile placeholder when the
@@ -94,6 +100,7 @@ impl Part {
         match self {
             Part::Bytes(b) => b.len() as u64,
             Part::File(r) => r.remaining(),
+            Part::Sliced(start, end) => end - start,
         }
     }
 }
@@ -163,8 +170,14 @@ impl Body for ProxyBody {
                         }
                         return poll_file(r, send.as_ref(), cx);
                     }
+                    Some(Part::Sliced(..)) => {
+                        return Poll::Ready(Some(Err(
+                            "invariant: sliced parts only in a sliced body".into(),
+                        )))
+                    }
                 }
             },
+            ProxyBody::Sliced(b) => Pin::new(&mut **b).poll_frame(cx),
             ProxyBody::BusyRange {
                 reader,
                 pos,
@@ -215,6 +228,7 @@ impl Body for ProxyBody {
             ProxyBody::Origin(b) => b.is_end_stream(),
             ProxyBody::Parts { parts, .. } => parts.iter().all(|p| p.remaining() == 0),
             ProxyBody::BusyRange { pos, end, .. } => pos >= end,
+            ProxyBody::Sliced(b) => b.is_end_stream(),
         }
     }
 
@@ -240,6 +254,7 @@ impl Body for ProxyBody {
             ProxyBody::BusyRange {
                 pos, start, end, ..
             } => SizeHint::with_exact(end - (*pos).clamp(*start, *end)),
+            ProxyBody::Sliced(b) => b.size_hint(),
         }
     }
 }

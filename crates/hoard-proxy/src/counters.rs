@@ -139,6 +139,14 @@ counters! {
     range_not_satisfiable,
     /// Range requests answered with the whole response (If-Range mismatch, length not known yet, too many ranges).
     range_ignored,
+    /// Slice fills started (slice mode: one origin request with `Range` per slice).
+    slice_fills,
+    /// Slice fills started ahead of the slices a request needs.
+    slice_prefetches,
+    /// Slices whose validator or length differed from the object's other slices; the object's slices were dropped.
+    slice_validator_mismatches,
+    /// Slice requests the origin answered with the whole object (it ignored `Range`); stored whole.
+    slice_range_ignored,
     /// Body bytes of disk hits sent with sendfile (plain HTTP/1.1, page-cached, verified file).
     disk_sendfile_bytes,
     /// Fills whose disk copy was given up (no room, too large, error); the client still got the body.

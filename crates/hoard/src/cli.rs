@@ -64,6 +64,10 @@ struct QuickArgs {
     /// Serve stale content this long when the origin fails (when the origin sends no stale-if-error).
     #[arg(long, value_parser = parse_duration)]
     stale_if_error: Option<Duration>,
+    /// Slice mode: fetch and cache objects as aligned slices of this size, e.g. 1MiB
+    /// (for large files that do not change: video, downloads).
+    #[arg(long, value_parser = parse_size)]
+    slice: Option<u64>,
     /// Directory of a disk cache zone behind the memory tier.
     #[arg(long)]
     cache_dir: Option<PathBuf>,
@@ -113,6 +117,7 @@ impl Cli {
                     default_ttl: q.default_ttl,
                     stale_while_revalidate: q.stale_while_revalidate,
                     stale_if_error: q.stale_if_error,
+                    slice: q.slice,
                     cache_dir: q.cache_dir.clone(),
                     disk_size: q.disk_size,
                     threads: q.threads,

@@ -132,6 +132,8 @@ pub struct CacheConfig {
     pub zones: Vec<hoard_store::disk::ZoneConfig>,
     /// Rules choosing a zone for new objects.
     pub placement: Vec<zones::PlacementRule>,
+    /// Slice prefetches running at once, over all routes. Default: 8.
+    pub max_prefetches: usize,
 }
 
 impl CacheConfig {
@@ -222,6 +224,10 @@ pub enum PathMatch {
     Regex(Regex),
 }
 
+/// The smallest slice size (`slice = "..."`): smaller slices cost more
+/// origin requests and index entries than they save.
+pub const MIN_SLICE: u64 = 4096;
+
 /// A route: which upstream, and how to cache.
 #[derive(Debug, Clone)]
 pub struct RouteConfig {
@@ -247,6 +253,11 @@ pub struct RouteConfig {
     /// The disk zone for this route's objects (index into the zones);
     /// `None`: the placement rules choose.
     pub zone: Option<usize>,
+    /// Slice mode: objects are fetched and cached as aligned slices of this
+    /// many bytes (see `pipeline::slice`). Default: off.
+    pub slice: Option<u64>,
+    /// Slices fetched ahead of the last one a request needs. Default: 1.
+    pub slice_prefetch: u32,
 }
 
 impl Default for ServerConfig {
@@ -274,6 +285,7 @@ impl Default for CacheConfig {
             dir: PathBuf::from("hoard-cache"),
             zones: Vec::new(),
             placement: Vec::new(),
+            max_prefetches: 8,
         }
     }
 }
@@ -319,6 +331,8 @@ impl RouteConfig {
             fill_max_age: Duration::from_secs(30),
             hit_for_pass: Duration::from_secs(120),
             zone: None,
+            slice: None,
+            slice_prefetch: 1,
         }
     }
 }
@@ -340,6 +354,8 @@ pub struct QuickStart {
     pub stale_while_revalidate: Option<Duration>,
     /// `--stale-if-error`.
     pub stale_if_error: Option<Duration>,
+    /// `--slice`: slice mode for every request.
+    pub slice: Option<u64>,
     /// `--cache-dir`: a disk zone in this directory.
     pub cache_dir: Option<PathBuf>,
     /// `--disk-size`: that zone's limit (default [`zones::DEFAULT_DISK_SIZE`]).
@@ -375,6 +391,19 @@ impl Config {
         }
         if let Some(s) = q.max_object_size {
             cache.max_object_size = s;
+        }
+        if let Some(size) = q.slice {
+            if !(MIN_SLICE..=cache.max_object_size).contains(&size) {
+                return Err(err(
+                    "--slice",
+                    format!(
+                        "{size} bytes: a slice must be at least {MIN_SLICE} bytes and at most \
+                         the largest object stored ({} bytes)",
+                        cache.max_object_size
+                    ),
+                ));
+            }
+            route.slice = Some(size);
         }
         if let Some(d) = &q.cache_dir {
             cache.dir = d.clone();
@@ -540,6 +569,7 @@ impl Resolver<'_> {
             dir: raw.cache.dir.map_or(dc.dir, PathBuf::from),
             zones,
             placement,
+            max_prefetches: raw.cache.max_prefetches.unwrap_or(dc.max_prefetches),
         };
         let mut listeners = Vec::new();
         for (i, l) in raw.listeners.into_iter().enumerate() {
@@ -633,7 +663,7 @@ impl Resolver<'_> {
                     &format!("site[{i}].route[{j}]"),
                     r,
                     &upstreams,
-                    &cache.zones,
+                    &cache,
                 )?));
             }
             if routes.is_empty() {
@@ -661,13 +691,31 @@ impl Resolver<'_> {
         at: &str,
         r: RawRoute,
         upstreams: &[UpstreamConfig],
-        zones: &[hoard_store::disk::ZoneConfig],
+        cache: &CacheConfig,
     ) -> Result<RouteConfig, ConfigError> {
         let zone = r
             .zone
             .as_ref()
-            .map(|z| self.zone_named(zones, z, format!("{at}.zone")))
+            .map(|z| self.zone_named(&cache.zones, z, format!("{at}.zone")))
             .transpose()?;
+        let slice = match r.slice {
+            None => None,
+            Some(s) if (MIN_SLICE..=cache.max_object_size).contains(&s.get_ref().0) => {
+                Some(s.get_ref().0)
+            }
+            Some(s) => {
+                return Err(self.err(
+                    Some(s.span()),
+                    format!("{at}.slice"),
+                    format!(
+                        "{} bytes: a slice must be at least {MIN_SLICE} bytes and at most \
+                         max_object_size ({} bytes), or it could never be stored",
+                        s.get_ref().0,
+                        cache.max_object_size
+                    ),
+                ))
+            }
+        };
         let path = match (r.prefix, r.regex) {
             (Some(_), Some(re)) => {
                 return Err(self.err(
@@ -807,6 +855,8 @@ impl Resolver<'_> {
             fill_max_age: r.fill_max_age.map_or(d.fill_max_age, |x| x.0),
             hit_for_pass: r.hit_for_pass.map_or(d.hit_for_pass, |x| x.0),
             zone,
+            slice,
+            slice_prefetch: r.slice_prefetch.unwrap_or(d.slice_prefetch),
         })
     }
 }

@@ -65,6 +65,7 @@ pub struct RawCache {
     pub zones: Vec<RawZone>,
     #[serde(default)]
     pub placement: Vec<RawPlacement>,
+    pub max_prefetches: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -135,6 +136,8 @@ pub struct RawRoute {
     pub fill_max_age: Option<Dur>,
     pub hit_for_pass: Option<Dur>,
     pub zone: Option<Spanned<String>>,
+    pub slice: Option<Spanned<Size>>,
+    pub slice_prefetch: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

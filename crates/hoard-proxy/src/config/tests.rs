@@ -190,3 +190,46 @@ fn unknown_zone_names_the_key_and_line() {
     let e = Config::from_toml("hoard.toml", &bad).unwrap_err();
     assert_eq!(e.key, "cache.zone[0].max_size");
 }
+
+#[test]
+fn slice_mode_from_the_file_and_the_command_line() {
+    let base = "[upstream.app]\nservers = [\"http://a:1\"]\n[[site]]\n[[site.route]]\nprefix = \"/video/\"\n";
+    let c = Config::from_toml(
+        "hoard.toml",
+        &format!("{base}slice = \"1MiB\"\nslice_prefetch = 3\n[[site.route]]\nprefix = \"/\"\n"),
+    )
+    .unwrap();
+    let routes = &c.sites[0].routes;
+    assert_eq!(
+        (routes[0].slice, routes[0].slice_prefetch),
+        (Some(1 << 20), 3)
+    );
+    assert_eq!((routes[1].slice, routes[1].slice_prefetch), (None, 1));
+    assert_eq!(c.cache.max_prefetches, 8);
+
+    for bad in ["\"1KiB\"", "\"16MiB\""] {
+        let e = error(&format!("{base}slice = {bad}\n"));
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(6), "site[0].route[0].slice"),
+            "{e}"
+        );
+        assert!(e.message.contains("max_object_size"), "{e}");
+    }
+
+    let q = QuickStart {
+        upstream: "http://127.0.0.1:8080".into(),
+        slice: Some(1 << 20),
+        ..Default::default()
+    };
+    assert_eq!(
+        Config::quick(&q).unwrap().sites[0].routes[0].slice,
+        Some(1 << 20)
+    );
+    let e = Config::quick(&QuickStart {
+        slice: Some(100),
+        ..q
+    })
+    .unwrap_err();
+    assert_eq!(e.key, "--slice");
+}

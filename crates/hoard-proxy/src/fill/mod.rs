@@ -93,6 +93,23 @@ pub struct FillJob {
     pub stale: Option<Arc<StoredObject>>,
     /// A request waits for this fill as its leader (false for background refreshes).
     pub has_leader: bool,
+    /// For a slice fill: the bytes asked for, and the whole object's key.
+    pub slice: Option<SliceFill>,
+    /// Held while the fill runs (a prefetch's share of the prefetch bound).
+    pub hold: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// The part of an object a slice fill asks for with `Range` (slice mode,
+/// see `pipeline::slice`).
+#[derive(Debug, Clone)]
+pub struct SliceFill {
+    /// First byte of the slice.
+    pub start: u64,
+    /// One past its last byte, if the object is that long.
+    pub end: u64,
+    /// The key of the whole object: an origin that ignores `Range` answers
+    /// with it, and it is stored there.
+    pub whole: CacheKey,
 }
 
 /// The fill engine. See the module docs.

@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use hoard_policy::cache_status::ttl_secs;
 use hoard_policy::facts::ResponseFacts;
 use hoard_policy::freshness::{LifetimeSource, StoredTimes};
+use hoard_policy::range::parse_content_range;
 use hoard_policy::reuse::StoredRules;
 use hoard_policy::storable::{storability, NotStorable, RequestFacts};
 use hoard_policy::vary::VaryNames;
@@ -72,7 +73,15 @@ impl FillEngine {
         let status = sent.resp.status();
         let (mut parts, body) = sent.resp.into_parts();
         self.forwardable(&mut parts.headers, sent.response_time);
-        let storable = match self.decide(&job, &parts, sent.request_time, sent.response_time) {
+        let storable = match self.slice_answer(&mut job, &parts).and_then(|judged_as| {
+            self.decide(
+                &job,
+                judged_as,
+                &parts,
+                sent.request_time,
+                sent.response_time,
+            )
+        }) {
             Ok(s) => s,
             Err(reason) => {
                 self.uncacheable(&job, reason, sent.response_time);
@@ -163,17 +172,52 @@ impl FillEngine {
         Some(sent)
     }
 
+    /// The status a response is judged by for storing. A slice fill's 206
+    /// with exactly the asked-for bytes is judged as the 200 it is part of
+    /// (it is stored under the slice's key, as a 206); a 200 means the
+    /// origin ignored `Range`: the fill becomes one of the whole object,
+    /// under its key. A 206 with other bytes is never stored.
+    fn slice_answer(&self, job: &mut FillJob, parts: &Parts) -> Result<StatusCode, NotStorable> {
+        let Some(slice) = &job.slice else {
+            return Ok(parts.status);
+        };
+        match parts.status {
+            StatusCode::PARTIAL_CONTENT => {
+                let got = parts
+                    .headers
+                    .get(header::CONTENT_RANGE)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(parse_content_range);
+                match got {
+                    Some((r, total)) if r.start == slice.start && r.end == slice.end.min(total) => {
+                        Ok(StatusCode::OK)
+                    }
+                    _ => Err(NotStorable::UnexpectedRange),
+                }
+            }
+            StatusCode::OK => {
+                self.counters.inc(&self.counters.slice_range_ignored);
+                job.key = slice.whole.clone();
+                job.slice = None;
+                Ok(StatusCode::OK)
+            }
+            other => Ok(other),
+        }
+    }
+
     /// Whether and how the response is stored (RFC 9111 §3), from the
-    /// route's policy and the request's directives.
+    /// route's policy and the request's directives; `status` is the one
+    /// it is judged by (see [`Self::slice_answer`]).
     fn decide(
         &self,
         job: &FillJob,
+        status: StatusCode,
         parts: &Parts,
         request_time: SystemTime,
         response_time: SystemTime,
     ) -> Result<Storable, NotStorable> {
         let policy = &job.route.policy;
-        let facts = ResponseFacts::read(parts.status.as_u16(), &parts.headers, policy);
+        let facts = ResponseFacts::read(status.as_u16(), &parts.headers, policy);
         let req_facts = RequestFacts {
             cacheable_method: true,
             cc: &job.req_cc,
@@ -286,11 +330,19 @@ impl FillEngine {
             .headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok());
+        // A slice is placed by the size of the whole object.
+        let whole_len = job
+            .slice
+            .as_ref()
+            .and_then(|_| storable.headers.get(header::CONTENT_RANGE))
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_content_range)
+            .map(|(_, total)| total);
         let zone = self.cache.place(
             job.route.zone,
             &job.path,
             content_type,
-            storable.content_length,
+            whole_len.or(storable.content_length),
         )?;
         let head = storable.object(job, status, ObjectBody::default());
         let hint = hoard_store::store::head_of(&head).encode().len();

@@ -96,6 +96,8 @@ impl Pipeline {
             req_cc: req_cc.clone(),
             stale,
             has_leader,
+            slice: None,
+            hold: None,
         }
     }
 

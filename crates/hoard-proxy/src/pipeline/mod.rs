@@ -8,19 +8,23 @@
 //!   │  └───Hit, reuse()=Revalidate────► fetch with validators ─304─► merge, store, deliver
 //!   │                                        └─200/other──► as a miss
 //!   │                                        └─error/5xx──► stale-if-error or 502/504
-//!   └──UriMiss / VaryMiss──► fetch ─storable──► fill task (BusyBody) ──► deliver from the fill
-//!                                  └not storable─► stream origin body through
+//!   ├──UriMiss / VaryMiss──► fetch ─storable──► fill task (BusyBody) ──► deliver from the fill
+//!   │                              └not storable─► stream origin body through
+//!   └──miss on a slicing route──► sliced: slice fills with Range ──► deliver slice by slice
 //! ```
 //!
 //! Each step records its outcome in a [`CacheStatus`] (RFC 9211) that goes out
 //! on the response, and in counters. The steps live in sibling files:
-//! `recv` (this file), `origin_request`, `hit`, `fetch`, `pass`.
+//! `recv` (this file), `origin_request`, `hit`, `fetch`, `pass`, `range`,
+//! `slice` and `slice_body`.
 
 mod fetch;
 mod hit;
 mod origin_request;
 mod pass;
 mod range;
+mod slice;
+pub(crate) mod slice_body;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -59,6 +63,8 @@ pub struct Pipeline {
     pub(crate) clock: Arc<dyn Clock>,
     /// Fills: the in-flight table, hit-for-pass marks and the fill tasks.
     pub(crate) fills: Arc<FillEngine>,
+    /// The bound on slice prefetches running at once.
+    pub(crate) prefetches: Arc<tokio::sync::Semaphore>,
     via: Via,
 }
 
@@ -122,7 +128,9 @@ impl Pipeline {
             cfg.cache.clone(),
             via.clone(),
         ));
+        let prefetches = Arc::new(tokio::sync::Semaphore::new(cfg.cache.max_prefetches));
         Pipeline {
+            prefetches,
             cfg,
             upstreams,
             store,
@@ -316,6 +324,9 @@ impl Pipeline {
                 "only-if-cached and nothing usable stored",
             );
             return Ok(self.error_response(&e, Some(fwd)));
+        }
+        if let (None, Some(size)) = (&stale, ctx.route.slice) {
+            return self.sliced(ctx, &key, &req_cc, size).await;
         }
         if stale.is_some() {
             self.counters.inc(&self.counters.cache_revalidate);

@@ -59,7 +59,11 @@ impl Pipeline {
             }
             RangeDecision::Partial(ranges) => {
                 let total = len.expect("invariant: decide needs a length");
-                let from_fill = matches!(body, ProxyBody::Busy(_));
+                let from_fill = match &body {
+                    ProxyBody::Busy(_) => true,
+                    ProxyBody::Sliced(b) => !b.first_hit,
+                    _ => false,
+                };
                 match partial(body, &ranges, total, &mut headers) {
                     Ok(body) => {
                         c.inc(if from_fill {
@@ -97,6 +101,7 @@ fn full_len(body: &ProxyBody, headers: &HeaderMap) -> Option<u64> {
         ProxyBody::Full(Some(b)) => Some(b.len() as u64),
         ProxyBody::Stored { obj, .. } => Some(obj.body.len()),
         ProxyBody::File(r, _) => Some(r.remaining()),
+        ProxyBody::Sliced(b) => Some(b.total()),
         ProxyBody::Busy(_) => headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
@@ -106,13 +111,15 @@ fn full_len(body: &ProxyBody, headers: &HeaderMap) -> Option<u64> {
 }
 
 /// The 206 body for `ranges` of a `total`-byte `body`, and its fields in
-/// `headers`; gives the body back when it cannot (several ranges of a fill).
-fn partial(
+/// `headers`; gives the body back when it cannot (several ranges of a
+/// fill, or a body streamed from the origin).
+pub(crate) fn partial(
     body: ProxyBody,
     ranges: &[ByteRange],
     total: u64,
     headers: &mut HeaderMap,
 ) -> Result<ProxyBody, ProxyBody> {
+    let mut sliced = None;
     let (chunks, file, send) = match body {
         ProxyBody::Busy(mut reader) if ranges.len() == 1 => {
             let r = ranges[0];
@@ -131,11 +138,16 @@ fn partial(
             (obj.body.chunks().unwrap_or_default().to_vec(), None, None)
         }
         ProxyBody::File(r, send) => (Vec::new(), Some(r), send),
+        ProxyBody::Sliced(b) => {
+            sliced = Some(b);
+            (Vec::new(), None, None)
+        }
         other => return Err(other),
     };
-    let data = |r: ByteRange, out: &mut VecDeque<Part>| match &file {
-        Some(f) => out.push_back(Part::File(f.range(r.start, r.end))),
-        None => slices(&chunks, r, out),
+    let data = |r: ByteRange, out: &mut VecDeque<Part>| match (&file, &sliced) {
+        (Some(f), _) => out.push_back(Part::File(f.range(r.start, r.end))),
+        (None, Some(_)) => out.push_back(Part::Sliced(r.start, r.end)),
+        (None, None) => slices(&chunks, r, out),
     };
     let mut parts = VecDeque::new();
     if let [r] = ranges {
@@ -166,7 +178,13 @@ fn partial(
                 .expect("invariant: ASCII"),
         );
     }
-    Ok(ProxyBody::Parts { parts, send })
+    Ok(match sliced {
+        Some(mut b) => {
+            b.set_parts(parts);
+            ProxyBody::Sliced(b)
+        }
+        None => ProxyBody::Parts { parts, send },
+    })
 }
 
 /// `Content-Range` and `Content-Length` of a single-range 206.

@@ -1,6 +1,7 @@
 //! End-to-end cases: the real proxy in-process, a strict fake origin, a raw
 //! client. Naming follows varnishtest: b basic proxying, c RFC 9111
-//! semantics, k keys and Vary, w fills, e store limits, f robustness, h HTTP/2.
+//! semantics, k keys and Vary, w fills, e store limits, f robustness, h HTTP/2,
+//! d disk zones, r ranges, s slice mode.
 
 mod b_basic;
 mod b_routing;
@@ -16,6 +17,7 @@ mod h_http2;
 mod h_tls;
 mod k_keys;
 mod r_range;
+mod s_slice;
 mod w_coalesce;
 mod w_fill;
 mod w_stale;

@@ -6,16 +6,16 @@ use hoard_testkit::{Response, Test, TestProxy};
 use super::d_disk::disk_proxy;
 
 /// A body whose every byte depends on its offset.
-fn body(n: usize) -> Vec<u8> {
+pub(crate) fn body(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 7 % 251) as u8).collect()
 }
 
-const LEN: usize = 300_000;
+pub(crate) const LEN: usize = 300_000;
 const ETAG: &str = "\"r1\"";
 const LAST_MODIFIED: &str = "Mon, 01 Dec 2025 10:00:00 GMT";
 
 /// The parts of a `multipart/byteranges` body: (Content-Range, bytes).
-fn multipart(r: &Response) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn multipart(r: &Response) -> Vec<(String, Vec<u8>)> {
     let ct = r.header("content-type").expect("content-type").to_string();
     let boundary = ct
         .split("boundary=")
@@ -437,7 +437,7 @@ fn random_range(g: &mut Lcg, full: &[u8]) -> (String, Vec<(u64, u64)>) {
 }
 
 /// Sends 60 random range requests for `path` and checks every byte.
-async fn random_ranges(t: &Test, proxy: &TestProxy, path: &str, seed: u64) {
+pub(crate) async fn random_ranges(t: &Test, proxy: &TestProxy, path: &str, seed: u64) {
     let full = body(LEN);
     let mut g = Lcg(seed);
     for _ in 0..60 {

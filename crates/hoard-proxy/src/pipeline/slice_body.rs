@@ -1,0 +1,230 @@
+//! The body of a sliced response: the parts of the whole object its ranges
+//! cover (and multipart framing), sent slice by slice (see [`super::slice`]).
+//!
+//! ## Lifecycle
+//!
+//! The body holds a queue of [`Part`]s: framing bytes and `Sliced(start,
+//! end)` spans of the whole object. A span is cut at slice boundaries; for
+//! each piece the body opens its slice (the one the handler already opened,
+//! or `SliceCtx::open` as a future it polls), checks the slice's head
+//! against the object's [`Validator`] before sending any of its bytes, and
+//! sends the piece from it: stored chunks, disk blocks or the fill as it
+//! arrives. Opening a slice starts the prefetch of the next ones. A body
+//! that is dropped unpolled (HEAD, 304, 416) opens nothing.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use bytes::Bytes;
+use hoard_policy::range::ByteRange;
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+
+use super::range::partial;
+use super::slice::{SliceCtx, SliceSource, Validator};
+use crate::body::{Part, ProxyBody};
+use crate::error::ProxyError;
+use crate::upstream::BoxError;
+
+type Opening = Pin<Box<dyn Future<Output = Result<SliceSource, ProxyError>> + Send>>;
+
+/// A piece of one slice being sent: `skip` bytes of `body` are dropped,
+/// then `left` are sent (a body that ends early, or sends more, is an error).
+struct Piece {
+    body: ProxyBody,
+    skip: u64,
+    left: u64,
+}
+
+/// See the module docs.
+pub struct SliceBody {
+    cx: Arc<SliceCtx>,
+    validator: Validator,
+    parts: VecDeque<Part>,
+    /// The slice the handler opened, until its piece is sent.
+    ready: Option<(u64, SliceSource)>,
+    /// The slice being opened, and the piece of it to send.
+    opening: Option<(u64, ByteRange, Opening)>,
+    cur: Option<Piece>,
+    /// Bytes left to send.
+    remaining: u64,
+    /// The first slice came from the cache.
+    pub(crate) first_hit: bool,
+}
+
+impl std::fmt::Debug for SliceBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SliceBody")
+            .field("total", &self.validator.total)
+            .field("remaining", &self.remaining)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SliceBody {
+    /// The whole object, with slice `idx` already open.
+    pub(crate) fn new(
+        cx: Arc<SliceCtx>,
+        validator: Validator,
+        idx: u64,
+        src: SliceSource,
+    ) -> SliceBody {
+        let total = validator.total;
+        SliceBody {
+            cx,
+            validator,
+            parts: VecDeque::from([Part::Sliced(0, total)]),
+            first_hit: src.stored.is_some(),
+            ready: Some((idx, src)),
+            opening: None,
+            cur: None,
+            remaining: total,
+        }
+    }
+
+    /// The whole object's length.
+    pub(crate) fn total(&self) -> u64 {
+        self.validator.total
+    }
+
+    /// Sends `parts` (framing and `Sliced` spans) instead of the whole object.
+    pub(crate) fn set_parts(&mut self, parts: VecDeque<Part>) {
+        self.remaining = parts.iter().map(Part::remaining).sum();
+        self.parts = parts;
+    }
+
+    /// The piece `r` (within the slice) of slice `idx`, once its head
+    /// matches the object's.
+    fn piece(&self, idx: u64, r: ByteRange, src: SliceSource) -> Result<Piece, BoxError> {
+        let size = self.cx.size;
+        if !self.validator.matches(idx, size, &src) {
+            self.cx.heal(self.validator.total, idx);
+            return Err(format!(
+                "slice {idx} changed at the origin (status {}, fields differ from the first slice); \
+                 response aborted, slices dropped",
+                src.status
+            )
+            .into());
+        }
+        let len = self.validator.slice_range(idx, size).len();
+        Ok(match partial(src.body, &[r], len, &mut HeaderMap::new()) {
+            Ok(body) => Piece {
+                body,
+                skip: 0,
+                left: r.len(),
+            },
+            // Streamed from the origin (not stored): skip to the piece.
+            Err(body) => Piece {
+                body,
+                skip: r.start,
+                left: r.len(),
+            },
+        })
+    }
+}
+
+impl Body for SliceBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let me = self.get_mut();
+        loop {
+            if let Some(p) = &mut me.cur {
+                if p.left == 0 {
+                    me.cur = None;
+                    continue;
+                }
+                match ready!(Pin::new(&mut p.body).poll_frame(cx)) {
+                    None => return Poll::Ready(Some(Err("slice ended before its bytes".into()))),
+                    Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                    Some(Ok(frame)) => {
+                        let Ok(mut data) = frame.into_data() else {
+                            continue;
+                        };
+                        let skip = p.skip.min(data.len() as u64);
+                        p.skip -= skip;
+                        let _ = data.split_to(skip as usize);
+                        if data.is_empty() {
+                            continue;
+                        }
+                        if data.len() as u64 > p.left {
+                            return Poll::Ready(Some(Err("slice longer than its range".into())));
+                        }
+                        p.left -= data.len() as u64;
+                        me.remaining -= data.len() as u64;
+                        return Poll::Ready(Some(Ok(Frame::data(data))));
+                    }
+                }
+            }
+            if let Some((idx, r, fut)) = &mut me.opening {
+                let opened = ready!(fut.as_mut().poll(cx));
+                let (idx, r) = (*idx, *r);
+                me.opening = None;
+                match opened.map_err(|e| Box::new(e) as BoxError) {
+                    Ok(src) => match me.piece(idx, r, src) {
+                        Ok(p) => me.cur = Some(p),
+                        Err(e) => return Poll::Ready(Some(Err(e))),
+                    },
+                    Err(e) => return Poll::Ready(Some(Err(e))),
+                }
+                continue;
+            }
+            match me.parts.pop_front() {
+                None => return Poll::Ready(None),
+                Some(Part::Bytes(b)) => {
+                    me.remaining -= b.len() as u64;
+                    return Poll::Ready(Some(Ok(Frame::data(b))));
+                }
+                Some(Part::Sliced(start, end)) => {
+                    if start >= end {
+                        continue;
+                    }
+                    let size = me.cx.size;
+                    let idx = start / size;
+                    let slice = me.validator.slice_range(idx, size);
+                    let to = end.min(slice.end);
+                    if to < end {
+                        me.parts.push_front(Part::Sliced(to, end));
+                    }
+                    let r = ByteRange {
+                        start: start - slice.start,
+                        end: to - slice.start,
+                    };
+                    me.cx.prefetch(idx, me.validator.total);
+                    match me.ready.take() {
+                        Some((i, src)) if i == idx => match me.piece(idx, r, src) {
+                            Ok(p) => me.cur = Some(p),
+                            Err(e) => return Poll::Ready(Some(Err(e))),
+                        },
+                        other => {
+                            // Keep a slice opened for a later range.
+                            me.ready = other.filter(|(i, _)| *i > idx);
+                            let c = me.cx.clone();
+                            me.opening = Some((idx, r, Box::pin(async move { c.open(idx).await })));
+                        }
+                    }
+                }
+                Some(Part::File(_)) => {
+                    return Poll::Ready(Some(Err(
+                        "invariant: no file parts in a sliced body".into()
+                    )))
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining)
+    }
+}
