@@ -326,7 +326,9 @@ impl Pipeline {
             return Ok(self.error_response(&e, Some(fwd)));
         }
         if let (None, Some(size)) = (&stale, ctx.route.slice) {
-            return self.sliced(ctx, &key, &req_cc, size).await;
+            if let Some(resp) = self.sliced(ctx, &key, &req_cc, size).await? {
+                return Ok(resp);
+            }
         }
         if stale.is_some() {
             self.counters.inc(&self.counters.cache_revalidate);

@@ -24,9 +24,11 @@
 //! `respond()` answers preconditions, HEAD and `Range` against that head;
 //! the [`SliceBody`](super::slice_body::SliceBody) then opens the slices its
 //! ranges cover, one at a time, in order, and sends each slice's bytes as
-//! they arrive. Opening slice `i` also prefetches slices `i+1..=i+N`
-//! (route `slice_prefetch`) in the background, at most
-//! `cache.max_prefetches` at once over the whole process.
+//! they arrive. Opening slice `i` to send it through to its end (a full
+//! GET, an open range, playback) also prefetches slices `i+1..=i+N` (route
+//! `slice_prefetch`) in the background, at most `cache.max_prefetches` at
+//! once over the whole process; a short range inside one slice (a seek
+//! probe) prefetches nothing.
 //!
 //! ## Consistency
 //!
@@ -441,14 +443,15 @@ impl SliceCtx {
 
 impl Pipeline {
     /// A cacheable request on a slicing route whose whole object is not
-    /// stored. See the module docs.
+    /// stored. See the module docs. `None`: the object cannot be sliced
+    /// (the origin finds no byte to send: empty): fetch it whole.
     pub(crate) async fn sliced(
         self: &Arc<Self>,
         ctx: &Ctx<'_>,
         key: &CacheKey,
         req_cc: &CacheControl,
         size: u64,
-    ) -> Result<Response<ProxyBody>, ProxyError> {
+    ) -> Result<Option<Response<ProxyBody>>, ProxyError> {
         let fill = self.origin_request(ctx, true, None);
         let cx = Arc::new(SliceCtx {
             pipeline: self.clone(),
@@ -478,9 +481,10 @@ impl Pipeline {
                 },
                 // Wanted bytes past the end: the first slice tells the length.
                 StatusCode::RANGE_NOT_SATISFIABLE if idx > 0 => idx = 0,
+                StatusCode::RANGE_NOT_SATISFIABLE => return Ok(None),
                 // 200: the origin ignored Range (the whole object, stored
                 // whole); else an error or redirect: relayed as is.
-                _ => return Ok(self.deliver_slice_source(ctx, key, src)),
+                _ => return Ok(Some(self.deliver_slice_source(ctx, key, src))),
             }
         };
         let c = &self.counters;
@@ -507,7 +511,7 @@ impl Pipeline {
                 .insert(header::AGE, HeaderValue::from(age.as_secs()));
         }
         self.add_cache_status(resp.headers_mut(), &cs);
-        Ok(resp)
+        Ok(Some(resp))
     }
 
     /// `Cache-Status` of a response whose head came from `src`.
@@ -534,6 +538,8 @@ impl Pipeline {
         src: SliceSource,
     ) -> Response<ProxyBody> {
         let cs = self.slice_status(key, &src);
+        let c = &self.counters;
+        c.inc(if cs.hit { &c.cache_hit } else { &c.cache_miss });
         let age = src
             .stored
             .as_ref()

@@ -9,7 +9,8 @@
 //! or `SliceCtx::open` as a future it polls), checks the slice's head
 //! against the object's [`Validator`] before sending any of its bytes, and
 //! sends the piece from it: stored chunks, disk blocks or the fill as it
-//! arrives. Opening a slice starts the prefetch of the next ones. A body
+//! arrives. Opening a slice to send it through to its end starts the
+//! prefetch of the next ones (a short range inside one slice does not). A body
 //! that is dropped unpolled (HEAD, 304, 416) opens nothing.
 
 use std::collections::VecDeque;
@@ -197,7 +198,11 @@ impl Body for SliceBody {
                         start: start - slice.start,
                         end: to - slice.start,
                     };
-                    me.cx.prefetch(idx, me.validator.total);
+                    // Read through to the slice's end (a full GET, an open
+                    // range, playback): the next slices will be wanted.
+                    if to == slice.end {
+                        me.cx.prefetch(idx, me.validator.total);
+                    }
                     match me.ready.take() {
                         Some((i, src)) if i == idx => match me.piece(idx, r, src) {
                             Ok(p) => me.cur = Some(p),

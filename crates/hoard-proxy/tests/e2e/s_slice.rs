@@ -72,9 +72,10 @@ async fn slice_proxy(t: &Test, origin: &hoard_testkit::Origin, prefetch: u32) ->
     proxy
 }
 
-// s00001: a cold range fetches only the slice it needs (and prefetches the
-// next one); ranges inside stored slices are hits; a full GET fetches the
-// missing slices and streams them in order; every slice is fetched once.
+// s00001: a cold range fetches only the slice it needs (a range that ends
+// inside its slice prefetches nothing); ranges inside stored slices are
+// hits; a full GET fetches the missing slices and streams them in order;
+// every slice is fetched once.
 #[tokio::test]
 async fn s00001_cold_range_fetches_its_slice_and_later_ones_are_hits() {
     let t = Test::new("s00001");
@@ -83,9 +84,9 @@ async fn s00001_cold_range_fetches_its_slice_and_later_ones_are_hits() {
         .origin()
         .script(|mut s| async move {
             let full = body(LEN);
-            serve(&mut s, "/v", &full, ETAG, starts(&[1, 2])).await;
-            serve(&mut s, "/v", &full, ETAG, starts(&[3])).await;
-            serve(&mut s, "/v", &full, ETAG, starts(&[0, 4])).await;
+            serve(&mut s, "/v", &full, ETAG, starts(&[1])).await;
+            serve(&mut s, "/v", &full, ETAG, starts(&[2])).await;
+            serve(&mut s, "/v", &full, ETAG, starts(&[0, 3, 4])).await;
         })
         .start()
         .await;
@@ -100,21 +101,30 @@ async fn s00001_cold_range_fetches_its_slice_and_later_ones_are_hits() {
         .expect_header_contains("cache-status", "fwd=uri-miss")
         .expect_header_contains("cache-status", "detail=slice")
         .expect_body(&full[70_000..70_100]);
-    proxy.wait_counter("objects_stored", 2).await;
-    proxy.expect_counter("slice_fills", 2);
-    proxy.expect_counter("slice_prefetches", 1);
+    proxy.wait_counter("objects_stored", 1).await;
+    proxy.expect_counter("slice_fills", 1);
+    proxy.expect_counter("slice_prefetches", 0);
     proxy.expect_counter("range_misses", 1);
 
-    // Across the boundary of two stored slices: a hit; slice 3 is prefetched.
+    // Across the boundary of a stored slice and a missing one.
     let r = get("bytes=100000-140000").send().await;
     r.expect_status(206)
         .expect_header("content-range", &format!("bytes 100000-140000/{LEN}"))
-        .expect_header_contains("cache-status", "hit")
         .expect_body(&full[100_000..=140_000]);
-    proxy.wait_counter("objects_stored", 3).await;
-    proxy.expect_counter("range_hits", 1);
+    proxy.wait_counter("objects_stored", 2).await;
+    proxy.expect_counter("slice_fills", 2);
 
-    // A full GET: slices 0 and 4 are fetched, the rest are hits.
+    // A hit inside one stored slice. (The previous range counted as a
+    // hit too: its first slice was stored.)
+    get("bytes=66000-66099")
+        .send()
+        .await
+        .expect_status(206)
+        .expect_header_contains("cache-status", "hit")
+        .expect_body(&full[66_000..66_100]);
+    proxy.expect_counter("range_hits", 2);
+
+    // A full GET: slices 0, 3 and 4 are fetched, 1 and 2 are hits.
     let r = t.client(&proxy).get("/v").send().await;
     r.expect_status(200)
         .expect_header("content-length", &LEN.to_string())
@@ -155,6 +165,41 @@ async fn s00001_cold_range_fetches_its_slice_and_later_ones_are_hits() {
         .expect_header("content-range", &format!("bytes */{LEN}"));
     proxy.expect_counter("slice_fills", 5);
     assert_eq!(origin.requests(), 5);
+    origin.finish().await;
+}
+
+// s00007: reading a slice through to its end prefetches the next one: a
+// range of exactly slice 0 has the origin asked for slice 1 too, which is
+// then a hit.
+#[tokio::test]
+async fn s00007_reading_through_a_slice_prefetches_the_next() {
+    let t = Test::new("s00007");
+    let full = body(LEN);
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let full = body(LEN);
+            serve(&mut s, "/p", &full, ETAG, starts(&[0])).await;
+            serve(&mut s, "/p", &full, ETAG, starts(&[1])).await;
+        })
+        .start()
+        .await;
+    let proxy = slice_proxy(&t, &origin, 1).await;
+    let get = |range: &str| t.client(&proxy).get("/p").hdr("Range", range);
+    get(&format!("bytes=0-{}", SIZE - 1))
+        .send()
+        .await
+        .expect_status(206)
+        .expect_body(&full[..SIZE as usize]);
+    proxy.wait_counter("objects_stored", 2).await;
+    proxy.expect_counter("slice_prefetches", 1);
+    get("bytes=70000-70099")
+        .send()
+        .await
+        .expect_status(206)
+        .expect_header_contains("cache-status", "hit")
+        .expect_body(&full[70_000..70_100]);
+    proxy.expect_counter("slice_fills", 2);
     origin.finish().await;
 }
 
@@ -357,5 +402,56 @@ async fn s00005_random_ranges_over_slices_match_the_origin_bytes() {
     proxy.wait_counter("objects_stored", 5).await;
     random_ranges(&t, &proxy, "/p", 8).await;
     proxy.expect_counter("slice_fills", 5);
+    origin.finish().await;
+}
+
+// s00006: an empty object has no slice (the origin answers the first
+// slice's Range with 416): it is fetched and stored whole, and a GET gets
+// a 200 with no body; a 404 for a slice is relayed as it is.
+#[tokio::test]
+async fn s00006_empty_objects_and_errors() {
+    let t = Test::new("s00006");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let req = s.rxreq().await;
+            req.expect_url("/empty");
+            assert_eq!(asked(&req), (0, SIZE - 1));
+            s.txresp(416).hdr("Content-Range", "bytes */0").send().await;
+            s.rxreq()
+                .await
+                .expect_url("/empty")
+                .expect_no_header("range");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("")
+                .send()
+                .await;
+            let req = s.rxreq().await;
+            req.expect_url("/missing");
+            assert_eq!(asked(&req), (0, SIZE - 1));
+            s.txresp(404).body("no such file").send().await;
+        })
+        .start()
+        .await;
+    let proxy = slice_proxy(&t, &origin, 1).await;
+    for _ in 0..2 {
+        t.client(&proxy)
+            .get("/empty")
+            .send()
+            .await
+            .expect_status(200)
+            .expect_header("content-length", "0")
+            .expect_body("");
+        proxy.wait_counter("objects_stored", 1).await;
+    }
+    proxy.expect_counter("cache_hit", 1);
+    t.client(&proxy)
+        .get("/missing")
+        .send()
+        .await
+        .expect_status(404)
+        .expect_body("no such file");
+    proxy.expect_counter("slice_prefetches", 0);
     origin.finish().await;
 }
