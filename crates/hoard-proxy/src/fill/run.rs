@@ -199,6 +199,8 @@ impl FillEngine {
                 self.counters.inc(&self.counters.slice_range_ignored);
                 job.key = slice.whole.clone();
                 job.slice = None;
+                // The stale copy was a slice: not the object this replaces.
+                job.stale = None;
                 Ok(StatusCode::OK)
             }
             other => Ok(other),
@@ -381,6 +383,16 @@ impl FillEngine {
         )
         .await;
         match outcome {
+            Ok(BodyEnd::Complete(held))
+                if !slice_complete(&job, &storable, writer.len(), held.as_ref()) =>
+            {
+                // A slice that ended short of its Content-Range (a chunked
+                // or close-delimited 206): never stored, readers see an error.
+                self.counters.inc(&self.counters.fills_aborted);
+                tracing::info!(key = %job.key.text, "slice body shorter than its Content-Range; not stored");
+                permit.done();
+                writer.abort(hoard_store::busy::FillError::OriginAborted);
+            }
             Ok(BodyEnd::Complete(held)) => {
                 self.counters.inc(&self.counters.fills_completed);
                 let len = writer.len() + held.as_ref().map_or(0, |h| h.len() as u64);
@@ -467,4 +479,24 @@ impl FillEngine {
         }
         self.via.add(headers, Version::HTTP_11);
     }
+}
+
+/// Whether a slice fill's body (`written` bytes plus the `held` last chunk)
+/// is as long as its `Content-Range` says; true for other fills.
+fn slice_complete(
+    job: &FillJob,
+    storable: &Storable,
+    written: u64,
+    held: Option<&bytes::Bytes>,
+) -> bool {
+    if job.slice.is_none() {
+        return true;
+    }
+    let len = written + held.map_or(0, |h| h.len() as u64);
+    storable
+        .headers
+        .get(header::CONTENT_RANGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_content_range)
+        .is_some_and(|(r, _)| r.len() == len)
 }

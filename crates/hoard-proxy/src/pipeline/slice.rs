@@ -130,12 +130,30 @@ impl Validator {
         })
     }
 
+    /// Whether a change of the object would show: a strong `ETag` or a
+    /// `Last-Modified` (with the length). Without one, slices of two
+    /// versions of the same length could not be told apart.
+    fn can_tell_versions(&self) -> bool {
+        let strong = self
+            .etag
+            .as_ref()
+            .is_some_and(|e| !e.as_bytes().starts_with(b"W/"));
+        strong || self.last_modified.is_some()
+    }
+
+    /// Whether `src` is another version's slice `idx` (a 206 whose length
+    /// or validators differ), rather than an error or an answer that is not
+    /// a slice.
+    pub fn changed(&self, idx: u64, size: u64, src: &SliceSource) -> bool {
+        src.status == StatusCode::PARTIAL_CONTENT && !self.matches(idx, size, src)
+    }
+
     /// The bytes slice `idx` must hold.
     pub fn slice_range(&self, idx: u64, size: u64) -> ByteRange {
-        let start = idx * size;
+        let start = idx.saturating_mul(size);
         ByteRange {
             start,
-            end: (start + size).min(self.total),
+            end: start.saturating_add(size).min(self.total),
         }
     }
 
@@ -190,8 +208,9 @@ impl SliceCtx {
         stale: Option<Arc<StoredObject>>,
         has_leader: bool,
     ) -> FillJob {
-        let start = idx * self.size;
-        let end = start + self.size;
+        // Saturating: a client may ask for a byte near u64::MAX.
+        let start = idx.saturating_mul(self.size);
+        let end = start.saturating_add(self.size);
         let mut headers = self.fill_headers.clone();
         headers.insert(
             header::RANGE,
@@ -311,6 +330,8 @@ impl SliceCtx {
                 Outcome::Streaming(head) => {
                     let taken = match &claim {
                         Some(c) => c.take_reader(&head),
+                        // Another variant's bytes are not this request's.
+                        None if head.vary.variant(&self.headers) != head.variant => None,
                         None => head.busy.reader().map(|r| (r, head.headers.clone())),
                     };
                     let Some((reader, headers)) = taken else {
@@ -383,7 +404,7 @@ impl SliceCtx {
         let p = &self.pipeline;
         let last = total.div_ceil(self.size).saturating_sub(1);
         let ahead = u64::from(self.route.slice_prefetch);
-        for j in (idx + 1)..=(idx + ahead).min(last) {
+        for j in (idx + 1)..=idx.saturating_add(ahead).min(last) {
             let Ok(hold) = p.prefetches.clone().try_acquire_owned() else {
                 return;
             };
@@ -444,7 +465,8 @@ impl SliceCtx {
 impl Pipeline {
     /// A cacheable request on a slicing route whose whole object is not
     /// stored. See the module docs. `None`: the object cannot be sliced
-    /// (the origin finds no byte to send: empty): fetch it whole.
+    /// (empty: the origin finds no byte to send; or no strong `ETag` nor
+    /// `Last-Modified` to keep slices of one version): fetch it whole.
     pub(crate) async fn sliced(
         self: &Arc<Self>,
         ctx: &Ctx<'_>,
@@ -471,7 +493,11 @@ impl Pipeline {
             let src = cx.open(idx).await?;
             match src.status {
                 StatusCode::PARTIAL_CONTENT => match Validator::of(&src.headers) {
-                    Some(v) if v.matches(idx, size, &src) => break (src, v),
+                    Some(v) if v.matches(idx, size, &src) && v.can_tell_versions() => {
+                        break (src, v)
+                    }
+                    // No strong validator: fetched and stored whole.
+                    Some(v) if v.matches(idx, size, &src) => return Ok(None),
                     _ => {
                         return Err(ProxyError::origin(
                             ErrorKind::BadResponse,

@@ -101,11 +101,19 @@ impl SliceBody {
     /// matches the object's.
     fn piece(&self, idx: u64, r: ByteRange, src: SliceSource) -> Result<Piece, BoxError> {
         let size = self.cx.size;
-        if !self.validator.matches(idx, size, &src) {
+        if self.validator.changed(idx, size, &src) {
             self.cx.heal(self.validator.total, idx);
             return Err(format!(
-                "slice {idx} changed at the origin (status {}, fields differ from the first slice); \
-                 response aborted, slices dropped",
+                "slice {idx} changed at the origin (length or validators differ from the \
+                 first slice); response aborted, slices dropped"
+            )
+            .into());
+        }
+        if !self.validator.matches(idx, size, &src) {
+            // An error (5xx, 404) or an answer that is not this slice: the
+            // stored slices stay.
+            return Err(format!(
+                "slice {idx}: the origin answered {} instead; response aborted",
                 src.status
             )
             .into());
@@ -155,8 +163,10 @@ impl Body for SliceBody {
                         if data.is_empty() {
                             continue;
                         }
+                        // A body streamed from the origin goes on past the
+                        // piece: cut it there.
                         if data.len() as u64 > p.left {
-                            return Poll::Ready(Some(Err("slice longer than its range".into())));
+                            data.truncate(p.left as usize);
                         }
                         p.left -= data.len() as u64;
                         me.remaining -= data.len() as u64;

@@ -455,3 +455,98 @@ async fn s00006_empty_objects_and_errors() {
     proxy.expect_counter("slice_prefetches", 0);
     origin.finish().await;
 }
+
+// s00008: without a strong ETag or a Last-Modified, slices of two versions
+// could not be told apart: the object is fetched and stored whole instead.
+#[tokio::test]
+async fn s00008_no_validator_means_no_slicing() {
+    let t = Test::new("s00008");
+    let full = body(LEN);
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let full = body(LEN);
+            let req = s.rxreq().await;
+            assert_eq!(asked(&req), (SIZE, 2 * SIZE - 1));
+            s.txresp(206)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "W/\"weak\"")
+                .hdr("Content-Range", format!("bytes {SIZE}-{}/{LEN}", 2 * SIZE - 1))
+                .body(&full[SIZE as usize..2 * SIZE as usize])
+                .send()
+                .await;
+            s.rxreq()
+                .await
+                .expect_url("/nv")
+                .expect_no_header("range");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "W/\"weak\"")
+                .body(&full)
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = slice_proxy(&t, &origin, 1).await;
+    let get = |range: &str| t.client(&proxy).get("/nv").hdr("Range", range);
+    get("bytes=70000-70099")
+        .send()
+        .await
+        .expect_status(206)
+        .expect_body(&full[70_000..70_100]);
+    proxy.wait_counter("objects_stored", 2).await;
+    get("bytes=200000-200099")
+        .send()
+        .await
+        .expect_status(206)
+        .expect_header_contains("cache-status", "hit")
+        .expect_body(&full[200_000..200_100]);
+    origin.finish().await;
+}
+
+// s00009: an origin error for one slice aborts the response that needed it
+// but drops nothing: the stored slices stay, and no mismatch is counted.
+#[tokio::test]
+async fn s00009_origin_error_for_a_slice_keeps_the_others() {
+    let t = Test::new("s00009");
+    let full = body(LEN);
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let full = body(LEN);
+            serve(&mut s, "/e", &full, ETAG, starts(&[0])).await;
+            let req = s.rxreq().await;
+            assert_eq!(asked(&req), (SIZE, 2 * SIZE - 1));
+            s.txresp(503).body("busy").send().await;
+        })
+        .start()
+        .await;
+    let proxy = slice_proxy(&t, &origin, 0).await;
+    t.client(&proxy)
+        .get("/e")
+        .hdr("Range", "bytes=0-9")
+        .send()
+        .await
+        .expect_status(206);
+    proxy.wait_counter("objects_stored", 1).await;
+    let err = t
+        .client(&proxy)
+        .get("/e")
+        .hdr("Range", "bytes=65000-66000")
+        .try_send()
+        .await
+        .expect_err("aborted");
+    assert!(err.is_incomplete(), "{err}");
+    assert!(full[65_000..].starts_with(&err.partial().unwrap().body));
+    proxy.expect_counter("slice_validator_mismatches", 0);
+    t.client(&proxy)
+        .get("/e")
+        .hdr("Range", "bytes=100-199")
+        .send()
+        .await
+        .expect_status(206)
+        .expect_header_contains("cache-status", "hit")
+        .expect_body(&full[100..200]);
+    origin.finish().await;
+}
