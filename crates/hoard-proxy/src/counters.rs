@@ -145,6 +145,8 @@ counters! {
     slice_prefetches,
     /// Slices whose validator or length differed from the object's other slices; the object's slices were dropped.
     slice_validator_mismatches,
+    /// Short ranges far ahead of their slice's fill, fetched from the origin directly (uncached) instead of waiting for the fill.
+    slice_direct_fetches,
     /// Slice requests the origin answered with the whole object (it ignored `Range`); stored whole.
     slice_range_ignored,
     /// Body bytes of disk hits sent with sendfile (plain HTTP/1.1, page-cached, verified file).

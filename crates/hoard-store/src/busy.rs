@@ -435,6 +435,11 @@ impl Drop for BusyWriter {
 }
 
 impl BusyReader {
+    /// Bytes the fill has received so far.
+    pub fn filled(&self) -> u64 {
+        self.body.len()
+    }
+
     /// Skips chunks that end at or before byte `offset` (they are neither
     /// handed out nor read back from a spill). The first chunk handed out
     /// may still start before `offset`: the caller trims it.

@@ -258,6 +258,10 @@ pub struct RouteConfig {
     pub slice: Option<u64>,
     /// Slices fetched ahead of the last one a request needs. Default: 1.
     pub slice_prefetch: u32,
+    /// A range at most this long that starts far past what its slice's
+    /// fill has received is fetched from the origin on its own. Default:
+    /// 64 KiB; 0 disables.
+    pub slice_direct_max: u64,
 }
 
 impl Default for ServerConfig {
@@ -333,6 +337,7 @@ impl RouteConfig {
             zone: None,
             slice: None,
             slice_prefetch: 1,
+            slice_direct_max: 64 << 10,
         }
     }
 }
@@ -857,6 +862,7 @@ impl Resolver<'_> {
             zone,
             slice,
             slice_prefetch: r.slice_prefetch.unwrap_or(d.slice_prefetch),
+            slice_direct_max: r.slice_direct_max.map_or(d.slice_direct_max, |x| x.0),
         })
     }
 }

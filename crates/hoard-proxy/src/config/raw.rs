@@ -138,6 +138,7 @@ pub struct RawRoute {
     pub zone: Option<Spanned<String>>,
     pub slice: Option<Spanned<Size>>,
     pub slice_prefetch: Option<u32>,
+    pub slice_direct_max: Option<Size>,
 }
 
 #[derive(Debug, Default, Deserialize)]

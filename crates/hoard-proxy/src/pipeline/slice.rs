@@ -141,6 +141,14 @@ impl Validator {
         strong || self.last_modified.is_some()
     }
 
+    /// Whether `src` is exactly bytes `r` of this object (a direct fetch).
+    pub fn matches_part(&self, r: ByteRange, src: &SliceSource) -> bool {
+        src.status == StatusCode::PARTIAL_CONTENT
+            && content_range(&src.headers) == Some((r, self.total))
+            && src.headers.get(header::ETAG) == self.etag.as_ref()
+            && src.headers.get(header::LAST_MODIFIED) == self.last_modified.as_ref()
+    }
+
     /// Whether `src` is another version's slice `idx` (a 206 whose length
     /// or validators differ), rather than an error or an answer that is not
     /// a slice.
@@ -396,6 +404,43 @@ impl SliceCtx {
             ErrorKind::BadResponse,
             format!("no fill of {} answered", key.text),
         ))
+    }
+
+    /// Bytes `r` of the object straight from the origin, not stored: for a
+    /// short range far ahead of its slice's fill (see `SliceBody`).
+    pub async fn direct(self: Arc<Self>, r: ByteRange) -> Result<SliceSource, ProxyError> {
+        let p = &self.pipeline;
+        p.counters.inc(&p.counters.slice_direct_fetches);
+        let mut headers = self.fill_headers.clone();
+        headers.insert(
+            header::RANGE,
+            HeaderValue::from_str(&format!("bytes={}-{}", r.start, r.end - 1))
+                .expect("invariant: ASCII digits"),
+        );
+        let resp = self
+            .upstream
+            .send(OriginRequest {
+                method: Method::GET,
+                uri: self.uri.clone(),
+                headers,
+                body: None,
+            })
+            .await?;
+        let (mut parts, body) = resp.into_parts();
+        hoard_policy::headers::strip_hop_by_hop(&mut parts.headers);
+        Ok(SliceSource {
+            status: parts.status,
+            headers: parts.headers,
+            body: ProxyBody::Origin(body),
+            stored: None,
+            collapsed: false,
+            ttl: None,
+        })
+    }
+
+    /// The longest piece fetched alone (route `slice_direct_max`).
+    pub fn direct_max(&self) -> u64 {
+        self.route.slice_direct_max
     }
 
     /// Starts fills of the `slice_prefetch` slices after `idx` that are

@@ -9,7 +9,10 @@
 //! or `SliceCtx::open` as a future it polls), checks the slice's head
 //! against the object's [`Validator`] before sending any of its bytes, and
 //! sends the piece from it: stored chunks, disk blocks or the fill as it
-//! arrives. Opening a slice to send it through to its end starts the
+//! arrives. A short piece (a seek probe) that starts far past what its
+//! slice's fill has received is fetched from the origin on its own instead,
+//! uncached, so it never waits for the fill to get there; the fill goes on
+//! and serves the requests that come after. Opening a slice to send it through to its end starts the
 //! prefetch of the next ones (a short range inside one slice does not). A body
 //! that is dropped unpolled (HEAD, 304, 416) opens nothing.
 
@@ -40,6 +43,18 @@ struct Piece {
     left: u64,
 }
 
+/// How far ahead of a fill a piece may start and still wait for it.
+fn ahead_limit(size: u64) -> u64 {
+    (size / 4).min(64 << 10)
+}
+
+/// What a piece will be sent from once opened.
+enum Next {
+    Piece(Piece),
+    /// Fetch these bytes of the object straight from the origin.
+    Direct(ByteRange),
+}
+
 /// See the module docs.
 pub struct SliceBody {
     cx: Arc<SliceCtx>,
@@ -47,8 +62,9 @@ pub struct SliceBody {
     parts: VecDeque<Part>,
     /// The slice the handler opened, until its piece is sent.
     ready: Option<(u64, SliceSource)>,
-    /// The slice being opened, and the piece of it to send.
-    opening: Option<(u64, ByteRange, Opening)>,
+    /// The slice being opened (or, when `direct`, the piece being fetched
+    /// alone), and the piece of it to send.
+    opening: Option<(u64, ByteRange, Opening, bool)>,
     cur: Option<Piece>,
     /// Bytes left to send.
     remaining: u64,
@@ -97,9 +113,38 @@ impl SliceBody {
         self.parts = parts;
     }
 
+    /// The piece `r` (within the slice) of slice `idx` from the direct
+    /// fetch `src`.
+    fn direct_piece(&self, idx: u64, r: ByteRange, src: SliceSource) -> Result<Piece, BoxError> {
+        let slice = self.validator.slice_range(idx, self.cx.size);
+        let abs = ByteRange {
+            start: slice.start + r.start,
+            end: slice.start + r.end,
+        };
+        if !self.validator.matches_part(abs, &src) {
+            if src.status == http::StatusCode::PARTIAL_CONTENT {
+                self.cx.heal(self.validator.total, idx);
+            }
+            return Err(format!(
+                "bytes {}-{}: the origin answered {} with other fields than the first slice; \
+                 response aborted",
+                abs.start,
+                abs.end - 1,
+                src.status
+            )
+            .into());
+        }
+        Ok(Piece {
+            body: src.body,
+            skip: 0,
+            left: r.len(),
+        })
+    }
+
     /// The piece `r` (within the slice) of slice `idx`, once its head
-    /// matches the object's.
-    fn piece(&self, idx: u64, r: ByteRange, src: SliceSource) -> Result<Piece, BoxError> {
+    /// matches the object's; or, for a short piece far ahead of the
+    /// slice's fill, the bytes to fetch alone.
+    fn piece(&self, idx: u64, r: ByteRange, src: SliceSource) -> Result<Next, BoxError> {
         let size = self.cx.size;
         if self.validator.changed(idx, size, &src) {
             self.cx.heal(self.validator.total, idx);
@@ -118,20 +163,44 @@ impl SliceBody {
             )
             .into());
         }
-        let len = self.validator.slice_range(idx, size).len();
-        Ok(match partial(src.body, &[r], len, &mut HeaderMap::new()) {
-            Ok(body) => Piece {
-                body,
-                skip: 0,
-                left: r.len(),
+        let slice = self.validator.slice_range(idx, size);
+        if let ProxyBody::Busy(reader) = &src.body {
+            // A piece at most `slice_direct_max` long that starts more than
+            // `ahead_limit` past what the fill has received is fetched
+            // alone: a seek probe does not wait for the fill to get there.
+            if r.len() <= self.cx.direct_max() && reader.filled() + ahead_limit(size) < r.start {
+                return Ok(Next::Direct(ByteRange {
+                    start: slice.start + r.start,
+                    end: slice.start + r.end,
+                }));
+            }
+        }
+        Ok(Next::Piece(
+            match partial(src.body, &[r], slice.len(), &mut HeaderMap::new()) {
+                Ok(body) => Piece {
+                    body,
+                    skip: 0,
+                    left: r.len(),
+                },
+                // Streamed from the origin (not stored): skip to the piece.
+                Err(body) => Piece {
+                    body,
+                    skip: r.start,
+                    left: r.len(),
+                },
             },
-            // Streamed from the origin (not stored): skip to the piece.
-            Err(body) => Piece {
-                body,
-                skip: r.start,
-                left: r.len(),
-            },
-        })
+        ))
+    }
+
+    /// Goes on with what [`Self::piece`] found.
+    fn next(&mut self, idx: u64, r: ByteRange, next: Next) {
+        match next {
+            Next::Piece(p) => self.cur = Some(p),
+            Next::Direct(abs) => {
+                let c = self.cx.clone();
+                self.opening = Some((idx, r, Box::pin(c.direct(abs)), true));
+            }
+        }
     }
 }
 
@@ -174,15 +243,19 @@ impl Body for SliceBody {
                     }
                 }
             }
-            if let Some((idx, r, fut)) = &mut me.opening {
+            if let Some((idx, r, fut, direct)) = &mut me.opening {
                 let opened = ready!(fut.as_mut().poll(cx));
-                let (idx, r) = (*idx, *r);
+                let (idx, r, direct) = (*idx, *r, *direct);
                 me.opening = None;
-                match opened.map_err(|e| Box::new(e) as BoxError) {
-                    Ok(src) => match me.piece(idx, r, src) {
-                        Ok(p) => me.cur = Some(p),
-                        Err(e) => return Poll::Ready(Some(Err(e))),
-                    },
+                let next = opened.map_err(|e| Box::new(e) as BoxError).and_then(|src| {
+                    if direct {
+                        me.direct_piece(idx, r, src).map(Next::Piece)
+                    } else {
+                        me.piece(idx, r, src)
+                    }
+                });
+                match next {
+                    Ok(n) => me.next(idx, r, n),
                     Err(e) => return Poll::Ready(Some(Err(e))),
                 }
                 continue;
@@ -215,14 +288,15 @@ impl Body for SliceBody {
                     }
                     match me.ready.take() {
                         Some((i, src)) if i == idx => match me.piece(idx, r, src) {
-                            Ok(p) => me.cur = Some(p),
+                            Ok(n) => me.next(idx, r, n),
                             Err(e) => return Poll::Ready(Some(Err(e))),
                         },
                         other => {
                             // Keep a slice opened for a later range.
                             me.ready = other.filter(|(i, _)| *i > idx);
                             let c = me.cx.clone();
-                            me.opening = Some((idx, r, Box::pin(async move { c.open(idx).await })));
+                            me.opening =
+                                Some((idx, r, Box::pin(async move { c.open(idx).await }), false));
                         }
                     }
                 }

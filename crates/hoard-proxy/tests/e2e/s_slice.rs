@@ -56,13 +56,25 @@ async fn serve(s: &mut Script, path: &str, full: &[u8], etag: &str, mut want: BT
     }
 }
 
+/// A slicing proxy. Ranges are never fetched alone (that depends on how
+/// far a fill got when a request looks), except in s00010, which sets it.
 async fn slice_proxy(t: &Test, origin: &hoard_testkit::Origin, prefetch: u32) -> TestProxy {
+    slice_proxy_direct(t, origin, prefetch, 0).await
+}
+
+async fn slice_proxy_direct(
+    t: &Test,
+    origin: &hoard_testkit::Origin,
+    prefetch: u32,
+    direct_max: u64,
+) -> TestProxy {
     let proxy = t
         .proxy()
         .origin(origin)
         .route(|r| {
             r.slice = Some(SIZE);
             r.slice_prefetch = prefetch;
+            r.slice_direct_max = direct_max;
         })
         .start()
         .await;
@@ -471,14 +483,14 @@ async fn s00008_no_validator_means_no_slicing() {
             s.txresp(206)
                 .hdr("Cache-Control", "max-age=600")
                 .hdr("ETag", "W/\"weak\"")
-                .hdr("Content-Range", format!("bytes {SIZE}-{}/{LEN}", 2 * SIZE - 1))
+                .hdr(
+                    "Content-Range",
+                    format!("bytes {SIZE}-{}/{LEN}", 2 * SIZE - 1),
+                )
                 .body(&full[SIZE as usize..2 * SIZE as usize])
                 .send()
                 .await;
-            s.rxreq()
-                .await
-                .expect_url("/nv")
-                .expect_no_header("range");
+            s.rxreq().await.expect_url("/nv").expect_no_header("range");
             s.txresp(200)
                 .hdr("Cache-Control", "max-age=600")
                 .hdr("ETag", "W/\"weak\"")
@@ -548,5 +560,66 @@ async fn s00009_origin_error_for_a_slice_keeps_the_others() {
         .expect_status(206)
         .expect_header_contains("cache-status", "hit")
         .expect_body(&full[100..200]);
+    origin.finish().await;
+}
+
+// s00010: a short range far ahead of its slice's fill is fetched from the
+// origin on its own, uncached, while the fill goes on; once the slice is
+// stored the same range is a hit.
+#[tokio::test]
+async fn s00010_short_range_ahead_of_the_fill_is_fetched_alone() {
+    let t = Test::new("s00010");
+    let full = body(LEN);
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let full = body(LEN);
+            let slice = s.rxreq().await;
+            assert_eq!(asked(&slice), (SIZE, 2 * SIZE - 1));
+            s.txresp(206)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", ETAG)
+                .hdr(
+                    "Content-Range",
+                    format!("bytes {SIZE}-{}/{LEN}", 2 * SIZE - 1),
+                )
+                .hdr("Content-Length", SIZE)
+                .send_head()
+                .await;
+            s.chunk(&full[SIZE as usize..SIZE as usize + 1000]).await;
+            // The slice is at 1 000 bytes of 65 536: the range comes alone.
+            let alone = s.rxreq_concurrent().await;
+            assert_eq!(asked(&alone), (100_000, 100_099));
+            s.txresp(206)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", ETAG)
+                .hdr("Content-Range", format!("bytes 100000-100099/{LEN}"))
+                .body(&full[100_000..100_100])
+                .send()
+                .await;
+            s.switch_to(&slice);
+            s.chunk(&full[SIZE as usize + 1000..2 * SIZE as usize])
+                .await;
+            s.end().await;
+        })
+        .start()
+        .await;
+    let proxy = slice_proxy_direct(&t, &origin, 0, 64 << 10).await;
+    let get = |range: &str| t.client(&proxy).get("/far").hdr("Range", range);
+    get("bytes=100000-100099")
+        .send()
+        .await
+        .expect_status(206)
+        .expect_header("content-range", &format!("bytes 100000-100099/{LEN}"))
+        .expect_body(&full[100_000..100_100]);
+    proxy.expect_counter("slice_direct_fetches", 1);
+    proxy.wait_counter("objects_stored", 1).await;
+    get("bytes=100000-100099")
+        .send()
+        .await
+        .expect_status(206)
+        .expect_header_contains("cache-status", "hit")
+        .expect_body(&full[100_000..100_100]);
+    proxy.expect_counter("slice_fills", 1);
     origin.finish().await;
 }

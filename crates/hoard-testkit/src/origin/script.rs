@@ -81,6 +81,18 @@ impl Script {
     /// If no request arrives within [`ORIGIN_TIMEOUT`].
     pub async fn rxreq(&mut self) -> Request {
         self.settle();
+        self.receive().await
+    }
+
+    /// Receives the next request while the current response is still being
+    /// streamed (after `send_head`): it stays open, to go on with after
+    /// [`Script::switch_to`], so two responses are in progress at once.
+    pub async fn rxreq_concurrent(&mut self) -> Request {
+        self.open.retain(|ex| ex.done.is_some());
+        self.receive().await
+    }
+
+    async fn receive(&mut self) -> Request {
         let pending = match tokio::time::timeout(ORIGIN_TIMEOUT, self.queue.recv()).await {
             Ok(Some(p)) => p,
             Ok(None) => panic!(
