@@ -98,6 +98,19 @@ pub(crate) struct SliceSource {
 }
 
 impl SliceSource {
+    /// An answer streamed from the origin, not stored.
+    fn origin(resp: http::Response<crate::upstream::OriginBody>) -> SliceSource {
+        let (parts, body) = resp.into_parts();
+        SliceSource {
+            status: parts.status,
+            headers: parts.headers,
+            body: ProxyBody::Origin(body),
+            stored: None,
+            collapsed: false,
+            ttl: None,
+        }
+    }
+
     fn stored(obj: Arc<StoredObject>, cx: &SliceCtx) -> SliceSource {
         SliceSource {
             status: obj.status,
@@ -374,15 +387,7 @@ impl SliceCtx {
                     let resp = c.0.take_handoff().ok_or_else(|| {
                         ProxyError::origin(ErrorKind::BadResponse, "slice response already taken")
                     })?;
-                    let (parts, body) = resp.into_parts();
-                    return Ok(SliceSource {
-                        status: parts.status,
-                        headers: parts.headers,
-                        body: ProxyBody::Origin(body),
-                        stored: None,
-                        collapsed: false,
-                        ttl: None,
-                    });
+                    return Ok(SliceSource::origin(resp));
                 }
                 Outcome::OriginError(kind) => {
                     if let Some(obj) = usable_stale() {
@@ -428,14 +433,7 @@ impl SliceCtx {
             .await?;
         let (mut parts, body) = resp.into_parts();
         hoard_policy::headers::strip_hop_by_hop(&mut parts.headers);
-        Ok(SliceSource {
-            status: parts.status,
-            headers: parts.headers,
-            body: ProxyBody::Origin(body),
-            stored: None,
-            collapsed: false,
-            ttl: None,
-        })
+        Ok(SliceSource::origin(http::Response::from_parts(parts, body)))
     }
 
     /// The longest piece fetched alone (route `slice_direct_max`).
