@@ -162,6 +162,16 @@ impl StoredTimes {
         self.lifetime > self.current_age(now)
     }
 
+    /// The same response made stale at `now` (a soft purge): its lifetime
+    /// ends at its current age, so `stale-while-revalidate` and
+    /// `stale-if-error` windows count from `now` (RFC 5861 §3, §4).
+    pub fn made_stale(&self, now: SystemTime) -> StoredTimes {
+        StoredTimes {
+            lifetime: self.lifetime.min(self.current_age(now)),
+            ..*self
+        }
+    }
+
     /// How long the response has been stale at `now` (zero while fresh).
     pub fn staleness(&self, now: SystemTime) -> Duration {
         self.current_age(now).saturating_sub(self.lifetime)

@@ -176,6 +176,74 @@ impl KeyTemplate {
     }
 }
 
+/// What separates a slice's key from its object's key: a slice of the
+/// object keyed `K` is keyed `K slice=SIZE:N` (a space never occurs in a
+/// request target, so no request's key looks like a slice's).
+pub const SLICE_MARK: &str = " slice=";
+
+/// The URL parts of a key text, for purges: `scheme|host|target[|extra...]`,
+/// with a slice's mark removed. An empty scheme or host means the route's
+/// key leaves it out (it matches any).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyUrl<'a> {
+    /// `http`, `https`, or empty.
+    pub scheme: &'a str,
+    /// The host, lowercased, without the scheme's default port; or empty.
+    pub host: &'a str,
+    /// Path and query as keyed.
+    pub target: &'a str,
+}
+
+impl<'a> KeyUrl<'a> {
+    /// Splits a key text made by [`KeyTemplate::key`] (or a slice's key).
+    pub fn parse(text: &'a str) -> Option<KeyUrl<'a>> {
+        let whole = text.find(SLICE_MARK).map_or(text, |at| &text[..at]);
+        let mut parts = whole.splitn(4, '|');
+        let scheme = parts.next()?;
+        let host = parts.next()?;
+        let target = parts.next()?;
+        Some(KeyUrl {
+            scheme,
+            host,
+            target,
+        })
+    }
+
+    /// True when this key's URL starts with `prefix` (`scheme://host/path...`).
+    pub fn starts_with(&self, prefix: &str) -> bool {
+        let (scheme, rest) = prefix.split_once("://").unwrap_or(("", prefix));
+        if !(self.scheme.is_empty() || scheme.is_empty() || self.scheme == scheme) {
+            return false;
+        }
+        if self.host.is_empty() {
+            // Host-less keys: compare the target only.
+            let target = rest.find('/').map_or("", |at| &rest[at..]);
+            return self.target.starts_with(target);
+        }
+        match rest.strip_prefix(self.host) {
+            Some(after) => self.target.starts_with(after),
+            None => self.host.starts_with(rest),
+        }
+    }
+
+    /// True when this key belongs to `host` (any port unless `host` names one).
+    pub fn on_host(&self, host: &str) -> bool {
+        self.host == host
+            || self
+                .host
+                .strip_prefix(host)
+                .is_some_and(|rest| rest.starts_with(':'))
+    }
+}
+
+/// A Host as keys hold it: lowercased, without a trailing dot or the
+/// scheme's default port.
+pub fn normalize_host(host: &str, scheme: &str) -> String {
+    let mut s = String::with_capacity(host.len());
+    push_host(&mut s, host, scheme);
+    s
+}
+
 fn push_host(text: &mut String, host: &str, scheme: &str) {
     let host = host.trim_end_matches('.');
     let host = match (scheme, host.rsplit_once(':')) {
@@ -190,6 +258,35 @@ fn push_host(text: &mut String, host: &str, scheme: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_url_parts_prefixes_and_hosts() {
+        let k = KeyUrl::parse("http|example.com|/img/a.jpg?x=1|accept=x slice=1048576:3").unwrap();
+        assert_eq!(
+            k,
+            KeyUrl {
+                scheme: "http",
+                host: "example.com",
+                target: "/img/a.jpg?x=1"
+            }
+        );
+        assert!(k.starts_with("http://example.com/img/"));
+        assert!(k.starts_with("http://example.com"));
+        assert!(k.starts_with("http://exa"));
+        assert!(!k.starts_with("https://example.com/img/"));
+        assert!(!k.starts_with("http://example.com/video/"));
+        assert!(!k.starts_with("http://example.org/"));
+        let no_scheme = KeyUrl::parse("|example.com|/a").unwrap();
+        assert!(no_scheme.starts_with("https://example.com/"));
+        let no_host = KeyUrl::parse("http||/a/b").unwrap();
+        assert!(no_host.starts_with("http://anything/a/"));
+        assert!(!no_host.starts_with("http://anything/b"));
+        let port = KeyUrl::parse("http|example.com:8080|/").unwrap();
+        assert!(port.on_host("example.com"));
+        assert!(port.on_host("example.com:8080"));
+        assert!(!port.on_host("example.co"));
+        assert_eq!(normalize_host("Example.COM:80", "http"), "example.com");
+    }
 
     fn key(
         t: &KeyTemplate,

@@ -21,4 +21,5 @@ pub mod range;
 pub mod reuse;
 pub mod storable;
 pub mod structured;
+pub mod tags;
 pub mod vary;

@@ -157,6 +157,26 @@ counters! {
     disk_dirs_offline,
     /// Times a disk directory came back into service.
     disk_dirs_online,
+    /// Purges of one URL (admin API, `PURGE` method, `hoard purge`).
+    purges_url,
+    /// Purges by URL prefix.
+    purges_prefix,
+    /// Purges of a host.
+    purges_host,
+    /// Purges by tag (`Surrogate-Key`, `Cache-Tag`).
+    purges_tag,
+    /// Purges that marked objects stale instead of removing them (soft).
+    purges_soft,
+    /// Objects removed or marked stale by purges.
+    purged_objects,
+    /// Fills not stored because a purge that selects them came while they ran.
+    purge_raced_fills,
+    /// `PURGE` requests refused (method off, or client not in `purge_allow`).
+    purges_refused,
+    /// Admin API requests refused for a missing or wrong token.
+    admin_unauthorized,
+    /// Access log lines dropped because the writer fell behind.
+    access_log_dropped,
 }
 
 impl hoard_store::StoreEvents for Counters {

@@ -7,11 +7,14 @@
 #![deny(missing_docs)]
 #![deny(missing_debug_implementations)]
 
+pub mod access_log;
+pub mod admin;
 pub mod body;
 pub mod config;
 pub mod counters;
 pub mod error;
 pub mod fill;
+pub mod metrics;
 pub mod pipeline;
 pub mod server;
 pub mod upstream;
@@ -38,6 +41,10 @@ pub enum StartError {
     Tls(String),
     /// A disk zone's directory could not be created.
     Storage(std::io::Error),
+    /// The admin listener could not bind.
+    Admin(SocketAddr, std::io::Error),
+    /// The access log could not be opened.
+    AccessLog(std::io::Error),
 }
 
 impl std::fmt::Display for StartError {
@@ -46,6 +53,8 @@ impl std::fmt::Display for StartError {
             StartError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
             StartError::Tls(e) => write!(f, "TLS setup failed: {e}"),
             StartError::Storage(e) => write!(f, "cache storage: {e}"),
+            StartError::Admin(a, e) => write!(f, "admin listener: cannot listen on {a}: {e}"),
+            StartError::AccessLog(e) => write!(f, "{e}"),
         }
     }
 }
@@ -56,6 +65,7 @@ impl std::error::Error for StartError {}
 #[derive(Debug)]
 pub struct Proxy {
     addrs: Vec<SocketAddr>,
+    admin_addr: Option<SocketAddr>,
     pipeline: Arc<pipeline::Pipeline>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -79,10 +89,23 @@ impl Proxy {
         .map_err(StartError::Storage)?;
         store.start();
         let store = Arc::new(store);
-        let pipeline = Arc::new(pipeline::Pipeline::new(cfg.clone(), store, counters, clock));
+        let mut pipeline = pipeline::Pipeline::new(cfg.clone(), store, counters.clone(), clock);
+        pipeline.access_log = access_log::AccessLog::start(&cfg.access_log, counters)
+            .map_err(StartError::AccessLog)?
+            .map(Arc::new);
+        let pipeline = Arc::new(pipeline);
         let (tx, rx) = watch::channel(false);
         let mut addrs = Vec::new();
         let mut tasks = Vec::new();
+        let admin_addr = match cfg.admin.address {
+            Some(a) => {
+                let (bound, t) = admin::start(a, pipeline.clone(), rx.clone())
+                    .map_err(|e| StartError::Admin(a, e))?;
+                tasks.extend(t);
+                Some(bound)
+            }
+            None => None,
+        };
         for l in &cfg.listeners {
             let tls = match &l.tls {
                 Some(t) => Some(server::tls::acceptor(t, l.http2).map_err(StartError::Tls)?),
@@ -105,6 +128,7 @@ impl Proxy {
         }
         Ok(Proxy {
             addrs,
+            admin_addr,
             pipeline,
             shutdown: tx,
             tasks,
@@ -119,6 +143,23 @@ impl Proxy {
     /// The addresses of all listeners, in configuration order.
     pub fn addrs(&self) -> &[SocketAddr] {
         &self.addrs
+    }
+
+    /// The admin listener's address, when it is on.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// Makes the access log reopen its file (after logrotate; `SIGUSR1`).
+    pub fn reopen_logs(&self) {
+        if let Some(l) = &self.pipeline.access_log {
+            l.reopen();
+        }
+    }
+
+    /// Runs a purge, as the admin API would; returns the objects affected.
+    pub async fn purge(&self, selector: &hoard_store::catalog::Selector, soft: bool) -> usize {
+        self.pipeline.purge(selector, soft, "library").await
     }
 
     /// The proxy's counters.

@@ -7,10 +7,12 @@
 //! * [`busy`]: the body of an object still being filled, read while written.
 //! * [`memory`]: the memory tier, bounded in bytes, S3-FIFO eviction.
 //! * [`disk`]: disk zones (files, index, loader, limits, I/O pool).
+//! * [`catalog`]: stored keys and their tags, for purges.
 //! * [`events`]: what the tiers report to the proxy's counters.
 #![deny(missing_docs, missing_debug_implementations)]
 
 pub mod busy;
+pub mod catalog;
 pub mod disk;
 pub mod events;
 pub mod memory;

@@ -274,6 +274,37 @@ impl MemoryStore {
         n
     }
 
+    /// True when an object or a variant index of `primary` is held.
+    pub fn holds(&self, primary: Digest) -> bool {
+        self.cache.contains_key(&Slot::Object(primary, Digest(0)))
+            || self.cache.contains_key(&Slot::Index(primary))
+    }
+
+    /// Replaces every stored variant of `primary` with a copy made stale
+    /// at `now` (a soft purge). Returns how many objects.
+    pub fn mark_stale(&self, primary: Digest, now: std::time::SystemTime) -> usize {
+        let _guard = self.index_lock.lock();
+        let mut slots = vec![Slot::Object(primary, Digest(0))];
+        if let Some(Entry::Index(index)) = self.cache.get(&Slot::Index(primary)) {
+            slots.extend(index.variants.iter().map(|v| Slot::Object(primary, *v)));
+        }
+        let mut n = 0;
+        for slot in slots {
+            if let Some(Entry::Object(o, epoch)) = self.cache.get(&slot) {
+                let stale = o.with_headers(
+                    o.headers.clone(),
+                    o.times.made_stale(now),
+                    o.lifetime_source,
+                    o.rules,
+                );
+                self.cache
+                    .insert(slot, Entry::Object(Arc::new(stale), epoch));
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Removes only the variant index of a key, as an eviction could.
     #[doc(hidden)]
     pub fn remove_index_for_tests(&self, primary: Digest) {

@@ -19,11 +19,13 @@
 
 use std::io;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use hoard_policy::clock::Clock;
 use hoard_policy::key::Digest;
 use http::HeaderMap;
 
+use crate::catalog::{Catalog, Selector};
 use crate::disk::format::Head;
 use crate::disk::writer::{Abandoned, DiskWriter};
 use crate::disk::{DiskZone, ZoneConfig, ZoneLookup};
@@ -37,6 +39,7 @@ pub struct Store {
     memory: Option<MemoryStore>,
     zones: Vec<Arc<DiskZone>>,
     max_object: u64,
+    catalog: Arc<Catalog>,
 }
 
 impl Store {
@@ -47,6 +50,7 @@ impl Store {
             max_object: memory.max_object(),
             memory: Some(memory),
             zones: Vec::new(),
+            catalog: Arc::default(),
         }
     }
 
@@ -66,10 +70,11 @@ impl Store {
             return Ok(Store::memory_only(memory_size, max_object));
         }
         let memory = (memory_size > 0).then(|| MemoryStore::new(memory_size, max_object));
+        let catalog = Arc::<Catalog>::default();
         let zones = zones
             .into_iter()
             .enumerate()
-            .map(|(i, z)| DiskZone::open(z, i, events.clone(), clock.clone()))
+            .map(|(i, z)| DiskZone::open(z, i, events.clone(), clock.clone(), catalog.clone()))
             .collect::<io::Result<Vec<_>>>()?;
         let largest_zone = zones
             .iter()
@@ -85,6 +90,7 @@ impl Store {
             memory,
             zones,
             max_object,
+            catalog,
         })
     }
 
@@ -229,6 +235,7 @@ impl Store {
         if let Some(m) = &self.memory {
             m.remove_all(primary);
         }
+        self.catalogue(primary, &head.key, &head.headers);
         Ok(())
     }
 
@@ -243,7 +250,11 @@ impl Store {
         obj: Arc<StoredObject>,
     ) -> Result<(), InsertError> {
         match &self.memory {
-            Some(m) => m.insert(primary, request, obj),
+            Some(m) => {
+                m.insert(primary, request, obj.clone())?;
+                self.catalogue(primary, &obj.key, &obj.headers);
+                Ok(())
+            }
             None => Err(InsertError::NoTier),
         }
     }
@@ -260,6 +271,7 @@ impl Store {
         if let Some(m) = &self.memory {
             m.update(primary, request, old, obj.clone());
         }
+        self.catalogue(primary, &obj.key, &obj.headers);
         if let Some(r) = obj.disk {
             if let Some(z) = self.zones.get(r.zone) {
                 z.update_head(r, &head_of(&obj)).await;
@@ -275,6 +287,70 @@ impl Store {
             n += z.remove_all(primary.0);
         }
         n
+    }
+
+    /// The catalogue of stored keys and tags.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    fn catalogue(&self, primary: Digest, key: &str, headers: &HeaderMap) {
+        if self.catalog.add(primary.0, key, headers) {
+            let n = self.catalog.sweep(|p| self.holds(Digest(p)));
+            tracing::debug!(dropped = n, "catalogue swept");
+        }
+    }
+
+    /// True when some tier holds an object (or variants) of `primary`.
+    pub fn holds(&self, primary: Digest) -> bool {
+        self.memory.as_ref().is_some_and(|m| m.holds(primary))
+            || self.zones.iter().any(|z| z.knows(primary.0))
+    }
+
+    /// Purges what `selector` selects, in every tier: removes the objects,
+    /// or with `soft` makes them stale at `now` (they stay usable under
+    /// `stale-while-revalidate` and `stale-if-error`). Returns how many
+    /// objects were affected. Removal runs off the serving threads.
+    pub async fn purge(
+        self: &Arc<Self>,
+        selector: &Selector,
+        soft: bool,
+        now: SystemTime,
+    ) -> usize {
+        let keys = self.catalog.select(selector, soft);
+        if keys.is_empty() {
+            return 0;
+        }
+        if soft {
+            let mut n = 0;
+            for p in keys {
+                n += self.mark_stale(Digest(p), now).await;
+            }
+            return n;
+        }
+        let me = self.clone();
+        let removed = tokio::task::spawn_blocking(move || {
+            let n: usize = keys.iter().map(|p| me.remove_all(Digest(*p))).sum();
+            me.catalog.forget(&keys);
+            n
+        })
+        .await;
+        removed.unwrap_or(0)
+    }
+
+    /// Makes every stored variant of `primary` stale at `now`, in every
+    /// tier. Returns how many objects (a variant in memory and on disk
+    /// counts once).
+    pub async fn mark_stale(&self, primary: Digest, now: SystemTime) -> usize {
+        let in_memory = self
+            .memory
+            .as_ref()
+            .map_or(0, |m| m.mark_stale(primary, now));
+        let mut on_disk = 0;
+        for z in &self.zones {
+            on_disk += z.mark_stale(primary.0, now).await;
+        }
+        in_memory.max(on_disk)
     }
 
     /// Bytes held by the memory tier.

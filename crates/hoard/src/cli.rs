@@ -4,6 +4,7 @@
 //! hoard --upstream http://127.0.0.1:8080 [--listen ADDR] [--cache-size 256MiB] ...
 //! hoard run --config hoard.toml
 //! hoard check --config hoard.toml
+//! hoard purge --admin http://127.0.0.1:8001 (URL | --prefix P | --host H | --tag T) [--soft]
 //! ```
 
 use std::net::SocketAddr;
@@ -38,6 +39,57 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Purge cached objects through a running hoard's admin API; prints the count.
+    Purge(PurgeArgs),
+}
+
+/// `hoard purge`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["url", "prefix", "host", "tag"])))]
+pub struct PurgeArgs {
+    /// The admin listener, e.g. http://127.0.0.1:8001.
+    #[arg(long)]
+    pub admin: String,
+    /// A file holding the admin token.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// One URL (every variant and slice), e.g. http://example.com/a.jpg.
+    pub url: Option<String>,
+    /// Every URL starting with this, e.g. http://example.com/images/.
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// Every URL of this host.
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Every response tagged with this (Surrogate-Key, Cache-Tag).
+    #[arg(long)]
+    pub tag: Option<String>,
+    /// Mark stale instead of removing (stale-while-revalidate and stale-if-error still serve them).
+    #[arg(long)]
+    pub soft: bool,
+}
+
+impl PurgeArgs {
+    /// The request to send.
+    pub fn request(&self) -> hoard_proxy::admin::client::PurgeRequest {
+        let (kind, value) = if let Some(u) = &self.url {
+            ("url", u)
+        } else if let Some(p) = &self.prefix {
+            ("prefix", p)
+        } else if let Some(h) = &self.host {
+            ("host", h)
+        } else {
+            (
+                "tag",
+                self.tag.as_ref().expect("invariant: clap requires one"),
+            )
+        };
+        hoard_proxy::admin::client::PurgeRequest {
+            kind,
+            value: value.clone(),
+            soft: self.soft,
+        }
+    }
 }
 
 /// Quick start: run in front of one origin with embedded defaults.
@@ -80,6 +132,15 @@ struct QuickArgs {
     /// Show the cache key in Cache-Status.
     #[arg(long)]
     debug_headers: bool,
+    /// Admin listener (purge API, /metrics, /status, dashboard), e.g. 127.0.0.1:8001.
+    #[arg(long)]
+    admin: Option<SocketAddr>,
+    /// File holding the admin bearer token (required when --admin is not on loopback).
+    #[arg(long)]
+    admin_token_file: Option<PathBuf>,
+    /// Access log: stdout, stderr, or a file path (JSON lines; reopened on SIGUSR1).
+    #[arg(long)]
+    access_log: Option<String>,
 }
 
 /// Parses the command line (exits with usage on error).
@@ -88,6 +149,14 @@ pub fn parse() -> Cli {
 }
 
 impl Cli {
+    /// `hoard purge`'s arguments.
+    pub fn purge(&self) -> Option<&PurgeArgs> {
+        match &self.command {
+            Some(Command::Purge(p)) => Some(p),
+            _ => None,
+        }
+    }
+
     /// True for `hoard check`.
     pub fn check_only(&self) -> bool {
         matches!(self.command, Some(Command::Check { .. }))
@@ -99,6 +168,7 @@ impl Cli {
             Some(Command::Run { config }) | Some(Command::Check { config }) => {
                 Config::from_file(config)
             }
+            Some(Command::Purge(_)) => unreachable!("invariant: purge has no configuration"),
             None => {
                 let q = &self.quick;
                 let Some(upstream) = &q.upstream else {
@@ -108,6 +178,19 @@ impl Cli {
                         key: "--upstream".into(),
                         message: "required (or use `hoard run --config FILE`); see --help".into(),
                     });
+                };
+                let admin_token = match &q.admin_token_file {
+                    Some(f) => Some(
+                        hoard_proxy::config::ops::read_token(&f.display().to_string()).map_err(
+                            |m| ConfigError {
+                                file: "command line".into(),
+                                line: None,
+                                key: "--admin-token-file".into(),
+                                message: m,
+                            },
+                        )?,
+                    ),
+                    None => None,
                 };
                 Config::quick(&QuickStart {
                     upstream: upstream.clone(),
@@ -122,6 +205,12 @@ impl Cli {
                     disk_size: q.disk_size,
                     threads: q.threads,
                     debug_headers: q.debug_headers,
+                    admin: q.admin,
+                    admin_token,
+                    access_log: q
+                        .access_log
+                        .as_deref()
+                        .map(hoard_proxy::config::LogTarget::parse),
                 })
             }
         }

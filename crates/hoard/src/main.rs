@@ -18,6 +18,9 @@ fn main() -> ExitCode {
         // Colours only on a terminal: logs piped to a file stay plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let Some(p) = cli.purge() {
+        return purge(p);
+    }
     let config = match cli.config() {
         Ok(c) => c,
         Err(e) => {
@@ -38,6 +41,44 @@ fn main() -> ExitCode {
     }
 }
 
+fn purge(p: &cli::PurgeArgs) -> ExitCode {
+    let token = match &p.token_file {
+        Some(f) => match hoard_proxy::config::ops::read_token(&f.display().to_string()) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("hoard: --token-file: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hoard: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(hoard_proxy::admin::client::purge(
+        &p.admin,
+        token.as_deref(),
+        &p.request(),
+    ));
+    match result {
+        Ok(n) => {
+            println!("{n}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hoard: purge: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
@@ -47,22 +88,31 @@ fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let rt = rt.build()?;
     rt.block_on(async move {
         let proxy = Proxy::start(config, Arc::new(SystemClock)).await?;
-        wait_for_signal().await;
+        wait_for_signal(&proxy).await;
         tracing::info!("shutting down");
         proxy.shutdown().await;
         Ok(())
     })
 }
 
-async fn wait_for_signal() {
+/// Waits for SIGINT or SIGTERM; on SIGUSR1 the access log reopens its file.
+async fn wait_for_signal(proxy: &Proxy) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term =
             signal(SignalKind::terminate()).expect("invariant: SIGTERM handler installs");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+        let mut usr1 =
+            signal(SignalKind::user_defined1()).expect("invariant: SIGUSR1 handler installs");
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => return,
+                _ = term.recv() => return,
+                _ = usr1.recv() => {
+                    tracing::info!("SIGUSR1: reopening the access log");
+                    proxy.reopen_logs();
+                }
+            }
         }
     }
     #[cfg(not(unix))]

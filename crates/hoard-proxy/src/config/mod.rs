@@ -9,6 +9,7 @@
 //! Every default lives in this file, next to the field it fills, and is
 //! documented in the README's configuration reference.
 
+pub mod ops;
 mod raw;
 pub mod units;
 pub mod zones;
@@ -23,6 +24,7 @@ use hoard_policy::key::{KeyTemplate, QueryKey};
 use http::HeaderName;
 use regex::Regex;
 
+pub use ops::{AccessLogConfig, AdminConfig, Cidr, LogFormat, LogTarget};
 use raw::{RawConfig, RawRoute};
 
 /// An error in the configuration: where it is and what is wrong.
@@ -70,6 +72,10 @@ pub struct Config {
     pub upstreams: Vec<UpstreamConfig>,
     /// Sites selected by Host; the first site without hosts is the default.
     pub sites: Vec<SiteConfig>,
+    /// The admin listener, `PURGE`, tag fields.
+    pub admin: AdminConfig,
+    /// The access log.
+    pub access_log: AccessLogConfig,
 }
 
 /// A listening socket.
@@ -369,6 +375,12 @@ pub struct QuickStart {
     pub threads: Option<usize>,
     /// `--debug-headers`.
     pub debug_headers: bool,
+    /// `--admin ADDR`: the admin listener.
+    pub admin: Option<SocketAddr>,
+    /// `--admin-token-file`'s token.
+    pub admin_token: Option<String>,
+    /// `--access-log TARGET`.
+    pub access_log: Option<LogTarget>,
 }
 
 impl Config {
@@ -440,6 +452,20 @@ impl Config {
                 hosts: Vec::new(),
                 routes: vec![std::sync::Arc::new(route)],
             }],
+            admin: AdminConfig {
+                address: q.admin,
+                token: q.admin_token.clone(),
+                ..AdminConfig::default()
+            },
+            access_log: AccessLogConfig {
+                target: q.access_log.clone().unwrap_or_default(),
+                buffer: ops::ACCESS_LOG_BUFFER,
+                ..AccessLogConfig::default()
+            },
+        })
+        .and_then(|c| {
+            ops::check_admin(&c.admin).map_err(|m| err("--admin", m))?;
+            Ok(c)
         })
     }
 
@@ -682,12 +708,18 @@ impl Resolver<'_> {
                 routes: vec![std::sync::Arc::new(RouteConfig::catch_all())],
             });
         }
+        let admin =
+            ops::admin(raw.admin).map_err(|(span, key, m)| self.err(span, key.into(), m))?;
+        let access_log = ops::access_log(raw.access_log)
+            .map_err(|(span, key, m)| self.err(span, key.into(), m))?;
         Ok(Config {
             listeners,
             server,
             cache,
             upstreams,
             sites,
+            admin,
+            access_log,
         })
     }
 

@@ -23,6 +23,10 @@ pub struct RawConfig {
     pub upstreams: BTreeMap<String, RawUpstream>,
     #[serde(default, rename = "site")]
     pub sites: Vec<RawSite>,
+    #[serde(default)]
+    pub admin: super::ops::RawAdmin,
+    #[serde(default)]
+    pub access_log: super::ops::RawAccessLog,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -12,6 +12,7 @@ use hoard_policy::reuse::StoredRules;
 use hoard_policy::storable::{storability, NotStorable, RequestFacts};
 use hoard_policy::vary::VaryNames;
 use hoard_store::busy::{BusyBody, BusyWriter};
+use hoard_store::catalog::Raced;
 use hoard_store::disk::writer::DiskWriter;
 use hoard_store::object::{ObjectBody, StoredObject};
 use hoard_store::InsertError;
@@ -31,6 +32,14 @@ struct Sent {
     resp: OriginResponse,
     request_time: SystemTime,
     response_time: SystemTime,
+}
+
+/// What a fill stores besides the response: its status and the purge
+/// epoch when it started.
+#[derive(Debug, Clone, Copy)]
+struct Stored {
+    status: StatusCode,
+    purge_epoch: u64,
 }
 
 /// What `decide` found for a storable response.
@@ -64,6 +73,8 @@ impl FillEngine {
     /// Runs a fill to its end.
     pub(super) async fn run(self: Arc<Self>, mut job: FillJob, mut permit: FillPermit) {
         self.counters.inc(&self.counters.fills_started);
+        // Purges from now on are newer than the response: see store_complete.
+        let purge_epoch = self.store.catalog().epoch();
         let Some(sent) = self.send(&mut job, &mut permit).await else {
             return;
         };
@@ -99,7 +110,11 @@ impl FillEngine {
             &mut permit,
         );
         let disk = self.open_disk(&job, status, &storable).await;
-        self.read_and_store(job, status, storable, body, writer, disk, permit)
+        let stored = Stored {
+            status,
+            purge_epoch,
+        };
+        self.read_and_store(job, stored, storable, body, writer, disk, permit)
             .await;
     }
 
@@ -365,7 +380,7 @@ impl FillEngine {
     async fn read_and_store(
         &self,
         job: FillJob,
-        status: StatusCode,
+        stored: Stored,
         mut storable: Storable,
         body: OriginBody,
         writer: BusyWriter,
@@ -399,7 +414,7 @@ impl FillEngine {
                 storable
                     .headers
                     .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-                self.store_complete(&job, status, &storable, &writer, held.as_ref(), disk)
+                self.store_complete(&job, stored, storable, &writer, held.as_ref(), disk)
                     .await;
                 permit.done();
                 if let Some(h) = held {
@@ -427,12 +442,31 @@ impl FillEngine {
     async fn store_complete(
         &self,
         job: &FillJob,
-        status: StatusCode,
-        storable: &Storable,
+        stored: Stored,
+        mut storable: Storable,
         writer: &BusyWriter,
         held: Option<&bytes::Bytes>,
         disk: Option<DiskWriter>,
     ) {
+        let status = stored.status;
+        let catalog = self.store.catalog();
+        match catalog.purged_since(
+            stored.purge_epoch,
+            &job.key.text,
+            &storable.headers,
+            Raced::Hard,
+        ) {
+            Raced::No => {}
+            Raced::Soft => storable.times = storable.times.made_stale(self.clock.now()),
+            Raced::Hard => {
+                // Requested before a purge that selects it: the clients that
+                // asked got it, the cache does not keep it.
+                self.counters.inc(&self.counters.purge_raced_fills);
+                tracing::info!(key = %job.key.text, "fill raced a purge; not stored");
+                return;
+            }
+        }
+        let storable = &storable;
         if let Some(w) = disk {
             let head =
                 hoard_store::store::head_of(&storable.object(job, status, ObjectBody::default()));

@@ -326,7 +326,7 @@ impl Pipeline {
         cs: &CacheStatus,
     ) -> Response<ProxyBody> {
         let mut resp = self.respond(ctx, status, headers, body);
-        self.add_cache_status(resp.headers_mut(), cs);
+        self.add_cache_status(&mut resp, cs);
         resp
     }
 

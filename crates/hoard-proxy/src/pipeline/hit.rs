@@ -48,9 +48,8 @@ impl Pipeline {
             obj.headers.clone(),
             ProxyBody::stored(obj, ctx.send.as_ref()),
         );
-        let h = resp.headers_mut();
-        h.insert(header::AGE, age);
-        self.add_cache_status(h, &status);
+        resp.headers_mut().insert(header::AGE, age);
+        self.add_cache_status(&mut resp, &status);
         resp
     }
 
@@ -61,9 +60,13 @@ impl Pipeline {
         &self,
         ctx: &Ctx<'_>,
         status: StatusCode,
-        headers: HeaderMap,
+        mut headers: HeaderMap,
         body: ProxyBody,
     ) -> Response<ProxyBody> {
+        // Purge tags are for this cache, not for clients.
+        if !self.cfg.admin.forward_tags {
+            hoard_policy::tags::strip(&mut headers);
+        }
         let pre = if status.is_success() {
             evaluate(&ctx.method, &ctx.headers, &headers)
         } else {

@@ -22,15 +22,17 @@ mod fetch;
 mod hit;
 mod origin_request;
 mod pass;
+pub(crate) mod purge;
 mod range;
 mod slice;
 pub(crate) mod slice_body;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use tokio::time::Instant;
 
 use bytes::Bytes;
-use hoard_policy::cache_status::{CacheStatus, Fwd};
+use hoard_policy::cache_status::{CacheStatus, Fwd, Outcome};
 use hoard_policy::clock::Clock;
 use hoard_policy::headers::strip_hop_by_hop;
 use hoard_policy::key::{CacheKey, KeyInput};
@@ -41,12 +43,15 @@ use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
+use crate::access_log::{AccessLog, Record};
 use crate::body::ProxyBody;
 use crate::config::{Config, HostMatch, RouteConfig, SiteConfig};
 use crate::counters::Counters;
 use crate::error::{ErrorKind, ProxyError};
 use crate::fill::FillEngine;
+use crate::metrics::Metrics;
 use crate::server::sendfile::SendQueue;
+use crate::server::tally::{Pending, Tallied};
 use crate::upstream::{ReqBody, Upstream};
 use crate::via::Via;
 
@@ -65,6 +70,10 @@ pub struct Pipeline {
     pub(crate) fills: Arc<FillEngine>,
     /// The bound on slice prefetches running at once.
     pub(crate) prefetches: Arc<tokio::sync::Semaphore>,
+    /// Requests by outcome, bytes to clients.
+    pub(crate) metrics: Arc<Metrics>,
+    /// The access log, when it is on.
+    pub(crate) access_log: Option<Arc<AccessLog>>,
     via: Via,
 }
 
@@ -131,6 +140,8 @@ impl Pipeline {
         let prefetches = Arc::new(tokio::sync::Semaphore::new(cfg.cache.max_prefetches));
         Pipeline {
             prefetches,
+            metrics: Arc::default(),
+            access_log: None,
             cfg,
             upstreams,
             store,
@@ -139,6 +150,69 @@ impl Pipeline {
             fills,
             via,
         }
+    }
+
+    /// Serves one client request: [`Pipeline::handle`] (or a `PURGE`),
+    /// then its outcome and time to first byte go to the metrics and its
+    /// body is counted and logged as it is sent.
+    pub async fn serve(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+        tls: bool,
+    ) -> Response<Tallied> {
+        let started = Instant::now();
+        let record = self.access_log.as_ref().map(|_| {
+            let host = req
+                .uri()
+                .authority()
+                .map(|a| a.as_str())
+                .or_else(|| {
+                    req.headers()
+                        .get(header::HOST)
+                        .and_then(|v| v.to_str().ok())
+                })
+                .unwrap_or_default();
+            let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+            Record::start(self.clock.now(), peer, req.method().as_str(), host, path)
+        });
+        let purge = req.method().as_str() == "PURGE";
+        let resp = if purge {
+            self.purge_method(req, peer, tls).await
+        } else {
+            self.clone().handle(req, peer, tls).await
+        };
+        let ttfb = started.elapsed();
+        let outcome = resp.extensions().get::<Outcome>().copied();
+        if !purge {
+            self.metrics
+                .request(outcome.unwrap_or(Outcome::Error), ttfb);
+        }
+        let (parts, body) = resp.into_parts();
+        let pending = match (&self.access_log, record) {
+            (Some(log), Some(mut record)) => {
+                record.status = parts.status.as_u16();
+                record.cache = match outcome {
+                    _ if purge => "purge",
+                    Some(o) => o.as_str(),
+                    None => Outcome::Error.as_str(),
+                };
+                record.upstream_ms = matches!(
+                    outcome,
+                    Some(
+                        Outcome::Miss | Outcome::Revalidated | Outcome::Pass | Outcome::HitForPass
+                    )
+                )
+                .then(|| ttfb.as_secs_f64() * 1000.0);
+                Some(Box::new(Pending {
+                    log: log.clone(),
+                    record,
+                    started,
+                }))
+            }
+            _ => None,
+        };
+        Response::from_parts(parts, Tallied::new(body, self.metrics.clone(), pending))
     }
 
     /// Handles one request; never fails (errors become responses).
@@ -347,11 +421,13 @@ impl Pipeline {
         .await
     }
 
-    /// Adds `Cache-Status` (RFC 9211), appended after any upstream cache's entry.
-    pub(crate) fn add_cache_status(&self, headers: &mut HeaderMap, status: &CacheStatus) {
+    /// Adds `Cache-Status` (RFC 9211), appended after any upstream cache's
+    /// entry, and notes the request's [`Outcome`] for metrics and the log.
+    pub(crate) fn add_cache_status(&self, resp: &mut Response<ProxyBody>, status: &CacheStatus) {
         if let Ok(v) = HeaderValue::from_str(&status.to_header(&self.cfg.server.via)) {
-            headers.append("cache-status", v);
+            resp.headers_mut().append("cache-status", v);
         }
+        resp.extensions_mut().insert(status.outcome());
     }
 
     /// Appends this hop to `Via` (RFC 9110 §7.6.3).
@@ -374,15 +450,16 @@ impl Pipeline {
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if e.kind == ErrorKind::BadRequest || e.kind == ErrorKind::BodyTooLarge {
+            h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         let cs = CacheStatus {
             fwd,
             detail: Some(e.as_str()),
             ..Default::default()
         };
-        self.add_cache_status(h, &cs);
-        if e.kind == ErrorKind::BadRequest || e.kind == ErrorKind::BodyTooLarge {
-            h.insert(header::CONNECTION, HeaderValue::from_static("close"));
-        }
+        self.add_cache_status(&mut resp, &cs);
+        resp.extensions_mut().insert(Outcome::Error);
         resp
     }
 

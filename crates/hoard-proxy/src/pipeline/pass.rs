@@ -37,10 +37,13 @@ impl Pipeline {
             fwd_status: Some(parts.status.as_u16()),
             ..Default::default()
         };
-        self.add_cache_status(&mut headers, &cs);
+        if !self.cfg.admin.forward_tags {
+            hoard_policy::tags::strip(&mut headers);
+        }
         let mut r = Response::new(ProxyBody::Origin(body));
         *r.status_mut() = parts.status;
         *r.headers_mut() = headers;
+        self.add_cache_status(&mut r, &cs);
         Ok(r)
     }
 

@@ -579,7 +579,7 @@ impl Pipeline {
             resp.headers_mut()
                 .insert(header::AGE, HeaderValue::from(age.as_secs()));
         }
-        self.add_cache_status(resp.headers_mut(), &cs);
+        self.add_cache_status(&mut resp, &cs);
         Ok(Some(resp))
     }
 
@@ -618,7 +618,7 @@ impl Pipeline {
             resp.headers_mut()
                 .insert(header::AGE, HeaderValue::from(age.as_secs()));
         }
-        self.add_cache_status(resp.headers_mut(), &cs);
+        self.add_cache_status(&mut resp, &cs);
         resp
     }
 }

@@ -15,6 +15,7 @@
 //! `server.shutdown_timeout`, whichever comes first.
 
 pub mod sendfile;
+pub mod tally;
 pub mod tls;
 
 use std::convert::Infallible;
@@ -155,7 +156,7 @@ async fn serve(
                 req.extensions_mut().insert(q.clone());
             }
         }
-        async move { Ok::<_, Infallible>(p.handle(req, peer, is_tls).await) }
+        async move { Ok::<_, Infallible>(p.serve(req, peer, is_tls).await) }
     });
     let result = match (tls, queue) {
         (None, Some(queue)) => {

@@ -31,6 +31,7 @@ use tokio::time::Sleep;
 use crate::config::UpstreamConfig;
 use crate::counters::Counters;
 use crate::error::{ErrorKind, ProxyError};
+use crate::metrics::{OriginResult, UpstreamStats};
 use pool::{Pool, PoolReturn};
 
 /// Boxed error for bodies.
@@ -80,6 +81,8 @@ pub struct Upstream {
     health: Vec<health::Health>,
     counters: Arc<Counters>,
     clock: Arc<dyn hoard_policy::clock::Clock>,
+    /// Results, timings and bytes, for metrics.
+    pub stats: Arc<UpstreamStats>,
 }
 
 impl Upstream {
@@ -106,7 +109,19 @@ impl Upstream {
             health,
             counters,
             clock,
+            stats: Arc::default(),
         }
+    }
+
+    /// Each server's address and whether it is considered up now.
+    pub fn servers_up(&self) -> Vec<(&str, bool)> {
+        let now = self.clock.now();
+        self.cfg
+            .servers
+            .iter()
+            .zip(&self.health)
+            .map(|(s, h)| (s.authority.as_str(), !h.is_down(now)))
+            .collect()
     }
 
     /// True when every server of the upstream is considered down (see [`health`]).
@@ -146,10 +161,23 @@ impl Upstream {
     /// Sends a request and waits for the response head. See the module docs.
     pub async fn send(&self, req: OriginRequest) -> Result<Response<OriginBody>, ProxyError> {
         let i = self.pick();
+        let started = tokio::time::Instant::now();
         let result = self.send_to(i, req).await;
+        let took = started.elapsed();
         match &result {
-            Ok(resp) => self.record_status(i, resp.status()),
-            Err(_) => self.health[i].failure(self.clock.now()),
+            Ok(resp) => {
+                self.record_status(i, resp.status());
+                self.stats
+                    .record(OriginResult::of_status(resp.status().as_u16()), took);
+            }
+            Err(e) => {
+                self.health[i].failure(self.clock.now());
+                let r = match e.kind {
+                    ErrorKind::ReadTimeout | ErrorKind::ConnectTimeout => OriginResult::Timeout,
+                    _ => OriginResult::Error,
+                };
+                self.stats.record(r, took);
+            }
         }
         result
     }
@@ -232,7 +260,8 @@ impl Upstream {
             sender,
             pool: pool.clone(),
         };
-        Ok(resp.map(|body| OriginBody::new(body, self.cfg.read_timeout, ret)))
+        let stats = self.stats.clone();
+        Ok(resp.map(|body| OriginBody::new(body, self.cfg.read_timeout, ret, stats)))
     }
 
     async fn connect(
@@ -331,15 +360,22 @@ pub struct OriginBody {
     timeout: Duration,
     sleep: Option<Pin<Box<Sleep>>>,
     ret: Option<PoolReturn>,
+    stats: Arc<UpstreamStats>,
 }
 
 impl OriginBody {
-    fn new(inner: Incoming, timeout: Duration, ret: PoolReturn) -> OriginBody {
+    fn new(
+        inner: Incoming,
+        timeout: Duration,
+        ret: PoolReturn,
+        stats: Arc<UpstreamStats>,
+    ) -> OriginBody {
         let mut b = OriginBody {
             inner,
             timeout,
             sleep: None,
             ret: Some(ret),
+            stats,
         };
         if b.inner.is_end_stream() {
             b.release();
@@ -366,6 +402,11 @@ impl Body for OriginBody {
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(f))) => {
                 this.sleep = None;
+                if let Some(d) = f.data_ref() {
+                    this.stats
+                        .bytes
+                        .fetch_add(d.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
                 if this.inner.is_end_stream() {
                     this.release();
                 }

@@ -52,6 +52,7 @@ use super::io::PoolFile;
 use super::io::{IoKind, IoPool};
 use super::reader::FileBody;
 use super::writer::DiskWriter;
+use crate::catalog::{Catalog, Raced};
 use crate::events::{StoreEvent, StoreEvents};
 use crate::object::{DiskRef, ObjectBody, StoredObject};
 
@@ -153,6 +154,11 @@ pub struct DiskZone {
     start: SystemTime,
     serial: AtomicU64,
     me: Weak<DiskZone>,
+    /// Where loaded objects are catalogued (for purges).
+    catalog: Arc<Catalog>,
+    /// The purge epoch when the zone opened: the loader drops files that a
+    /// purge since then selects.
+    load_epoch: u64,
 }
 
 /// A file opened by a lookup.
@@ -329,7 +335,7 @@ enum Examined {
         serial: u64,
         primary: u128,
         len: u64,
-        vary: VaryNames,
+        head: Box<Head>,
     },
     Rejected(Reject),
     Ignored,
@@ -361,7 +367,7 @@ fn examine(path: &Path) -> io::Result<Examined> {
             serial,
             primary: prefix.primary,
             len,
-            vary: head.vary,
+            head: Box::new(head),
         })
     })();
     match checked {
@@ -387,6 +393,7 @@ impl DiskZone {
         number: usize,
         events: Arc<dyn StoreEvents>,
         clock: Arc<dyn Clock>,
+        catalog: Arc<Catalog>,
     ) -> io::Result<Arc<DiskZone>> {
         let mut dirs = Vec::new();
         for d in &cfg.dirs {
@@ -426,6 +433,8 @@ impl DiskZone {
             start,
             serial: AtomicU64::new(wall.max(seed)),
             me: me.clone(),
+            load_epoch: catalog.epoch(),
+            catalog,
         }))
     }
 
@@ -556,7 +565,7 @@ impl DiskZone {
     }
 
     /// True when the index has an object or variants for `primary`.
-    fn knows(&self, primary: u128) -> bool {
+    pub fn knows(&self, primary: u128) -> bool {
         let ix = self.index.lock();
         ix.map.contains_key(&primary) || ix.varies.contains_key(&primary)
     }
@@ -585,7 +594,7 @@ impl DiskZone {
                     let Some(serial) = newest else { continue };
                     let path = sub.join(format!("{prefix}{serial:016x}"));
                     if let Ok(c) = check_file(&path, primary, Some(serial), 8192) {
-                        return Ok(Some((dir as u8, serial, c.prefix.file_len(), c.head.vary)));
+                        return Ok(Some((dir as u8, serial, c.prefix.file_len(), c.head)));
                     }
                 }
                 Ok(None)
@@ -594,8 +603,8 @@ impl DiskZone {
             .ok()
             .flatten();
         match found {
-            Some((dir, serial, len, vary)) => {
-                self.index_loaded(dir, primary, serial, primary, len, &vary);
+            Some((dir, serial, len, head)) => {
+                self.index_loaded(dir, primary, serial, primary, len, &head);
                 true
             }
             None => false,
@@ -1140,6 +1149,45 @@ impl DiskZone {
         }
     }
 
+    /// Makes every variant of `primary` stale at `now` (a soft purge): each
+    /// head is rewritten with its lifetime ended. Returns how many objects.
+    pub async fn mark_stale(&self, primary: u128, now: SystemTime) -> usize {
+        let ids: Vec<(u128, Entry)> = {
+            let ix = self.index.lock();
+            let mut ids = vec![primary];
+            if let Some(v) = ix.varies.get(&primary) {
+                ids.extend(v.ids.iter().copied());
+            }
+            ids.into_iter()
+                .filter_map(|id| ix.map.get(&id).map(|e| (id, *e)))
+                .collect()
+        };
+        let mut n = 0;
+        for (id, entry) in ids {
+            let cached = self.open.get(&id).filter(|o| o.serial == entry.serial);
+            let open = match cached {
+                Some(o) => o,
+                None => match self.open_cold(id, entry).await {
+                    Some((o, _)) => o,
+                    None => continue,
+                },
+            };
+            let mut head = open.head.clone();
+            head.times = head.times.made_stale(now);
+            let r = DiskRef {
+                zone: self.number,
+                id,
+                serial: entry.serial,
+                slot: open.slot,
+                generation: open.generation,
+                slot_len: open.prefix.slot_len,
+            };
+            self.update_head(r, &head).await;
+            n += 1;
+        }
+        n
+    }
+
     /// Removes objects unused for `inactive`. Returns how many went.
     pub fn sweep_inactive(&self) -> usize {
         let now = self.now_secs();
@@ -1237,8 +1285,8 @@ impl DiskZone {
                                 serial,
                                 primary,
                                 len,
-                                vary,
-                            }) => self.index_loaded(dir as u8, id, serial, primary, len, &vary),
+                                head,
+                            }) => self.index_loaded(dir as u8, id, serial, primary, len, &head),
                             Ok(Examined::Rejected(r)) => {
                                 self.event(StoreEvent::Rejected(r));
                             }
@@ -1261,21 +1309,17 @@ impl DiskZone {
         self.event(StoreEvent::LoadDone);
     }
 
-    fn index_loaded(
-        &self,
-        dir: u8,
-        id: u128,
-        serial: u64,
-        primary: u128,
-        len: u64,
-        vary: &VaryNames,
-    ) {
+    fn index_loaded(&self, dir: u8, id: u128, serial: u64, primary: u128, len: u64, head: &Head) {
+        let vary = &head.vary;
         let now = self.now_secs();
         let bytes = on_disk(len);
         // Serials must grow past every file found (the wall clock may have
         // gone back since they were written).
         self.serial.fetch_max(serial + 1, Ordering::Relaxed);
-        if self.tombstones.lock().contains(&primary) {
+        let purged =
+            self.catalog
+                .purged_since(self.load_epoch, &head.key, &head.headers, Raced::No);
+        if self.tombstones.lock().contains(&primary) || purged != Raced::No {
             // Purged while loading: not indexed, removed.
             self.index.lock().reserve(bytes);
             self.unlink_later(vec![(self.path(dir, id, serial), bytes)]);
@@ -1315,6 +1359,9 @@ impl DiskZone {
                     }
                 }
             }
+        }
+        if self.catalog.add(primary, &head.key, &head.headers) {
+            self.catalog.sweep(|p| self.knows(p));
         }
         self.event(StoreEvent::Loaded);
         self.unlink_later(gone);

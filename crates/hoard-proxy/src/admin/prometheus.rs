@@ -1,0 +1,238 @@
+//! `GET /metrics`: the Prometheus text exposition format, version 0.0.4.
+//!
+//! Every metric family is declared once in [`FAMILIES`] with its type and
+//! help text; [`render`] writes the samples of each. Label values are
+//! bounded: outcomes, results, tiers, and the names of configured
+//! upstreams, servers and zones, never URLs. Counters that have no family of
+//! their own are exported as `hoard_events_total{event="NAME"}` (the names
+//! and meanings of `crate::counters`).
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use hoard_policy::cache_status::Outcome;
+use hoard_store::disk::DiskZone;
+
+use super::Admin;
+use crate::counters::COUNTERS;
+use crate::metrics::{Histogram, OriginResult, BUCKETS};
+
+/// A metric family: name, type, help.
+#[derive(Debug)]
+pub struct Family {
+    /// Metric name.
+    pub name: &'static str,
+    /// `counter`, `gauge` or `histogram`.
+    pub kind: &'static str,
+    /// One line of help.
+    pub help: &'static str,
+}
+
+macro_rules! families {
+    ($( $id:ident = $name:literal $kind:literal $help:literal ),* $(,)?) => {
+        $( const $id: &Family = &Family { name: $name, kind: $kind, help: $help }; )*
+        /// Every family hoard exports, in output order.
+        pub const FAMILIES: &[&Family] = &[ $( $id ),* ];
+    };
+}
+
+families! {
+    REQUESTS = "hoard_requests_total" "counter" "Client requests by cache outcome (the outcome Cache-Status reports).",
+    TTFB = "hoard_ttfb_seconds" "histogram" "Time from a request's head to its response head, by cache outcome.",
+    CLIENT_BYTES = "hoard_client_bytes_total" "counter" "Response body bytes sent to clients.",
+    ORIGIN_REQUESTS = "hoard_origin_requests_total" "counter" "Requests sent to origins, by upstream and result (status class, error, timeout).",
+    ORIGIN_SECONDS = "hoard_origin_seconds" "histogram" "Time from sending a request to an origin to its response head, by upstream.",
+    ORIGIN_BYTES = "hoard_origin_bytes_total" "counter" "Response body bytes received from origins, by upstream.",
+    UPSTREAM_UP = "hoard_upstream_up" "gauge" "1 when an origin server is considered up, 0 when down.",
+    FILLS = "hoard_fills_in_flight" "gauge" "Fills (origin responses being written into the cache) running now.",
+    WAITERS = "hoard_coalesced_waiters_total" "counter" "Requests that waited for another request's fill instead of going to the origin.",
+    REFRESHES = "hoard_background_refreshes_total" "counter" "Background refreshes started (stale-while-revalidate).",
+    STALE = "hoard_stale_served_total" "counter" "Stale responses served, by reason.",
+    EVICTIONS = "hoard_evictions_total" "counter" "Objects evicted, by tier and cause.",
+    OBJECTS = "hoard_objects" "gauge" "Entries held, by tier (memory entries include variant indexes).",
+    BYTES = "hoard_bytes" "gauge" "Bytes held, by tier.",
+    CAPACITY = "hoard_capacity_bytes" "gauge" "Byte limit, by tier.",
+    PURGES = "hoard_purges_total" "counter" "Purges, by kind.",
+    PURGED = "hoard_purged_objects_total" "counter" "Objects removed or made stale by purges.",
+    CATALOGUE = "hoard_catalogue_keys" "gauge" "Keys in the purge catalogue.",
+    UPTIME = "hoard_uptime_seconds" "gauge" "Seconds since the admin listener started.",
+    EVENTS = "hoard_events_total" "counter" "Internal events by name (see docs/operations.md).",
+}
+
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+struct Out(String);
+
+impl Out {
+    fn head(&mut self, f: &Family) {
+        let _ = writeln!(self.0, "# HELP {} {}", f.name, f.help);
+        let _ = writeln!(self.0, "# TYPE {} {}", f.name, f.kind);
+    }
+
+    fn sample(&mut self, f: &Family, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.named(f.name, labels, value);
+    }
+
+    fn named(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            self.0.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.0.push(',');
+                }
+                let _ = write!(self.0, "{k}=\"{}\"", esc(v));
+            }
+            self.0.push('}');
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
+
+    fn histogram(&mut self, f: &Family, labels: &[(&str, &str)], h: &Histogram) {
+        let (cumulative, sum) = h.snapshot();
+        let bucket = format!("{}_bucket", f.name);
+        for (i, count) in cumulative.iter().enumerate() {
+            let le = BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
+            let mut l = labels.to_vec();
+            l.push(("le", &le));
+            self.named(&bucket, &l, count);
+        }
+        self.named(&format!("{}_sum", f.name), labels, sum);
+        self.named(
+            &format!("{}_count", f.name),
+            labels,
+            cumulative.last().copied().unwrap_or(0),
+        );
+    }
+}
+
+/// The exposition text.
+pub fn render(admin: &Admin) -> String {
+    let p = &admin.pipeline;
+    let c = &p.counters;
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let mut o = Out(String::with_capacity(16 << 10));
+
+    o.head(REQUESTS);
+    for oc in Outcome::ALL {
+        o.sample(REQUESTS, &[("cache", oc.as_str())], p.metrics.requests(oc));
+    }
+    o.head(TTFB);
+    for oc in Outcome::ALL {
+        o.histogram(TTFB, &[("cache", oc.as_str())], p.metrics.ttfb(oc));
+    }
+    o.head(CLIENT_BYTES);
+    o.sample(CLIENT_BYTES, &[], p.metrics.client_bytes());
+
+    o.head(ORIGIN_REQUESTS);
+    for u in &p.upstreams {
+        for r in OriginResult::ALL {
+            let labels = [("upstream", u.cfg.name.as_str()), ("result", r.as_str())];
+            o.sample(ORIGIN_REQUESTS, &labels, u.stats.result(r));
+        }
+    }
+    o.head(ORIGIN_SECONDS);
+    for u in &p.upstreams {
+        o.histogram(
+            ORIGIN_SECONDS,
+            &[("upstream", &u.cfg.name)],
+            &u.stats.seconds,
+        );
+    }
+    o.head(ORIGIN_BYTES);
+    for u in &p.upstreams {
+        o.sample(
+            ORIGIN_BYTES,
+            &[("upstream", &u.cfg.name)],
+            get(&u.stats.bytes),
+        );
+    }
+    o.head(UPSTREAM_UP);
+    for u in &p.upstreams {
+        for (server, up) in u.servers_up() {
+            let labels = [("upstream", u.cfg.name.as_str()), ("server", server)];
+            o.sample(UPSTREAM_UP, &labels, u8::from(up));
+        }
+    }
+
+    o.head(FILLS);
+    o.sample(FILLS, &[], p.fills.in_flight());
+    o.head(WAITERS);
+    o.sample(WAITERS, &[], get(&c.fill_waiters_total));
+    o.head(REFRESHES);
+    o.sample(REFRESHES, &[], get(&c.background_refreshes));
+    o.head(STALE);
+    o.sample(
+        STALE,
+        &[("reason", "stale-while-revalidate")],
+        get(&c.stale_while_revalidate_served),
+    );
+    o.sample(
+        STALE,
+        &[("reason", "stale-if-error")],
+        get(&c.stale_if_error_served),
+    );
+
+    let memory = p.store.memory();
+    o.head(EVICTIONS);
+    if let Some(m) = memory {
+        let evicted = m.stats().evicted.load(Ordering::Relaxed);
+        o.sample(EVICTIONS, &[("tier", "memory"), ("cause", "size")], evicted);
+    }
+    if p.store.has_zones() {
+        o.sample(
+            EVICTIONS,
+            &[("tier", "disk"), ("cause", "size")],
+            get(&c.disk_evicted_size),
+        );
+        let inactive = get(&c.disk_evicted_inactive);
+        o.sample(
+            EVICTIONS,
+            &[("tier", "disk"), ("cause", "inactive")],
+            inactive,
+        );
+    }
+    type ZoneFigure = fn(&DiskZone) -> u64;
+    let tiers: [(&Family, Option<u64>, ZoneFigure); 3] = [
+        (OBJECTS, memory.map(|m| m.len() as u64), |z| z.objects()),
+        (BYTES, memory.map(|m| m.weight()), |z| z.used()),
+        (CAPACITY, memory.map(|m| m.capacity()), |z| {
+            z.config().max_size
+        }),
+    ];
+    for (f, mem, zone) in tiers {
+        o.head(f);
+        if let Some(v) = mem {
+            o.sample(f, &[("tier", "memory")], v);
+        }
+        for z in p.store.zones() {
+            o.sample(f, &[("tier", "disk"), ("zone", z.name())], zone(z));
+        }
+    }
+
+    o.head(PURGES);
+    for (kind, a) in [
+        ("url", &c.purges_url),
+        ("prefix", &c.purges_prefix),
+        ("host", &c.purges_host),
+        ("tag", &c.purges_tag),
+    ] {
+        o.sample(PURGES, &[("kind", kind)], get(a));
+    }
+    o.head(PURGED);
+    o.sample(PURGED, &[], get(&c.purged_objects));
+    o.head(CATALOGUE);
+    o.sample(CATALOGUE, &[], p.store.catalog().len());
+    o.head(UPTIME);
+    o.sample(UPTIME, &[], admin.started.elapsed().as_secs());
+
+    o.head(EVENTS);
+    for (name, _) in COUNTERS {
+        o.sample(EVENTS, &[("event", name)], c.get(name));
+    }
+    o.0
+}

@@ -1,0 +1,236 @@
+//! `GET /status`: the figures the dashboard shows, as JSON.
+//!
+//! Totals are read from the counters and tiers when asked. Rates come from
+//! the [`Sampler`]: once a second it reads the totals and keeps the rates
+//! of the last second and a history of the last [`HISTORY`] seconds.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use hoard_policy::cache_status::Outcome;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::Admin;
+use crate::metrics::OriginResult;
+
+/// Seconds of history kept for the charts.
+pub const HISTORY: usize = 300;
+
+/// Running totals at one instant.
+#[derive(Debug, Clone, Copy, Default)]
+struct Totals {
+    requests: [u64; 7],
+    origin_requests: u64,
+    client_bytes: u64,
+    origin_bytes: u64,
+}
+
+impl Totals {
+    fn read(admin: &Admin) -> Totals {
+        let p = &admin.pipeline;
+        let mut requests = [0; 7];
+        for o in Outcome::ALL {
+            requests[o.index()] = p.metrics.requests(o);
+        }
+        let (mut origin_requests, mut origin_bytes) = (0, 0);
+        for u in &p.upstreams {
+            origin_requests += OriginResult::ALL
+                .iter()
+                .map(|r| u.stats.result(*r))
+                .sum::<u64>();
+            origin_bytes += u.stats.bytes.load(Ordering::Relaxed);
+        }
+        Totals {
+            requests,
+            origin_requests,
+            client_bytes: p.metrics.client_bytes(),
+            origin_bytes,
+        }
+    }
+}
+
+/// Per-second rates of one sample.
+#[derive(Debug, Clone, Copy, Default)]
+struct Rates {
+    requests: [f64; 7],
+    origin_requests: f64,
+    client_bytes: f64,
+    origin_bytes: f64,
+}
+
+impl Rates {
+    fn between(a: &Totals, b: &Totals, secs: f64) -> Rates {
+        let r = |x: u64, y: u64| round(y.saturating_sub(x) as f64 / secs, 2);
+        let requests = std::array::from_fn(|i| r(a.requests[i], b.requests[i]));
+        Rates {
+            requests,
+            origin_requests: r(a.origin_requests, b.origin_requests),
+            client_bytes: r(a.client_bytes, b.client_bytes),
+            origin_bytes: r(a.origin_bytes, b.origin_bytes),
+        }
+    }
+
+    fn total(&self) -> f64 {
+        round(self.requests.iter().sum(), 2)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Samples {
+    sample: u64,
+    last: Option<(Instant, Totals)>,
+    rates: Rates,
+    history: VecDeque<Rates>,
+}
+
+/// Takes one sample a second. See the module docs.
+#[derive(Debug, Default)]
+pub struct Sampler {
+    inner: Mutex<Samples>,
+}
+
+impl Sampler {
+    fn tick(&self, now: Instant, totals: Totals) {
+        let mut s = self.inner.lock();
+        if let Some((at, prev)) = s.last {
+            let secs = now.duration_since(at).as_secs_f64().max(0.001);
+            let rates = Rates::between(&prev, &totals, secs);
+            s.rates = rates;
+            if s.history.len() == HISTORY {
+                s.history.pop_front();
+            }
+            s.history.push_back(rates);
+        }
+        s.last = Some((now, totals));
+        s.sample += 1;
+    }
+}
+
+/// Samples once a second until shutdown.
+pub(super) async fn sample_loop(admin: Arc<Admin>, mut shutdown: watch::Receiver<bool>) {
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = every.tick() => admin.sampler.tick(Instant::now(), Totals::read(&admin)),
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let m = 10f64.powi(places);
+    (x * m).round() / m
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        round(part as f64 / whole as f64, 4)
+    }
+}
+
+/// The `/status` document.
+pub fn status(admin: &Admin) -> Value {
+    let p = &admin.pipeline;
+    let t = Totals::read(admin);
+    let req = |o: Outcome| t.requests[o.index()];
+    let total: u64 = t.requests.iter().sum();
+    let samples = admin.sampler.inner.lock();
+    let rates = samples.rates;
+    let rate = |o: Outcome| rates.requests[o.index()];
+    let mut requests = serde_json::Map::new();
+    let mut rate_map = serde_json::Map::new();
+    requests.insert("total".into(), json!(total));
+    rate_map.insert("requests".into(), json!(rates.total()));
+    for o in Outcome::ALL {
+        requests.insert(o.as_str().into(), json!(req(o)));
+        rate_map.insert(o.as_str().into(), json!(rate(o)));
+    }
+    rate_map.insert("origin_requests".into(), json!(rates.origin_requests));
+    rate_map.insert("client_bytes".into(), json!(rates.client_bytes));
+    rate_map.insert("origin_bytes".into(), json!(rates.origin_bytes));
+    let series =
+        |f: &dyn Fn(&Rates) -> f64| -> Vec<f64> { samples.history.iter().map(f).collect() };
+    let history = json!({
+        "requests": series(&|r| r.total()),
+        "hit": series(&|r| r.requests[Outcome::Hit.index()]),
+        "miss": series(&|r| r.requests[Outcome::Miss.index()]),
+        "origin_requests": series(&|r| r.origin_requests),
+        "client_bytes": series(&|r| r.client_bytes),
+        "origin_bytes": series(&|r| r.origin_bytes),
+    });
+    let c = &p.counters;
+    let purges = [
+        &c.purges_url,
+        &c.purges_prefix,
+        &c.purges_host,
+        &c.purges_tag,
+    ]
+    .iter()
+    .map(|a| a.load(Ordering::Relaxed))
+    .sum::<u64>();
+    let memory = match p.store.memory() {
+        Some(m) => json!({ "objects": m.len(), "bytes": m.weight(), "capacity": m.capacity() }),
+        None => json!({ "objects": 0, "bytes": 0, "capacity": 0 }),
+    };
+    let zones: Vec<Value> = p
+        .store
+        .zones()
+        .iter()
+        .map(|z| {
+            json!({
+                "name": z.name(),
+                "objects": z.objects(),
+                "bytes": z.used(),
+                "max_size": z.config().max_size,
+                "loading": z.loading(),
+            })
+        })
+        .collect();
+    let upstreams: Vec<Value> = p
+        .upstreams
+        .iter()
+        .map(|u| {
+            let servers: Vec<Value> = u
+                .servers_up()
+                .into_iter()
+                .map(|(a, up)| json!({ "address": a, "state": if up { "up" } else { "down" } }))
+                .collect();
+            json!({ "name": u.cfg.name, "servers": servers })
+        })
+        .collect();
+    let saved = if t.client_bytes == 0 {
+        0.0
+    } else {
+        round(
+            1.0 - (t.origin_bytes as f64 / t.client_bytes as f64).min(1.0),
+            4,
+        )
+    };
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "uptime_seconds": admin.started.elapsed().as_secs(),
+        "sample": samples.sample,
+        "requests": requests,
+        "hit_ratio": ratio(req(Outcome::Hit) + req(Outcome::Stale), total),
+        "rates": rate_map,
+        "client": { "bytes": t.client_bytes },
+        "origin": { "requests": t.origin_requests, "bytes": t.origin_bytes },
+        "bytes_saved_ratio": saved,
+        "fills_in_flight": p.fills.in_flight(),
+        "coalesced_waiters": c.fill_waiters_total.load(Ordering::Relaxed),
+        "purges": purges,
+        "memory": memory,
+        "zones": zones,
+        "upstreams": upstreams,
+        "history": history,
+    })
+}

@@ -1,0 +1,276 @@
+//! Operations settings: the admin listener, `PURGE` on the main listeners,
+//! tag fields, and the access log.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The admin listener (`[admin]`, `--admin`): JSON API, metrics, dashboard.
+#[derive(Debug, Clone, Default)]
+pub struct AdminConfig {
+    /// Where it listens; `None` (default) turns it off.
+    pub address: Option<SocketAddr>,
+    /// Bearer token. Required on a non-loopback address, optional on loopback.
+    pub token: Option<String>,
+    /// Clients allowed to send `PURGE` to the main listeners; empty (default) turns the method off.
+    pub purge_allow: Vec<Cidr>,
+    /// Send `Surrogate-Key` and `Cache-Tag` on to clients. Default: false
+    /// (they are for this cache and are removed).
+    pub forward_tags: bool,
+}
+
+/// An address range, `10.0.0.0/8` or `::1/128` (a bare address is one host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    /// The network address.
+    pub addr: IpAddr,
+    /// Prefix length in bits.
+    pub bits: u8,
+}
+
+impl Cidr {
+    /// Parses `ADDR/BITS` or `ADDR`.
+    ///
+    /// # Errors
+    /// A message naming what is wrong.
+    pub fn parse(s: &str) -> Result<Cidr, String> {
+        let (a, bits) = match s.split_once('/') {
+            Some((a, b)) => (a, Some(b)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a
+            .trim()
+            .parse()
+            .map_err(|e| format!("{s:?}: not an address range ({e})"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let bits = match bits {
+            None => max,
+            Some(b) => b
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|b| *b <= max)
+                .ok_or_else(|| format!("{s:?}: prefix length must be 0..={max}"))?,
+        };
+        Ok(Cidr { addr, bits })
+    }
+
+    /// True when `ip` is in the range (IPv4-mapped IPv6 addresses count as IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.bits)).unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.bits))
+                    .unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Where access log lines go.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum LogTarget {
+    /// No access log (default).
+    #[default]
+    Off,
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+    /// A file, appended to, reopened on `SIGUSR1` (after logrotate moved it).
+    File(PathBuf),
+}
+
+impl LogTarget {
+    /// `off`, `stdout`, `stderr`, or a file path.
+    pub fn parse(s: &str) -> LogTarget {
+        match s {
+            "off" | "" => LogTarget::Off,
+            "stdout" | "-" => LogTarget::Stdout,
+            "stderr" => LogTarget::Stderr,
+            path => LogTarget::File(PathBuf::from(path)),
+        }
+    }
+}
+
+/// The access log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// One JSON object per line (default).
+    #[default]
+    Json,
+    /// The Common Log Format with the cache outcome and timings appended.
+    Combined,
+}
+
+/// The access log (`[access_log]`, `--access-log`).
+#[derive(Debug, Clone, Default)]
+pub struct AccessLogConfig {
+    /// Where lines go.
+    pub target: LogTarget,
+    /// Line format.
+    pub format: LogFormat,
+    /// Lines queued for the writer at most; beyond, lines are dropped and
+    /// counted (`access_log_dropped`). Default: 65536.
+    pub buffer: usize,
+}
+
+/// `[admin]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAdmin {
+    pub address: Option<Spanned<String>>,
+    pub token: Option<String>,
+    pub token_file: Option<Spanned<String>>,
+    #[serde(default)]
+    pub purge_allow: Vec<Spanned<String>>,
+    pub forward_tags: Option<bool>,
+}
+
+/// `[access_log]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAccessLog {
+    pub target: Option<String>,
+    pub format: Option<Spanned<String>>,
+    pub buffer: Option<usize>,
+}
+
+/// Default queue of the access log writer.
+pub const ACCESS_LOG_BUFFER: usize = 65536;
+
+/// Resolves `[admin]`; errors carry the key and the span.
+pub(super) fn admin(
+    raw: RawAdmin,
+) -> Result<AdminConfig, (Option<std::ops::Range<usize>>, &'static str, String)> {
+    let address = match &raw.address {
+        Some(a) => Some(a.get_ref().parse::<SocketAddr>().map_err(|e| {
+            (
+                Some(a.span()),
+                "admin.address",
+                format!("{:?}: {e}", a.get_ref()),
+            )
+        })?),
+        None => None,
+    };
+    let token = match (&raw.token, &raw.token_file) {
+        (Some(_), Some(f)) => {
+            return Err((
+                Some(f.span()),
+                "admin.token_file",
+                "give `token` or `token_file`, not both".into(),
+            ))
+        }
+        (Some(t), None) => Some(t.trim().to_string()),
+        (None, Some(f)) => {
+            Some(read_token(f.get_ref()).map_err(|m| (Some(f.span()), "admin.token_file", m))?)
+        }
+        (None, None) => None,
+    };
+    if token.as_deref() == Some("") {
+        return Err((None, "admin.token", "the token is empty".into()));
+    }
+    let mut purge_allow = Vec::new();
+    for c in &raw.purge_allow {
+        purge_allow
+            .push(Cidr::parse(c.get_ref()).map_err(|m| (Some(c.span()), "admin.purge_allow", m))?);
+    }
+    let cfg = AdminConfig {
+        address,
+        token,
+        purge_allow,
+        forward_tags: raw.forward_tags.unwrap_or(false),
+    };
+    check_admin(&cfg).map_err(|m| (raw.address.as_ref().map(|a| a.span()), "admin.token", m))?;
+    Ok(cfg)
+}
+
+/// Reads a token file (surrounding whitespace removed).
+///
+/// # Errors
+/// A message naming the file.
+pub fn read_token(path: &str) -> Result<String, String> {
+    let t = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let t = t.trim().to_string();
+    if t.is_empty() {
+        return Err(format!("{path}: the token file is empty"));
+    }
+    Ok(t)
+}
+
+/// A non-loopback admin address needs a token.
+///
+/// # Errors
+/// The message for the operator.
+pub fn check_admin(cfg: &AdminConfig) -> Result<(), String> {
+    match cfg.address {
+        Some(a) if !a.ip().is_loopback() && cfg.token.is_none() => Err(format!(
+            "the admin listener on {a} is not on loopback: set `token` or `token_file`"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Resolves `[access_log]`.
+pub(super) fn access_log(
+    raw: RawAccessLog,
+) -> Result<AccessLogConfig, (Option<std::ops::Range<usize>>, &'static str, String)> {
+    let format = match &raw.format {
+        None => LogFormat::Json,
+        Some(f) => match f.get_ref().as_str() {
+            "json" => LogFormat::Json,
+            "combined" => LogFormat::Combined,
+            other => {
+                return Err((
+                    Some(f.span()),
+                    "access_log.format",
+                    format!("{other:?}: expected \"json\" or \"combined\""),
+                ))
+            }
+        },
+    };
+    Ok(AccessLogConfig {
+        target: raw
+            .target
+            .as_deref()
+            .map_or(LogTarget::Off, LogTarget::parse),
+        format,
+        buffer: raw.buffer.unwrap_or(ACCESS_LOG_BUFFER).max(1),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_ranges() {
+        let c = Cidr::parse("10.0.0.0/8").unwrap();
+        assert!(c.contains("10.1.2.3".parse().unwrap()));
+        assert!(!c.contains("11.0.0.1".parse().unwrap()));
+        assert!(c.contains("::ffff:10.9.9.9".parse().unwrap()));
+        let one = Cidr::parse("127.0.0.1").unwrap();
+        assert_eq!(one.bits, 32);
+        assert!(!one.contains("127.0.0.2".parse().unwrap()));
+        assert!(Cidr::parse("0.0.0.0/0")
+            .unwrap()
+            .contains("8.8.8.8".parse().unwrap()));
+        assert!(Cidr::parse("::1/128")
+            .unwrap()
+            .contains("::1".parse().unwrap()));
+        assert!(Cidr::parse("10.0.0.0/33").unwrap_err().contains("0..=32"));
+        assert!(Cidr::parse("nope/8").is_err());
+    }
+}

@@ -1,0 +1,147 @@
+//! Purges: what the admin API, the `PURGE` method and `hoard purge` share.
+//!
+//! A purge names a URL, a URL prefix, a host or a tag; the store's
+//! catalogue finds the keys (every variant, every keyed header or cookie
+//! value, every slice) and the store removes their objects from every tier,
+//! or with `soft` makes them stale. Fills that raced the purge do not store
+//! what they fetched before it (see `hoard_store::catalog`).
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use hoard_policy::key::{normalize_host, KeyInput, KeyUrl};
+use hoard_store::catalog::Selector;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use super::Pipeline;
+use crate::body::ProxyBody;
+
+/// The request field that asks a `PURGE` to be soft.
+pub const SOFT_PURGE_FIELD: &str = "soft-purge";
+
+impl Pipeline {
+    /// The selector of one URL, keyed as the route that serves it keys it
+    /// (query normalisation included; keyed headers and cookies match any
+    /// value).
+    pub fn url_selector(
+        &self,
+        scheme: &str,
+        authority: &str,
+        path: &str,
+        query: Option<&str>,
+    ) -> Selector {
+        let host = normalize_host(authority, scheme);
+        let route = self.select_site(authority).and_then(|s| {
+            let site = &self.cfg.sites[s];
+            site.route_for(path).map(|r| &site.routes[r])
+        });
+        let target = route.and_then(|route| {
+            let mut t = route.key.clone();
+            t.scheme = true;
+            t.host = true;
+            t.headers.clear();
+            t.cookies.clear();
+            let key = t.key(KeyInput {
+                scheme,
+                host: authority,
+                path,
+                query,
+                headers: &HeaderMap::new(),
+            });
+            KeyUrl::parse(&key.text).map(|k| k.target.to_string())
+        });
+        let target = target.unwrap_or_else(|| match query {
+            Some(q) => format!("{path}?{q}"),
+            None => path.to_string(),
+        });
+        Selector::Url {
+            scheme: scheme.to_string(),
+            host,
+            target,
+        }
+    }
+
+    /// Runs a purge; returns how many objects it removed or made stale.
+    /// `source` names who asked, for the log.
+    pub async fn purge(&self, selector: &Selector, soft: bool, source: &str) -> usize {
+        let c = &self.counters;
+        c.inc(match selector {
+            Selector::Url { .. } => &c.purges_url,
+            Selector::Prefix(_) => &c.purges_prefix,
+            Selector::Host(_) => &c.purges_host,
+            Selector::Tag(_) => &c.purges_tag,
+        });
+        if soft {
+            c.inc(&c.purges_soft);
+        }
+        let started = tokio::time::Instant::now();
+        let n = self.store.purge(selector, soft, self.clock.now()).await;
+        c.add(&c.purged_objects, n as u64);
+        tracing::info!(
+            source,
+            kind = selector.kind(),
+            what = ?selector,
+            soft,
+            purged = n,
+            ms = started.elapsed().as_millis() as u64,
+            "purge"
+        );
+        n
+    }
+
+    /// `PURGE /path` on a main listener: allowed from `admin.purge_allow`
+    /// only (405 when the list is empty, 403 from elsewhere).
+    pub(crate) async fn purge_method(
+        &self,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+        tls: bool,
+    ) -> Response<ProxyBody> {
+        let allow = &self.cfg.admin.purge_allow;
+        let refuse = |status: StatusCode, msg: &str| {
+            self.counters.inc(&self.counters.purges_refused);
+            json_response(status, format!("{{\"error\":\"{msg}\"}}\n"))
+        };
+        if allow.is_empty() {
+            return refuse(StatusCode::METHOD_NOT_ALLOWED, "PURGE is not enabled");
+        }
+        if !allow.iter().any(|c| c.contains(peer.ip())) {
+            tracing::info!(%peer, "PURGE refused: client not in purge_allow");
+            return refuse(StatusCode::FORBIDDEN, "client not allowed to purge");
+        }
+        let authority = req
+            .uri()
+            .authority()
+            .map(|a| a.as_str().to_string())
+            .or_else(|| {
+                req.headers()
+                    .get(header::HOST)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        let scheme = if tls { "https" } else { "http" };
+        let selector = self.url_selector(scheme, &authority, req.uri().path(), req.uri().query());
+        let soft = req
+            .headers()
+            .get(SOFT_PURGE_FIELD)
+            .is_some_and(|v| v.as_bytes() == b"1" || v.as_bytes().eq_ignore_ascii_case(b"true"));
+        let n = self.purge(&selector, soft, &peer.to_string()).await;
+        json_response(StatusCode::OK, format!("{{\"purged\":{n}}}\n"))
+    }
+}
+
+/// A JSON response that no cache keeps (also the admin API's).
+pub(crate) fn json_response(status: StatusCode, body: String) -> Response<ProxyBody> {
+    let mut r = Response::new(ProxyBody::Full(Some(Bytes::from(body))));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
