@@ -161,7 +161,9 @@ impl CacheStatus {
             } else {
                 Outcome::Hit
             }
-        } else if self.fwd_status == Some(304) && self.fwd == Some(Fwd::Stale) {
+        } else if self.fwd_status == Some(304)
+            && matches!(self.fwd, Some(Fwd::Stale | Fwd::Request))
+        {
             Outcome::Revalidated
         } else if self.detail == Some("hit-for-pass") {
             Outcome::HitForPass

@@ -122,9 +122,10 @@ impl AccessLog {
         let (tx, rx) = sync_channel(cfg.buffer);
         let reopen = Arc::new(AtomicBool::new(false));
         let flag = reopen.clone();
+        let c = counters.clone();
         std::thread::Builder::new()
             .name("hoard-access-log".into())
-            .spawn(move || write_loop(rx, out, flag))?;
+            .spawn(move || write_loop(rx, out, flag, c))?;
         Ok(Some(AccessLog {
             tx,
             format: cfg.format,
@@ -192,7 +193,12 @@ fn open_file(p: &PathBuf) -> io::Result<io::BufWriter<std::fs::File>> {
     Ok(io::BufWriter::with_capacity(64 << 10, f))
 }
 
-fn write_loop(rx: Receiver<String>, mut out: Output, reopen: Arc<AtomicBool>) {
+fn write_loop(
+    rx: Receiver<String>,
+    mut out: Output,
+    reopen: Arc<AtomicBool>,
+    counters: Arc<Counters>,
+) {
     while let Ok(first) = rx.recv() {
         if reopen.swap(false, Ordering::AcqRel) {
             let _ = out.flush();
@@ -206,13 +212,19 @@ fn write_loop(rx: Receiver<String>, mut out: Output, reopen: Arc<AtomicBool>) {
             }
         }
         let mut line = Some(first);
+        let mut written = 0;
         while let Some(l) = line.take() {
-            if let Err(e) = out.write(&l) {
+            if l.is_empty() {
+                // A wake-up from reopen.
+            } else if let Err(e) = out.write(&l) {
                 tracing::warn!(error = %e, "access log: write failed");
+            } else {
+                written += 1;
             }
             line = rx.try_recv().ok();
         }
         let _ = out.flush();
+        counters.add(&counters.access_log_lines, written);
     }
     let _ = out.flush();
 }

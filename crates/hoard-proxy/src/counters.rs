@@ -177,6 +177,8 @@ counters! {
     admin_unauthorized,
     /// Access log lines dropped because the writer fell behind.
     access_log_dropped,
+    /// Access log lines written (counted after they are flushed).
+    access_log_lines,
 }
 
 impl hoard_store::StoreEvents for Counters {

@@ -118,6 +118,12 @@ impl ProxyBuilder {
         self
     }
 
+    /// Turns the admin listener on, on a free loopback port.
+    pub fn admin(mut self) -> Self {
+        self.cfg.admin.address = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+        self
+    }
+
     /// Starts the proxy.
     pub async fn start(self) -> TestProxy {
         let cfg_zones = self.cfg.cache.zones.len();
@@ -191,6 +197,21 @@ impl TestProxy {
                 self.counter(name)
             );
         }
+    }
+
+    /// The admin listener's address.
+    ///
+    /// # Panics
+    /// When the admin listener is off (see [`ProxyBuilder::admin`]).
+    pub fn admin(&self) -> SocketAddr {
+        self.inner()
+            .admin_addr()
+            .expect("test: the admin listener is on")
+    }
+
+    /// The running proxy.
+    pub fn proxy(&self) -> &Proxy {
+        self.inner()
     }
 
     /// The cache store.

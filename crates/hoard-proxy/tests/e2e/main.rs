@@ -1,7 +1,7 @@
 //! End-to-end cases: the real proxy in-process, a strict fake origin, a raw
 //! client. Naming follows varnishtest: b basic proxying, c RFC 9111
 //! semantics, k keys and Vary, w fills, e store limits, f robustness, h HTTP/2,
-//! d disk zones, r ranges, s slice mode.
+//! d disk zones, r ranges, s slice mode, o operations (purge, metrics, logs).
 
 mod b_basic;
 mod b_routing;
@@ -16,6 +16,7 @@ mod f_limits;
 mod h_http2;
 mod h_tls;
 mod k_keys;
+mod o_ops;
 mod r_range;
 mod s_slice;
 mod w_coalesce;
