@@ -179,6 +179,8 @@ counters! {
     access_log_dropped,
     /// Access log lines written (counted after they are flushed).
     access_log_lines,
+    /// Samples the admin listener took for `/status` rates (one a second).
+    status_samples,
 }
 
 impl hoard_store::StoreEvents for Counters {

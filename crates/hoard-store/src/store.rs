@@ -280,13 +280,12 @@ impl Store {
     }
 
     /// Removes every variant stored under `primary`, in every tier. Returns
-    /// how many objects went.
+    /// how many objects went (a memory copy of a disk object is the same
+    /// object: with zones, the memory tier only holds such copies).
     pub fn remove_all(&self, primary: Digest) -> usize {
-        let mut n = self.memory.as_ref().map_or(0, |m| m.remove_all(primary));
-        for z in &self.zones {
-            n += z.remove_all(primary.0);
-        }
-        n
+        let in_memory = self.memory.as_ref().map_or(0, |m| m.remove_all(primary));
+        let on_disk: usize = self.zones.iter().map(|z| z.remove_all(primary.0)).sum();
+        in_memory.max(on_disk)
     }
 
     /// The catalogue of stored keys and tags.

@@ -118,7 +118,11 @@ pub(super) async fn sample_loop(admin: Arc<Admin>, mut shutdown: watch::Receiver
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = every.tick() => admin.sampler.tick(Instant::now(), Totals::read(&admin)),
+            _ = every.tick() => {
+                admin.sampler.tick(Instant::now(), Totals::read(&admin));
+                let c = &admin.pipeline.counters;
+                c.inc(&c.status_samples);
+            }
             _ = shutdown.changed() => return,
         }
     }

@@ -26,7 +26,7 @@ fn files(dir: &Path) -> Vec<(PathBuf, u64)> {
 }
 
 /// Published objects (not temporary files).
-fn objects(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn objects(dir: &Path) -> Vec<PathBuf> {
     files(dir)
         .into_iter()
         .map(|(p, _)| p)

@@ -858,3 +858,261 @@ async fn o00012_access_log_line_for_each_outcome() {
     proxy.expect_counter("access_log_dropped", 0);
     origin.finish().await;
 }
+
+// o00013: a URL purge of an object cached as slices removes every slice; a
+// later range fetches its slice again.
+#[tokio::test]
+async fn o00013_url_purge_takes_every_slice() {
+    use super::r_range::{body, LEN};
+    use super::s_slice::{serve, starts, ETAG, SIZE};
+    let t = Test::new("o00013");
+    let full = body(LEN);
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let full = body(LEN);
+            serve(&mut s, "/v", &full, ETAG, starts(&[0, 1, 2, 3, 4])).await;
+            serve(&mut s, "/v", &full, ETAG, starts(&[2])).await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .admin()
+        .route(|r| {
+            r.slice = Some(SIZE);
+            r.slice_prefetch = 0;
+            r.slice_direct_max = 0;
+        })
+        .start()
+        .await;
+    t.client(&proxy).get("/v").send().await.expect_body(&full);
+    proxy.wait_counter("objects_stored", 5).await;
+    let r = purge(&t, &proxy, r#"{"url": "http://localhost/v"}"#).await;
+    assert_eq!(purged(&r), 5);
+    t.client(&proxy)
+        .get("/v")
+        .hdr("Range", "bytes=140000-140009")
+        .send()
+        .await
+        .expect_status(206)
+        .expect_header_contains("cache-status", "fwd=uri-miss")
+        .expect_body(&full[140_000..140_010]);
+    origin.finish().await;
+}
+
+// o00014: purges reach every tier: objects on disk and their promoted
+// memory copies; after a restart the loader has catalogued the tags again,
+// so a tag purge still finds what was stored before it.
+#[tokio::test]
+async fn o00014_purge_on_disk_and_after_a_restart() {
+    let t = Test::new("o00014");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for (path, tag) in [("/t1", "a"), ("/t2", "a"), ("/t3", "b"), ("/t1", "a")] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .hdr("Cache-Tag", tag)
+                    .body(path)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let dir = t.dir().join("zone");
+    let start = || {
+        t.proxy()
+            .origin(&origin)
+            .admin()
+            .disk(&dir, 64 << 20, 1 << 20)
+            .start()
+    };
+    let proxy = start().await;
+    for p in ["/t1", "/t2", "/t3"] {
+        t.client(&proxy).get(p).send().await.expect_body(p);
+    }
+    proxy.wait_counter("disk_stored", 3).await;
+    // Two disk hits: /t1 is promoted to the memory tier.
+    for _ in 0..2 {
+        t.client(&proxy)
+            .get("/t1")
+            .send()
+            .await
+            .expect_header_contains("cache-status", "hit");
+    }
+    proxy.expect_counter("memory_promotions", 1);
+    let r = purge(&t, &proxy, r#"{"url": "http://localhost/t1"}"#).await;
+    assert_eq!(purged(&r), 1, "one object, on disk and in memory");
+    t.client(&proxy)
+        .get("/t1")
+        .send()
+        .await
+        .expect_body("/t1")
+        .expect_header_contains("cache-status", "fwd=uri-miss");
+    proxy.wait_counter("disk_stored", 4).await;
+    proxy.stop().await;
+    assert_eq!(super::d_disk::objects(&dir).len(), 3);
+
+    let proxy = start().await;
+    proxy.expect_counter("disk_loaded", 3);
+    let r = purge(&t, &proxy, r#"{"tag": "a"}"#).await;
+    assert_eq!(purged(&r), 2);
+    proxy.stop().await;
+    // The unlinks run on the zone's pool; they are done once it stops.
+    let left = super::d_disk::objects(&dir);
+    assert_eq!(left.len(), 1, "{left:?}");
+    let proxy = start().await;
+    t.client(&proxy)
+        .get("/t3")
+        .send()
+        .await
+        .expect_body("/t3")
+        .expect_header_contains("cache-status", "hit");
+    origin.finish().await;
+}
+
+/// The dashboard as headless Chromium renders it: `data-ready` (the
+/// sample shown) and each `data-metric` element's text.
+fn render_dashboard(
+    dir: &std::path::Path,
+    admin: std::net::SocketAddr,
+) -> (u64, Vec<(String, String)>) {
+    let chromium = which("chromium")
+        .expect("chromium is needed for this case: apt-get install chromium (.ci/run installs it)");
+    let profile = tempfile::tempdir_in(dir).unwrap();
+    let out = std::process::Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--virtual-time-budget=2000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("http://{admin}/"))
+        .env("HOME", profile.path())
+        .env("XDG_CONFIG_HOME", profile.path())
+        .output()
+        .expect("chromium runs");
+    let dom = String::from_utf8_lossy(&out.stdout).to_string();
+    let ready = regex::Regex::new(r#"<body[^>]*data-ready="(\d+)""#).unwrap();
+    let ready: u64 = ready.captures(&dom).unwrap_or_else(|| {
+        panic!(
+            "the page never rendered a status:\n{dom}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })[1]
+        .parse()
+        .unwrap();
+    let metric = regex::Regex::new(r#"data-metric="([^"]+)"[^>]*>([^<]*)<"#).unwrap();
+    let figures = metric
+        .captures_iter(&dom)
+        .map(|c| (c[1].to_string(), c[2].to_string()))
+        .collect();
+    (ready, figures)
+}
+
+/// The `/status` value at a dotted path, as the page prints it.
+fn at_path(v: &serde_json::Value, path: &str) -> String {
+    let mut cur = v;
+    for part in path.split('.') {
+        cur = match part.parse::<usize>() {
+            Ok(i) => &cur[i],
+            Err(_) => &cur[part],
+        };
+    }
+    match cur {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => panic!("{path}: not in /status"),
+        other => other.to_string(),
+    }
+}
+
+/// Renders the dashboard once the sampler has settled (two samples after
+/// the traffic: rates back to zero) and checks every figure against
+/// `/status`; returns the figures.
+async fn settled_dashboard(t: &Test, proxy: &TestProxy) -> HashMap<String, String> {
+    let now = proxy.counter("status_samples");
+    proxy.wait_counter("status_samples", now + 2).await;
+    let admin = proxy.admin();
+    let dir = t.dir().to_path_buf();
+    let (ready, figures) = tokio::task::spawn_blocking(move || render_dashboard(&dir, admin))
+        .await
+        .unwrap();
+    let st = status(t, proxy).await;
+    assert!(figures.len() >= 30, "figures: {figures:?}");
+    let mut seen = HashMap::new();
+    for (path, text) in figures {
+        match path.as_str() {
+            // Moving with the clock, not with traffic.
+            "uptime_seconds" => assert!(text.parse::<u64>().is_ok(), "{text}"),
+            "sample" => assert_eq!(text, ready.to_string()),
+            _ => {
+                let want = at_path(&st, &path);
+                let same = match (text.parse::<f64>(), want.parse::<f64>()) {
+                    (Ok(a), Ok(b)) => a == b,
+                    _ => text == want,
+                };
+                assert!(
+                    same,
+                    "{path}: the page shows {text:?}, /status says {want:?}"
+                );
+            }
+        }
+        seen.insert(path, text);
+    }
+    seen
+}
+
+// o00015: the dashboard in headless Chromium: every figure is the
+// /status value it names, and the figures follow the traffic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o00015_dashboard_in_chromium_matches_status() {
+    let t = Test::new("o00015");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("dashboard")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t.proxy().origin(&origin).admin().start().await;
+    for _ in 0..3 {
+        t.client(&proxy)
+            .get("/d")
+            .send()
+            .await
+            .expect_body("dashboard");
+    }
+    let first = settled_dashboard(&t, &proxy).await;
+    assert_eq!(first["requests.hit"], "2");
+    assert_eq!(first["requests.miss"], "1");
+    assert_eq!(first["upstreams.0.servers.0.state"], "up");
+    for _ in 0..4 {
+        t.client(&proxy)
+            .get("/d")
+            .send()
+            .await
+            .expect_body("dashboard");
+    }
+    let second = settled_dashboard(&t, &proxy).await;
+    assert_eq!(second["requests.hit"], "6");
+    assert_eq!(second["requests.total"], "7");
+    assert_ne!(first["client.bytes"], second["client.bytes"]);
+    assert_ne!(first["hit_ratio"], second["hit_ratio"]);
+    origin.finish().await;
+}

@@ -9,11 +9,11 @@ use hoard_testkit::{Test, TestProxy};
 use super::r_range::{body, random_ranges, LEN};
 
 /// The slice size of these cases: 300 000 bytes are 5 slices (the last one short).
-const SIZE: u64 = 65_536;
-const ETAG: &str = "\"s1\"";
+pub(crate) const SIZE: u64 = 65_536;
+pub(crate) const ETAG: &str = "\"s1\"";
 
 /// The slice starts a case expects the origin to be asked for, once each.
-fn starts(slices: &[u64]) -> BTreeSet<u64> {
+pub(crate) fn starts(slices: &[u64]) -> BTreeSet<u64> {
     slices.iter().map(|i| i * SIZE).collect()
 }
 
@@ -43,7 +43,13 @@ async fn answer(s: &mut Script, req: &Request, full: &[u8], etag: &str) {
 }
 
 /// Serves the slices starting at `want`, in any order, each exactly once.
-async fn serve(s: &mut Script, path: &str, full: &[u8], etag: &str, mut want: BTreeSet<u64>) {
+pub(crate) async fn serve(
+    s: &mut Script,
+    path: &str,
+    full: &[u8],
+    etag: &str,
+    mut want: BTreeSet<u64>,
+) {
     while !want.is_empty() {
         let req = s.rxreq().await;
         req.expect_url(path);
@@ -58,7 +64,11 @@ async fn serve(s: &mut Script, path: &str, full: &[u8], etag: &str, mut want: BT
 
 /// A slicing proxy. Ranges are never fetched alone (that depends on how
 /// far a fill got when a request looks), except in s00010, which sets it.
-async fn slice_proxy(t: &Test, origin: &hoard_testkit::Origin, prefetch: u32) -> TestProxy {
+pub(crate) async fn slice_proxy(
+    t: &Test,
+    origin: &hoard_testkit::Origin,
+    prefetch: u32,
+) -> TestProxy {
     slice_proxy_direct(t, origin, prefetch, 0).await
 }
 

@@ -1,0 +1,113 @@
+//! `hoard purge` against a running proxy's admin API, and the admin flags
+//! of the quick start.
+
+use std::process::Command;
+
+use hoard_testkit::Test;
+
+async fn hoard(args: Vec<String>) -> (i32, String, String) {
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_hoard"))
+            .args(&args)
+            .output()
+            .expect("run hoard")
+    })
+    .await
+    .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[tokio::test]
+async fn purge_prints_the_count() {
+    let t = Test::new("cli-purge");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for (path, tag) in [("/a", "x"), ("/b", "x"), ("/c", "y")] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .hdr("Surrogate-Key", tag)
+                    .body(path)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| {
+            c.admin.address = Some("127.0.0.1:0".parse().unwrap());
+            c.admin.token = Some("tok".into());
+        })
+        .start()
+        .await;
+    for p in ["/a", "/b", "/c"] {
+        t.client(&proxy).get(p).send().await.expect_body(p);
+    }
+    let token = t.dir().join("token");
+    std::fs::write(&token, "tok\n").unwrap();
+    let admin = format!("http://{}", proxy.admin());
+    let args = |extra: &[&str]| {
+        let mut v = vec!["purge".to_string(), "--admin".into(), admin.clone()];
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let tok = token.to_str().unwrap();
+    let (code, out, err) = hoard(args(&["--token-file", tok, "--tag", "x"])).await;
+    assert_eq!((code, out.as_str()), (0, "2\n"), "{err}");
+    let (code, out, err) =
+        hoard(args(&["--token-file", tok, "--soft", "http://localhost/c"])).await;
+    assert_eq!((code, out.as_str()), (0, "1\n"), "{err}");
+    let (code, out, err) = hoard(args(&[
+        "--token-file",
+        tok,
+        "--prefix",
+        "http://localhost/",
+    ]))
+    .await;
+    assert_eq!((code, out.as_str()), (0, "1\n"), "{err}");
+    // No token: the API's 401, said plainly.
+    let (code, _, err) = hoard(args(&["--host", "localhost"])).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("401") && err.contains("token"), "{err}");
+    // Bad input: the API names the field.
+    let (code, _, err) = hoard(args(&["--token-file", tok, "--prefix", "localhost/"])).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("field \"prefix\""), "{err}");
+    // Nothing to purge named: usage error.
+    let (code, _, err) = hoard(args(&["--token-file", tok])).await;
+    assert_eq!(code, 2, "{err}");
+    origin.finish().await;
+}
+
+#[tokio::test]
+async fn admin_off_loopback_needs_a_token() {
+    let (code, _, err) = hoard(
+        [
+            "--upstream",
+            "http://127.0.0.1:9",
+            "--admin",
+            "0.0.0.0:8001",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--admin") && err.contains("token"), "{err}");
+    let (code, _, err) = hoard(
+        ["purge", "--admin", "http://127.0.0.1:9", "--tag", "x"]
+            .map(String::from)
+            .to_vec(),
+    )
+    .await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("cannot reach the admin listener"), "{err}");
+}
