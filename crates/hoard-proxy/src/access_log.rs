@@ -23,35 +23,36 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use hoard_policy::cache_status::Outcome;
-use serde::Serialize;
+use http::{HeaderValue, Method, Uri};
 
 use crate::config::{AccessLogConfig, LogFormat, LogTarget};
 use crate::counters::Counters;
 
-/// One request, as logged.
-#[derive(Debug, Serialize)]
+/// One request, as logged. Built from cheap clones of the request's parts
+/// (reference-counted bytes); the line is formatted on the writer thread.
+#[derive(Debug)]
 pub struct Record {
-    /// When the request arrived (RFC 3339, UTC).
-    pub time: String,
+    /// When the request arrived.
+    pub time: SystemTime,
     /// Client address.
-    pub client: String,
+    pub client: SocketAddr,
     /// Request method.
-    pub method: String,
+    pub method: Method,
     /// Host (or `:authority`) as sent.
-    pub host: String,
-    /// Path and query.
-    pub path: String,
+    pub host: Option<HeaderValue>,
+    /// The request target.
+    pub uri: Uri,
     /// Response status.
     pub status: u16,
     /// Body bytes sent.
     pub bytes: u64,
-    /// The cache outcome (`hit`, `miss`, `stale`, ...).
+    /// The cache outcome (`hit`, `miss`, `stale`, ...; `purge` for `PURGE`).
     pub cache: &'static str,
     /// For requests that went forward (or waited for a fill): time until
-    /// the origin's response head was there, in milliseconds.
-    pub upstream_ms: Option<f64>,
-    /// Time from the request head to the end of the response body, in milliseconds.
-    pub total_ms: f64,
+    /// the origin's response head was there.
+    pub upstream: Option<Duration>,
+    /// Time from the request head to the end of the response body.
+    pub total: Duration,
 }
 
 impl Record {
@@ -59,42 +60,67 @@ impl Record {
     pub fn start(
         time: SystemTime,
         client: SocketAddr,
-        method: &str,
-        host: &str,
-        path: &str,
+        method: Method,
+        host: Option<HeaderValue>,
+        uri: Uri,
     ) -> Record {
         Record {
-            time: rfc3339(time),
-            client: client.ip().to_string(),
-            method: method.into(),
-            host: host.into(),
-            path: path.into(),
+            time,
+            client,
+            method,
+            host,
+            uri,
             status: 0,
             bytes: 0,
             cache: Outcome::Error.as_str(),
-            upstream_ms: None,
-            total_ms: 0.0,
+            upstream: None,
+            total: Duration::ZERO,
         }
     }
 
+    fn host(&self) -> &str {
+        self.uri
+            .authority()
+            .map(|a| a.as_str())
+            .or_else(|| self.host.as_ref().and_then(|h| h.to_str().ok()))
+            .unwrap_or("")
+    }
+
+    fn path(&self) -> &str {
+        self.uri.path_and_query().map_or("/", |p| p.as_str())
+    }
+
     fn format(&self, format: LogFormat) -> String {
+        let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
         match format {
             LogFormat::Json => {
-                let mut s = serde_json::to_string(self).unwrap_or_default();
+                let mut s = serde_json::json!({
+                    "time": rfc3339(self.time),
+                    "client": self.client.ip().to_string(),
+                    "method": self.method.as_str(),
+                    "host": self.host(),
+                    "path": self.path(),
+                    "status": self.status,
+                    "bytes": self.bytes,
+                    "cache": self.cache,
+                    "upstream_ms": self.upstream.map(ms),
+                    "total_ms": ms(self.total),
+                })
+                .to_string();
                 s.push('\n');
                 s
             }
             LogFormat::Combined => format!(
                 "{} - - [{}] \"{} {} HTTP\" {} {} \"{}\" {} {:.3}\n",
-                self.client,
-                self.time,
+                self.client.ip(),
+                rfc3339(self.time),
                 self.method,
-                self.path.replace('"', "%22"),
+                self.path().replace('"', "%22"),
                 self.status,
                 self.bytes,
-                self.host.replace('"', "%22"),
+                self.host().replace('"', "%22"),
                 self.cache,
-                self.total_ms / 1000.0,
+                self.total.as_secs_f64(),
             ),
         }
     }
@@ -103,8 +129,7 @@ impl Record {
 /// The access log. See the module docs.
 #[derive(Debug)]
 pub struct AccessLog {
-    tx: SyncSender<String>,
-    format: LogFormat,
+    tx: SyncSender<Option<Box<Record>>>,
     reopen: Arc<AtomicBool>,
     counters: Arc<Counters>,
 }
@@ -120,23 +145,23 @@ impl AccessLog {
             t => Output::open(t)?,
         };
         let (tx, rx) = sync_channel(cfg.buffer);
+        let cfg_format = cfg.format;
         let reopen = Arc::new(AtomicBool::new(false));
         let flag = reopen.clone();
         let c = counters.clone();
         std::thread::Builder::new()
             .name("hoard-access-log".into())
-            .spawn(move || write_loop(rx, out, flag, c))?;
+            .spawn(move || write_loop(rx, out, cfg_format, flag, c))?;
         Ok(Some(AccessLog {
             tx,
-            format: cfg.format,
             reopen,
             counters,
         }))
     }
 
     /// Queues a line; drops it (counted) when the writer is behind.
-    pub fn write(&self, rec: &Record) {
-        match self.tx.try_send(rec.format(self.format)) {
+    pub fn write(&self, rec: Box<Record>) {
+        match self.tx.try_send(Some(rec)) {
             Ok(()) => {}
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 self.counters.inc(&self.counters.access_log_dropped);
@@ -148,7 +173,7 @@ impl AccessLog {
     pub fn reopen(&self) {
         self.reopen.store(true, Ordering::Release);
         // Wake the writer even when no request comes.
-        let _ = self.tx.try_send(String::new());
+        let _ = self.tx.try_send(None);
     }
 }
 
@@ -194,8 +219,9 @@ fn open_file(p: &PathBuf) -> io::Result<io::BufWriter<std::fs::File>> {
 }
 
 fn write_loop(
-    rx: Receiver<String>,
+    rx: Receiver<Option<Box<Record>>>,
     mut out: Output,
+    format: LogFormat,
     reopen: Arc<AtomicBool>,
     counters: Arc<Counters>,
 ) {
@@ -214,9 +240,12 @@ fn write_loop(
         let mut line = Some(first);
         let mut written = 0;
         while let Some(l) = line.take() {
-            if l.is_empty() {
+            let Some(rec) = l else {
                 // A wake-up from reopen.
-            } else if let Err(e) = out.write(&l) {
+                line = rx.try_recv().ok();
+                continue;
+            };
+            if let Err(e) = out.write(&rec.format(format)) {
                 tracing::warn!(error = %e, "access log: write failed");
             } else {
                 written += 1;
@@ -273,22 +302,24 @@ mod tests {
         let mut r = Record::start(
             SystemTime::UNIX_EPOCH,
             "127.0.0.1:5000".parse().unwrap(),
-            "GET",
-            "example.com",
-            "/a\"b",
+            Method::GET,
+            Some(HeaderValue::from_static("example.com")),
+            "/a%22b?x=1".parse().unwrap(),
         );
         r.status = 200;
         r.bytes = 5;
         r.cache = "hit";
+        r.total = Duration::from_micros(1500);
         let json = r.format(LogFormat::Json);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-        assert_eq!(v["path"], "/a\"b");
+        assert_eq!(v["path"], "/a%22b?x=1");
+        assert_eq!(v["host"], "example.com");
         assert_eq!(v["cache"], "hit");
+        assert_eq!(v["total_ms"], 1.5);
         assert!(v["upstream_ms"].is_null());
         let combined = r.format(LogFormat::Combined);
         assert!(
-            combined
-                .starts_with("127.0.0.1 - - [1970-01-01T00:00:00.000Z] \"GET /a%22b HTTP\" 200 5"),
+            combined.starts_with("127.0.0.1 - - [1970-01-01T00:00:00.000Z] \"GET /a%22b?x=1 HTTP\" 200 5 \"example.com\" hit 0.002"),
             "{combined}"
         );
     }

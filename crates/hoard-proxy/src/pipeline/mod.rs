@@ -163,18 +163,13 @@ impl Pipeline {
     ) -> Response<Tallied> {
         let started = Instant::now();
         let record = self.access_log.as_ref().map(|_| {
-            let host = req
-                .uri()
-                .authority()
-                .map(|a| a.as_str())
-                .or_else(|| {
-                    req.headers()
-                        .get(header::HOST)
-                        .and_then(|v| v.to_str().ok())
-                })
-                .unwrap_or_default();
-            let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
-            Record::start(self.clock.now(), peer, req.method().as_str(), host, path)
+            Box::new(Record::start(
+                self.clock.now(),
+                peer,
+                req.method().clone(),
+                req.headers().get(header::HOST).cloned(),
+                req.uri().clone(),
+            ))
         });
         let purge = req.method().as_str() == "PURGE";
         let resp = if purge {
@@ -197,13 +192,13 @@ impl Pipeline {
                     Some(o) => o.as_str(),
                     None => Outcome::Error.as_str(),
                 };
-                record.upstream_ms = matches!(
+                record.upstream = matches!(
                     outcome,
                     Some(
                         Outcome::Miss | Outcome::Revalidated | Outcome::Pass | Outcome::HitForPass
                     )
                 )
-                .then(|| ttfb.as_secs_f64() * 1000.0);
+                .then_some(ttfb);
                 Some(Box::new(Pending {
                     log: log.clone(),
                     record,

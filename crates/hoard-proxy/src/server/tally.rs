@@ -21,7 +21,7 @@ pub struct Pending {
     /// Where the line goes.
     pub log: Arc<AccessLog>,
     /// The line so far.
-    pub record: Record,
+    pub record: Box<Record>,
     /// When the request head arrived.
     pub started: Instant,
 }
@@ -52,10 +52,15 @@ impl Drop for Tallied {
         self.metrics
             .client_bytes
             .fetch_add(self.sent, std::sync::atomic::Ordering::Relaxed);
-        if let Some(mut p) = self.pending.take() {
-            p.record.bytes = self.sent;
-            p.record.total_ms = p.started.elapsed().as_secs_f64() * 1000.0;
-            p.log.write(&p.record);
+        if let Some(p) = self.pending.take() {
+            let Pending {
+                log,
+                mut record,
+                started,
+            } = *p;
+            record.bytes = self.sent;
+            record.total = started.elapsed();
+            log.write(record);
         }
     }
 }
