@@ -85,6 +85,14 @@ impl Selector {
         }
     }
 
+    /// True when this selects an object with this key text and response fields.
+    pub fn selects(&self, key: &str, headers: &HeaderMap) -> bool {
+        match self {
+            Selector::Tag(t) => hoard_policy::tags::tags(headers).contains(&t.as_str()),
+            _ => self.matches(key, &[]),
+        }
+    }
+
     fn matches(&self, key: &str, tags: &[Arc<str>]) -> bool {
         match self {
             Selector::Tag(t) => tags.iter().any(|x| **x == **t),

@@ -233,3 +233,62 @@ fn slice_mode_from_the_file_and_the_command_line() {
     .unwrap_err();
     assert_eq!(e.key, "--slice");
 }
+
+#[test]
+fn admin_and_access_log_from_the_file() {
+    const UP: &str = "[upstream.app]\nservers = [\"http://a:1\"]\n";
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "  t0ken\n").unwrap();
+    let text = format!(
+        "{UP}[admin]\naddress = \"0.0.0.0:8001\"\ntoken_file = {:?}\npurge_allow = [\"127.0.0.1\", \"10.0.0.0/8\"]\n\
+         [access_log]\ntarget = \"/var/log/hoard/access.log\"\nformat = \"combined\"\n",
+        token.display().to_string()
+    );
+    let c = Config::from_toml("hoard.toml", &text).unwrap();
+    assert_eq!(c.admin.address, Some("0.0.0.0:8001".parse().unwrap()));
+    assert_eq!(c.admin.token.as_deref(), Some("t0ken"));
+    assert_eq!(c.admin.purge_allow.len(), 2);
+    assert!(!c.admin.forward_tags);
+    assert_eq!(
+        c.access_log.target,
+        LogTarget::File("/var/log/hoard/access.log".into())
+    );
+    assert_eq!(c.access_log.format, LogFormat::Combined);
+
+    // Off by default.
+    let c = Config::from_toml("hoard.toml", UP).unwrap();
+    assert_eq!(c.admin.address, None);
+    assert!(c.admin.purge_allow.is_empty());
+    assert_eq!(c.access_log.target, LogTarget::Off);
+
+    let e = error(&format!("{UP}[admin]\naddress = \"10.1.2.3:8001\"\n"));
+    assert_eq!((e.line, e.key.as_str()), (Some(4), "admin.token"), "{e}");
+    assert!(e.message.contains("not on loopback"), "{e}");
+    let e = error(&format!(
+        "{UP}[admin]\naddress = \"127.0.0.1:8001\"\npurge_allow = [\"10.0.0.0/40\"]\n"
+    ));
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(5), "admin.purge_allow"),
+        "{e}"
+    );
+    let e = error(&format!("{UP}[admin]\naddress = \"localhost\"\n"));
+    assert_eq!((e.line, e.key.as_str()), (Some(4), "admin.address"), "{e}");
+    let e = error(&format!(
+        "{UP}[admin]\ntoken_file = \"/nonexistent/token\"\n"
+    ));
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(4), "admin.token_file"),
+        "{e}"
+    );
+    let e = error(&format!("{UP}[access_log]\nformat = \"xml\"\n"));
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(4), "access_log.format"),
+        "{e}"
+    );
+    let e = error(&format!("{UP}[admin]\ntokn = \"x\"\n"));
+    assert_eq!((e.line, e.key.as_str()), (Some(4), "tokn"), "{e}");
+}

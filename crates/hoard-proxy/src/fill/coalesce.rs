@@ -318,6 +318,29 @@ impl Coalescer {
         }
     }
 
+    /// Takes out of the table the fills `pick` selects by key text and
+    /// response fields (empty while the head has not come): they go on for
+    /// the requests that joined them, and later requests start fills of
+    /// their own (after a purge, nobody joins a fetch made before it).
+    /// Returns how many.
+    pub fn detach(&self, pick: impl Fn(&str, &HeaderMap) -> bool) -> usize {
+        let none = HeaderMap::new();
+        let mut n = 0;
+        for shard in &self.shards {
+            shard.lock().retain(|_, slot| {
+                let outcome = slot.outcome();
+                let headers = match &outcome {
+                    Some(Outcome::Streaming(head)) => &head.headers,
+                    _ => &none,
+                };
+                let keep = !pick(&slot.key_text, headers);
+                n += usize::from(!keep);
+                keep
+            });
+        }
+        n
+    }
+
     /// Fills in flight.
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().len()).sum()

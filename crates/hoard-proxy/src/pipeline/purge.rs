@@ -77,6 +77,13 @@ impl Pipeline {
             c.inc(&c.purges_soft);
         }
         let started = tokio::time::Instant::now();
+        let detached = if soft {
+            0
+        } else {
+            self.fills
+                .coalescer
+                .detach(|key, headers| selector.selects(key, headers))
+        };
         let n = self.store.purge(selector, soft, self.clock.now()).await;
         c.add(&c.purged_objects, n as u64);
         tracing::info!(
@@ -85,6 +92,7 @@ impl Pipeline {
             what = ?selector,
             soft,
             purged = n,
+            fills_detached = detached,
             ms = started.elapsed().as_millis() as u64,
             "purge"
         );
