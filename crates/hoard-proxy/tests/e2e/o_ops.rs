@@ -770,6 +770,14 @@ async fn o00012_access_log_line_for_each_outcome() {
                 .hdr("ETag", "\"b\"")
                 .send()
                 .await;
+            for _ in 0..2 {
+                s.rxreq().await.expect_url("/h");
+                s.txresp(200)
+                    .hdr("Cache-Control", "private")
+                    .body("mine")
+                    .send()
+                    .await;
+            }
         })
         .start()
         .await;
@@ -812,6 +820,10 @@ async fn o00012_access_log_line_for_each_outcome() {
         .await
         .expect_body("b"); // revalidated
     logged().await;
+    t.client(&proxy).get("/h").send().await.expect_body("mine"); // miss, not storable
+    logged().await;
+    t.client(&proxy).get("/h").send().await.expect_body("mine"); // hit-for-pass
+    logged().await;
     t.client(&proxy)
         .get("/c")
         .hdr("Cache-Control", "only-if-cached")
@@ -834,6 +846,8 @@ async fn o00012_access_log_line_for_each_outcome() {
             "pass",
             "miss",
             "revalidated",
+            "miss",
+            "hit_for_pass",
             "error"
         ]
     );
@@ -848,7 +862,7 @@ async fn o00012_access_log_line_for_each_outcome() {
     assert!(first["total_ms"].as_f64().unwrap() >= 0.0);
     assert!(first["time"].as_str().unwrap().ends_with('Z'));
     assert!(lines[1]["upstream_ms"].is_null());
-    assert_eq!(lines[6]["status"], 504);
+    assert_eq!(lines[8]["status"], 504);
     // logrotate: the file is moved away, then the log is told to reopen.
     let rotated = t.dir().join("access.log.1");
     std::fs::rename(&log, &rotated).unwrap();
@@ -858,11 +872,11 @@ async fn o00012_access_log_line_for_each_outcome() {
         .send()
         .await
         .expect_header_contains("cache-status", "hit");
-    proxy.wait_counter("access_log_lines", 8).await;
+    proxy.wait_counter("access_log_lines", 10).await;
     assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 1);
     assert_eq!(
         std::fs::read_to_string(&rotated).unwrap().lines().count(),
-        7
+        9
     );
     proxy.expect_counter("access_log_dropped", 0);
     origin.finish().await;
