@@ -1139,3 +1139,59 @@ async fn o00015_dashboard_in_chromium_matches_status() {
     assert_ne!(first["hit_ratio"], second["hit_ratio"]);
     origin.finish().await;
 }
+
+// o00016: a writer that falls behind never holds a request: with the log
+// going into a pipe nobody reads, requests are answered as usual and the
+// lines that do not fit are dropped and counted.
+#[tokio::test]
+async fn o00016_a_stuck_access_log_drops_lines_and_blocks_nothing() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let t = Test::new("o00016");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("x")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let fifo = t.dir().join("log.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // A reader that never reads: the pipe fills up and the writer blocks.
+    let _reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&fifo)
+        .unwrap();
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| {
+            c.access_log.target = hoard_proxy::config::LogTarget::File(fifo.clone());
+            c.access_log.buffer = 4;
+        })
+        .start()
+        .await;
+    let mut conn = t.client(&proxy).connect().await;
+    let n = 2000;
+    for _ in 0..n {
+        conn.get("/x")
+            .hdr("Connection", "keep-alive")
+            .send()
+            .await
+            .expect_body("x");
+    }
+    // A pipe holds 64 KiB: a few hundred lines; the queue holds 4.
+    let dropped = proxy.counter("access_log_dropped");
+    assert!(dropped > 1000, "dropped {dropped}");
+    assert!(proxy.counter("access_log_lines") < 1000);
+    origin.finish().await;
+}
