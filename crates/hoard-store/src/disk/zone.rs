@@ -704,16 +704,21 @@ impl DiskZone {
             h.rules,
             body,
         )
-        .with_disk(Some(DiskRef {
+        .with_disk(Some(self.disk_ref(id, entry.serial, &open)));
+        self.event(StoreEvent::DiskHit);
+        ZoneLookup::Hit(Arc::new(obj), promote)
+    }
+
+    /// Where an open object's file and current head are.
+    fn disk_ref(&self, id: u128, serial: u64, open: &OpenObject) -> DiskRef {
+        DiskRef {
             zone: self.number,
             id,
-            serial: entry.serial,
+            serial,
             slot: open.slot,
             generation: open.generation,
             slot_len: open.prefix.slot_len,
-        }));
-        self.event(StoreEvent::DiskHit);
-        ZoneLookup::Hit(Arc::new(obj), promote)
+        }
     }
 
     /// Opens an object not in the open-file cache (on the pool): checks its
@@ -1174,15 +1179,8 @@ impl DiskZone {
             };
             let mut head = open.head.clone();
             head.times = head.times.made_stale(now);
-            let r = DiskRef {
-                zone: self.number,
-                id,
-                serial: entry.serial,
-                slot: open.slot,
-                generation: open.generation,
-                slot_len: open.prefix.slot_len,
-            };
-            self.update_head(r, &head).await;
+            self.update_head(self.disk_ref(id, entry.serial, &open), &head)
+                .await;
             n += 1;
         }
         n
