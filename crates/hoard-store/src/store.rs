@@ -309,7 +309,8 @@ impl Store {
     /// Purges what `selector` selects, in every tier: removes the objects,
     /// or with `soft` makes them stale at `now` (they stay usable under
     /// `stale-while-revalidate` and `stale-if-error`). Returns how many
-    /// objects were affected. Removal runs off the serving threads.
+    /// objects were affected. Removal runs off the serving threads, and
+    /// the files are unlinked before it returns.
     pub async fn purge(
         self: &Arc<Self>,
         selector: &Selector,
@@ -329,12 +330,20 @@ impl Store {
         }
         let me = self.clone();
         let removed = tokio::task::spawn_blocking(move || {
-            let n: usize = keys.iter().map(|p| me.remove_all(Digest(*p))).sum();
+            let n: usize = keys.iter().map(|p| me.purge_key(Digest(*p))).sum();
             me.catalog.forget(&keys);
             n
         })
         .await;
         removed.unwrap_or(0)
+    }
+
+    /// Removes every variant of `primary` from every tier, unlinking disk
+    /// files before it returns (a blocking call). Returns how many objects.
+    fn purge_key(&self, primary: Digest) -> usize {
+        let in_memory = self.memory.as_ref().map_or(0, |m| m.remove_all(primary));
+        let on_disk: usize = self.zones.iter().map(|z| z.purge(primary.0)).sum();
+        in_memory.max(on_disk)
     }
 
     /// Makes every stored variant of `primary` stale at `now`, in every

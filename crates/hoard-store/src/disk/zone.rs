@@ -522,9 +522,14 @@ impl DiskZone {
             return;
         }
         let me = self.me.clone();
-        self.io.spawn(move || {
-            if let Some(z) = me.upgrade() {
-                z.unlink_now(files);
+        self.io.spawn(move || match me.upgrade() {
+            Some(z) => z.unlink_now(files),
+            // The zone is gone (shut down): the files still go, or a
+            // restart would bring back what was removed.
+            None => {
+                for (path, _) in files {
+                    let _ = fs::remove_file(path);
+                }
             }
         });
     }
@@ -1082,12 +1087,30 @@ impl DiskZone {
         self.unlink_later(gone);
     }
 
+    /// Removes every variant of `primary` and unlinks their files on this
+    /// thread before returning (a purge: once answered, a crash cannot bring
+    /// them back). Call it off the serving threads. Returns how many objects.
+    pub fn purge(&self, primary: u128) -> usize {
+        let gone = self.take_all(primary);
+        let n = gone.len();
+        self.unlink_now(gone);
+        n
+    }
+
     /// Removes every variant of `primary`. Returns how many objects went.
     pub fn remove_all(&self, primary: u128) -> usize {
+        let gone = self.take_all(primary);
+        let n = gone.len();
+        self.unlink_later(gone);
+        n
+    }
+
+    /// Takes every variant of `primary` out of the index; returns their files.
+    fn take_all(&self, primary: u128) -> Vec<(PathBuf, u64)> {
         if self.loading() {
             self.tombstones.lock().insert(primary);
         }
-        let gone: Vec<(PathBuf, u64)> = {
+        let gone = {
             let mut ix = self.index.lock();
             let mut ids = vec![primary];
             if let Some(v) = ix.varies.remove(&primary) {
@@ -1097,9 +1120,7 @@ impl DiskZone {
                 .filter_map(|id| self.take(&mut ix, id))
                 .collect()
         };
-        let n = gone.len();
-        self.unlink_later(gone);
-        n
+        gone
     }
 
     /// After a 304: writes the new head into the slot not in use, with the
