@@ -202,6 +202,9 @@ impl<'a> KeyUrl<'a> {
         let scheme = parts.next()?;
         let host = parts.next()?;
         let target = parts.next()?;
+        // A variant's fill is keyed `KEY#variant`; `#` never occurs in a
+        // request target (a fragment is not sent).
+        let target = target.split_once('#').map_or(target, |(t, _)| t);
         Some(KeyUrl {
             scheme,
             host,

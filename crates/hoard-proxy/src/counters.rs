@@ -169,7 +169,7 @@ counters! {
     purges_soft,
     /// Objects removed or marked stale by purges.
     purged_objects,
-    /// Fills not stored because a purge that selects them came while they ran.
+    /// Fills not stored because a purge or an invalidation (unsafe request) that selects them came while they ran.
     purge_raced_fills,
     /// `PURGE` requests refused (method off, or client not in `purge_allow`).
     purges_refused,

@@ -115,6 +115,9 @@ pub struct Slot {
     /// Set when the leading request went away; guards the creation of the
     /// leader's reader (see [`LeaderClaim`]).
     pub(crate) leader_gone: Mutex<bool>,
+    /// Set when the slot was taken out of the table by a purge or an
+    /// invalidation: what the fill fetched must not be stored.
+    detached: std::sync::atomic::AtomicBool,
 }
 
 impl Slot {
@@ -126,7 +129,14 @@ impl Slot {
             started: Instant::now(),
             handoff: Mutex::new(None),
             leader_gone: Mutex::new(false),
+            detached: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// True when a purge or an invalidation took this fill out of the
+    /// table: its object must not be stored.
+    pub fn is_detached(&self) -> bool {
+        self.detached.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Waits for the outcome, at most `timeout`.
@@ -320,9 +330,9 @@ impl Coalescer {
 
     /// Takes out of the table the fills `pick` selects by key text and
     /// response fields (empty while the head has not come): they go on for
-    /// the requests that joined them, and later requests start fills of
-    /// their own (after a purge, nobody joins a fetch made before it).
-    /// Returns how many.
+    /// the requests that joined them, but store nothing, and later requests
+    /// start fills of their own (after a purge or an invalidation, nobody
+    /// joins a fetch made before it). Returns how many.
     pub fn detach(&self, pick: impl Fn(&str, &HeaderMap) -> bool) -> usize {
         let none = HeaderMap::new();
         let mut n = 0;
@@ -334,11 +344,27 @@ impl Coalescer {
                     _ => &none,
                 };
                 let keep = !pick(&slot.key_text, headers);
-                n += usize::from(!keep);
+                if !keep {
+                    slot.detached
+                        .store(true, std::sync::atomic::Ordering::Release);
+                    n += 1;
+                }
                 keep
             });
         }
         n
+    }
+
+    /// Detaches the fills of one primary key: its own, its variants'
+    /// (`KEY#variant`) and its slices' (`KEY slice=...`).
+    pub fn detach_key(&self, key_text: &str) -> usize {
+        self.detach(|text, _| {
+            text.strip_prefix(key_text).is_some_and(|rest| {
+                rest.is_empty()
+                    || rest.starts_with('#')
+                    || rest.starts_with(hoard_policy::key::SLICE_MARK)
+            })
+        })
     }
 
     /// Fills in flight.

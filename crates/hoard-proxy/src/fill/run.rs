@@ -40,6 +40,8 @@ struct Sent {
 struct Stored {
     status: StatusCode,
     purge_epoch: u64,
+    /// The fill's slot was taken out of the table (invalidation, purge).
+    detached: bool,
 }
 
 /// What `decide` found for a storable response.
@@ -113,6 +115,7 @@ impl FillEngine {
         let stored = Stored {
             status,
             purge_epoch,
+            detached: false,
         };
         self.read_and_store(job, stored, storable, body, writer, disk, permit)
             .await;
@@ -414,6 +417,10 @@ impl FillEngine {
                 storable
                     .headers
                     .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+                let stored = Stored {
+                    detached: permit.slot().is_detached(),
+                    ..stored
+                };
                 self.store_complete(&job, stored, storable, &writer, held.as_ref(), disk)
                     .await;
                 permit.done();
@@ -449,6 +456,12 @@ impl FillEngine {
         disk: Option<DiskWriter>,
     ) {
         let status = stored.status;
+        if stored.detached {
+            // Invalidated or purged while it ran (the slot left the table).
+            self.counters.inc(&self.counters.purge_raced_fills);
+            tracing::info!(key = %job.key.text, "fill detached by an invalidation or purge; not stored");
+            return;
+        }
         let catalog = self.store.catalog();
         match catalog.purged_since(
             stored.purge_epoch,

@@ -36,24 +36,21 @@ impl Pipeline {
                 headers.remove(h);
             }
         }
+        // With `host = "server"` (or no Host from an HTTP/1.0 client), the
+        // upstream sets Host to the server it picks for this request.
         let host = match &ctx.upstream.cfg.host {
-            HostHeader::Preserve => HeaderValue::from_str(&ctx.authority).ok(),
-            HostHeader::Server => HeaderValue::from_str(ctx.upstream.peek_authority()).ok(),
+            HostHeader::Preserve if !ctx.authority.is_empty() => {
+                HeaderValue::from_str(&ctx.authority).ok()
+            }
             HostHeader::Fixed(v) => HeaderValue::from_str(v).ok(),
+            HostHeader::Preserve | HostHeader::Server => None,
         };
         match host {
-            Some(h)
-                if !ctx.authority.is_empty()
-                    || !matches!(ctx.upstream.cfg.host, HostHeader::Preserve) =>
-            {
+            Some(h) => {
                 headers.insert(header::HOST, h);
             }
-            _ => {
-                headers.insert(
-                    header::HOST,
-                    HeaderValue::from_str(ctx.upstream.peek_authority())
-                        .unwrap_or(HeaderValue::from_static("localhost")),
-                );
+            None => {
+                headers.remove(header::HOST);
             }
         }
         self.add_via(&mut headers, ctx.version);

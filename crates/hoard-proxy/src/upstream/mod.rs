@@ -152,15 +152,16 @@ impl Upstream {
             .unwrap_or(start % n)
     }
 
-    /// The `host:port` of the server a request would go to next (for `host = "server"`).
-    pub fn peek_authority(&self) -> &str {
-        let i = self.next.load(Ordering::Relaxed) % self.cfg.servers.len();
-        &self.cfg.servers[i].authority
-    }
-
     /// Sends a request and waits for the response head. See the module docs.
-    pub async fn send(&self, req: OriginRequest) -> Result<Response<OriginBody>, ProxyError> {
+    /// A request without Host (`host = "server"`, or an HTTP/1.0 client that
+    /// sent none) gets the `host:port` of the server it goes to.
+    pub async fn send(&self, mut req: OriginRequest) -> Result<Response<OriginBody>, ProxyError> {
         let i = self.pick();
+        if !req.headers.contains_key(http::header::HOST) {
+            if let Ok(v) = http::HeaderValue::from_str(&self.cfg.servers[i].authority) {
+                req.headers.insert(http::header::HOST, v);
+            }
+        }
         let started = tokio::time::Instant::now();
         let result = self.send_to(i, req).await;
         let took = started.elapsed();

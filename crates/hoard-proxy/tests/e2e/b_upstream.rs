@@ -220,6 +220,69 @@ async fn b00025_round_robin() {
     s2.finish().await;
 }
 
+// b00028: with `host = "server"`, each request (HTTP/1.0 without Host too)
+// carries the Host of the server it actually goes to, round-robin over two.
+#[tokio::test]
+async fn b00028_host_is_the_server_the_request_goes_to() {
+    let t = Test::new("b00028");
+    // Each origin answers with its name and the Host it got.
+    let origin = |t: &Test, name: &'static str, n: usize| {
+        t.origin().script(move |mut s| async move {
+            for _ in 0..n {
+                let host = s.rxreq().await.header("host").unwrap_or_default();
+                s.txresp(200)
+                    .hdr("Cache-Control", "no-store")
+                    .body(format!("{name} {host}"))
+                    .send()
+                    .await;
+            }
+        })
+    };
+    let (s1, s2) = (
+        origin(&t, "s1", 2).start().await,
+        origin(&t, "s2", 2).start().await,
+    );
+    let addr = |name: &str| match name {
+        "s1" => s1.addr().to_string(),
+        _ => s2.addr().to_string(),
+    };
+    let proxy = t
+        .proxy()
+        .upstream(|u| {
+            u.servers = vec![
+                ServerAddr {
+                    authority: addr("s1"),
+                },
+                ServerAddr {
+                    authority: addr("s2"),
+                },
+            ];
+            u.host = HostHeader::Server;
+        })
+        .start()
+        .await;
+    let mut answered = Vec::new();
+    for _ in 0..3 {
+        answered.push(
+            t.client(&proxy)
+                .get("/")
+                .hdr("Host", "public.example")
+                .send()
+                .await
+                .text(),
+        );
+    }
+    let mut conn = t.client(&proxy).connect().await;
+    conn.send_raw("GET /old HTTP/1.0\r\n\r\n").await;
+    answered.push(conn.read_response().await.text());
+    for a in &answered {
+        let (name, host) = a.split_once(' ').unwrap();
+        assert_eq!(host, addr(name), "{answered:?}");
+    }
+    s1.finish().await;
+    s2.finish().await;
+}
+
 // b00026: a body-less POST sent on a reused connection that the origin closes without
 // answering must not be replayed (RFC 9110 §9.2.2: POST is not idempotent).
 #[tokio::test]

@@ -256,3 +256,68 @@ async fn w00041_shutdown_cancels_a_fill_past_the_timeout() {
     .expect("the partial copy is abandoned");
     origin.finish().await;
 }
+
+// w00042: an unsafe request that succeeds while a fill of its URI streams:
+// the fill's client gets its body, but the pre-change body is not stored,
+// and a GET after the POST fetches anew instead of joining that fill.
+#[tokio::test]
+async fn w00042_invalidation_during_a_fill_is_not_undone() {
+    let t = Test::new("w00042");
+    let posted = t.barrier(2);
+    let origin = t
+        .origin()
+        .script({
+            let posted = posted.clone();
+            |mut s| async move {
+                let old = s.rxreq().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .chunked()
+                    .send_head()
+                    .await;
+                s.chunk("before-").await;
+                s.rxreq_concurrent().await.expect_method("POST");
+                s.txresp(204).send().await;
+                s.rxreq_concurrent().await.expect_method("GET");
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body("after")
+                    .send()
+                    .await;
+                posted.sync().await;
+                s.switch_to(&old);
+                s.chunk("change").await;
+                s.end().await;
+            }
+        })
+        .start()
+        .await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let first = t.client(&proxy).get("/doc").spawn();
+    origin.wait_requests(1).await;
+    t.client(&proxy)
+        .post("/doc")
+        .body("edit")
+        .send()
+        .await
+        .expect_status(204);
+    t.client(&proxy)
+        .get("/doc")
+        .send()
+        .await
+        .expect_body("after");
+    proxy.wait_counter("objects_stored", 1).await;
+    posted.sync().await;
+    first.await.unwrap().expect_body("before-change");
+    proxy.wait_counter("fills_completed", 2).await;
+    proxy
+        .expect_counter("purge_raced_fills", 1)
+        .expect_counter("objects_stored", 1);
+    t.client(&proxy)
+        .get("/doc")
+        .send()
+        .await
+        .expect_body("after")
+        .expect_header_contains("cache-status", "hit");
+    origin.finish().await;
+}
