@@ -44,6 +44,8 @@ pub enum ErrorKind {
     BadResponse,
     /// Nothing usable stored for an `only-if-cached` request (504, RFC 9111 §5.2.1.7).
     OnlyIfCached,
+    /// A broken invariant in hoard (500); logged as an error.
+    Internal,
 }
 
 /// A failure on the request path.
@@ -76,6 +78,15 @@ impl ProxyError {
         }
     }
 
+    /// A broken invariant (a bug): the client gets 500.
+    pub fn internal(detail: impl Into<String>) -> ProxyError {
+        ProxyError {
+            source: ErrorSource::Internal,
+            kind: ErrorKind::Internal,
+            detail: detail.into(),
+        }
+    }
+
     /// The status code the client receives.
     pub fn status(&self) -> StatusCode {
         match self.kind {
@@ -87,6 +98,7 @@ impl ProxyError {
             ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout | ErrorKind::OnlyIfCached => {
                 StatusCode::GATEWAY_TIMEOUT
             }
+            ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -107,6 +119,7 @@ impl ProxyError {
             ErrorKind::ReadTimeout => "read-timeout",
             ErrorKind::BadResponse => "bad-response",
             ErrorKind::OnlyIfCached => "only-if-cached",
+            ErrorKind::Internal => "internal",
         }
     }
 }

@@ -8,7 +8,7 @@
 //! | `Refreshed` | serves the refreshed object | looks up again |
 //! | `Uncacheable` | takes the origin's response | fetches alone at once (no queueing) |
 //! | `OriginError` | stale if allowed, else 502/504 | same |
-//! | `Dangling` | 502 | fetches alone |
+//! | `Dangling` | 500 (a bug: its own fill ended without an outcome) | fetches alone |
 //! | wait timeout | (bounded by origin timeouts) | goes to the origin uncached |
 //!
 //! A 5xx during revalidation, or an origin known to be down, is answered with
@@ -29,7 +29,7 @@ use http::{Response, StatusCode};
 
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
-use crate::error::{ErrorKind, ProxyError};
+use crate::error::ProxyError;
 use crate::fill::coalesce::{Join, LeaderClaim, Outcome};
 use crate::fill::FillJob;
 
@@ -260,10 +260,7 @@ impl Pipeline {
                     return self.alone(want, leader).await;
                 };
                 let Some(resp) = claim.0.take_handoff() else {
-                    return Err(ProxyError::origin(
-                        ErrorKind::BadResponse,
-                        "uncacheable response already taken",
-                    ));
+                    return Err(ProxyError::internal("uncacheable response already taken"));
                 };
                 let (parts, body) = resp.into_parts();
                 cs.fwd_status = Some(parts.status.as_u16());
@@ -307,10 +304,12 @@ impl Pipeline {
         leader: bool,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         if leader {
-            return Err(ProxyError::origin(
-                ErrorKind::BadResponse,
-                format!("fill for {} ended without a response", want.key.text),
-            ));
+            // The leader's own fill ended without an outcome for it (its task
+            // was cancelled or panicked): a bug, not the origin's fault.
+            return Err(ProxyError::internal(format!(
+                "fill for {} ended without a response for its leader",
+                want.key.text
+            )));
         }
         Box::pin(self.fill_and_deliver(want, Mode::Alone)).await
     }

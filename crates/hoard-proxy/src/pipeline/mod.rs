@@ -435,7 +435,11 @@ impl Pipeline {
         if e.source == crate::error::ErrorSource::Client {
             self.counters.inc(&self.counters.client_errors);
         }
-        tracing::info!(error = %e, "request failed");
+        if e.source == crate::error::ErrorSource::Internal {
+            tracing::error!(error = %e, "request failed on a broken invariant");
+        } else {
+            tracing::info!(error = %e, "request failed");
+        }
         let status = e.status();
         let mut resp = Response::new(ProxyBody::Full(Some(Bytes::from(format!("{}\n", status)))));
         *resp.status_mut() = status;

@@ -321,3 +321,42 @@ async fn w00042_invalidation_during_a_fill_is_not_undone() {
         .expect_header_contains("cache-status", "hit");
     origin.finish().await;
 }
+
+// w00043: a leader whose own fill ends without an outcome (here: cancelled
+// by a shutdown while the origin had not answered) gets a 500 that says
+// `internal`, not a 502 blaming the origin.
+#[tokio::test]
+async fn w00043_leader_without_an_outcome_is_an_internal_error() {
+    let t = Test::new("w00043");
+    let hold = t.barrier(2);
+    let origin = t
+        .origin()
+        .script({
+            let hold = hold.clone();
+            |mut s| async move {
+                s.rxreq().await;
+                // Never answered before the proxy has stopped.
+                hold.sync().await;
+            }
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| c.server.shutdown_timeout = std::time::Duration::from_millis(100))
+        .start()
+        .await;
+    let leader = t.client(&proxy).get("/never").spawn();
+    origin.wait_requests(1).await;
+    let counters = proxy.counters_arc();
+    proxy.stop().await;
+    assert_eq!(counters.get("fills_cancelled"), 1);
+    leader
+        .await
+        .unwrap()
+        .expect_status(500)
+        .expect_header_contains("cache-status", "detail=internal");
+    hold.sync().await;
+    origin.finish().await;
+}
