@@ -2,28 +2,31 @@
 //!
 //! ## Model
 //!
-//! A request formats its line when its response body ends (or is dropped)
-//! and hands it to a bounded queue; a dedicated writer thread drains the
-//! queue into stdout, stderr or a file, flushing whenever the queue runs
-//! empty. Request handling never waits for the writer: when the queue is
-//! full the line is dropped and counted (`access_log_dropped`).
+//! When a response body is done, its request's [`Record`] (cheap clones of
+//! the request's parts) is pushed onto a bounded in-memory batch: one
+//! uncontended lock, no system call. The writer thread wakes every
+//! [`FLUSH_EVERY`] (or as soon as the batch is half full), takes the whole
+//! batch, formats it into one buffer and writes it with one call, like
+//! nginx's `access_log ... buffer=`. Request handling never waits for the
+//! writer: when the batch is full the line is dropped and counted
+//! (`access_log_dropped`).
 //!
 //! ## Reopening
 //!
 //! [`AccessLog::reopen`] (the binary calls it on `SIGUSR1`) makes the writer
-//! close and reopen its file before its next line, so logrotate can move
+//! close and reopen its file before its next batch, so logrotate can move
 //! the file away and signal.
 
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use hoard_policy::cache_status::Outcome;
 use http::{HeaderValue, Method, Uri};
+use parking_lot::Mutex;
 
 use crate::config::{AccessLogConfig, LogFormat, LogTarget};
 use crate::counters::Counters;
@@ -90,48 +93,98 @@ impl Record {
         self.uri.path_and_query().map_or("/", |p| p.as_str())
     }
 
-    fn format(&self, format: LogFormat) -> String {
+    /// Appends the line to `out`.
+    fn format_into(&self, format: LogFormat, out: &mut String) {
+        use std::fmt::Write as _;
         let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
         match format {
             LogFormat::Json => {
-                let mut s = serde_json::json!({
-                    "time": rfc3339(self.time),
-                    "client": self.client.ip().to_string(),
-                    "method": self.method.as_str(),
-                    "host": self.host(),
-                    "path": self.path(),
-                    "status": self.status,
-                    "bytes": self.bytes,
-                    "cache": self.cache,
-                    "upstream_ms": self.upstream.map(ms),
-                    "total_ms": ms(self.total),
-                })
-                .to_string();
-                s.push('\n');
-                s
+                out.push_str("{\"time\":\"");
+                push_rfc3339(out, self.time);
+                let _ = write!(out, "\",\"client\":\"{}\",\"method\":", self.client.ip());
+                push_json_str(out, self.method.as_str());
+                out.push_str(",\"host\":");
+                push_json_str(out, self.host());
+                out.push_str(",\"path\":");
+                push_json_str(out, self.path());
+                let _ = write!(
+                    out,
+                    ",\"status\":{},\"bytes\":{},\"cache\":\"{}\",\"upstream_ms\":",
+                    self.status, self.bytes, self.cache
+                );
+                match self.upstream {
+                    Some(d) => {
+                        let _ = write!(out, "{}", ms(d));
+                    }
+                    None => out.push_str("null"),
+                }
+                let _ = writeln!(out, ",\"total_ms\":{}}}", ms(self.total));
             }
-            LogFormat::Combined => format!(
-                "{} - - [{}] \"{} {} HTTP\" {} {} \"{}\" {} {:.3}\n",
-                self.client.ip(),
-                rfc3339(self.time),
-                self.method,
-                self.path().replace('"', "%22"),
-                self.status,
-                self.bytes,
-                self.host().replace('"', "%22"),
-                self.cache,
-                self.total.as_secs_f64(),
-            ),
+            LogFormat::Combined => {
+                let _ = write!(out, "{} - - [", self.client.ip());
+                push_rfc3339(out, self.time);
+                let _ = writeln!(
+                    out,
+                    "] \"{} {} HTTP\" {} {} \"{}\" {} {:.3}",
+                    self.method,
+                    self.path().replace('"', "%22"),
+                    self.status,
+                    self.bytes,
+                    self.host().replace('"', "%22"),
+                    self.cache,
+                    self.total.as_secs_f64(),
+                );
+            }
         }
+    }
+
+    #[cfg(test)]
+    fn format(&self, format: LogFormat) -> String {
+        let mut s = String::new();
+        self.format_into(format, &mut s);
+        s
     }
 }
 
+/// A JSON string literal (quotes, backslashes and control characters escaped).
+fn push_json_str(out: &mut String, s: &str) {
+    use std::fmt::Write as _;
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// How often the writer wakes to write what has come.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+struct Shared {
+    batch: Mutex<Vec<Record>>,
+    capacity: usize,
+    reopen: AtomicBool,
+}
+
 /// The access log. See the module docs.
-#[derive(Debug)]
 pub struct AccessLog {
-    tx: SyncSender<Option<Box<Record>>>,
-    reopen: Arc<AtomicBool>,
+    shared: Arc<Shared>,
+    writer: std::thread::Thread,
     counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for AccessLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessLog")
+            .field("capacity", &self.shared.capacity)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AccessLog {
@@ -144,36 +197,45 @@ impl AccessLog {
             LogTarget::Off => return Ok(None),
             t => Output::open(t)?,
         };
-        let (tx, rx) = sync_channel(cfg.buffer);
-        let cfg_format = cfg.format;
-        let reopen = Arc::new(AtomicBool::new(false));
-        let flag = reopen.clone();
-        let c = counters.clone();
-        std::thread::Builder::new()
+        let shared = Arc::new(Shared {
+            batch: Mutex::new(Vec::new()),
+            capacity: cfg.buffer,
+            reopen: AtomicBool::new(false),
+        });
+        let (sh, c, format) = (shared.clone(), counters.clone(), cfg.format);
+        let writer = std::thread::Builder::new()
             .name("hoard-access-log".into())
-            .spawn(move || write_loop(rx, out, cfg_format, flag, c))?;
+            .spawn(move || write_loop(&sh, out, format, &c))?
+            .thread()
+            .clone();
         Ok(Some(AccessLog {
-            tx,
-            reopen,
+            shared,
+            writer,
             counters,
         }))
     }
 
-    /// Queues a line; drops it (counted) when the writer is behind.
-    pub fn write(&self, rec: Box<Record>) {
-        match self.tx.try_send(Some(rec)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+    /// Queues a line; drops it (counted) when the batch is full.
+    pub fn write(&self, rec: Record) {
+        let len = {
+            let mut batch = self.shared.batch.lock();
+            if batch.len() >= self.shared.capacity {
+                drop(batch);
                 self.counters.inc(&self.counters.access_log_dropped);
+                return;
             }
+            batch.push(rec);
+            batch.len()
+        };
+        if len == self.shared.capacity / 2 + 1 {
+            self.writer.unpark();
         }
     }
 
-    /// Reopens the log file before the next line (after logrotate).
+    /// Reopens the log file before the next batch (after logrotate).
     pub fn reopen(&self) {
-        self.reopen.store(true, Ordering::Release);
-        // Wake the writer even when no request comes.
-        let _ = self.tx.try_send(None);
+        self.shared.reopen.store(true, Ordering::Release);
+        self.writer.unpark();
     }
 }
 
@@ -218,15 +280,12 @@ fn open_file(p: &PathBuf) -> io::Result<io::BufWriter<std::fs::File>> {
     Ok(io::BufWriter::with_capacity(64 << 10, f))
 }
 
-fn write_loop(
-    rx: Receiver<Option<Box<Record>>>,
-    mut out: Output,
-    format: LogFormat,
-    reopen: Arc<AtomicBool>,
-    counters: Arc<Counters>,
-) {
-    while let Ok(first) = rx.recv() {
-        if reopen.swap(false, Ordering::AcqRel) {
+fn write_loop(shared: &Shared, mut out: Output, format: LogFormat, counters: &Counters) {
+    let mut text = String::with_capacity(64 << 10);
+    let mut taken = Vec::new();
+    loop {
+        std::thread::park_timeout(FLUSH_EVERY);
+        if shared.reopen.swap(false, Ordering::AcqRel) {
             let _ = out.flush();
             if let Output::File(path, w) = &mut out {
                 match open_file(path) {
@@ -237,29 +296,32 @@ fn write_loop(
                 }
             }
         }
-        let mut line = Some(first);
-        let mut written = 0;
-        while let Some(l) = line.take() {
-            let Some(rec) = l else {
-                // A wake-up from reopen.
-                line = rx.try_recv().ok();
-                continue;
-            };
-            if let Err(e) = out.write(&rec.format(format)) {
-                tracing::warn!(error = %e, "access log: write failed");
-            } else {
-                written += 1;
-            }
-            line = rx.try_recv().ok();
+        std::mem::swap(&mut *shared.batch.lock(), &mut taken);
+        if taken.is_empty() {
+            continue;
         }
-        let _ = out.flush();
-        counters.add(&counters.access_log_lines, written);
+        text.clear();
+        let n = taken.len() as u64;
+        for rec in taken.drain(..) {
+            rec.format_into(format, &mut text);
+        }
+        match out.write(&text).and_then(|()| out.flush()) {
+            Ok(()) => counters.add(&counters.access_log_lines, n),
+            Err(e) => tracing::warn!(error = %e, "access log: write failed"),
+        }
     }
-    let _ = out.flush();
 }
 
 /// `2026-11-23T11:17:10.123Z`.
 pub fn rfc3339(t: SystemTime) -> String {
+    let mut s = String::with_capacity(24);
+    push_rfc3339(&mut s, t);
+    s
+}
+
+/// Appends `2026-11-23T11:17:10.123Z`.
+fn push_rfc3339(out: &mut String, t: SystemTime) {
+    use std::fmt::Write as _;
     let d = t
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or(Duration::ZERO);
@@ -275,13 +337,14 @@ pub fn rfc3339(t: SystemTime) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
+    let _ = write!(
+        out,
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
         rem / 3600,
         rem % 3600 / 60,
         rem % 60,
         d.subsec_millis()
-    )
+    );
 }
 
 #[cfg(test)]

@@ -163,13 +163,13 @@ impl Pipeline {
     ) -> Response<Tallied> {
         let started = Instant::now();
         let record = self.access_log.as_ref().map(|_| {
-            Box::new(Record::start(
+            Record::start(
                 self.clock.now(),
                 peer,
                 req.method().clone(),
                 req.headers().get(header::HOST).cloned(),
                 req.uri().clone(),
-            ))
+            )
         });
         let purge = req.method().as_str() == "PURGE";
         let resp = if purge {

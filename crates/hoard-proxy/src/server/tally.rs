@@ -21,7 +21,7 @@ pub struct Pending {
     /// Where the line goes.
     pub log: Arc<AccessLog>,
     /// The line so far.
-    pub record: Box<Record>,
+    pub record: Record,
     /// When the request head arrived.
     pub started: Instant,
 }
