@@ -6,7 +6,9 @@
 # valgrind's callgrind, which is exact and repeatable whatever else the machine
 # does, and system calls with strace -c. Both proxies get the same load: a
 # warm-up, counters zeroed, then wrk with keep-alive for a fixed time; the
-# totals are divided by the requests wrk completed.
+# totals are divided by the requests wrk completed. hoard is measured twice:
+# plain, and with its admin listener and a JSON access log to a file (every
+# thread counted, the log writer's included), for the cost of observability.
 set -euo pipefail
 BENCH_NAME=instr
 # shellcheck source-path=SCRIPTDIR
@@ -21,7 +23,7 @@ ensure_tools nginx:nginx wrk:wrk valgrind:valgrind strace:strace callgrind_contr
 start_run instr
 OUT=$RUN
 NEXT_PORT=${BASE_PORT:-18280}  # first loopback port to try
-free_port ORIGIN; free_port HOARD; free_port NGINX
+free_port ORIGIN; free_port HOARD; free_port NGINX; free_port ADMIN
 
 cargo build --release -q -p hoard
 head -c 1024 /dev/urandom > "$OUT/1k.bin"
@@ -85,12 +87,15 @@ measure() {
 
 measure hoard "$HOARD" "$ROOT/target/release/hoard" --upstream "http://127.0.0.1:$ORIGIN" --listen "127.0.0.1:$HOARD" --threads 1
 read -r hr hi hsr hc <<<"$RESULT"
+measure hoard-logged "$HOARD" "$ROOT/target/release/hoard" --upstream "http://127.0.0.1:$ORIGIN" --listen "127.0.0.1:$HOARD" --threads 1 \
+    --admin "127.0.0.1:$ADMIN" --access-log "$OUT/access.log"
+read -r lr li lsr lc <<<"$RESULT"
 measure nginx "$NGINX" nginx -c "$OUT/nginx.conf"
 read -r nr ni nsr nc <<<"$RESULT"
 
-python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
+python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" "$lr" "$li" "$lsr" "$lc" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
 import sys
-hr, hi, hsr, hc, nr, ni, nsr, nc = map(float, sys.argv[1:])
+hr, hi, hsr, hc, nr, ni, nsr, nc, lr, li, lsr, lc = map(float, sys.argv[1:])
 h_ipr, n_ipr = hi / hr, ni / nr
 h_spr, n_spr = hc / hsr, nc / nsr
 print("| proxy | requests (callgrind) | user instructions / 1 KiB hit | syscalls / hit |")
@@ -98,5 +103,8 @@ print("|---|---:|---:|---:|")
 print(f"| hoard | {int(hr)} | {h_ipr:,.0f} | {h_spr:.2f} |")
 print(f"| nginx proxy_cache | {int(nr)} | {n_ipr:,.0f} | {n_spr:.2f} |")
 print(f"| **hoard/nginx** | | **{h_ipr / n_ipr:.2f}x** | **{h_spr / n_spr:.2f}x** |")
+l_ipr, l_spr = li / lr, lc / lsr
+print(f"| hoard, admin + access log | {int(lr)} | {l_ipr:,.0f} | {l_spr:.2f} |")
+print(f"| **hoard logged/plain** | | **{l_ipr / h_ipr:.2f}x** | **{l_spr / h_spr:.2f}x** |")
 PY
 STATUS=0

@@ -96,29 +96,35 @@ impl Record {
     /// Appends the line to `out`.
     fn format_into(&self, format: LogFormat, out: &mut String) {
         use std::fmt::Write as _;
-        let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
         match format {
             LogFormat::Json => {
+                // Written piece by piece (no formatting machinery): the
+                // writer thread formats a line per request.
+                let mut num = itoa::Buffer::new();
                 out.push_str("{\"time\":\"");
                 push_rfc3339(out, self.time);
-                let _ = write!(out, "\",\"client\":\"{}\",\"method\":", self.client.ip());
+                out.push_str("\",\"client\":\"");
+                push_ip(out, self.client.ip());
+                out.push_str("\",\"method\":");
                 push_json_str(out, self.method.as_str());
                 out.push_str(",\"host\":");
                 push_json_str(out, self.host());
                 out.push_str(",\"path\":");
                 push_json_str(out, self.path());
-                let _ = write!(
-                    out,
-                    ",\"status\":{},\"bytes\":{},\"cache\":\"{}\",\"upstream_ms\":",
-                    self.status, self.bytes, self.cache
-                );
+                out.push_str(",\"status\":");
+                out.push_str(num.format(self.status));
+                out.push_str(",\"bytes\":");
+                out.push_str(num.format(self.bytes));
+                out.push_str(",\"cache\":\"");
+                out.push_str(self.cache);
+                out.push_str("\",\"upstream_ms\":");
                 match self.upstream {
-                    Some(d) => {
-                        let _ = write!(out, "{}", ms(d));
-                    }
+                    Some(d) => push_ms(out, d),
                     None => out.push_str("null"),
                 }
-                let _ = writeln!(out, ",\"total_ms\":{}}}", ms(self.total));
+                out.push_str(",\"total_ms\":");
+                push_ms(out, self.total);
+                out.push_str("}\n");
             }
             LogFormat::Combined => {
                 let _ = write!(out, "{} - - [", self.client.ip());
@@ -146,10 +152,50 @@ impl Record {
     }
 }
 
+/// An IP address; IPv4 without the formatting machinery.
+fn push_ip(out: &mut String, ip: std::net::IpAddr) {
+    use std::fmt::Write as _;
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            let mut num = itoa::Buffer::new();
+            for (i, o) in v4.octets().iter().enumerate() {
+                if i > 0 {
+                    out.push('.');
+                }
+                out.push_str(num.format(*o));
+            }
+        }
+        v6 => {
+            let _ = write!(out, "{v6}");
+        }
+    }
+}
+
+/// Milliseconds with three decimals, e.g. `0.412`.
+fn push_ms(out: &mut String, d: Duration) {
+    let micros = d.as_micros().min(u128::from(u64::MAX)) as u64;
+    let mut num = itoa::Buffer::new();
+    out.push_str(num.format(micros / 1000));
+    out.push('.');
+    let frac = micros % 1000;
+    if frac < 100 {
+        out.push('0');
+    }
+    if frac < 10 {
+        out.push('0');
+    }
+    out.push_str(num.format(frac));
+}
+
 /// A JSON string literal (quotes, backslashes and control characters escaped).
 fn push_json_str(out: &mut String, s: &str) {
     use std::fmt::Write as _;
     out.push('"');
+    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -321,7 +367,6 @@ pub fn rfc3339(t: SystemTime) -> String {
 
 /// Appends `2026-11-23T11:17:10.123Z`.
 fn push_rfc3339(out: &mut String, t: SystemTime) {
-    use std::fmt::Write as _;
     let d = t
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or(Duration::ZERO);
@@ -337,14 +382,28 @@ fn push_rfc3339(out: &mut String, t: SystemTime) {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    let _ = write!(
-        out,
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    );
+    let digits = |out: &mut String, n: u64, width: usize| {
+        let mut num = itoa::Buffer::new();
+        let s = num.format(n);
+        for _ in s.len()..width {
+            out.push('0');
+        }
+        out.push_str(s);
+    };
+    digits(out, year.max(0) as u64, 4);
+    out.push('-');
+    digits(out, month as u64, 2);
+    out.push('-');
+    digits(out, day as u64, 2);
+    out.push('T');
+    digits(out, rem / 3600, 2);
+    out.push(':');
+    digits(out, rem % 3600 / 60, 2);
+    out.push(':');
+    digits(out, rem % 60, 2);
+    out.push('.');
+    digits(out, u64::from(d.subsec_millis()), 3);
+    out.push('Z');
 }
 
 #[cfg(test)]
