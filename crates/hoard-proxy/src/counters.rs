@@ -86,6 +86,14 @@ counters! {
     client_errors,
     /// Listeners closed by a shutdown (their connections then drain).
     listeners_closed,
+    /// Client connections accepted and served.
+    connections_accepted,
+    /// Client connections closed at once: `max_connections` were open.
+    connections_refused,
+    /// Client connections closed because they sent nothing within `header_read_timeout`.
+    connections_silent,
+    /// Client connections that ended (their permit returned).
+    connections_closed,
     /// Requests that waited for another request's fill (coalesced).
     fill_waiters_total,
     /// Waits for a fill that timed out (a follower after the route's coalesce timeout, or a

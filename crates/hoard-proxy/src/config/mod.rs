@@ -122,6 +122,9 @@ pub struct ServerConfig {
     pub sendfile: bool,
     /// How long a shutdown waits for connections to drain. Default: 10s.
     pub shutdown_timeout: Duration,
+    /// Client connections open at most; beyond, new ones are closed at
+    /// once (counted as `connections_refused`). Default: 10000.
+    pub max_connections: usize,
 }
 
 /// The cache store.
@@ -283,6 +286,7 @@ impl Default for ServerConfig {
             debug_headers: false,
             sendfile: true,
             shutdown_timeout: Duration::from_secs(10),
+            max_connections: 10_000,
         }
     }
 }
@@ -579,6 +583,7 @@ impl Resolver<'_> {
             debug_headers: s.debug_headers.unwrap_or(d.debug_headers),
             sendfile: s.sendfile.unwrap_or(d.sendfile),
             shutdown_timeout: s.shutdown_timeout.map_or(d.shutdown_timeout, |x| x.0),
+            max_connections: s.max_connections.unwrap_or(d.max_connections).max(1),
         };
         let dc = CacheConfig::default();
         let max_object_size = raw

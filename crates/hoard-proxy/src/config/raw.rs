@@ -42,6 +42,7 @@ pub struct RawServer {
     pub debug_headers: Option<bool>,
     pub sendfile: Option<bool>,
     pub shutdown_timeout: Option<Dur>,
+    pub max_connections: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]

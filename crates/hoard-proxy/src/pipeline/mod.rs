@@ -74,6 +74,8 @@ pub struct Pipeline {
     pub(crate) metrics: Arc<Metrics>,
     /// The access log, when it is on.
     pub(crate) access_log: Option<Arc<AccessLog>>,
+    /// One permit per open client connection (`server.max_connections`).
+    pub(crate) connections: Arc<tokio::sync::Semaphore>,
     via: Via,
 }
 
@@ -142,6 +144,7 @@ impl Pipeline {
             prefetches,
             metrics: Arc::default(),
             access_log: None,
+            connections: Arc::new(tokio::sync::Semaphore::new(cfg.server.max_connections)),
             cfg,
             upstreams,
             store,

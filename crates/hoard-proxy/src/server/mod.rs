@@ -6,6 +6,14 @@
 //! [`crate::pipeline::Pipeline`]; limits (head size, header count, head read
 //! timeout) are enforced by hyper, which answers 431/400 itself.
 //!
+//! ## Limits
+//!
+//! A connection takes one of `server.max_connections` permits for its whole
+//! life; when none is left, a new connection is closed at once (never
+//! queued). A plain connection that sends no byte within
+//! `header_read_timeout` is closed (hyper's own timer starts only with the
+//! first byte of a head); a TLS handshake gets as long.
+//!
 //! ## Shutdown
 //!
 //! When the proxy's shutdown signal fires, each accept loop closes its
@@ -84,6 +92,8 @@ pub async fn accept_loop(
 ) {
     let builder = Arc::new(builder(&server, cfg.http2));
     let graceful = GracefulShutdown::new();
+    let permits = pipeline.connections.clone();
+    let counters = pipeline.counters.clone();
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -97,8 +107,15 @@ pub async fn accept_loop(
             },
             _ = shutdown.changed() => break,
         };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            counters.inc(&counters.connections_refused);
+            drop(stream);
+            continue;
+        };
+        counters.inc(&counters.connections_accepted);
         let _ = stream.set_nodelay(true);
         tokio::spawn(serve(
+            permit,
             stream,
             peer,
             builder.clone(),
@@ -132,7 +149,21 @@ struct ConnSettings {
     sendfile: bool,
 }
 
+/// A connection's permit; its end is counted.
+struct Open {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    counters: Arc<crate::counters::Counters>,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.counters.inc(&self.counters.connections_closed);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn serve(
+    permit: tokio::sync::OwnedSemaphorePermit,
     stream: TcpStream,
     peer: SocketAddr,
     builder: Arc<auto::Builder<TokioExecutor>>,
@@ -145,7 +176,26 @@ async fn serve(
         handshake_timeout,
         sendfile,
     } = settings;
+    let _open = Open {
+        _permit: permit,
+        counters: pipeline.counters.clone(),
+    };
     let is_tls = tls.is_some();
+    if !is_tls {
+        // A client that connects and says nothing is closed on the head
+        // timeout, like one that stops in the middle of a head.
+        // (`peek` waits for a byte; readiness alone can be spurious.)
+        let mut first = [0u8; 1];
+        match tokio::time::timeout(handshake_timeout, stream.peek(&mut first)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            Ok(_) => return, // closed or failed before a byte
+            Err(_) => {
+                pipeline.counters.inc(&pipeline.counters.connections_silent);
+                tracing::debug!(%peer, "client sent nothing within the head timeout; closed");
+                return;
+            }
+        }
+    }
     let queue = (!is_tls && sendfile).then(|| SendQueue::new(pipeline.counters.clone()));
     let q = queue.clone();
     let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {

@@ -139,3 +139,84 @@ async fn f00008_streamed_body_over_limit_is_413() {
     proxy.expect_counter("client_errors", 1);
     origin.finish().await; // strict: no complete request reached the origin
 }
+
+// f00009: clients that connect and never send a byte are closed on the head
+// timeout (50 of them), and a real client is served meanwhile.
+#[tokio::test]
+async fn f00009_silent_connections_are_closed() {
+    let t = Test::new("f00009");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200).body("served").send().await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| c.server.header_read_timeout = std::time::Duration::from_millis(300))
+        .start()
+        .await;
+    let mut silent = Vec::new();
+    for _ in 0..50 {
+        silent.push(t.client(&proxy).connect().await);
+    }
+    t.client(&proxy).get("/").send().await.expect_body("served");
+    for c in &mut silent {
+        c.expect_closed().await;
+    }
+    proxy.expect_counter("connections_silent", 50);
+    origin.finish().await;
+}
+
+// f00010: past `max_connections`, a new connection is closed at once (not
+// queued); when one closes, a new one is served again.
+#[tokio::test]
+async fn f00010_max_connections() {
+    let t = Test::new("f00010");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for _ in 0..3 {
+                s.rxreq().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "no-store")
+                    .body("ok")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| c.server.max_connections = 2)
+        .start()
+        .await;
+    let mut first = t.client(&proxy).connect().await;
+    first
+        .get("/")
+        .hdr("Connection", "keep-alive")
+        .send()
+        .await
+        .expect_body("ok");
+    let mut second = t.client(&proxy).connect().await;
+    second
+        .get("/")
+        .hdr("Connection", "keep-alive")
+        .send()
+        .await
+        .expect_body("ok");
+    let mut third = t.client(&proxy).connect().await;
+    third.expect_closed().await;
+    proxy.expect_counter("connections_refused", 1);
+    drop(first);
+    // The server notices the close and frees the permit: then a client is served.
+    proxy.wait_counter("connections_closed", 1).await;
+    t.client(&proxy).get("/").send().await.expect_body("ok");
+    drop(second);
+    origin.finish().await;
+}
