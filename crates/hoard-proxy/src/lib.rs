@@ -78,6 +78,15 @@ impl Proxy {
     /// When a listener cannot bind or TLS material cannot be loaded.
     pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Proxy, StartError> {
         let cfg = Arc::new(cfg);
+        for site in &cfg.sites {
+            for route in &site.routes {
+                if route.forward_unkeyed && !route.forward_headers.is_empty() {
+                    let names: Vec<&str> =
+                        route.forward_headers.iter().map(|h| h.as_str()).collect();
+                    tracing::warn!(fields = ?names, route = ?route.path, "forwarding client fields that are not part of the cache key (forward_unkeyed): responses that reflect them can be served to others");
+                }
+            }
+        }
         let counters = Arc::new(Counters::default());
         let store = Store::new(
             cfg.cache.memory_size,

@@ -125,6 +125,9 @@ pub struct ServerConfig {
     /// Client connections open at most; beyond, new ones are closed at
     /// once (counted as `connections_refused`). Default: 10000.
     pub max_connections: usize,
+    /// Peers whose forwarding chain (`X-Forwarded-For`, `Forwarded`,
+    /// `X-Forwarded-Proto`, `X-Forwarded-Host`) is kept and extended. Default: none.
+    pub trusted_proxies: Vec<Cidr>,
 }
 
 /// The cache store.
@@ -267,6 +270,12 @@ pub struct RouteConfig {
     pub slice: Option<u64>,
     /// Slices fetched ahead of the last one a request needs. Default: 1.
     pub slice_prefetch: u32,
+    /// Forwarding fields the client may send to the origin (see
+    /// `pipeline::forwarding`); each is part of the cache key unless
+    /// `forward_unkeyed`. Default: none.
+    pub forward_headers: Vec<HeaderName>,
+    /// The `forward_headers` are not added to the key (logged at start).
+    pub forward_unkeyed: bool,
     /// A range at most this long that starts far past what its slice's
     /// fill has received is fetched from the origin on its own. Default:
     /// 64 KiB; 0 disables.
@@ -287,6 +296,7 @@ impl Default for ServerConfig {
             sendfile: true,
             shutdown_timeout: Duration::from_secs(10),
             max_connections: 10_000,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -348,6 +358,8 @@ impl RouteConfig {
             slice: None,
             slice_prefetch: 1,
             slice_direct_max: 64 << 10,
+            forward_headers: Vec::new(),
+            forward_unkeyed: false,
         }
     }
 }
@@ -584,6 +596,14 @@ impl Resolver<'_> {
             sendfile: s.sendfile.unwrap_or(d.sendfile),
             shutdown_timeout: s.shutdown_timeout.map_or(d.shutdown_timeout, |x| x.0),
             max_connections: s.max_connections.unwrap_or(d.max_connections).max(1),
+            trusted_proxies: s
+                .trusted_proxies
+                .iter()
+                .map(|c| {
+                    Cidr::parse(c.get_ref())
+                        .map_err(|m| self.err(Some(c.span()), "server.trusted_proxies".into(), m))
+                })
+                .collect::<Result<_, _>>()?,
         };
         let dc = CacheConfig::default();
         let max_object_size = raw
@@ -885,8 +905,39 @@ impl Resolver<'_> {
             }
             key.cookies = k.cookies.unwrap_or_default();
         }
+        let mut forward_headers = Vec::new();
+        for h in r.forward_headers.unwrap_or_default() {
+            let name = HeaderName::from_bytes(h.get_ref().as_bytes()).map_err(|_| {
+                self.err(
+                    Some(h.span()),
+                    format!("{at}.forward_headers"),
+                    format!("{:?} is not a header name", h.get_ref()),
+                )
+            })?;
+            if !crate::pipeline::forwarding::OWNED.contains(&name.as_str()) {
+                return Err(self.err(
+                    Some(h.span()),
+                    format!("{at}.forward_headers"),
+                    format!(
+                        "{:?} is forwarded anyway: only fields hoard owns (X-Forwarded-*, Forwarded, X-Original-URL, ...) need this",
+                        h.get_ref()
+                    ),
+                ));
+            }
+            forward_headers.push(name);
+        }
+        let forward_unkeyed = r.forward_unkeyed.unwrap_or(false);
+        if !forward_unkeyed {
+            for h in &forward_headers {
+                if !key.headers.contains(h) {
+                    key.headers.push(h.clone());
+                }
+            }
+        }
         let d = RouteConfig::catch_all();
         Ok(RouteConfig {
+            forward_headers,
+            forward_unkeyed,
             path,
             upstream,
             cache: r.cache.unwrap_or(true),

@@ -43,6 +43,8 @@ pub struct RawServer {
     pub sendfile: Option<bool>,
     pub shutdown_timeout: Option<Dur>,
     pub max_connections: Option<usize>,
+    #[serde(default)]
+    pub trusted_proxies: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -144,6 +146,8 @@ pub struct RawRoute {
     pub slice: Option<Spanned<Size>>,
     pub slice_prefetch: Option<u32>,
     pub slice_direct_max: Option<Size>,
+    pub forward_headers: Option<Vec<Spanned<String>>>,
+    pub forward_unkeyed: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

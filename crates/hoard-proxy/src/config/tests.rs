@@ -292,3 +292,41 @@ fn admin_and_access_log_from_the_file() {
     let e = error(&format!("{UP}[admin]\ntokn = \"x\"\n"));
     assert_eq!((e.line, e.key.as_str()), (Some(4), "tokn"), "{e}");
 }
+
+#[test]
+fn forwarding_settings() {
+    const UP: &str = "[upstream.app]\nservers = [\"http://a:1\"]\n";
+    let c = Config::from_toml(
+        "hoard.toml",
+        &format!(
+            "[server]\ntrusted_proxies = [\"10.0.0.0/8\"]\n{UP}[[site]]\n[[site.route]]\nprefix = \"/a\"\nforward_headers = [\"X-Forwarded-Host\"]\n\
+             [[site.route]]\nprefix = \"/\"\nforward_headers = [\"x-original-url\"]\nforward_unkeyed = true\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(c.server.trusted_proxies.len(), 1);
+    let keyed = &c.sites[0].routes[0];
+    assert_eq!(keyed.forward_headers[0].as_str(), "x-forwarded-host");
+    assert!(keyed.key.headers.iter().any(|h| h == "x-forwarded-host"));
+    let unkeyed = &c.sites[0].routes[1];
+    assert!(unkeyed.forward_unkeyed);
+    assert!(unkeyed.key.headers.is_empty());
+
+    let e = error(&format!(
+        "[server]\ntrusted_proxies = [\"10.0.0.0/99\"]\n{UP}"
+    ));
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(2), "server.trusted_proxies"),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{UP}[[site]]\n[[site.route]]\nprefix = \"/\"\nforward_headers = [\"accept\"]\n"
+    ));
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(6), "site[0].route[0].forward_headers"),
+        "{e}"
+    );
+    assert!(e.message.contains("forwarded anyway"), "{e}");
+}

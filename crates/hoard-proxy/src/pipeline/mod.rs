@@ -19,6 +19,7 @@
 //! `slice` and `slice_body`.
 
 mod fetch;
+pub mod forwarding;
 mod hit;
 mod origin_request;
 mod pass;

@@ -21,8 +21,8 @@ const FILL_STRIPPED: [HeaderName; 6] = [
 
 impl Pipeline {
     /// The origin request for `ctx`: same target, client fields minus
-    /// hop-by-hop ones, Host as configured, `Via`, `X-Forwarded-For` and
-    /// `Forwarded` appended. For a fill (`for_fill`), the method is GET and the
+    /// hop-by-hop ones, Host as configured, `Via` appended, the forwarding
+    /// fields owned by hoard (see `forwarding`). For a fill (`for_fill`), the method is GET and the
     /// client's preconditions and Range are removed.
     pub(crate) fn origin_request(
         &self,
@@ -54,23 +54,22 @@ impl Pipeline {
             }
         }
         self.add_via(&mut headers, ctx.version);
-        let ip = ctx.peer.ip().to_string();
-        let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-            Some(prev) => format!("{prev}, {ip}"),
-            None => ip.clone(),
-        };
-        if let Ok(v) = HeaderValue::from_str(&xff) {
-            headers.insert("x-forwarded-for", v);
-        }
-        let node = if ctx.peer.is_ipv6() {
-            format!("\"[{ip}]\"")
-        } else {
-            ip
-        };
-        let fwd = format!("for={node};proto={}", ctx.scheme());
-        if let Ok(v) = HeaderValue::from_str(&fwd) {
-            headers.append(header::FORWARDED, v);
-        }
+        let trusted = self
+            .cfg
+            .server
+            .trusted_proxies
+            .iter()
+            .any(|c| c.contains(ctx.peer.ip()));
+        super::forwarding::prepare(
+            &mut headers,
+            super::forwarding::Hop {
+                peer: ctx.peer.ip(),
+                scheme: ctx.scheme(),
+                host: &ctx.authority,
+                trusted,
+            },
+            &ctx.route.forward_headers,
+        );
         let uri = ctx
             .uri
             .path_and_query()

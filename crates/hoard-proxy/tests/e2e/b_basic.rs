@@ -195,7 +195,8 @@ async fn b00005_hop_by_hop_removed_both_ways() {
     origin.finish().await;
 }
 
-// b00006: Via is added both ways; X-Forwarded-For and Forwarded are appended.
+// b00006: Via is added both ways; from a trusted proxy in front, the
+// X-Forwarded-For and Forwarded chains are extended.
 #[tokio::test]
 async fn b00006_via_and_forwarded() {
     let t = Test::new("b00006");
@@ -205,7 +206,13 @@ async fn b00006_via_and_forwarded() {
             let r = s.rxreq().await;
             assert_eq!(r.header_all("via"), ["1.0 edge", "1.1 hoard"]);
             r.expect_header("x-forwarded-for", "203.0.113.9, 127.0.0.1");
-            r.expect_header("forwarded", "for=127.0.0.1;proto=http");
+            assert_eq!(
+                r.header_all("forwarded"),
+                [
+                    "for=203.0.113.9",
+                    "for=127.0.0.1;proto=http;host=\"www.example.com\""
+                ]
+            );
             r.expect_header("host", "www.example.com");
             s.txresp(200)
                 .hdr("Cache-Control", "no-store")
@@ -216,7 +223,15 @@ async fn b00006_via_and_forwarded() {
         })
         .start()
         .await;
-    let proxy = t.proxy().origin(&origin).start().await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| {
+            c.server.trusted_proxies =
+                vec![hoard_proxy::config::Cidr::parse("127.0.0.0/8").unwrap()]
+        })
+        .start()
+        .await;
 
     let r = t
         .client(&proxy)
@@ -224,6 +239,7 @@ async fn b00006_via_and_forwarded() {
         .hdr("Host", "www.example.com")
         .hdr("Via", "1.0 edge")
         .hdr("X-Forwarded-For", "203.0.113.9")
+        .hdr("Forwarded", "for=203.0.113.9")
         .send()
         .await;
     assert_eq!(

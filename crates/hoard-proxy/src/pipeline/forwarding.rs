@@ -1,0 +1,175 @@
+//! The forwarding fields: hoard owns them.
+//!
+//! An origin may reflect fields such as `X-Forwarded-Host` or
+//! `X-Original-URL` into its response; if a client could set them, that
+//! response would be cached for everyone under a key that does not contain
+//! them (cache poisoning). So by default every field of [`OWNED`] that a
+//! client sent is removed, and hoard sets `X-Forwarded-For`,
+//! `X-Forwarded-Proto`, `X-Forwarded-Host` and `Forwarded` (RFC 7239) from
+//! what it knows: the peer address, the scheme and the Host.
+//!
+//! * From a peer in `server.trusted_proxies` (a load balancer in front), the
+//!   chain fields ([`CHAIN`]) are kept and extended.
+//! * A route may keep a field with `forward_headers`; the field is then part
+//!   of the route's cache key (unless `forward_unkeyed = true`), so no
+//!   configuration forwards an unkeyed field by accident.
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+/// Fields a client must not be able to send to the origin unkeyed: they
+/// change what an origin thinks the request is (host, scheme, port, path,
+/// method, client address).
+pub const OWNED: [&str; 22] = [
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-forwarded-scheme",
+    "x-forwarded-port",
+    "x-forwarded-server",
+    "x-forwarded-prefix",
+    "x-forwarded-ssl",
+    "x-host",
+    "x-original-host",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-original-uri",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "x-real-ip",
+    "x-client-ip",
+    "true-client-ip",
+    "front-end-https",
+    "x-url-scheme",
+    "forwarded",
+];
+
+/// The chain fields a trusted proxy in front may set; hoard extends them.
+pub const CHAIN: [&str; 4] = [
+    "x-forwarded-for",
+    "forwarded",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+];
+
+/// What hoard knows about the request.
+#[derive(Debug, Clone, Copy)]
+pub struct Hop<'a> {
+    /// The peer's address.
+    pub peer: std::net::IpAddr,
+    /// `http` or `https`.
+    pub scheme: &'a str,
+    /// The Host (or `:authority`) the client sent; empty if none.
+    pub host: &'a str,
+    /// The peer is in `server.trusted_proxies`.
+    pub trusted: bool,
+}
+
+/// Removes the client's copies of [`OWNED`] fields (but those the route
+/// forwards, and the chain from a trusted peer) and sets the forwarding
+/// fields.
+pub fn prepare(headers: &mut HeaderMap, hop: Hop<'_>, route_forwards: &[HeaderName]) {
+    for name in OWNED {
+        let keep = route_forwards.iter().any(|h| h.as_str() == name)
+            || (hop.trusted && CHAIN.contains(&name));
+        if !keep {
+            headers.remove(name);
+        }
+    }
+    let ip = hop.peer.to_string();
+    let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+        Some(prev) if !prev.trim().is_empty() => format!("{prev}, {ip}"),
+        _ => ip.clone(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&xff) {
+        headers.insert("x-forwarded-for", v);
+    }
+    if !headers.contains_key("x-forwarded-proto") {
+        headers.insert(
+            "x-forwarded-proto",
+            HeaderValue::from_static(if hop.scheme == "https" {
+                "https"
+            } else {
+                "http"
+            }),
+        );
+    }
+    if !headers.contains_key("x-forwarded-host") && !hop.host.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(hop.host) {
+            headers.insert("x-forwarded-host", v);
+        }
+    }
+    let node = if hop.peer.is_ipv6() {
+        format!("\"[{ip}]\"")
+    } else {
+        ip
+    };
+    let mut fwd = format!("for={node};proto={}", hop.scheme);
+    if !hop.host.is_empty()
+        && hop
+            .host
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+    {
+        fwd.push_str(";host=\"");
+        fwd.push_str(hop.host);
+        fwd.push('"');
+    }
+    if let Ok(v) = HeaderValue::from_str(&fwd) {
+        headers.append(header::FORWARDED, v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hop(trusted: bool) -> Hop<'static> {
+        Hop {
+            peer: "192.0.2.7".parse().unwrap(),
+            scheme: "https",
+            host: "shop.example",
+            trusted,
+        }
+    }
+
+    fn client() -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-host", "evil.example".parse().unwrap());
+        h.insert("x-forwarded-for", "10.9.9.9".parse().unwrap());
+        h.insert("x-original-url", "/admin".parse().unwrap());
+        h.insert("x-http-method-override", "DELETE".parse().unwrap());
+        h.insert("forwarded", "for=10.9.9.9".parse().unwrap());
+        h.insert("accept", "*/*".parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn untrusted_client_fields_are_replaced() {
+        let mut h = client();
+        prepare(&mut h, hop(false), &[]);
+        assert_eq!(h["x-forwarded-host"], "shop.example");
+        assert_eq!(h["x-forwarded-for"], "192.0.2.7");
+        assert_eq!(h["x-forwarded-proto"], "https");
+        assert!(h.get("x-original-url").is_none());
+        assert!(h.get("x-http-method-override").is_none());
+        let fwd: Vec<_> = h.get_all("forwarded").iter().collect();
+        assert_eq!(fwd, ["for=192.0.2.7;proto=https;host=\"shop.example\""]);
+        assert_eq!(h["accept"], "*/*");
+    }
+
+    #[test]
+    fn trusted_chain_is_extended_and_routes_may_forward() {
+        let mut h = client();
+        prepare(
+            &mut h,
+            hop(true),
+            &[HeaderName::from_static("x-original-url")],
+        );
+        assert_eq!(h["x-forwarded-host"], "evil.example");
+        assert_eq!(h["x-forwarded-for"], "10.9.9.9, 192.0.2.7");
+        assert_eq!(h["x-original-url"], "/admin");
+        assert!(h.get("x-http-method-override").is_none());
+        assert_eq!(h.get_all("forwarded").iter().count(), 2);
+    }
+}
