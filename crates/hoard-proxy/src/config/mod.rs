@@ -125,6 +125,11 @@ pub struct ServerConfig {
     /// Client connections open at most; beyond, new ones are closed at
     /// once (counted as `connections_refused`). Default: 10000.
     pub max_connections: usize,
+    /// Requests one keep-alive connection may carry; the last is answered
+    /// with `Connection: close`. Default: 10000.
+    pub max_requests_per_connection: u64,
+    /// Concurrent HTTP/2 streams per connection. Default: 256.
+    pub http2_max_streams: u32,
     /// Peers whose forwarding chain (`X-Forwarded-For`, `Forwarded`,
     /// `X-Forwarded-Proto`, `X-Forwarded-Host`) is kept and extended. Default: none.
     pub trusted_proxies: Vec<Cidr>,
@@ -296,6 +301,8 @@ impl Default for ServerConfig {
             sendfile: true,
             shutdown_timeout: Duration::from_secs(10),
             max_connections: 10_000,
+            max_requests_per_connection: 10_000,
+            http2_max_streams: 256,
             trusted_proxies: Vec::new(),
         }
     }
@@ -596,6 +603,11 @@ impl Resolver<'_> {
             sendfile: s.sendfile.unwrap_or(d.sendfile),
             shutdown_timeout: s.shutdown_timeout.map_or(d.shutdown_timeout, |x| x.0),
             max_connections: s.max_connections.unwrap_or(d.max_connections).max(1),
+            max_requests_per_connection: s
+                .max_requests_per_connection
+                .unwrap_or(d.max_requests_per_connection)
+                .max(1),
+            http2_max_streams: s.http2_max_streams.unwrap_or(d.http2_max_streams).max(1),
             trusted_proxies: s
                 .trusted_proxies
                 .iter()

@@ -43,6 +43,8 @@ pub struct RawServer {
     pub sendfile: Option<bool>,
     pub shutdown_timeout: Option<Dur>,
     pub max_connections: Option<usize>,
+    pub max_requests_per_connection: Option<u64>,
+    pub http2_max_streams: Option<u32>,
     #[serde(default)]
     pub trusted_proxies: Vec<Spanned<String>>,
 }

@@ -72,7 +72,7 @@ fn builder(server: &ServerConfig, http2: bool) -> auto::Builder<TokioExecutor> {
     }
     b.http2()
         .timer(TokioTimer::new())
-        .max_concurrent_streams(256)
+        .max_concurrent_streams(server.http2_max_streams)
         .max_header_list_size(server.max_header_size as u32);
     if http2 {
         b
@@ -198,15 +198,30 @@ async fn serve(
     }
     let queue = (!is_tls && sendfile).then(|| SendQueue::new(pipeline.counters.clone()));
     let q = queue.clone();
+    let max_requests = pipeline.cfg.server.max_requests_per_connection;
+    let served = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         let p = pipeline.clone();
+        let n = served.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        // The last request a keep-alive connection may carry is answered
+        // with `Connection: close` (HTTP/1.x; h2 clients open new streams).
+        let last = n >= max_requests && req.version() <= hyper::Version::HTTP_11;
         // Only HTTP/1.x writes chunks as they are (HTTP/2 copies them into frames).
         if let Some(q) = &q {
             if req.version() <= hyper::Version::HTTP_11 {
                 req.extensions_mut().insert(q.clone());
             }
         }
-        async move { Ok::<_, Infallible>(p.serve(req, peer, is_tls).await) }
+        async move {
+            let mut resp = p.serve(req, peer, is_tls).await;
+            if last {
+                resp.headers_mut().insert(
+                    hyper::header::CONNECTION,
+                    hyper::header::HeaderValue::from_static("close"),
+                );
+            }
+            Ok::<_, Infallible>(resp)
+        }
     });
     let result = match (tls, queue) {
         (None, Some(queue)) => {

@@ -220,3 +220,42 @@ async fn f00010_max_connections() {
     drop(second);
     origin.finish().await;
 }
+
+// f00011: a keep-alive connection carries at most `max_requests_per_connection`
+// requests: the last is answered with `Connection: close` and the
+// connection ends; a new one is served.
+#[tokio::test]
+async fn f00011_keep_alive_request_limit() {
+    let t = Test::new("f00011");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("ok")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| c.server.max_requests_per_connection = 3)
+        .start()
+        .await;
+    let mut conn = t.client(&proxy).connect().await;
+    for i in 1..=3 {
+        let r = conn.get("/k").hdr("Connection", "keep-alive").send().await;
+        r.expect_body("ok");
+        if i < 3 {
+            r.expect_no_header("connection");
+        } else {
+            r.expect_header("connection", "close");
+        }
+    }
+    conn.expect_closed().await;
+    t.client(&proxy).get("/k").send().await.expect_body("ok");
+    origin.finish().await;
+}
