@@ -74,6 +74,9 @@ counters! {
     origin_timeouts,
     /// Origin responses that failed mid-body.
     origin_body_errors,
+    /// Origin responses refused for untrustworthy framing (Transfer-Encoding
+    /// with Content-Length, a 204 with a body); answered 502, connection dropped.
+    origin_broken_responses,
     /// Fills started (origin responses being written into the cache).
     fills_started,
     /// Fills that completed their body.

@@ -71,6 +71,23 @@ fn empty() -> ReqBody {
         .boxed()
 }
 
+/// A response whose framing cannot be trusted (RFC 9112 §6.3): both
+/// `Transfer-Encoding` and `Content-Length`, or a 204 that declares a body.
+fn framing_fault<B>(resp: &Response<B>) -> Option<&'static str> {
+    let h = resp.headers();
+    let te = h.contains_key(http::header::TRANSFER_ENCODING);
+    let cl = h.get_all(http::header::CONTENT_LENGTH).iter().next();
+    if te && cl.is_some() {
+        return Some("response with both Transfer-Encoding and Content-Length");
+    }
+    if resp.status() == http::StatusCode::NO_CONTENT
+        && (te || cl.is_some_and(|v| v.as_bytes() != b"0"))
+    {
+        return Some("204 response that declares a body");
+    }
+    None
+}
+
 /// One origin server group. See the module docs.
 #[derive(Debug)]
 pub struct Upstream {
@@ -257,6 +274,15 @@ impl Upstream {
                 }
             }
         };
+        if let Some(why) = framing_fault(&resp) {
+            // The connection is dropped, never reused: where this response
+            // ends is not known for sure (a smuggling vector).
+            self.counters.inc(&self.counters.origin_broken_responses);
+            return Err(ProxyError::origin(
+                ErrorKind::BadResponse,
+                format!("{authority}: {why}"),
+            ));
+        }
         let ret = PoolReturn {
             sender,
             pool: pool.clone(),

@@ -13,6 +13,7 @@ mod c_validation;
 mod d_disk;
 mod e_store;
 mod f_limits;
+mod f_origin;
 mod f_poison;
 mod h_http2;
 mod h_tls;

@@ -1,0 +1,98 @@
+//! f: origins that misbehave. Each broken answer gets a 502 (or a cut
+//! body), is never stored, and its connection is not used again.
+
+use hoard_testkit::Test;
+
+/// Raw answers whose head or framing is broken: each must be a 502.
+const BROKEN: [(&str, &str); 5] = [
+    ("malformed status line", "HTTP/1.1 2OO OK\r\nContent-Length: 2\r\n\r\nok"),
+    ("a status line of garbage", "HTTP/9 hello\r\n\r\n"),
+    (
+        "two different Content-Length values",
+        "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nokk",
+    ),
+    (
+        "Content-Length and Transfer-Encoding",
+        "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+    ),
+    (
+        "a 204 with a body",
+        "HTTP/1.1 204 No Content\r\nCache-Control: max-age=60\r\nContent-Length: 5\r\n\r\nhello",
+    ),
+];
+
+// f00030: each broken answer is a 502 that names a bad response; nothing is
+// stored (the next request goes to the origin) and the next request comes
+// on a new connection.
+#[tokio::test]
+async fn f00030_broken_origin_answers_are_502_and_never_stored() {
+    for (what, raw) in BROKEN {
+        let t = Test::new("f00030");
+        let origin = t
+            .origin()
+            .script(move |mut s| async move {
+                let first = s.rxreq().await;
+                s.send_raw(raw).await;
+                let second = s.rxreq().await;
+                assert_ne!(second.conn(), first.conn(), "{what}: connection reused");
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body("fine")
+                    .send()
+                    .await;
+            })
+            .start()
+            .await;
+        let proxy = t.proxy().origin(&origin).start().await;
+        t.client(&proxy)
+            .get("/x")
+            .send()
+            .await
+            .expect_status(502)
+            .expect_header_contains("cache-status", "detail=bad-response");
+        t.client(&proxy)
+            .get("/x")
+            .send()
+            .await
+            .expect_status(200)
+            .expect_body("fine")
+            .expect_header_contains("cache-status", "fwd=uri-miss");
+        origin.finish().await;
+    }
+}
+
+// f00031: a body longer than its Content-Length is cut at the declared
+// length, and the connection with the extra bytes is not used again; an
+// interim 102 before the answer is skipped (RFC 9110 §15.2).
+#[tokio::test]
+async fn f00031_overlong_body_is_cut_and_its_connection_dropped() {
+    let t = Test::new("f00031");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let first = s.rxreq().await;
+            s.send_raw("HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 2\r\n\r\nokEXTRA")
+                .await;
+            let second = s.rxreq().await;
+            second.expect_url("/y");
+            assert_ne!(second.conn(), first.conn(), "connection with extra bytes reused");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("y")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy).get("/x").send().await.expect_body("ok");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.client(&proxy)
+        .get("/x")
+        .send()
+        .await
+        .expect_body("ok")
+        .expect_header_contains("cache-status", "hit");
+    t.client(&proxy).get("/y").send().await.expect_body("y");
+    origin.finish().await;
+}
