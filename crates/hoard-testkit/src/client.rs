@@ -21,7 +21,7 @@ use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 pub use conn::Conn;
-pub use response::{ClientError, Response};
+pub use response::{cache_status_params, ClientError, Response};
 
 use crate::transcript::Transcript;
 use crate::wire;

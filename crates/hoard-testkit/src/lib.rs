@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use parking_lot::Mutex;
 
 pub use barrier::Barrier;
-pub use client::{Client, ClientError, Conn, RequestBuilder, Response};
+pub use client::{cache_status_params, Client, ClientError, Conn, RequestBuilder, Response};
 pub use clock::TestClock;
 pub use origin::{Origin, OriginBuilder, Request, Script};
 pub use proxy::{ProxyBuilder, TestProxy};

@@ -171,13 +171,13 @@ async fn kill_9_mid_write_leaves_no_servable_partial_object() {
         .send()
         .await
         .expect_body(&big)
-        .expect_header_contains("cache-status", "hit");
+        .expect_cache_status("hit");
     t.client(hoard.addr)
         .get("/partial")
         .send()
         .await
         .expect_body("complete")
-        .expect_header_contains("cache-status", "fwd=uri-miss");
+        .expect_cache_status("fwd=uri-miss");
     hoard.kill9();
     origin.finish().await;
 }

@@ -27,7 +27,7 @@ async fn b00020_origin_refused_is_502() {
 
     let r = t.client(&proxy).get("/").send().await;
     r.expect_status(502)
-        .expect_header_contains("cache-status", "detail=connect-refused");
+        .expect_cache_status("detail=connect-refused");
     proxy.expect_counter("origin_connect_errors", 1);
 }
 
@@ -59,7 +59,7 @@ async fn b00021_origin_timeout_is_504() {
         .send()
         .await
         .expect_status(504)
-        .expect_header_contains("cache-status", "detail=read-timeout");
+        .expect_cache_status("detail=read-timeout");
     proxy.expect_counter("origin_timeouts", 1);
     answered.sync().await;
     origin.finish().await;

@@ -82,7 +82,7 @@ async fn d00001_restart_keeps_hits() {
         .send()
         .await
         .expect_body(body(300_000, 7))
-        .expect_header_contains("cache-status", "hit");
+        .expect_cache_status("hit");
     proxy.expect_counter("disk_hits", 1);
     proxy.stop().await;
     assert_eq!(objects(&dir).len(), 2);
@@ -99,7 +99,7 @@ async fn d00001_restart_keeps_hits() {
             .expect_status(200)
             .expect_header("etag", "\"v1\"")
             .expect_header("content-length", &len.to_string())
-            .expect_header_contains("cache-status", "hit")
+            .expect_cache_status("hit")
             .expect_body(body(len, 7));
     }
     proxy.expect_counter("disk_hits", 2);
@@ -187,7 +187,7 @@ async fn d00002_damaged_files_are_rejected_and_counted() {
         .send()
         .await
         .expect_body("/good 0")
-        .expect_header_contains("cache-status", "hit");
+        .expect_cache_status("hit");
     origin.finish().await;
 }
 
@@ -436,7 +436,7 @@ async fn d00006_directory_offline_and_back() {
         .get("/y")
         .send()
         .await
-        .expect_header_contains("cache-status", "hit");
+        .expect_cache_status("hit");
     origin.finish().await;
 }
 
@@ -498,14 +498,14 @@ async fn d00007_held_disk_read_does_not_stop_memory_hits() {
             .send()
             .await
             .expect_body("/hot body")
-            .expect_header_contains("cache-status", "hit");
+            .expect_cache_status("hit");
     }
     assert!(!cold.is_finished(), "the held read cannot have completed");
     gate.open();
     cold.await
         .unwrap()
         .expect_body("/cold body")
-        .expect_header_contains("cache-status", "hit");
+        .expect_cache_status("hit");
     origin.finish().await;
 }
 
@@ -550,7 +550,7 @@ async fn d00008_read_while_write_to_disk() {
         .send()
         .await
         .expect_body(&want)
-        .expect_header_contains("cache-status", "hit");
+        .expect_cache_status("hit");
     proxy.expect_counter("disk_hits", 1);
     assert_eq!(origin.requests(), 1);
     origin.finish().await;
@@ -649,7 +649,7 @@ async fn d00010_304_updates_the_head_on_disk() {
         .await
         .expect_body(body(200_000, 5))
         .expect_header("cache-control", "max-age=600")
-        .expect_header_contains("cache-status", "hit");
+        .expect_cache_status("hit");
     origin.finish().await;
 }
 
@@ -694,7 +694,7 @@ async fn d00011_inactive_and_invalidation() {
         .get("/old")
         .send()
         .await
-        .expect_header_contains("cache-status", "fwd=uri-miss");
+        .expect_cache_status("fwd=uri-miss");
     proxy.expect_counter("disk_evicted_inactive", 1);
     t.client(&proxy).get("/p").send().await;
     proxy.wait_counter("disk_stored", 3).await;
@@ -747,7 +747,7 @@ async fn d00012_variants_on_disk() {
             .send()
             .await
             .expect_body(lang)
-            .expect_header_contains("cache-status", "hit");
+            .expect_cache_status("hit");
     }
     origin.finish().await;
 }
@@ -797,14 +797,14 @@ async fn d00013_late_reader_of_a_spilled_fill_starts_at_byte_0() {
         .unwrap()
         .expect_status(200)
         .expect_body(&want)
-        .expect_header_contains("cache-status", "collapsed");
+        .expect_cache_status("collapsed");
     proxy.wait_counter("disk_stored", 1).await;
     t.client(&proxy)
         .get("/big")
         .send()
         .await
         .expect_body(&want)
-        .expect_header_contains("cache-status", "hit");
+        .expect_cache_status("hit");
     assert_eq!(origin.requests(), 1);
     origin.finish().await;
 }
@@ -850,7 +850,7 @@ async fn d00014_write_error_serves_the_client_uncached() {
         .get("/a")
         .send()
         .await
-        .expect_header_contains("cache-status", "fwd=uri-miss");
+        .expect_cache_status("fwd=uri-miss");
     zone.io().gate().fail_writes(false);
     t.clock.advance(secs(11));
     t.client(&proxy).get("/b").send().await;
@@ -925,7 +925,7 @@ async fn d00016_read_errors_take_a_directory_out_and_back() {
         .send()
         .await
         .expect_body("o1")
-        .expect_header_contains("cache-status", "fwd=uri-miss");
+        .expect_cache_status("fwd=uri-miss");
     proxy.wait_counter("fills_completed", 2).await;
     proxy.expect_counter("disk_dirs_offline", 1);
     assert!(!zone.dirs()[0].online());
@@ -935,7 +935,7 @@ async fn d00016_read_errors_take_a_directory_out_and_back() {
         .get("/o")
         .send()
         .await
-        .expect_header_contains("cache-status", "hit");
+        .expect_cache_status("hit");
     proxy.expect_counter("disk_dirs_online", 1);
     origin.finish().await;
 }
@@ -1043,7 +1043,7 @@ servers = ["http://{{origin}}"]
             .get(path)
             .send()
             .await
-            .expect_header_contains("cache-status", "hit");
+            .expect_cache_status("hit");
     }
     origin.finish().await;
 }
@@ -1096,7 +1096,7 @@ async fn d00019_disk_hits_are_sent_with_sendfile_once_verified() {
         c.get(path)
             .send()
             .await
-            .expect_header_contains("cache-status", "hit")
+            .expect_cache_status("hit")
             .expect_body(body(len, 9));
     }
     assert_eq!(
@@ -1181,7 +1181,7 @@ async fn d00020_sendfile_can_be_turned_off() {
         c.get("/f")
             .send()
             .await
-            .expect_header_contains("cache-status", "hit")
+            .expect_cache_status("hit")
             .expect_body(body(200_000, 4));
     }
     proxy.expect_counter("disk_hits", 3);

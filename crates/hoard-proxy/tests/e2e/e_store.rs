@@ -73,7 +73,7 @@ async fn e00011_declared_length_over_max_size() {
         .send()
         .await
         .expect_body_len(150_000)
-        .expect_header_contains("cache-status", "detail=too-large");
+        .expect_cache_status("detail=too-large");
     proxy
         .expect_counter("not_storable", 1)
         .expect_counter("objects_stored", 0);

@@ -64,7 +64,7 @@ async fn range_cases(t: &Test, proxy: &TestProxy, path: &str) {
     r.expect_status(206)
         .expect_header("content-range", &format!("bytes 1000-1999/{LEN}"))
         .expect_header("content-length", "1000")
-        .expect_header_contains("cache-status", "hit")
+        .expect_cache_status("hit")
         .expect_body(&full[1000..2000]);
     // Across block boundaries (64 KiB on disk), to the end.
     get("bytes=65000-")

@@ -56,6 +56,34 @@ impl Response {
         self.header("cache-status")
     }
 
+    /// The parameters of hoard's entry in `Cache-Status` (RFC 9211): the
+    /// last list member named `hoard`, split on `;` outside quoted strings,
+    /// e.g. `["hit", "ttl=60", "key=\"http|h|/\""]`.
+    pub fn cache_params(&self) -> Vec<String> {
+        cache_status_params(&self.header_all("cache-status").join(", "))
+    }
+
+    /// Asserts hoard's `Cache-Status` entry has each of the `;`-separated
+    /// parameters in `want`, exactly (`hit` does not match `hit-for-pass`,
+    /// `ttl=6` does not match `ttl=60`). A leading `hoard` is the entry's
+    /// name and is skipped.
+    #[track_caller]
+    pub fn expect_cache_status(&self, want: &str) -> &Self {
+        let have = self.cache_params();
+        for w in split_outside_quotes(want, ';') {
+            let w = w.trim();
+            if w.is_empty() || w == "hoard" {
+                continue;
+            }
+            if !have.iter().any(|h| h == w) {
+                self.fail(format_args!(
+                    "expected Cache-Status parameter {w:?}, hoard's entry has {have:?}"
+                ));
+            }
+        }
+        self
+    }
+
     /// The body as text (lossy UTF-8).
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
@@ -191,3 +219,64 @@ impl fmt::Display for ClientError {
 }
 
 impl std::error::Error for ClientError {}
+
+/// Splits `s` on `sep` where it is not inside a quoted string.
+fn split_outside_quotes(s: &str, sep: char) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let (mut quoted, mut escaped) = (false, false);
+    for c in s.chars() {
+        if escaped {
+            escaped = false;
+        } else if quoted && c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            quoted = !quoted;
+        } else if c == sep && !quoted {
+            out.push(String::new());
+            continue;
+        }
+        out.last_mut().expect("invariant: never empty").push(c);
+    }
+    out
+}
+
+/// The parameters of hoard's entry in a `Cache-Status` field value (see
+/// [`Response::cache_params`]).
+pub fn cache_status_params(all: &str) -> Vec<String> {
+    let members = split_outside_quotes(all, ',');
+    let Some(ours) = members.iter().rev().find(|m| {
+        split_outside_quotes(m, ';')
+            .first()
+            .is_some_and(|n| n.trim() == "hoard")
+    }) else {
+        return Vec::new();
+    };
+    split_outside_quotes(ours, ';')
+        .into_iter()
+        .skip(1)
+        .map(|p| p.trim().to_string())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cache_status_params;
+
+    #[test]
+    fn parameters_are_matched_whole() {
+        let p = cache_status_params(
+            "edge; hit, hoard; fwd=uri-miss; fwd-status=200; key=\"http|h|/a;b,c\"; detail=hit-for-pass",
+        );
+        assert_eq!(
+            p,
+            [
+                "fwd=uri-miss",
+                "fwd-status=200",
+                "key=\"http|h|/a;b,c\"",
+                "detail=hit-for-pass"
+            ]
+        );
+        assert!(!p.iter().any(|x| x == "hit"));
+        assert!(cache_status_params("other; hit").is_empty());
+    }
+}
