@@ -122,6 +122,7 @@ pub async fn accept_loop(
             pipeline.clone(),
             tls.clone(),
             graceful.watcher(),
+            shutdown.clone(),
             ConnSettings {
                 handshake_timeout: server.header_read_timeout,
                 sendfile: server.sendfile,
@@ -170,6 +171,7 @@ async fn serve(
     pipeline: Arc<Pipeline>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     watcher: Watcher,
+    mut shutdown: watch::Receiver<bool>,
     settings: ConnSettings,
 ) {
     let ConnSettings {
@@ -185,8 +187,13 @@ async fn serve(
         // A client that connects and says nothing is closed on the head
         // timeout, like one that stops in the middle of a head.
         // (`peek` waits for a byte; readiness alone can be spurious.)
+        // A shutdown closes it at once (it has no request in flight).
         let mut first = [0u8; 1];
-        match tokio::time::timeout(handshake_timeout, stream.peek(&mut first)).await {
+        let peeked = tokio::select! {
+            r = tokio::time::timeout(handshake_timeout, stream.peek(&mut first)) => r,
+            _ = shutdown.changed() => return,
+        };
+        match peeked {
             Ok(Ok(n)) if n > 0 => {}
             Ok(_) => return, // closed or failed before a byte
             Err(_) => {
