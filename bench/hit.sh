@@ -118,58 +118,10 @@ done
 declare -A PROXY_PORT PROXY_PID
 
 if has "$PROXIES" nginx; then
-    mkdir -p "$RUN/nginx/cache"
-    {
-        nginx_common nginx
-        cat <<EOF
-http {
-    access_log off;
-    default_type application/octet-stream;
-    # No tcp_nopush: with it, a 64 KiB hit served by sendfile from the cache
-    # file stalls ~40 ms per response on loopback (TCP_CORK + delayed ACK),
-    # which would cut nginx to ~25 req/s per connection.
-    sendfile on;
-    tcp_nodelay on;
-    keepalive_timeout 75s;
-    keepalive_requests 10000000;
-    open_file_cache max=1024 inactive=60s;
-$(nginx_temp_paths nginx)
-    proxy_cache_path $RUN/nginx/cache levels=1:2 keys_zone=bench:16m
-                     max_size=256m inactive=1h use_temp_path=off;
-    upstream origin {
-        server 127.0.0.1:$ORIGIN_PORT;
-        keepalive 32;
-    }
-    server {
-        listen 127.0.0.1:$NGINX_PORT backlog=4096;
-        location / {
-            proxy_pass http://origin;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_cache bench;
-            add_header X-Cache \$upstream_cache_status always;
-        }
-    }
-}
-EOF
-    } >"$RUN/nginx.conf"
     log "nginx proxy_cache on 127.0.0.1:$NGINX_PORT (CPU $PROXY_CPU)"
-    start_nginx nginx taskset -c "$PROXY_CPU"
-    master="$STARTED_PID"
-    wait_port "$NGINX_PORT" "nginx proxy" "$master"
-    worker=""
-    for _ in $(seq 50); do
-        for c in $(pgrep -P "$master" || true); do
-            if tr '\0' ' ' <"/proc/$c/cmdline" 2>/dev/null | grep -q 'worker process'; then
-                worker="$c"
-            fi
-        done
-        [ -n "$worker" ] && break
-        sleep 0.1
-    done
-    [ -n "$worker" ] || die "could not find the nginx proxy worker process"
+    start_nginx_proxy_cache nginx "$NGINX_PORT" "access_log off;"
     PROXY_PORT[nginx]="$NGINX_PORT"
-    PROXY_PID[nginx]="$worker"
+    PROXY_PID[nginx]="$NGINX_WORKER"
 fi
 
 if has "$PROXIES" hoard; then

@@ -201,6 +201,62 @@ start_nginx() { # name [cpu-prefix...]: check and start $RUN/name.conf; sets STA
     spawn "$RUN/$name/stdout.log" "$@" nginx -e "$RUN/$name/error.log" -c "$RUN/$name.conf"
 }
 
+start_nginx_proxy_cache() { # name port access_log-directive [cpu]: the nginx
+    # proxy_cache in front of $ORIGIN_PORT that hit.sh and ops.sh measure;
+    # sets NGINX_MASTER and NGINX_WORKER (its one worker process).
+    local name="$1" port="$2" alog="$3" cpu="${4:-$PROXY_CPU}" c
+    mkdir -p "$RUN/$name/cache"
+    {
+        nginx_common "$name"
+        cat <<EOF
+http {
+    $alog
+    default_type application/octet-stream;
+    # No tcp_nopush: with it, a 64 KiB hit served by sendfile from the cache
+    # file stalls ~40 ms per response on loopback (TCP_CORK + delayed ACK),
+    # which would cut nginx to ~25 req/s per connection.
+    sendfile on;
+    tcp_nodelay on;
+    keepalive_timeout 75s;
+    keepalive_requests 10000000;
+    open_file_cache max=1024 inactive=60s;
+$(nginx_temp_paths "$name")
+    proxy_cache_path $RUN/$name/cache levels=1:2 keys_zone=bench:16m
+                     max_size=256m inactive=1h use_temp_path=off;
+    upstream origin {
+        server 127.0.0.1:$ORIGIN_PORT;
+        keepalive 32;
+    }
+    server {
+        listen 127.0.0.1:$port backlog=4096;
+        location / {
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_cache bench;
+            add_header X-Cache \$upstream_cache_status always;
+        }
+    }
+}
+EOF
+    } >"$RUN/$name.conf"
+    start_nginx "$name" taskset -c "$cpu"
+    NGINX_MASTER="$STARTED_PID"
+    wait_port "$port" "$name" "$NGINX_MASTER"
+    NGINX_WORKER=""
+    for _ in $(seq 50); do
+        for c in $(pgrep -P "$NGINX_MASTER" || true); do
+            if tr '\0' ' ' <"/proc/$c/cmdline" 2>/dev/null | grep -q 'worker process'; then
+                NGINX_WORKER="$c"
+            fi
+        done
+        [ -n "$NGINX_WORKER" ] && break
+        sleep 0.1
+    done
+    [ -n "$NGINX_WORKER" ] || die "could not find the worker process of $name"
+}
+
+
 # --------------------------------------------------------------- wrk ----
 # wrk_report_lua file: a wrk script printing one parseable summary line,
 # "BENCH requests=.. duration_us=.. p50_us=.. p99_us=.. max_us=.. <errors>".

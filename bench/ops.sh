@@ -170,57 +170,12 @@ start_hoard() { # name port [extra args...]: hoard pinned to PROXY_CPU
 }
 
 start_nginx_proxy() { # name port access_log-directive: nginx proxy_cache as in hit.sh
-    local name="$1" port="$2" alog="$3" master worker c
-    mkdir -p "$RUN/$name/cache"
-    {
-        nginx_common "$name"
-        cat <<EOF
-http {
-    $alog
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nodelay on;
-    keepalive_timeout 75s;
-    keepalive_requests 10000000;
-    open_file_cache max=1024 inactive=60s;
-$(nginx_temp_paths "$name")
-    proxy_cache_path $RUN/$name/cache levels=1:2 keys_zone=bench:16m
-                     max_size=256m inactive=1h use_temp_path=off;
-    upstream origin {
-        server 127.0.0.1:$ORIGIN_PORT;
-        keepalive 32;
-    }
-    server {
-        listen 127.0.0.1:$port backlog=4096;
-        location / {
-            proxy_pass http://origin;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_cache bench;
-            add_header X-Cache \$upstream_cache_status always;
-        }
-    }
-}
-EOF
-    } >"$RUN/$name.conf"
+    local name="$1" port="$2" alog="$3"
     log "$name: nginx proxy_cache on 127.0.0.1:$port (CPU $PROXY_CPU), $alog"
-    start_nginx "$name" taskset -c "$PROXY_CPU"
-    master="$STARTED_PID"
-    wait_port "$port" "$name" "$master"
-    worker=""
-    for _ in $(seq 50); do
-        for c in $(pgrep -P "$master" || true); do
-            if tr '\0' ' ' <"/proc/$c/cmdline" 2>/dev/null | grep -q 'worker process'; then
-                worker="$c"
-            fi
-        done
-        [ -n "$worker" ] && break
-        sleep 0.1
-    done
-    [ -n "$worker" ] || die "could not find the worker process of $name"
+    start_nginx_proxy_cache "$name" "$port" "$alog"
     PORT[$name]="$port"
-    PID[$name]="$worker"
-    MASTER[$name]="$master"
+    PID[$name]="$NGINX_WORKER"
+    MASTER[$name]="$NGINX_MASTER"
 }
 
 is_hit() { grep -Eqi '^(cache-status:.*hoard; *hit|x-cache: *hit)' <<<"$1"; }
