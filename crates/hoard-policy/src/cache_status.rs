@@ -146,6 +146,15 @@ impl Outcome {
         }
     }
 
+    /// True when the request went to the origin (or waited for a fill
+    /// that did): its time to first byte is mostly the origin's.
+    pub fn went_forward(self) -> bool {
+        matches!(
+            self,
+            Outcome::Miss | Outcome::Revalidated | Outcome::Pass | Outcome::HitForPass
+        )
+    }
+
     /// Position in [`Outcome::ALL`].
     pub fn index(self) -> usize {
         self as usize

@@ -30,7 +30,6 @@ pub(crate) mod slice_body;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::time::Instant;
 
 use bytes::Bytes;
 use hoard_policy::cache_status::{CacheStatus, Fwd, Outcome};
@@ -43,6 +42,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
+use tokio::time::Instant;
 
 use crate::access_log::{AccessLog, Record};
 use crate::body::ProxyBody;
@@ -196,13 +196,7 @@ impl Pipeline {
                     Some(o) => o.as_str(),
                     None => Outcome::Error.as_str(),
                 };
-                record.upstream = matches!(
-                    outcome,
-                    Some(
-                        Outcome::Miss | Outcome::Revalidated | Outcome::Pass | Outcome::HitForPass
-                    )
-                )
-                .then_some(ttfb);
+                record.upstream = outcome.is_some_and(Outcome::went_forward).then_some(ttfb);
                 Some(Box::new(Pending {
                     log: log.clone(),
                     record,
