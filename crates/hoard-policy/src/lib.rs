@@ -22,4 +22,5 @@ pub mod reuse;
 pub mod storable;
 pub mod structured;
 pub mod tags;
+pub mod target;
 pub mod vary;

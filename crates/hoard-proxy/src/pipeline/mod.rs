@@ -28,6 +28,7 @@ mod range;
 mod slice;
 pub(crate) mod slice_body;
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -37,6 +38,7 @@ use hoard_policy::clock::Clock;
 use hoard_policy::headers::strip_hop_by_hop;
 use hoard_policy::key::{CacheKey, KeyInput};
 use hoard_policy::reuse::{request_cache_control, reuse, Reuse};
+use hoard_policy::target::{normalise_authority, normalise_path_and_query, TargetError};
 use hoard_store::{Lookup, Store};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
@@ -236,31 +238,9 @@ impl Pipeline {
                 "request target too long",
             ));
         }
-        let authority = match parts.uri.authority() {
-            Some(a) => a.as_str().to_string(),
-            None => {
-                let mut hosts = parts.headers.get_all(header::HOST).iter();
-                match (hosts.next(), hosts.next()) {
-                    (Some(one), None) => one
-                        .to_str()
-                        .map_err(|_| ProxyError::client(ErrorKind::BadRequest, "invalid Host"))?
-                        .to_string(),
-                    (None, _) if parts.version < Version::HTTP_11 => String::new(),
-                    (None, _) => {
-                        return Err(ProxyError::client(
-                            ErrorKind::BadRequest,
-                            "missing Host (RFC 9112 §3.2)",
-                        ))
-                    }
-                    (Some(_), Some(_)) => {
-                        return Err(ProxyError::client(
-                            ErrorKind::BadRequest,
-                            "several Host fields (RFC 9112 §3.2)",
-                        ))
-                    }
-                }
-            }
-        };
+        let mut parts = parts;
+        let authority = request_authority(&parts, tls)?;
+        normalise_target(&mut parts.uri)?;
         if let Some(len) = parts
             .headers
             .get(header::CONTENT_LENGTH)
@@ -465,6 +445,70 @@ impl Pipeline {
         *resp.status_mut() = status;
         resp
     }
+}
+
+/// The request's authority in normal form (see `hoard_policy::target`): from
+/// an absolute-form target or `:authority`, which must agree with a Host field
+/// if one is sent too (RFC 9112 §3.2.2, RFC 9113 §8.3.1), else from the one
+/// Host field.
+fn request_authority(parts: &http::request::Parts, tls: bool) -> Result<String, ProxyError> {
+    let scheme = if tls { "https" } else { "http" };
+    let bad = |e: TargetError| ProxyError::client(ErrorKind::BadRequest, e.to_string());
+    let mut hosts = parts.headers.get_all(header::HOST).iter();
+    let host = match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => {
+            return Err(ProxyError::client(
+                ErrorKind::BadRequest,
+                "several Host fields (RFC 9112 §3.2)",
+            ))
+        }
+        (Some(one), None) => Some(
+            one.to_str()
+                .map_err(|_| ProxyError::client(ErrorKind::BadRequest, "invalid Host"))?,
+        ),
+        (None, _) => None,
+    };
+    let host = host
+        .map(|h| normalise_authority(h, scheme).map_err(bad))
+        .transpose()?;
+    match (parts.uri.authority(), host) {
+        (Some(target), host) => {
+            let target = normalise_authority(target.as_str(), scheme).map_err(bad)?;
+            if host.is_some_and(|h| h != target) {
+                return Err(bad(TargetError::HostMismatch));
+            }
+            Ok(target.into_owned())
+        }
+        (None, Some(host)) => Ok(host.into_owned()),
+        (None, None) if parts.version < Version::HTTP_11 => Ok(String::new()),
+        (None, None) => Err(ProxyError::client(
+            ErrorKind::BadRequest,
+            "missing Host (RFC 9112 §3.2)",
+        )),
+    }
+}
+
+/// Replaces the target by its normal form, the one that is routed, keyed
+/// and forwarded; 400 when it has none.
+fn normalise_target(uri: &mut Uri) -> Result<(), ProxyError> {
+    let bad = |e: TargetError| ProxyError::client(ErrorKind::BadRequest, e.to_string());
+    let Some(pq) = uri.path_and_query() else {
+        return Err(bad(TargetError::NotOriginForm));
+    };
+    let (path, query) = normalise_path_and_query(pq.path(), pq.query()).map_err(bad)?;
+    if matches!(path, Cow::Borrowed(_)) && !matches!(query, Some(Cow::Owned(_))) {
+        if uri.authority().is_some() {
+            // Absolute-form: keep the origin-form part only.
+            *uri = Uri::from(pq.clone());
+        }
+        return Ok(());
+    }
+    let text = match query {
+        Some(q) => format!("{path}?{q}"),
+        None => path.into_owned(),
+    };
+    *uri = Uri::try_from(text).map_err(|_| bad(TargetError::NotOriginForm))?;
+    Ok(())
 }
 
 fn strip_port(authority: &str) -> &str {

@@ -6,10 +6,12 @@
 //! or with `soft` makes them stale. Fills that raced the purge do not store
 //! what they fetched before it (see `hoard_store::catalog`).
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 
 use bytes::Bytes;
 use hoard_policy::key::{normalize_host, KeyInput, KeyUrl};
+use hoard_policy::target::{normalise_authority, normalise_path_and_query};
 use hoard_store::catalog::Selector;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode};
@@ -32,6 +34,13 @@ impl Pipeline {
         path: &str,
         query: Option<&str>,
     ) -> Selector {
+        // The same normal form as a request's (`hoard_policy::target`), so a
+        // purge names what a request for this URL would have stored.
+        let authority = normalise_authority(authority, scheme).unwrap_or(Cow::Borrowed(authority));
+        let authority = authority.as_ref();
+        let (path, query) = normalise_path_and_query(path, query)
+            .unwrap_or((Cow::Borrowed(path), query.map(Cow::Borrowed)));
+        let (path, query) = (path.as_ref(), query.as_deref());
         let host = normalize_host(authority, scheme);
         let route = self.select_site(authority).and_then(|s| {
             let site = &self.cfg.sites[s];

@@ -15,6 +15,7 @@ mod e_store;
 mod f_limits;
 mod f_origin;
 mod f_poison;
+mod f_target;
 mod h_http2;
 mod h_tls;
 mod k_keys;
