@@ -95,6 +95,14 @@ counters! {
     connections_refused,
     /// Client connections closed because they sent nothing within `header_read_timeout`.
     connections_silent,
+    /// Keep-alive connections closed after `keep_alive_timeout` without a request.
+    connections_idle_closed,
+    /// Connections dropped because the client stopped reading for `send_timeout`.
+    connections_send_timeout,
+    /// Connections sent GOAWAY for resetting more than `max_resets` requests.
+    connections_reset_flood,
+    /// Request bodies that stopped arriving for `body_read_timeout` (408).
+    client_body_timeouts,
     /// Client connections that ended (their permit returned).
     connections_closed,
     /// Requests that waited for another request's fill (coalesced).

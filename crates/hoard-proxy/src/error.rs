@@ -32,6 +32,8 @@ pub enum ErrorKind {
     UriTooLong,
     /// Request body too large (413).
     BodyTooLarge,
+    /// The request body stopped arriving for `body_read_timeout` (408).
+    BodyTimeout,
     /// No site or route for the request (404).
     NoRoute,
     /// Could not connect to any origin server (502).
@@ -93,6 +95,7 @@ impl ProxyError {
             ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
             ErrorKind::UriTooLong => StatusCode::URI_TOO_LONG,
             ErrorKind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorKind::NoRoute => StatusCode::NOT_FOUND,
             ErrorKind::ConnectRefused | ErrorKind::BadResponse => StatusCode::BAD_GATEWAY,
             ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout | ErrorKind::OnlyIfCached => {
@@ -113,6 +116,7 @@ impl ProxyError {
             ErrorKind::BadRequest => "bad-request",
             ErrorKind::UriTooLong => "uri-too-long",
             ErrorKind::BodyTooLarge => "body-too-large",
+            ErrorKind::BodyTimeout => "body-timeout",
             ErrorKind::NoRoute => "no-route",
             ErrorKind::ConnectRefused => "connect-refused",
             ErrorKind::ConnectTimeout => "connect-timeout",

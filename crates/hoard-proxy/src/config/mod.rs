@@ -130,6 +130,17 @@ pub struct ServerConfig {
     pub max_requests_per_connection: u64,
     /// Concurrent HTTP/2 streams per connection. Default: 256.
     pub http2_max_streams: u32,
+    /// A keep-alive connection with no request in flight and no byte either
+    /// way for this long is closed (HTTP/2: GOAWAY). Default: 75s.
+    pub keep_alive_timeout: Duration,
+    /// A response write blocked this long (the client stopped reading)
+    /// closes the connection. Default: 60s.
+    pub send_timeout: Duration,
+    /// A request body that stops arriving for this long gets 408. Default: 60s.
+    pub body_read_timeout: Duration,
+    /// Requests a client may reset (HTTP/2 `RST_STREAM`, or abandon) on one
+    /// connection within 10 s before it gets GOAWAY. Default: 200.
+    pub max_resets: u64,
     /// Peers whose forwarding chain (`X-Forwarded-For`, `Forwarded`,
     /// `X-Forwarded-Proto`, `X-Forwarded-Host`) is kept and extended. Default: none.
     pub trusted_proxies: Vec<Cidr>,
@@ -303,6 +314,10 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             max_requests_per_connection: 10_000,
             http2_max_streams: 256,
+            keep_alive_timeout: Duration::from_secs(75),
+            send_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(60),
+            max_resets: 200,
             trusted_proxies: Vec::new(),
         }
     }
@@ -608,6 +623,10 @@ impl Resolver<'_> {
                 .unwrap_or(d.max_requests_per_connection)
                 .max(1),
             http2_max_streams: s.http2_max_streams.unwrap_or(d.http2_max_streams).max(1),
+            keep_alive_timeout: s.keep_alive_timeout.map_or(d.keep_alive_timeout, |x| x.0),
+            send_timeout: s.send_timeout.map_or(d.send_timeout, |x| x.0),
+            body_read_timeout: s.body_read_timeout.map_or(d.body_read_timeout, |x| x.0),
+            max_resets: s.max_resets.unwrap_or(d.max_resets).max(1),
             trusted_proxies: s
                 .trusted_proxies
                 .iter()

@@ -45,6 +45,10 @@ pub struct RawServer {
     pub max_connections: Option<usize>,
     pub max_requests_per_connection: Option<u64>,
     pub http2_max_streams: Option<u32>,
+    pub keep_alive_timeout: Option<Dur>,
+    pub send_timeout: Option<Dur>,
+    pub body_read_timeout: Option<Dur>,
+    pub max_resets: Option<u64>,
     #[serde(default)]
     pub trusted_proxies: Vec<Spanned<String>>,
 }

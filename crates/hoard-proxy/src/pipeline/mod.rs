@@ -18,6 +18,7 @@
 //! `recv` (this file), `origin_request`, `hit`, `fetch`, `pass`, `range`,
 //! `slice` and `slice_body`.
 
+pub(crate) mod client_body;
 mod fetch;
 pub mod forwarding;
 mod hit;
@@ -288,11 +289,9 @@ impl Pipeline {
             let body = if http_body::Body::is_end_stream(&body) {
                 None
             } else {
-                Some(
-                    Limited::new(body, limits.max_body_size as usize)
-                        .map_err(|e| e as crate::upstream::BoxError)
-                        .boxed() as ReqBody,
-                )
+                let limited = Limited::new(body, limits.max_body_size as usize)
+                    .map_err(|e| e as crate::upstream::BoxError);
+                Some(client_body::ClientBody::new(limited, limits.body_read_timeout).boxed() as ReqBody)
             };
             self.pass(&ctx, body).await
         }
@@ -427,7 +426,13 @@ impl Pipeline {
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        if e.kind == ErrorKind::BadRequest || e.kind == ErrorKind::BodyTooLarge {
+        if e.kind == ErrorKind::BodyTimeout {
+            self.counters.inc(&self.counters.client_body_timeouts);
+        }
+        if matches!(
+            e.kind,
+            ErrorKind::BadRequest | ErrorKind::BodyTooLarge | ErrorKind::BodyTimeout
+        ) {
             h.insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         let cs = CacheStatus {

@@ -12,7 +12,10 @@
 //! life; when none is left, a new connection is closed at once (never
 //! queued). A plain connection that sends no byte within
 //! `header_read_timeout` is closed (hyper's own timer starts only with the
-//! first byte of a head); a TLS handshake gets as long.
+//! first byte of a head); a TLS handshake gets as long. Afterwards a
+//! watchdog (`watch`) closes it when idle past `keep_alive_timeout`, when
+//! the client stops reading for `send_timeout`, or when it resets more than
+//! `max_resets` requests.
 //!
 //! ## Shutdown
 //!
@@ -25,6 +28,7 @@
 pub mod sendfile;
 pub mod tally;
 pub mod tls;
+pub mod watch;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -34,13 +38,14 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::watch as signal;
+use tokio_util::task::TaskTracker;
 
 use crate::config::{ListenerConfig, ServerConfig};
 use crate::pipeline::Pipeline;
 use sendfile::{SendQueue, SendfileStream};
+use watch::{Activity, Limits, Tracked, Verdict, Watched};
 
 /// Binds a listener (SO_REUSEADDR, backlog 4096).
 pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
@@ -88,10 +93,10 @@ pub async fn accept_loop(
     server: ServerConfig,
     pipeline: Arc<Pipeline>,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    mut shutdown: watch::Receiver<bool>,
+    mut shutdown: signal::Receiver<bool>,
 ) {
     let builder = Arc::new(builder(&server, cfg.http2));
-    let graceful = GracefulShutdown::new();
+    let tracker = TaskTracker::new();
     let permits = pipeline.connections.clone();
     let counters = pipeline.counters.clone();
     loop {
@@ -114,26 +119,31 @@ pub async fn accept_loop(
         };
         counters.inc(&counters.connections_accepted);
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve(
+        tracker.spawn(serve(
             permit,
             stream,
             peer,
             builder.clone(),
             pipeline.clone(),
             tls.clone(),
-            graceful.watcher(),
             shutdown.clone(),
             ConnSettings {
                 handshake_timeout: server.header_read_timeout,
                 sendfile: server.sendfile,
+                limits: Limits {
+                    keep_alive_timeout: server.keep_alive_timeout,
+                    send_timeout: server.send_timeout,
+                    max_resets: server.max_resets,
+                },
             },
         ));
     }
     drop(listener);
     let counters = pipeline.counters.clone();
     counters.inc(&counters.listeners_closed);
-    let open = graceful.count();
-    if tokio::time::timeout(server.shutdown_timeout, graceful.shutdown())
+    tracker.close();
+    let open = tracker.len();
+    if tokio::time::timeout(server.shutdown_timeout, tracker.wait())
         .await
         .is_err()
     {
@@ -148,6 +158,8 @@ struct ConnSettings {
     handshake_timeout: Duration,
     /// Plain HTTP/1.1 connections send disk hits with sendfile.
     sendfile: bool,
+    /// What the connection's watchdog enforces.
+    limits: Limits,
 }
 
 /// A connection's permit; its end is counted.
@@ -170,13 +182,13 @@ async fn serve(
     builder: Arc<auto::Builder<TokioExecutor>>,
     pipeline: Arc<Pipeline>,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    watcher: Watcher,
-    mut shutdown: watch::Receiver<bool>,
+    mut shutdown: signal::Receiver<bool>,
     settings: ConnSettings,
 ) {
     let ConnSettings {
         handshake_timeout,
         sendfile,
+        limits,
     } = settings;
     let _open = Open {
         _permit: permit,
@@ -207,8 +219,12 @@ async fn serve(
     let q = queue.clone();
     let max_requests = pipeline.cfg.server.max_requests_per_connection;
     let served = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let activity = Activity::new(limits);
+    let act = activity.clone();
+    let counters = pipeline.counters.clone();
     let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         let p = pipeline.clone();
+        let token = act.request();
         let n = served.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         // The last request a keep-alive connection may carry is answered
         // with `Connection: close` (HTTP/1.x; h2 clients open new streams).
@@ -227,29 +243,58 @@ async fn serve(
                     hyper::header::HeaderValue::from_static("close"),
                 );
             }
-            Ok::<_, Infallible>(resp)
+            Ok::<_, Infallible>(resp.map(|b| Tracked::new(b, token)))
         }
     });
+    // Serves the connection until it ends, closing it gracefully on
+    // shutdown or when the watchdog finds it idle or flooding resets, and
+    // at once when the client stopped reading (see `watch`).
+    macro_rules! drive {
+        ($io:expr) => {{
+            let conn = builder.serve_connection(TokioIo::new(Watched::new($io, activity.clone())), svc);
+            tokio::pin!(conn);
+            let mut ticker = tokio::time::interval(limits.tick());
+            let mut closing = false;
+            loop {
+                let verdict = tokio::select! {
+                    r = conn.as_mut() => break r,
+                    _ = shutdown.changed(), if !closing => {
+                        closing = true;
+                        conn.as_mut().graceful_shutdown();
+                        continue;
+                    }
+                    _ = activity.flood.notified(), if !closing => Verdict::ResetFlood,
+                    _ = ticker.tick() => activity.verdict(),
+                };
+                match verdict {
+                    Verdict::Fine => {}
+                    Verdict::SendStalled => {
+                        counters.inc(&counters.connections_send_timeout);
+                        tracing::debug!(%peer, "client stopped reading; connection dropped");
+                        break Ok(());
+                    }
+                    _ if closing => {}
+                    Verdict::Idle | Verdict::ResetFlood => {
+                        counters.inc(if verdict == Verdict::Idle {
+                            &counters.connections_idle_closed
+                        } else {
+                            &counters.connections_reset_flood
+                        });
+                        tracing::debug!(%peer, verdict = verdict.as_str(), "closing connection");
+                        closing = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+        }};
+    }
     let result = match (tls, queue) {
-        (None, Some(queue)) => {
-            let stream = SendfileStream::new(stream, queue);
-            watcher
-                .watch(builder.serve_connection(TokioIo::new(stream), svc))
-                .await
-        }
-        (None, None) => {
-            watcher
-                .watch(builder.serve_connection(TokioIo::new(stream), svc))
-                .await
-        }
+        (None, Some(queue)) => drive!(SendfileStream::new(stream, queue)),
+        (None, None) => drive!(stream),
         // A handshake gets as long as a request head.
         (Some(acceptor), _) => {
             match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
-                Ok(Ok(s)) => {
-                    watcher
-                        .watch(builder.serve_connection(TokioIo::new(s), svc))
-                        .await
-                }
+                Ok(Ok(s)) => drive!(s),
                 Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "TLS handshake failed");
                     return;

@@ -346,13 +346,17 @@ impl Upstream {
     }
 }
 
-/// Maps a failed exchange: a request body over the size limit is the
-/// client's fault (413); anything else is the origin's (502).
+/// Maps a failed exchange: a request body over the size limit (413) or
+/// that stopped arriving (408) is the client's fault; anything else is the
+/// origin's (502).
 fn send_error(authority: &str, e: &hyper::Error) -> ProxyError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(s) = source {
         if s.is::<http_body_util::LengthLimitError>() {
             return ProxyError::client(ErrorKind::BodyTooLarge, "request body over the limit");
+        }
+        if s.is::<crate::pipeline::client_body::BodyTimeout>() {
+            return ProxyError::client(ErrorKind::BodyTimeout, "request body stopped arriving");
         }
         source = s.source();
     }

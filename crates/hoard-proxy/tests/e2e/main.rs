@@ -12,6 +12,7 @@ mod c_storable;
 mod c_validation;
 mod d_disk;
 mod e_store;
+mod f_abuse;
 mod f_limits;
 mod f_origin;
 mod f_poison;

@@ -1,0 +1,365 @@
+//! One client connection's watchdog: idle, slow-read and reset limits.
+//!
+//! ## Model
+//!
+//! The connection's stream is wrapped in [`Watched`], which records in an
+//! [`Activity`] when a read or write last made progress and since when a
+//! write has been blocked (the client stopped reading). Each request holds
+//! an [`InFlight`] token from the moment hyper hands it over until its
+//! response body ends or is dropped; a request dropped before it produced a
+//! response (an HTTP/2 `RST_STREAM`, a closed connection) counts as a reset.
+//!
+//! The connection task asks [`Activity::verdict`] on every tick:
+//!
+//! | verdict | when | what the task does |
+//! |---|---|---|
+//! | `Idle` | no request in flight and no byte either way for `keep_alive_timeout` | graceful close (HTTP/2: GOAWAY) |
+//! | `SendStalled` | a write has been blocked for `send_timeout` | drop the connection at once: its responses end, a fill it was reading goes on for others |
+//! | `ResetFlood` | more than `http2_max_resets` requests reset within one window | graceful close (GOAWAY), then drop |
+//!
+//! Reset floods are also signalled at once through `flood`, so a burst is
+//! answered without waiting for the tick.
+//!
+//! ## Locking
+//!
+//! Atomics only; times are milliseconds since the connection opened.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// Window over which resets are counted.
+pub const RESET_WINDOW: Duration = Duration::from_secs(10);
+
+/// What the watchdog decided. Names appear in logs and counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing to do.
+    Fine,
+    /// Idle past the keep-alive timeout.
+    Idle,
+    /// The client stopped reading past the send timeout.
+    SendStalled,
+    /// Too many requests reset within the window.
+    ResetFlood,
+}
+
+impl Verdict {
+    /// The name used in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Fine => "fine",
+            Verdict::Idle => "idle",
+            Verdict::SendStalled => "send-stalled",
+            Verdict::ResetFlood => "reset-flood",
+        }
+    }
+}
+
+/// The limits the watchdog enforces.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Idle time before a keep-alive connection is closed.
+    pub keep_alive_timeout: Duration,
+    /// Time a write may stay blocked.
+    pub send_timeout: Duration,
+    /// Resets allowed per window.
+    pub max_resets: u64,
+}
+
+impl Limits {
+    /// How often the watchdog looks: often enough for the shortest limit.
+    pub fn tick(&self) -> Duration {
+        (self.keep_alive_timeout.min(self.send_timeout) / 4)
+            .clamp(Duration::from_millis(10), Duration::from_secs(1))
+    }
+}
+
+/// What one connection's stream and requests record. See the module docs.
+#[derive(Debug)]
+pub struct Activity {
+    opened: Instant,
+    /// Last progress of a read or write, ms since `opened`.
+    last: AtomicU64,
+    /// When a write became blocked, ms since `opened` plus one; 0 = not blocked.
+    blocked_since: AtomicU64,
+    in_flight: AtomicUsize,
+    resets: AtomicU64,
+    window_start: AtomicU64,
+    limits: Limits,
+    /// Signalled when the resets pass the limit.
+    pub flood: Notify,
+}
+
+impl Activity {
+    /// The record of a connection opened now.
+    pub fn new(limits: Limits) -> Arc<Activity> {
+        Arc::new(Activity {
+            opened: Instant::now(),
+            last: AtomicU64::new(0),
+            blocked_since: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            resets: AtomicU64::new(0),
+            window_start: AtomicU64::new(0),
+            limits,
+            flood: Notify::new(),
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.opened.elapsed().as_millis() as u64
+    }
+
+    fn progressed(&self) {
+        self.last.store(self.now_ms(), Relaxed);
+    }
+
+    /// A request starts; the token ends it.
+    pub fn request(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Relaxed);
+        self.progressed();
+        InFlight {
+            activity: self.clone(),
+            answered: false,
+        }
+    }
+
+    fn reset(&self) {
+        let now = self.now_ms();
+        let start = self.window_start.load(Relaxed);
+        if now.saturating_sub(start) > RESET_WINDOW.as_millis() as u64 {
+            self.window_start.store(now, Relaxed);
+            self.resets.store(0, Relaxed);
+        }
+        if self.resets.fetch_add(1, Relaxed) + 1 > self.limits.max_resets {
+            self.flood.notify_one();
+        }
+    }
+
+    /// The watchdog's decision now.
+    pub fn verdict(&self) -> Verdict {
+        let now = self.now_ms();
+        let blocked = self.blocked_since.load(Relaxed);
+        if blocked != 0
+            && now.saturating_sub(blocked - 1) >= self.limits.send_timeout.as_millis() as u64
+        {
+            return Verdict::SendStalled;
+        }
+        if self.resets.load(Relaxed) > self.limits.max_resets
+            && now.saturating_sub(self.window_start.load(Relaxed))
+                <= RESET_WINDOW.as_millis() as u64
+        {
+            return Verdict::ResetFlood;
+        }
+        if self.in_flight.load(Relaxed) == 0
+            && now.saturating_sub(self.last.load(Relaxed))
+                >= self.limits.keep_alive_timeout.as_millis() as u64
+        {
+            return Verdict::Idle;
+        }
+        Verdict::Fine
+    }
+}
+
+/// A request in flight on a connection; dropped when its response body ends
+/// or is dropped. Dropped before [`InFlight::answered`]: a reset.
+#[derive(Debug)]
+pub struct InFlight {
+    activity: Arc<Activity>,
+    answered: bool,
+}
+
+impl InFlight {
+    /// The request produced a response head.
+    pub fn answered(&mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.activity.reset();
+        }
+        self.activity.in_flight.fetch_sub(1, Relaxed);
+        self.activity.progressed();
+    }
+}
+
+/// A response body that holds its request's [`InFlight`] until it ends.
+#[derive(Debug)]
+pub struct Tracked<B> {
+    inner: B,
+    token: Option<InFlight>,
+}
+
+impl<B> Tracked<B> {
+    /// Wraps a response body of an answered request.
+    pub fn new(inner: B, mut token: InFlight) -> Tracked<B> {
+        token.answered();
+        Tracked {
+            inner,
+            token: Some(token),
+        }
+    }
+}
+
+impl<B: Body<Data = Bytes> + Unpin> Body for Tracked<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(r, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+            self.token = None;
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A connection's stream, recording progress in its [`Activity`].
+#[derive(Debug)]
+pub struct Watched<S> {
+    inner: S,
+    activity: Arc<Activity>,
+}
+
+impl<S> Watched<S> {
+    /// Wraps a stream.
+    pub fn new(inner: S, activity: Arc<Activity>) -> Watched<S> {
+        Watched { inner, activity }
+    }
+
+    fn wrote<T>(&self, r: &Poll<io::Result<T>>) {
+        match r {
+            Poll::Pending => {
+                if self.activity.blocked_since.load(Relaxed) == 0 {
+                    let now = self.activity.now_ms() + 1;
+                    self.activity.blocked_since.store(now, Relaxed);
+                }
+            }
+            Poll::Ready(r) => {
+                self.activity.blocked_since.store(0, Relaxed);
+                if r.is_ok() {
+                    self.activity.progressed();
+                }
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.progressed();
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.wrote(&r);
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.wrote(&r);
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // A flush is asked for on every poll, with or without data: only
+        // its blocking says something (the client is not reading).
+        let r = Pin::new(&mut self.inner).poll_flush(cx);
+        match r {
+            Poll::Pending => self.wrote(&r),
+            Poll::Ready(_) => self.activity.blocked_since.store(0, Relaxed),
+        }
+        r
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            keep_alive_timeout: Duration::from_secs(3600),
+            send_timeout: Duration::from_secs(3600),
+            max_resets: 3,
+        }
+    }
+
+    #[tokio::test]
+    async fn resets_past_the_limit_are_a_flood() {
+        let a = Activity::new(limits());
+        for _ in 0..3 {
+            drop(a.request());
+        }
+        assert_eq!(a.verdict(), Verdict::Fine);
+        let mut answered = a.request();
+        answered.answered();
+        drop(answered);
+        assert_eq!(a.verdict(), Verdict::Fine);
+        drop(a.request());
+        assert_eq!(a.verdict(), Verdict::ResetFlood);
+    }
+
+    #[tokio::test]
+    async fn idle_only_without_requests() {
+        let a = Activity::new(Limits {
+            keep_alive_timeout: Duration::ZERO,
+            ..limits()
+        });
+        let r = a.request();
+        assert_eq!(a.verdict(), Verdict::Fine);
+        drop(r);
+        assert_eq!(a.verdict(), Verdict::Idle);
+    }
+}
