@@ -96,3 +96,96 @@ async fn f00031_overlong_body_is_cut_and_its_connection_dropped() {
     t.client(&proxy).get("/y").send().await.expect_body("y");
     origin.finish().await;
 }
+
+// f00032: a response head over the limits (a 600 KB field, or 200 fields)
+// is a 502, never stored, and its connection is not used again.
+#[tokio::test]
+async fn f00032_oversized_origin_heads_are_502() {
+    let huge_field = format!(
+        "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nX-Big: {}\r\nContent-Length: 2\r\n\r\nok",
+        "v".repeat(600_000)
+    );
+    let many_fields = format!(
+        "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\n{}Content-Length: 2\r\n\r\nok",
+        (0..200)
+            .map(|i| format!("X-F{i}: v\r\n"))
+            .collect::<String>()
+    );
+    for raw in [huge_field, many_fields] {
+        let t = Test::new("f00032");
+        let origin = t
+            .origin()
+            .script(move |mut s| async move {
+                let first = s.rxreq().await;
+                s.send_raw(&raw).await;
+                let second = s.rxreq().await;
+                assert_ne!(second.conn(), first.conn(), "connection reused");
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body("fine")
+                    .send()
+                    .await;
+            })
+            .start()
+            .await;
+        let proxy = t.proxy().origin(&origin).start().await;
+        t.client(&proxy)
+            .get("/x")
+            .send()
+            .await
+            .expect_status(502)
+            .expect_cache_status("detail=bad-response");
+        t.client(&proxy)
+            .get("/x")
+            .send()
+            .await
+            .expect_body("fine")
+            .expect_cache_status("fwd=uri-miss");
+        origin.finish().await;
+    }
+}
+
+// f00033: a response whose body stops arriving is cut after the upstream
+// read timeout: the client sees a truncated (closed) response, nothing is
+// stored, and the next request goes to the origin on a new connection.
+#[tokio::test]
+async fn f00033_response_that_never_ends_is_cut() {
+    let t = Test::new("f00033");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let first = s.rxreq().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .chunked()
+                .send_head()
+                .await;
+            s.chunk("part").await;
+            // ...and nothing more, ever, on this connection.
+            let second = s.rxreq_concurrent().await;
+            assert_ne!(second.conn(), first.conn(), "stalled connection reused");
+            s.switch_to(&second);
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("fine")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .upstream(|u| u.read_timeout = std::time::Duration::from_millis(200))
+        .start()
+        .await;
+    let cut = t.client(&proxy).get("/x").try_send().await;
+    assert!(cut.is_err(), "a cut body must not look complete: {cut:?}");
+    t.client(&proxy)
+        .get("/x")
+        .send()
+        .await
+        .expect_body("fine")
+        .expect_cache_status("fwd=uri-miss");
+    origin.finish().await;
+}
