@@ -34,6 +34,8 @@ pub enum ErrorKind {
     BodyTooLarge,
     /// The request body stopped arriving for `body_read_timeout` (408).
     BodyTimeout,
+    /// An `Expect` other than `100-continue` (417).
+    ExpectationFailed,
     /// No site or route for the request (404).
     NoRoute,
     /// Could not connect to any origin server (502).
@@ -96,6 +98,7 @@ impl ProxyError {
             ErrorKind::UriTooLong => StatusCode::URI_TOO_LONG,
             ErrorKind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            ErrorKind::ExpectationFailed => StatusCode::EXPECTATION_FAILED,
             ErrorKind::NoRoute => StatusCode::NOT_FOUND,
             ErrorKind::ConnectRefused | ErrorKind::BadResponse => StatusCode::BAD_GATEWAY,
             ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout | ErrorKind::OnlyIfCached => {
@@ -117,6 +120,7 @@ impl ProxyError {
             ErrorKind::UriTooLong => "uri-too-long",
             ErrorKind::BodyTooLarge => "body-too-large",
             ErrorKind::BodyTimeout => "body-timeout",
+            ErrorKind::ExpectationFailed => "expectation-failed",
             ErrorKind::NoRoute => "no-route",
             ErrorKind::ConnectRefused => "connect-refused",
             ErrorKind::ConnectTimeout => "connect-timeout",

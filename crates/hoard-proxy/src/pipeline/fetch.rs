@@ -83,6 +83,10 @@ impl Pipeline {
         has_leader: bool,
     ) -> FillJob {
         let mut oreq = self.origin_request(ctx, true, None);
+        if !has_leader {
+            // Nobody waits for a background refresh: its hints go nowhere.
+            oreq.interim = None;
+        }
         if let Some(obj) = &stale {
             add_validators(&mut oreq.headers, &obj.headers);
         }

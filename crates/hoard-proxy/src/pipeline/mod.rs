@@ -100,6 +100,8 @@ pub(crate) struct Ctx<'a> {
     pub authority: String,
     /// The connection's sendfile queue (plain HTTP/1.x only).
     pub send: Option<Arc<SendQueue>>,
+    /// Where interim responses to this request go (HTTP/1.1 only).
+    pub interim: Option<crate::server::watch::Interim>,
 }
 
 impl Ctx<'_> {
@@ -269,6 +271,18 @@ impl Pipeline {
         let route = &site.routes[route_idx];
         let mut headers = parts.headers;
         strip_hop_by_hop(&mut headers);
+        // `100-continue` is answered here (hyper sends `100 Continue` when
+        // the body is first read, i.e. when it goes to the origin), so the
+        // origin gets a plain request; any other expectation is refused
+        // (RFC 9110 §10.1.1).
+        if let Some(expect) = headers.remove(header::EXPECT) {
+            if !expect.as_bytes().eq_ignore_ascii_case(b"100-continue") {
+                return Err(ProxyError::client(
+                    ErrorKind::ExpectationFailed,
+                    "unsupported expectation",
+                ));
+            }
+        }
         let ctx = Ctx {
             route,
             site,
@@ -281,6 +295,10 @@ impl Pipeline {
             headers,
             authority,
             send: parts.extensions.get::<Arc<SendQueue>>().cloned(),
+            interim: parts
+                .extensions
+                .get::<crate::server::watch::Interim>()
+                .cloned(),
         };
         if (ctx.method == Method::GET || ctx.method == Method::HEAD) && route.cache {
             drop(body);
@@ -291,7 +309,10 @@ impl Pipeline {
             } else {
                 let limited = Limited::new(body, limits.max_body_size as usize)
                     .map_err(|e| e as crate::upstream::BoxError);
-                Some(client_body::ClientBody::new(limited, limits.body_read_timeout).boxed() as ReqBody)
+                Some(
+                    client_body::ClientBody::new(limited, limits.body_read_timeout).boxed()
+                        as ReqBody,
+                )
             };
             self.pass(&ctx, body).await
         }

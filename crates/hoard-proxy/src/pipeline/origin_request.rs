@@ -85,6 +85,7 @@ impl Pipeline {
             uri,
             headers,
             body,
+            interim: ctx.interim.clone(),
         }
     }
 }

@@ -251,6 +251,7 @@ impl SliceCtx {
                 uri: self.uri.clone(),
                 headers,
                 body: None,
+                interim: None,
             }),
             request_headers: self.headers.clone(),
             req_cc: self.req_cc.clone(),
@@ -429,6 +430,7 @@ impl SliceCtx {
                 uri: self.uri.clone(),
                 headers,
                 body: None,
+                interim: None,
             })
             .await?;
         let (mut parts, body) = resp.into_parts();

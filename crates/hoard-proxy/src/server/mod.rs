@@ -235,8 +235,17 @@ async fn serve(
                 req.extensions_mut().insert(q.clone());
             }
         }
+        // Interim responses go to HTTP/1.1 clients only (never to HTTP/1.0,
+        // RFC 9110 §15.2; hyper's HTTP/2 server cannot send them).
+        let interim = (req.version() == hyper::Version::HTTP_11).then(|| act.interim(n));
+        if let Some(i) = &interim {
+            req.extensions_mut().insert(i.clone());
+        }
         async move {
             let mut resp = p.serve(req, peer, is_tls).await;
+            if let Some(i) = interim {
+                i.finish().await;
+            }
             if last {
                 resp.headers_mut().insert(
                     hyper::header::CONNECTION,
@@ -264,6 +273,8 @@ async fn serve(
                         continue;
                     }
                     _ = activity.flood.notified(), if !closing => Verdict::ResetFlood,
+                    // Polling hyper makes it flush, which writes the interim response.
+                    _ = activity.interim_ready.notified() => continue,
                     _ = ticker.tick() => activity.verdict(),
                 };
                 match verdict {

@@ -20,9 +20,22 @@
 //! Reset floods are also signalled at once through `flood`, so a burst is
 //! answered without waiting for the tick.
 //!
+//! ## Interim responses (HTTP/1.1)
+//!
+//! A `103 Early Hints` from the origin is written to the client ahead of
+//! the final response: the request's [`Interim`] queues it and wakes the
+//! connection task, and [`Watched`] writes it on hyper's next flush, when
+//! hyper's own buffer is empty (hyper flushes only after writing what it
+//! holds, and holds nothing while a request is being answered). Before the
+//! final response goes to hyper, [`Interim::finish`] waits until the queue
+//! is written and closes it, so a late hint can never land after the
+//! response or in front of the next one.
+//!
 //! ## Locking
 //!
-//! Atomics only; times are milliseconds since the connection opened.
+//! Atomics, plus one mutex over the interim queue held only to push or to
+//! write from it (no await); times are milliseconds since the connection
+//! opened.
 
 use std::io;
 use std::pin::Pin;
@@ -31,7 +44,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
+use std::collections::VecDeque;
+
+use bytes::{Buf, Bytes};
+use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
@@ -98,6 +114,20 @@ pub struct Activity {
     limits: Limits,
     /// Signalled when the resets pass the limit.
     pub flood: Notify,
+    interim: parking_lot::Mutex<Interims>,
+    /// Interim responses waiting: a fast check for every flush.
+    interim_queued: AtomicUsize,
+    /// Signalled when an interim response is queued (the connection task
+    /// polls hyper, which flushes).
+    pub interim_ready: Notify,
+    interim_done: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Interims {
+    /// The request whose interim responses are accepted; 0 = none.
+    answering: u64,
+    queue: VecDeque<Bytes>,
 }
 
 impl Activity {
@@ -112,7 +142,20 @@ impl Activity {
             window_start: AtomicU64::new(0),
             limits,
             flood: Notify::new(),
+            interim: parking_lot::Mutex::new(Interims::default()),
+            interim_queued: AtomicUsize::new(0),
+            interim_ready: Notify::new(),
+            interim_done: Notify::new(),
         })
+    }
+
+    /// Opens request `seq` (from 1) to interim responses.
+    pub fn interim(self: &Arc<Self>, seq: u64) -> Interim {
+        self.interim.lock().answering = seq;
+        Interim {
+            activity: self.clone(),
+            seq,
+        }
     }
 
     fn now_ms(&self) -> u64 {
@@ -195,6 +238,58 @@ impl Drop for InFlight {
     }
 }
 
+/// A request's way to send interim responses ahead of its final one
+/// (HTTP/1.1 only; see the module docs).
+#[derive(Debug, Clone)]
+pub struct Interim {
+    activity: Arc<Activity>,
+    seq: u64,
+}
+
+impl Interim {
+    /// Queues a `103 Early Hints` with `fields` (hop-by-hop fields already
+    /// removed), unless the request has been answered.
+    pub fn early_hints(&self, fields: &HeaderMap) {
+        let mut head = Vec::with_capacity(64);
+        head.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
+        for (name, value) in fields {
+            head.extend_from_slice(name.as_str().as_bytes());
+            head.extend_from_slice(b": ");
+            head.extend_from_slice(value.as_bytes());
+            head.extend_from_slice(b"\r\n");
+        }
+        head.extend_from_slice(b"\r\n");
+        let a = &self.activity;
+        let mut g = a.interim.lock();
+        if g.answering != self.seq {
+            return;
+        }
+        g.queue.push_back(Bytes::from(head));
+        a.interim_queued.fetch_add(1, Relaxed);
+        drop(g);
+        a.interim_ready.notify_one();
+    }
+
+    /// Waits until every queued interim response is written, then closes
+    /// the request to them. Call before handing the final response over.
+    pub async fn finish(self) {
+        let a = &self.activity;
+        loop {
+            let written = {
+                let mut g = a.interim.lock();
+                if g.queue.is_empty() {
+                    g.answering = 0;
+                }
+                g.queue.is_empty()
+            };
+            if written {
+                return;
+            }
+            a.interim_done.notified().await;
+        }
+    }
+}
+
 /// A response body that holds its request's [`InFlight`] until it ends.
 #[derive(Debug)]
 pub struct Tracked<B> {
@@ -268,6 +363,33 @@ impl<S> Watched<S> {
     }
 }
 
+impl<S: AsyncWrite + Unpin> Watched<S> {
+    /// Writes queued interim responses; Ready when the queue is empty.
+    fn write_interim(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let activity = self.activity.clone();
+        let mut g = activity.interim.lock();
+        while let Some(front) = g.queue.front_mut() {
+            let r = Pin::new(&mut self.inner).poll_write(cx, front);
+            self.wrote(&r);
+            match r {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => {
+                    front.advance(n);
+                    if front.is_empty() {
+                        g.queue.pop_front();
+                        activity.interim_queued.fetch_sub(1, Relaxed);
+                    }
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        drop(g);
+        activity.interim_done.notify_one();
+        Poll::Ready(Ok(()))
+    }
+}
+
 impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -309,6 +431,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.activity.interim_queued.load(Relaxed) > 0 {
+            if let Poll::Ready(Err(e)) = self.write_interim(cx) {
+                return Poll::Ready(Err(e));
+            }
+        }
         // A flush is asked for on every poll, with or without data: only
         // its blocking says something (the client is not reading).
         let r = Pin::new(&mut self.inner).poll_flush(cx);

@@ -51,6 +51,9 @@ pub struct OriginRequest {
     pub headers: HeaderMap,
     /// Body; `None` for an empty body (replayable).
     pub body: Option<ReqBody>,
+    /// Where a `103 Early Hints` from the origin goes: the client waiting
+    /// for this request, if it can take one.
+    pub interim: Option<crate::server::watch::Interim>,
 }
 
 impl OriginRequest {
@@ -60,6 +63,16 @@ impl OriginRequest {
         *req.uri_mut() = self.uri.clone();
         *req.version_mut() = Version::HTTP_11;
         *req.headers_mut() = self.headers.clone();
+        if let Some(interim) = &self.interim {
+            let interim = interim.clone();
+            hyper::ext::on_informational(&mut req, move |res| {
+                if res.status() == http::StatusCode::EARLY_HINTS {
+                    let mut fields = res.headers().clone();
+                    hoard_policy::headers::strip_hop_by_hop(&mut fields);
+                    interim.early_hints(&fields);
+                }
+            });
+        }
         req
     }
 }

@@ -13,6 +13,7 @@ mod c_validation;
 mod d_disk;
 mod e_store;
 mod f_abuse;
+mod f_interim;
 mod f_limits;
 mod f_origin;
 mod f_poison;
