@@ -55,6 +55,9 @@ pub struct CacheStatus {
     pub key: Option<String>,
     /// Extra detail, e.g. why a response was not stored.
     pub detail: Option<&'static str>,
+    /// The configured rule that decided the request's path, e.g.
+    /// `bypass-rule:logged-in` (shown as the detail when there is no other).
+    pub rule: Option<std::sync::Arc<str>>,
 }
 
 impl CacheStatus {
@@ -94,7 +97,7 @@ impl CacheStatus {
             }
             s.push('"');
         }
-        if let Some(d) = self.detail {
+        if let Some(d) = self.detail.or(self.rule.as_deref()) {
             let _ = write!(s, "; detail={d}");
         }
         s

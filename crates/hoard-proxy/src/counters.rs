@@ -103,6 +103,10 @@ counters! {
     connections_reset_flood,
     /// Request bodies that stopped arriving for `body_read_timeout` (408).
     client_body_timeouts,
+    /// Requests a route's bypass rule sent to the origin without a lookup.
+    bypass_rule_matches,
+    /// Requests a route's no-store rule kept from being stored.
+    no_store_rule_matches,
     /// Client connections that ended (their permit returned).
     connections_closed,
     /// Requests that waited for another request's fill (coalesced).

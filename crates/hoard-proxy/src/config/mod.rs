@@ -11,6 +11,7 @@
 
 pub mod ops;
 mod raw;
+pub mod rules;
 pub mod units;
 pub mod zones;
 
@@ -290,6 +291,10 @@ pub struct RouteConfig {
     /// `pipeline::forwarding`); each is part of the cache key unless
     /// `forward_unkeyed`. Default: none.
     pub forward_headers: Vec<HeaderName>,
+    /// Requests that go to the origin without a lookup (first match wins).
+    pub bypass: Vec<rules::Rule>,
+    /// Requests that are looked up but whose responses are never stored.
+    pub no_store: Vec<rules::Rule>,
     /// The `forward_headers` are not added to the key (logged at start).
     pub forward_unkeyed: bool,
     /// A range at most this long that starts far past what its slice's
@@ -381,6 +386,8 @@ impl RouteConfig {
             slice_prefetch: 1,
             slice_direct_max: 64 << 10,
             forward_headers: Vec::new(),
+            bypass: Vec::new(),
+            no_store: Vec::new(),
             forward_unkeyed: false,
         }
     }
@@ -966,7 +973,11 @@ impl Resolver<'_> {
             }
         }
         let d = RouteConfig::catch_all();
+        let bypass = self.rules(r.bypass, at, rules::RuleKind::Bypass)?;
+        let no_store = self.rules(r.no_store, at, rules::RuleKind::NoStore)?;
         Ok(RouteConfig {
+            bypass,
+            no_store,
             forward_headers,
             forward_unkeyed,
             path,

@@ -154,6 +154,10 @@ pub struct RawRoute {
     pub slice_direct_max: Option<Size>,
     pub forward_headers: Option<Vec<Spanned<String>>>,
     pub forward_unkeyed: Option<bool>,
+    #[serde(default)]
+    pub bypass: Vec<super::rules::RawRule>,
+    #[serde(default)]
+    pub no_store: Vec<super::rules::RawRule>,
 }
 
 #[derive(Debug, Default, Deserialize)]

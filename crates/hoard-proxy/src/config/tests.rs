@@ -330,3 +330,38 @@ fn forwarding_settings() {
     );
     assert!(e.message.contains("forwarded anyway"), "{e}");
 }
+
+#[test]
+fn rules_resolve_and_bad_rules_name_key_and_line() {
+    const BASE: &str =
+        "[upstream.app]\nservers = [\"http://a:1\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n";
+    let ok = format!(
+        "{BASE}[[site.route.bypass]]\nname = \"logged-in\"\ncookie = \"wordpress_logged_in_*\"\n[[site.route.no_store]]\nname = \"dbg\"\nheader = \"X-Debug: 1\"\nclient = [\"10.0.0.0/8\"]\n"
+    );
+    let c = Config::from_toml("hoard.toml", &ok).unwrap();
+    let r = &c.sites[0].routes[0];
+    assert_eq!(&*r.bypass[0].label, "bypass-rule:logged-in");
+    assert_eq!(r.no_store[0].conditions.len(), 2);
+    let e = error(&format!("{BASE}[[site.route.bypass]]\nname = \"empty\"\n"));
+    assert_eq!(e.line, Some(7), "{e}");
+    assert!(
+        e.key.ends_with(".bypass[0]") && e.message.contains("no condition"),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{BASE}[[site.route.no_store]]\nname = \"x\"\nclient = [\"10.0.0.0/99\"]\n"
+    ));
+    assert_eq!(
+        (e.line, e.key.ends_with(".no_store[0].client")),
+        (Some(8), true),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{BASE}[[site.route.bypass]]\nname = \"x\"\nheader = \"Bad Name\"\n"
+    ));
+    assert_eq!(
+        (e.line, e.key.ends_with(".bypass[0].header")),
+        (Some(8), true),
+        "{e}"
+    );
+}

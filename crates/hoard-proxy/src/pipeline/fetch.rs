@@ -46,6 +46,8 @@ pub(crate) struct Want<'a> {
     pub variant: Option<Digest>,
     /// The key is marked hit-for-pass (shown as `fwd=bypass; detail=hit-for-pass`).
     pub hit_for_pass: bool,
+    /// The bypass rule that sent the request here (`Cache-Status` detail).
+    pub rule: Option<Arc<str>>,
 }
 
 /// Whether a fetch may share a fill with other requests.
@@ -184,12 +186,13 @@ impl Pipeline {
             Ok(o) => o,
             Err(_) => {
                 self.counters.inc(&self.counters.fill_wait_timeouts);
-                return self.pass(ctx, None).await;
+                return self.pass(ctx, None, None).await;
             }
         };
         let mut cs = CacheStatus {
             fwd: Some(fwd),
             collapsed: !leader,
+            rule: want.rule.clone(),
             ..Default::default()
         };
         let hfp_detail = want.hit_for_pass.then_some("hit-for-pass");

@@ -49,6 +49,7 @@ use tokio::time::Instant;
 
 use crate::access_log::{AccessLog, Record};
 use crate::body::ProxyBody;
+use crate::config::rules::{first_match, Rule, RuleInput};
 use crate::config::{Config, HostMatch, RouteConfig, SiteConfig};
 use crate::counters::Counters;
 use crate::error::{ErrorKind, ProxyError};
@@ -81,6 +82,16 @@ pub struct Pipeline {
     /// One permit per open client connection (`server.max_connections`).
     pub(crate) connections: Arc<tokio::sync::Semaphore>,
     via: Via,
+}
+
+/// The route rule that matched a cacheable request, if any.
+#[derive(Debug, Clone, Copy)]
+enum Applied<'r> {
+    None,
+    /// A bypass rule with `store = true`: no lookup, the response is stored.
+    BypassStore(&'r Rule),
+    /// A no-store rule: look up, serve only what is usable as it is, never store.
+    NoStore(&'r Rule),
 }
 
 /// One request as the pipeline sees it after recv.
@@ -302,7 +313,26 @@ impl Pipeline {
         };
         if (ctx.method == Method::GET || ctx.method == Method::HEAD) && route.cache {
             drop(body);
-            self.cacheable(&ctx).await
+            let input = RuleInput {
+                method: &ctx.method,
+                headers: &ctx.headers,
+                query: ctx.uri.query(),
+                peer: peer.ip(),
+            };
+            if let Some(rule) = first_match(&route.bypass, &input) {
+                self.counters.inc(&self.counters.bypass_rule_matches);
+                if !rule.store {
+                    return self.pass(&ctx, None, Some((Fwd::Bypass, rule))).await;
+                }
+                return self.cacheable(&ctx, Applied::BypassStore(rule)).await;
+            }
+            match first_match(&route.no_store, &input) {
+                Some(rule) => {
+                    self.counters.inc(&self.counters.no_store_rule_matches);
+                    self.cacheable(&ctx, Applied::NoStore(rule)).await
+                }
+                None => self.cacheable(&ctx, Applied::None).await,
+            }
         } else {
             let body = if http_body::Body::is_end_stream(&body) {
                 None
@@ -314,7 +344,7 @@ impl Pipeline {
                         as ReqBody,
                 )
             };
-            self.pass(&ctx, body).await
+            self.pass(&ctx, body, None).await
         }
     }
 
@@ -339,12 +369,21 @@ impl Pipeline {
     }
 
     /// Cacheable method on a caching route: look up and decide.
-    async fn cacheable(self: &Arc<Self>, ctx: &Ctx<'_>) -> Result<Response<ProxyBody>, ProxyError> {
+    async fn cacheable(
+        self: &Arc<Self>,
+        ctx: &Ctx<'_>,
+        applied: Applied<'_>,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
         let req_cc = request_cache_control(&ctx.headers);
         let key = ctx.key_for(ctx.route, ctx.uri.path(), ctx.uri.query());
         let now = self.clock.now();
         let mut variant = None;
-        let (stale, fwd) = match self.store.lookup(key.digest, &key.text, &ctx.headers).await {
+        let lookup = match applied {
+            // A bypass that stores: no lookup, a fill that replaces the object.
+            Applied::BypassStore(_) => Lookup::UriMiss,
+            _ => self.store.lookup(key.digest, &key.text, &ctx.headers).await,
+        };
+        let (stale, fwd) = match lookup {
             Lookup::Hit(obj) => match reuse(&obj.times, &obj.rules, &req_cc, now) {
                 Reuse::Fresh | Reuse::StaleAllowed => {
                     self.counters.inc(&self.counters.cache_hit);
@@ -354,6 +393,9 @@ impl Pipeline {
                     };
                     return Ok(self.serve_stored(ctx, &key, obj, status, now));
                 }
+                // A no-store request takes only what may be served as it is:
+                // a refresh in its name (with its cookies) must not be stored.
+                _ if matches!(applied, Applied::NoStore(_)) => (None, Fwd::Stale),
                 Reuse::StaleWhileRevalidate => {
                     // RFC 5861 §3: serve the stale copy now; one background refresh
                     // (a fill nobody waits for) runs unless one is in flight.
@@ -384,6 +426,10 @@ impl Pipeline {
             }
             Lookup::UriMiss => (None, Fwd::UriMiss),
         };
+        let fwd = match applied {
+            Applied::BypassStore(_) => Fwd::Bypass,
+            _ => fwd,
+        };
         if req_cc.only_if_cached {
             self.counters.inc(&self.counters.only_if_cached_miss);
             let e = ProxyError::client(
@@ -391,6 +437,10 @@ impl Pipeline {
                 "only-if-cached and nothing usable stored",
             );
             return Ok(self.error_response(&e, Some(fwd)));
+        }
+        if let Applied::NoStore(rule) = applied {
+            self.counters.inc(&self.counters.cache_miss);
+            return self.pass(ctx, None, Some((fwd, rule))).await;
         }
         if let (None, Some(size)) = (&stale, ctx.route.slice) {
             if let Some(resp) = self.sliced(ctx, &key, &req_cc, size).await? {
@@ -410,6 +460,10 @@ impl Pipeline {
             stale,
             variant,
             hit_for_pass: false,
+            rule: match applied {
+                Applied::BypassStore(rule) => Some(rule.label.clone()),
+                _ => None,
+            },
         })
         .await
     }

@@ -7,15 +7,18 @@ use http::{Method, Response, Uri, Version};
 
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
+use crate::config::rules::Rule;
 use crate::error::ProxyError;
 use crate::upstream::ReqBody;
 
 impl Pipeline {
-    /// Forwards the request as is and streams the response back.
+    /// Forwards the request as is and streams the response back. `rule`:
+    /// the route rule that sent it here, and how `Cache-Status` says so.
     pub(crate) async fn pass(
         &self,
         ctx: &Ctx<'_>,
         body: Option<ReqBody>,
+        rule: Option<(Fwd, &Rule)>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         self.counters.inc(&self.counters.cache_pass);
         let oreq = self.origin_request(ctx, false, body);
@@ -27,14 +30,15 @@ impl Pipeline {
             self.invalidate(ctx, &headers);
         }
         self.add_via(&mut headers, Version::HTTP_11);
-        let fwd = if ctx.method == Method::GET || ctx.method == Method::HEAD {
-            Fwd::Bypass
-        } else {
-            Fwd::Method
+        let fwd = match rule {
+            Some((fwd, _)) => fwd,
+            None if ctx.method == Method::GET || ctx.method == Method::HEAD => Fwd::Bypass,
+            None => Fwd::Method,
         };
         let cs = CacheStatus {
             fwd: Some(fwd),
             fwd_status: Some(parts.status.as_u16()),
+            rule: rule.map(|(_, r)| r.label.clone()),
             ..Default::default()
         };
         if !self.cfg.admin.forward_tags {

@@ -597,6 +597,7 @@ impl Pipeline {
             ttl: src.ttl,
             key: self.cfg.server.debug_headers.then(|| key.text.clone()),
             detail: Some("slice"),
+            rule: None,
         }
     }
 

@@ -5,6 +5,7 @@
 
 mod b_basic;
 mod b_routing;
+mod b_rules;
 mod b_upstream;
 mod c_freshness;
 mod c_request;
