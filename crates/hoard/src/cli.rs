@@ -5,19 +5,28 @@
 //! hoard run --config hoard.toml
 //! hoard check --config hoard.toml
 //! hoard purge --admin http://127.0.0.1:8001 (URL | --prefix P | --host H | --tag T) [--soft]
+//! hoard reload --pid-file /run/hoard.pid
 //! ```
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use hoard_proxy::config::units::{parse_duration, parse_size};
 use hoard_proxy::{Config, ConfigError, QuickStart};
 
+/// `hoard --version`: the version and the commit it was built from.
+const VERSION_LINE: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("HOARD_COMMIT"),
+    ")"
+);
+
 /// hoard: an HTTP caching reverse proxy.
 #[derive(Debug, Parser)]
-#[command(version, about, args_conflicts_with_subcommands = true)]
+#[command(version = VERSION_LINE, about, args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -27,11 +36,14 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run with a configuration file.
+    /// Run with a configuration file (re-read on SIGHUP).
     Run {
         /// The TOML configuration file.
         #[arg(long, short)]
         config: PathBuf,
+        /// Write the process id here while running.
+        #[arg(long)]
+        pid_file: Option<PathBuf>,
     },
     /// Validate a configuration file and exit (non-zero on error).
     Check {
@@ -41,6 +53,12 @@ enum Command {
     },
     /// Purge cached objects through a running hoard's admin API; prints the count.
     Purge(PurgeArgs),
+    /// Ask a running hoard to re-read its configuration (sends SIGHUP).
+    Reload {
+        /// The pid file the running hoard writes (`--pid-file`).
+        #[arg(long)]
+        pid_file: PathBuf,
+    },
 }
 
 /// `hoard purge`.
@@ -141,6 +159,9 @@ struct QuickArgs {
     /// Access log: stdout, stderr, or a file path (JSON lines; reopened on SIGUSR1).
     #[arg(long)]
     access_log: Option<String>,
+    /// Write the process id here while running.
+    #[arg(long)]
+    pid_file: Option<PathBuf>,
 }
 
 /// Parses the command line (exits with usage on error).
@@ -157,6 +178,31 @@ impl Cli {
         }
     }
 
+    /// `hoard reload`'s pid file.
+    pub fn reload(&self) -> Option<&Path> {
+        match &self.command {
+            Some(Command::Reload { pid_file }) => Some(pid_file),
+            _ => None,
+        }
+    }
+
+    /// Where to write the process id, if asked.
+    pub fn pid_file(&self) -> Option<&Path> {
+        match &self.command {
+            Some(Command::Run { pid_file, .. }) => pid_file.as_deref(),
+            None => self.quick.pid_file.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The configuration file a reload re-reads (none in quick-start mode).
+    pub fn config_file(&self) -> Option<&Path> {
+        match &self.command {
+            Some(Command::Run { config, .. }) => Some(config),
+            _ => None,
+        }
+    }
+
     /// True for `hoard check`.
     pub fn check_only(&self) -> bool {
         matches!(self.command, Some(Command::Check { .. }))
@@ -165,10 +211,12 @@ impl Cli {
     /// The configuration the command line asks for.
     pub fn config(&self) -> Result<Config, ConfigError> {
         match &self.command {
-            Some(Command::Run { config }) | Some(Command::Check { config }) => {
+            Some(Command::Run { config, .. }) | Some(Command::Check { config }) => {
                 Config::from_file(config)
             }
-            Some(Command::Purge(_)) => unreachable!("invariant: purge has no configuration"),
+            Some(Command::Purge(_)) | Some(Command::Reload { .. }) => {
+                unreachable!("invariant: purge and reload have no configuration")
+            }
             None => {
                 let q = &self.quick;
                 let Some(upstream) = &q.upstream else {

@@ -1,6 +1,7 @@
 //! The `hoard` binary: command line, logging, runtime, signals.
 
 mod cli;
+mod service;
 
 /// mimalloc: threads free each other's allocations without taking a lock
 /// (a purge dropping 100k objects on a blocking thread must not stall the
@@ -25,8 +26,21 @@ fn main() -> ExitCode {
         // Colours only on a terminal: logs piped to a file stay plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    hoard_proxy::build_info::set_commit(env!("HOARD_COMMIT"));
     if let Some(p) = cli.purge() {
         return purge(p);
+    }
+    if let Some(pid_file) = cli.reload() {
+        return match service::send_reload(pid_file) {
+            Ok(pid) => {
+                println!("reload requested (process {pid}); the outcome is logged and shown in /status");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("hoard: reload: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
     let config = match cli.config() {
         Ok(c) => c,
@@ -39,7 +53,7 @@ fn main() -> ExitCode {
         println!("configuration is valid");
         return ExitCode::SUCCESS;
     }
-    match run(config) {
+    match run(config, cli.pid_file()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("hoard: {e}");
@@ -86,7 +100,7 @@ fn purge(p: &cli::PurgeArgs) -> ExitCode {
     }
 }
 
-fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
+fn run(config: Config, pid_file: Option<&std::path::Path>) -> Result<(), Box<dyn std::error::Error>> {
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
     if config.server.threads > 0 {
@@ -95,8 +109,16 @@ fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let rt = rt.build()?;
     rt.block_on(async move {
         let proxy = Proxy::start(config, Arc::new(SystemClock)).await?;
+        let _pid = pid_file
+            .map(|p| {
+                service::PidFile::write(p).map_err(|e| format!("--pid-file {}: {e}", p.display()))
+            })
+            .transpose()?;
+        // Listeners are bound: ready for systemd (`Type=notify`).
+        service::notify("READY=1");
         wait_for_signal(&proxy).await;
         tracing::info!("shutting down");
+        service::notify("STOPPING=1");
         proxy.shutdown().await;
         Ok(())
     })

@@ -220,7 +220,8 @@ pub fn status(admin: &Admin) -> Value {
         )
     };
     json!({
-        "version": env!("CARGO_PKG_VERSION"),
+        "version": crate::build_info::VERSION,
+        "commit": crate::build_info::commit(),
         "uptime_seconds": admin.started.elapsed().as_secs(),
         "sample": samples.sample,
         "requests": requests,
