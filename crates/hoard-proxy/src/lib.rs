@@ -62,14 +62,64 @@ impl std::fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
+/// Logs the routes that forward client fields without keying them.
+fn warn_unkeyed(cfg: &Config) {
+    for site in &cfg.sites {
+        for route in &site.routes {
+            if route.forward_unkeyed && !route.forward_headers.is_empty() {
+                let names: Vec<&str> = route.forward_headers.iter().map(|h| h.as_str()).collect();
+                tracing::warn!(fields = ?names, route = ?route.path, "forwarding client fields that are not part of the cache key (forward_unkeyed): responses that reflect them can be served to others");
+            }
+        }
+    }
+}
+
 /// A running proxy.
 #[derive(Debug)]
 pub struct Proxy {
-    addrs: Vec<SocketAddr>,
     admin_addr: Option<SocketAddr>,
     pipeline: Arc<pipeline::Pipeline>,
+    /// Stops the admin listener and background tasks.
     shutdown: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    /// The client listeners, changed by reloads.
+    listeners: parking_lot::Mutex<Vec<Listening>>,
+    tasks: parking_lot::Mutex<Vec<JoinHandle<()>>>,
+    clock: Arc<dyn Clock>,
+}
+
+/// One bound client listener.
+#[derive(Debug)]
+struct Listening {
+    cfg: config::ListenerConfig,
+    addr: SocketAddr,
+    state: Arc<arc_swap::ArcSwap<server::ListenerState>>,
+    /// Closes this listener; its connections drain.
+    stop: watch::Sender<bool>,
+}
+
+pub use pipeline::running::ReloadRecord;
+
+/// What a reload changed.
+#[derive(Debug, Clone, Default)]
+pub struct Reloaded {
+    /// The running configuration's generation now.
+    pub generation: u64,
+    /// Listeners opened.
+    pub opened: Vec<SocketAddr>,
+    /// Listeners closed (their connections drain).
+    pub closed: Vec<SocketAddr>,
+    /// Settings that changed but wait for a restart.
+    pub restart_needed: Vec<&'static str>,
+}
+
+fn listener_state(l: &config::ListenerConfig) -> Result<server::ListenerState, StartError> {
+    Ok(server::ListenerState {
+        http2: l.http2,
+        tls: match &l.tls {
+            Some(t) => Some(server::tls::acceptor(t, l.http2).map_err(StartError::Tls)?),
+            None => None,
+        },
+    })
 }
 
 impl Proxy {
@@ -79,15 +129,7 @@ impl Proxy {
     /// When a listener cannot bind or TLS material cannot be loaded.
     pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Proxy, StartError> {
         let cfg = Arc::new(cfg);
-        for site in &cfg.sites {
-            for route in &site.routes {
-                if route.forward_unkeyed && !route.forward_headers.is_empty() {
-                    let names: Vec<&str> =
-                        route.forward_headers.iter().map(|h| h.as_str()).collect();
-                    tracing::warn!(fields = ?names, route = ?route.path, "forwarding client fields that are not part of the cache key (forward_unkeyed): responses that reflect them can be served to others");
-                }
-            }
-        }
+        warn_unkeyed(&cfg);
         let counters = Arc::new(Counters::default());
         let store = Store::new(
             cfg.cache.memory_size,
@@ -99,13 +141,13 @@ impl Proxy {
         .map_err(StartError::Storage)?;
         store.start();
         let store = Arc::new(store);
-        let mut pipeline = pipeline::Pipeline::new(cfg.clone(), store, counters.clone(), clock);
+        let mut pipeline =
+            pipeline::Pipeline::new(cfg.clone(), store, counters.clone(), clock.clone());
         pipeline.access_log = access_log::AccessLog::start(&cfg.access_log, counters)
             .map_err(StartError::AccessLog)?
             .map(Arc::new);
         let pipeline = Arc::new(pipeline);
         let (tx, rx) = watch::channel(false);
-        let mut addrs = Vec::new();
         let mut tasks = Vec::new();
         let admin_addr = match cfg.admin.address {
             Some(a) => {
@@ -116,43 +158,165 @@ impl Proxy {
             }
             None => None,
         };
-        for l in &cfg.listeners {
-            let tls = match &l.tls {
-                Some(t) => Some(server::tls::acceptor(t, l.http2).map_err(StartError::Tls)?),
-                None => None,
-            };
-            let listener = server::bind(l.address).map_err(|e| StartError::Bind(l.address, e))?;
-            let addr = listener
-                .local_addr()
-                .map_err(|e| StartError::Bind(l.address, e))?;
-            addrs.push(addr);
-            tracing::info!(%addr, tls = tls.is_some(), "listening");
-            tasks.push(tokio::spawn(server::accept_loop(
-                listener,
-                l.clone(),
-                cfg.server.clone(),
-                pipeline.clone(),
-                tls,
-                rx.clone(),
-            )));
-        }
-        Ok(Proxy {
-            addrs,
+        let proxy = Proxy {
             admin_addr,
             pipeline,
             shutdown: tx,
-            tasks,
-        })
+            listeners: parking_lot::Mutex::new(Vec::new()),
+            tasks: parking_lot::Mutex::new(tasks),
+            clock,
+        };
+        for l in &cfg.listeners {
+            proxy.open(l.clone(), listener_state(l)?)?;
+        }
+        Ok(proxy)
+    }
+
+    /// Binds and serves one listener.
+    fn open(
+        &self,
+        cfg: config::ListenerConfig,
+        state: server::ListenerState,
+    ) -> Result<SocketAddr, StartError> {
+        let listener = server::bind(cfg.address).map_err(|e| StartError::Bind(cfg.address, e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| StartError::Bind(cfg.address, e))?;
+        tracing::info!(%addr, tls = state.tls.is_some(), "listening");
+        let state = Arc::new(arc_swap::ArcSwap::from_pointee(state));
+        let (stop, rx) = watch::channel(false);
+        self.tasks.lock().push(tokio::spawn(server::accept_loop(
+            listener,
+            state.clone(),
+            self.pipeline.clone(),
+            rx,
+        )));
+        self.listeners.lock().push(Listening {
+            cfg,
+            addr,
+            state,
+            stop,
+        });
+        Ok(addr)
+    }
+
+    /// Applies a new configuration to new requests without closing a
+    /// connection or failing a request in flight: routes, upstreams (their
+    /// idle connections and health kept by name and server) and request
+    /// limits change at once; listeners that stay keep their sockets (TLS
+    /// material is read again), added ones open, removed ones drain. The
+    /// cache survives; an object whose route's key template changed is
+    /// simply not found under the new key and ages out. Settings that need
+    /// a restart are kept and named in the result.
+    ///
+    /// # Errors
+    /// When a new listener cannot bind or TLS material cannot be read:
+    /// then nothing changes.
+    pub fn reload(&self, cfg: Config) -> Result<Reloaded, StartError> {
+        let result = self.apply(cfg);
+        *self.pipeline.last_reload.lock() = Some(ReloadRecord {
+            at: self.clock.now(),
+            result: result
+                .as_ref()
+                .map(|r| r.generation)
+                .map_err(ToString::to_string),
+        });
+        result
+    }
+
+    /// Records a reload refused before it reached the proxy (a file that
+    /// does not parse), for `/status`.
+    pub fn reload_refused(&self, error: &str) {
+        *self.pipeline.last_reload.lock() = Some(ReloadRecord {
+            at: self.clock.now(),
+            result: Err(error.to_string()),
+        });
+    }
+
+    /// The last reload, if any.
+    pub fn last_reload(&self) -> Option<ReloadRecord> {
+        self.pipeline.last_reload.lock().clone()
+    }
+
+    fn apply(&self, cfg: Config) -> Result<Reloaded, StartError> {
+        let cfg = Arc::new(cfg);
+        let old = self.pipeline.snapshot();
+        let restart_needed = pipeline::running::restart_needed(&old.cfg, &cfg);
+        // Everything that can fail first: TLS material, then new sockets.
+        let mut states = Vec::new();
+        for l in &cfg.listeners {
+            states.push(listener_state(l)?);
+        }
+        let mut out = Reloaded {
+            restart_needed,
+            ..Reloaded::default()
+        };
+        let kept: Vec<bool> = {
+            let listening = self.listeners.lock();
+            cfg.listeners
+                .iter()
+                .map(|l| listening.iter().any(|x| x.cfg.address == l.address))
+                .collect()
+        };
+        let mut opened = Vec::new();
+        for ((l, state), kept) in cfg.listeners.iter().zip(states).zip(&kept) {
+            if *kept {
+                let listening = self.listeners.lock();
+                let x = listening
+                    .iter()
+                    .find(|x| x.cfg.address == l.address)
+                    .expect("invariant: kept listeners are listening");
+                x.state.store(Arc::new(state));
+            } else {
+                match self.open(l.clone(), state) {
+                    Ok(addr) => opened.push(addr),
+                    Err(e) => {
+                        // Undo: close what this reload opened.
+                        self.close(|x| opened.contains(&x.addr));
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        warn_unkeyed(&cfg);
+        self.pipeline
+            .install(old.next(cfg.clone(), &self.pipeline.counters, &self.clock));
+        out.generation = old.generation + 1;
+        out.opened = opened;
+        out.closed = self.close(|x| !cfg.listeners.iter().any(|l| l.address == x.cfg.address));
+        for x in self.listeners.lock().iter_mut() {
+            if let Some(l) = cfg.listeners.iter().find(|l| l.address == x.cfg.address) {
+                x.cfg = l.clone();
+            }
+        }
+        Ok(out)
+    }
+
+    /// Closes the listeners `which` selects; returns their addresses.
+    fn close(&self, which: impl Fn(&Listening) -> bool) -> Vec<SocketAddr> {
+        let mut listening = self.listeners.lock();
+        let mut closed = Vec::new();
+        listening.retain(|x| {
+            if which(x) {
+                let _ = x.stop.send(true);
+                tracing::info!(addr = %x.addr, "listener closed; its connections drain");
+                closed.push(x.addr);
+                false
+            } else {
+                true
+            }
+        });
+        closed
     }
 
     /// The address of the first listener.
     pub fn addr(&self) -> SocketAddr {
-        self.addrs[0]
+        self.listeners.lock()[0].addr
     }
 
     /// The addresses of all listeners, in configuration order.
-    pub fn addrs(&self) -> &[SocketAddr] {
-        &self.addrs
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        self.listeners.lock().iter().map(|l| l.addr).collect()
     }
 
     /// The admin listener's address, when it is on.
@@ -195,6 +359,9 @@ impl Proxy {
     /// Starts a shutdown: listeners close, connections drain (see [`server`]).
     pub fn begin_shutdown(&self) {
         let _ = self.shutdown.send(true);
+        for l in self.listeners.lock().iter() {
+            let _ = l.stop.send(true);
+        }
     }
 
     /// Shuts down and waits until every connection is closed or the
@@ -203,10 +370,11 @@ impl Proxy {
     /// cancels the rest cleanly.
     pub async fn shutdown(self) {
         self.begin_shutdown();
-        for t in self.tasks {
+        let tasks = std::mem::take(&mut *self.tasks.lock());
+        for t in tasks {
             let _ = t.await;
         }
-        let timeout = self.pipeline.cfg.server.shutdown_timeout;
+        let timeout = self.pipeline.run().cfg.server.shutdown_timeout;
         self.pipeline.fills.shutdown(timeout).await;
     }
 

@@ -219,6 +219,24 @@ impl TestProxy {
         self.inner().store()
     }
 
+    /// Reloads the proxy with a TOML configuration (`{origin}` replaced by
+    /// the origin's address), as SIGHUP does with the file: a text that
+    /// does not parse is refused with the error `hoard check` prints.
+    pub fn reload_toml(
+        &self,
+        origin: &Origin,
+        text: &str,
+    ) -> Result<hoard_proxy::Reloaded, String> {
+        let text = text.replace("{origin}", &origin.addr().to_string());
+        match Config::from_toml("test.toml", &text) {
+            Err(e) => {
+                self.inner().reload_refused(&e.to_string());
+                Err(e.to_string())
+            }
+            Ok(cfg) => self.inner().reload(cfg).map_err(|e| e.to_string()),
+        }
+    }
+
     /// Starts a shutdown without waiting for it (listeners close, connections drain).
     pub fn begin_stop(&self) {
         self.inner().begin_shutdown();

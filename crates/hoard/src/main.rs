@@ -23,6 +23,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info".into()),
         )
         .with_target(false)
+        // Logs go to standard error (the journal under systemd).
+        .with_writer(std::io::stderr)
         // Colours only on a terminal: logs piped to a file stay plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
@@ -33,7 +35,9 @@ fn main() -> ExitCode {
     if let Some(pid_file) = cli.reload() {
         return match service::send_reload(pid_file) {
             Ok(pid) => {
-                println!("reload requested (process {pid}); the outcome is logged and shown in /status");
+                println!(
+                    "reload requested (process {pid}); the outcome is logged and shown in /status"
+                );
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -53,7 +57,7 @@ fn main() -> ExitCode {
         println!("configuration is valid");
         return ExitCode::SUCCESS;
     }
-    match run(config, cli.pid_file()) {
+    match run(config, cli.pid_file(), cli.config_file()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("hoard: {e}");
@@ -100,7 +104,11 @@ fn purge(p: &cli::PurgeArgs) -> ExitCode {
     }
 }
 
-fn run(config: Config, pid_file: Option<&std::path::Path>) -> Result<(), Box<dyn std::error::Error>> {
+fn run(
+    config: Config,
+    pid_file: Option<&std::path::Path>,
+    config_file: Option<&std::path::Path>,
+) -> Result<(), Box<dyn std::error::Error>> {
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
     if config.server.threads > 0 {
@@ -116,7 +124,8 @@ fn run(config: Config, pid_file: Option<&std::path::Path>) -> Result<(), Box<dyn
             .transpose()?;
         // Listeners are bound: ready for systemd (`Type=notify`).
         service::notify("READY=1");
-        wait_for_signal(&proxy).await;
+        tracing::info!(pid = std::process::id(), "ready");
+        wait_for_signal(&proxy, config_file).await;
         tracing::info!("shutting down");
         service::notify("STOPPING=1");
         proxy.shutdown().await;
@@ -124,8 +133,40 @@ fn run(config: Config, pid_file: Option<&std::path::Path>) -> Result<(), Box<dyn
     })
 }
 
-/// Waits for SIGINT or SIGTERM; on SIGUSR1 the access log reopens its file.
-async fn wait_for_signal(proxy: &Proxy) {
+/// Re-reads the configuration file and applies it (SIGHUP). An invalid file
+/// is refused with the text `hoard check` prints; the running one stays.
+fn reload(proxy: &Proxy, file: Option<&std::path::Path>) {
+    let Some(file) = file else {
+        tracing::warn!("SIGHUP: no configuration file to re-read (started without --config)");
+        return;
+    };
+    service::notify("RELOADING=1");
+    match Config::from_file(file) {
+        Err(e) => {
+            tracing::error!("reload refused, the running configuration stays: {e}");
+            proxy.reload_refused(&e.to_string());
+        }
+        Ok(cfg) => match proxy.reload(cfg) {
+            Ok(r) => {
+                tracing::info!(
+                    generation = r.generation,
+                    opened = ?r.opened,
+                    closed = ?r.closed,
+                    "configuration reloaded"
+                );
+                if !r.restart_needed.is_empty() {
+                    tracing::warn!(keys = ?r.restart_needed, "these settings changed but take effect only after a restart");
+                }
+            }
+            Err(e) => tracing::error!("reload refused, the running configuration stays: {e}"),
+        },
+    }
+    service::notify("READY=1");
+}
+
+/// Waits for SIGINT or SIGTERM; on SIGHUP the configuration is reloaded, on
+/// SIGUSR1 the access log reopens its file.
+async fn wait_for_signal(proxy: &Proxy, config_file: Option<&std::path::Path>) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -133,10 +174,12 @@ async fn wait_for_signal(proxy: &Proxy) {
             signal(SignalKind::terminate()).expect("invariant: SIGTERM handler installs");
         let mut usr1 =
             signal(SignalKind::user_defined1()).expect("invariant: SIGUSR1 handler installs");
+        let mut hup = signal(SignalKind::hangup()).expect("invariant: SIGHUP handler installs");
         loop {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => return,
                 _ = term.recv() => return,
+                _ = hup.recv() => reload(proxy, config_file),
                 _ = usr1.recv() => {
                     tracing::info!("SIGUSR1: reopening the access log");
                     proxy.reopen_logs();
@@ -145,5 +188,8 @@ async fn wait_for_signal(proxy: &Proxy) {
         }
     }
     #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+    {
+        let _ = config_file;
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

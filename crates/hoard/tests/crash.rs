@@ -3,89 +3,28 @@
 //! is never served (its temporary file is removed and counted) and is
 //! fetched again.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 
 use hoard_testkit::Test;
-use tokio::sync::mpsc;
 
-/// A running `hoard` binary and the lines it logs.
-struct Hoard {
-    child: Child,
-    lines: mpsc::UnboundedReceiver<String>,
-    /// Lines read so far (the loader may log before the listener does).
-    seen: Vec<String>,
-    addr: SocketAddr,
-}
+mod common;
+use common::Hoard;
 
-impl Hoard {
-    async fn start(origin: SocketAddr, dir: &Path) -> Hoard {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hoard"))
-            .args([
-                "--upstream",
-                &format!("http://{origin}"),
-                "--listen",
-                "127.0.0.1:0",
-                "--cache-dir",
-                dir.to_str().unwrap(),
-                "--cache-size",
-                "0",
-                "--threads",
-                "1",
-            ])
-            .env("HOARD_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start hoard");
-        // The log goes to standard output.
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut hoard = Hoard {
-            child,
-            lines,
-            seen: Vec::new(),
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        };
-        let line = hoard.wait_log("listening").await;
-        let addr = line.split("addr=").nth(1).expect("addr field");
-        hoard.addr = addr.split_whitespace().next().unwrap().parse().unwrap();
-        hoard
-    }
-
-    /// Waits (20 s at most) for a log line containing `text`; returns it.
-    async fn wait_log(&mut self, text: &str) -> String {
-        if let Some(l) = self.seen.iter().find(|l| l.contains(text)) {
-            return l.clone();
-        }
-        let wait = async {
-            loop {
-                let line = self.lines.recv().await.expect("hoard is running");
-                self.seen.push(line.clone());
-                if line.contains(text) {
-                    return line;
-                }
-            }
-        };
-        tokio::time::timeout(std::time::Duration::from_secs(20), wait)
-            .await
-            .unwrap_or_else(|_| panic!("hoard did not log {text:?}"))
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().unwrap();
-    }
+async fn start(origin: SocketAddr, dir: &Path) -> Hoard {
+    Hoard::start(&[
+        "--upstream",
+        &format!("http://{origin}"),
+        "--listen",
+        "127.0.0.1:0",
+        "--cache-dir",
+        dir.to_str().unwrap(),
+        "--cache-size",
+        "0",
+        "--threads",
+        "1",
+    ])
+    .await
 }
 
 fn files(dir: &Path) -> Vec<String> {
@@ -140,7 +79,7 @@ async fn kill_9_mid_write_leaves_no_servable_partial_object() {
         .start()
         .await;
     let dir = t.dir().join("zone");
-    let mut hoard = Hoard::start(origin.addr(), &dir).await;
+    let mut hoard = start(origin.addr(), &dir).await;
     hoard.wait_log("disk: zone loaded").await;
     t.client(hoard.addr)
         .get("/done")
@@ -158,7 +97,7 @@ async fn kill_9_mid_write_leaves_no_servable_partial_object() {
     hoard.kill9();
     killed.sync().await;
 
-    let mut hoard = Hoard::start(origin.addr(), &dir).await;
+    let mut hoard = start(origin.addr(), &dir).await;
     let loaded = hoard.wait_log("disk: zone loaded").await;
     assert!(loaded.contains("objects=1"), "{loaded}");
     assert!(

@@ -72,7 +72,7 @@ pub fn start(
     let listener = crate::server::bind(addr)?;
     let local = listener.local_addr()?;
     let admin = Arc::new(Admin {
-        token: pipeline.cfg.admin.token.clone(),
+        token: pipeline.run().cfg.admin.token.clone(),
         pipeline,
         started: Instant::now(),
         sampler: status::Sampler::default(),

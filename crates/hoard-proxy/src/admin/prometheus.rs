@@ -128,15 +128,16 @@ pub fn render(admin: &Admin) -> String {
     o.head(CLIENT_BYTES);
     o.sample(CLIENT_BYTES, &[], p.metrics.client_bytes());
 
+    let run = p.run();
     o.head(ORIGIN_REQUESTS);
-    for u in &p.upstreams {
+    for u in &run.upstreams {
         for r in OriginResult::ALL {
             let labels = [("upstream", u.cfg.name.as_str()), ("result", r.as_str())];
             o.sample(ORIGIN_REQUESTS, &labels, u.stats.result(r));
         }
     }
     o.head(ORIGIN_SECONDS);
-    for u in &p.upstreams {
+    for u in &run.upstreams {
         o.histogram(
             ORIGIN_SECONDS,
             &[("upstream", &u.cfg.name)],
@@ -144,7 +145,7 @@ pub fn render(admin: &Admin) -> String {
         );
     }
     o.head(ORIGIN_BYTES);
-    for u in &p.upstreams {
+    for u in &run.upstreams {
         o.sample(
             ORIGIN_BYTES,
             &[("upstream", &u.cfg.name)],
@@ -152,7 +153,7 @@ pub fn render(admin: &Admin) -> String {
         );
     }
     o.head(UPSTREAM_UP);
-    for u in &p.upstreams {
+    for u in &run.upstreams {
         for (server, up) in u.servers_up() {
             let labels = [("upstream", u.cfg.name.as_str()), ("server", server)];
             o.sample(UPSTREAM_UP, &labels, u8::from(up));

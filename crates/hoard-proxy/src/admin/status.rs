@@ -39,7 +39,7 @@ impl Totals {
             requests[o.index()] = p.metrics.requests(o);
         }
         let (mut origin_requests, mut origin_bytes) = (0, 0);
-        for u in &p.upstreams {
+        for u in &p.run().upstreams {
             origin_requests += OriginResult::ALL
                 .iter()
                 .map(|r| u.stats.result(*r))
@@ -141,6 +141,20 @@ fn ratio(part: u64, whole: u64) -> f64 {
     }
 }
 
+/// The running configuration's generation and the last reload.
+fn config_state(p: &crate::pipeline::Pipeline) -> Value {
+    let generation = p.run().generation;
+    let last = p.last_reload.lock().clone();
+    let reload = last.map(|r| {
+        let at = httpdate::fmt_http_date(r.at);
+        match r.result {
+            Ok(g) => json!({ "at": at, "result": "ok", "generation": g }),
+            Err(e) => json!({ "at": at, "result": "refused", "error": e }),
+        }
+    });
+    json!({ "generation": generation, "last_reload": reload })
+}
+
 /// The `/status` document.
 pub fn status(admin: &Admin) -> Value {
     let p = &admin.pipeline;
@@ -199,7 +213,8 @@ pub fn status(admin: &Admin) -> Value {
             })
         })
         .collect();
-    let upstreams: Vec<Value> = p
+    let run = p.run();
+    let upstreams: Vec<Value> = run
         .upstreams
         .iter()
         .map(|u| {
@@ -222,6 +237,7 @@ pub fn status(admin: &Admin) -> Value {
     json!({
         "version": crate::build_info::VERSION,
         "commit": crate::build_info::commit(),
+        "config": config_state(p),
         "uptime_seconds": admin.started.elapsed().as_secs(),
         "sample": samples.sample,
         "requests": requests,

@@ -196,7 +196,7 @@ impl Pipeline {
             ..Default::default()
         };
         let hfp_detail = want.hit_for_pass.then_some("hit-for-pass");
-        if self.cfg.server.debug_headers {
+        if ctx.run.cfg.server.debug_headers {
             cs.key = Some(key.text.clone());
         }
         tracing::debug!(key = %key.text, outcome = outcome.as_str(), leader, "fill outcome");

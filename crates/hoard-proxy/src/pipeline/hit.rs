@@ -38,7 +38,7 @@ impl Pipeline {
         now: SystemTime,
     ) -> Response<ProxyBody> {
         status.ttl = Some(ttl_secs(obj.times.ttl_millis(now)));
-        if self.cfg.server.debug_headers {
+        if ctx.run.cfg.server.debug_headers {
             status.key = Some(key.text.clone());
         }
         let age = HeaderValue::from(obj.times.current_age(now).as_secs());
@@ -64,7 +64,7 @@ impl Pipeline {
         body: ProxyBody,
     ) -> Response<ProxyBody> {
         // Purge tags are for this cache, not for clients.
-        if !self.cfg.admin.forward_tags {
+        if !ctx.run.cfg.admin.forward_tags {
             hoard_policy::tags::strip(&mut headers);
         }
         let pre = if status.is_success() {

@@ -26,6 +26,7 @@ mod origin_request;
 mod pass;
 pub(crate) mod purge;
 mod range;
+pub mod running;
 mod slice;
 pub(crate) mod slice_body;
 
@@ -58,7 +59,6 @@ use crate::metrics::Metrics;
 use crate::server::sendfile::SendQueue;
 use crate::server::tally::{Pending, Tallied};
 use crate::upstream::{ReqBody, Upstream};
-use crate::via::Via;
 
 /// The store type the pipeline uses.
 pub type StoreHandle = Store;
@@ -66,8 +66,10 @@ pub type StoreHandle = Store;
 /// Shared state of the request pipeline.
 #[derive(Debug)]
 pub struct Pipeline {
-    pub(crate) cfg: Arc<Config>,
-    pub(crate) upstreams: Vec<Arc<Upstream>>,
+    /// The running configuration (see `running`): swapped by a reload.
+    running: arc_swap::ArcSwap<running::Running>,
+    /// The last reload, for `/status`.
+    pub(crate) last_reload: parking_lot::Mutex<Option<running::ReloadRecord>>,
     pub(crate) store: Arc<Store>,
     pub(crate) counters: Arc<Counters>,
     pub(crate) clock: Arc<dyn Clock>,
@@ -81,7 +83,6 @@ pub struct Pipeline {
     pub(crate) access_log: Option<Arc<AccessLog>>,
     /// One permit per open client connection (`server.max_connections`).
     pub(crate) connections: Arc<tokio::sync::Semaphore>,
-    via: Via,
 }
 
 /// The route rule that matched a cacheable request, if any.
@@ -113,6 +114,8 @@ pub(crate) struct Ctx<'a> {
     pub send: Option<Arc<SendQueue>>,
     /// Where interim responses to this request go (HTTP/1.1 only).
     pub interim: Option<crate::server::watch::Interim>,
+    /// The running configuration the request is served with.
+    pub run: &'a running::Running,
 }
 
 impl Ctx<'_> {
@@ -143,12 +146,8 @@ impl Pipeline {
         counters: Arc<Counters>,
         clock: Arc<dyn Clock>,
     ) -> Pipeline {
-        let upstreams = cfg
-            .upstreams
-            .iter()
-            .map(|u| Arc::new(Upstream::new(u.clone(), counters.clone(), clock.clone())))
-            .collect();
-        let via = Via::new(&cfg.server.via);
+        let first = running::Running::first(cfg.clone(), &counters, &clock);
+        let via = first.via.clone();
         let fills = Arc::new(FillEngine::new(
             store.clone(),
             counters.clone(),
@@ -162,14 +161,28 @@ impl Pipeline {
             metrics: Arc::default(),
             access_log: None,
             connections: Arc::new(tokio::sync::Semaphore::new(cfg.server.max_connections)),
-            cfg,
-            upstreams,
+            running: arc_swap::ArcSwap::from_pointee(first),
+            last_reload: parking_lot::Mutex::new(None),
             store,
             counters,
             clock,
             fills,
-            via,
         }
+    }
+
+    /// The running configuration, for a short look (no reference count).
+    pub(crate) fn run(&self) -> arc_swap::Guard<Arc<running::Running>> {
+        self.running.load()
+    }
+
+    /// The running configuration, to hold (a request keeps its snapshot).
+    pub fn snapshot(&self) -> Arc<running::Running> {
+        self.running.load_full()
+    }
+
+    /// Makes `next` the running configuration for new requests.
+    pub(crate) fn install(&self, next: running::Running) {
+        self.running.store(Arc::new(next));
     }
 
     /// Serves one client request: [`Pipeline::handle`] (or a `PURGE`),
@@ -245,7 +258,8 @@ impl Pipeline {
         tls: bool,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let (parts, body) = req.into_parts();
-        let limits = &self.cfg.server;
+        let run = self.snapshot();
+        let limits = &run.cfg.server;
         if parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) > limits.max_uri_length {
             return Err(ProxyError::client(
                 ErrorKind::UriTooLong,
@@ -268,13 +282,13 @@ impl Pipeline {
                 ));
             }
         }
-        let site_idx = self.select_site(&authority).ok_or_else(|| {
+        let site_idx = select_site(&run.cfg, &authority).ok_or_else(|| {
             ProxyError::client(
                 ErrorKind::NoRoute,
                 format!("no site for host {authority:?}"),
             )
         })?;
-        let site = &self.cfg.sites[site_idx];
+        let site = &run.cfg.sites[site_idx];
         let path = parts.uri.path();
         let route_idx = site.route_for(path).ok_or_else(|| {
             ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}"))
@@ -297,7 +311,8 @@ impl Pipeline {
         let ctx = Ctx {
             route,
             site,
-            upstream: &self.upstreams[route.upstream],
+            upstream: &run.upstreams[route.upstream],
+            run: &run,
             peer,
             tls,
             method: parts.method,
@@ -347,9 +362,12 @@ impl Pipeline {
             self.pass(&ctx, body, None).await
         }
     }
+}
 
-    fn select_site(&self, authority: &str) -> Option<usize> {
-        let sites = &self.cfg.sites;
+/// The site that serves `authority` (normalised), if any.
+pub(crate) fn select_site(cfg: &Config, authority: &str) -> Option<usize> {
+    {
+        let sites = &cfg.sites;
         if let [only] = sites.as_slice() {
             if only.hosts.is_empty() {
                 return Some(0);
@@ -367,7 +385,9 @@ impl Pipeline {
             })
             .or_else(|| sites.iter().position(|s| s.hosts.is_empty()))
     }
+}
 
+impl Pipeline {
     /// Cacheable method on a caching route: look up and decide.
     async fn cacheable(
         self: &Arc<Self>,
@@ -471,7 +491,7 @@ impl Pipeline {
     /// Adds `Cache-Status` (RFC 9211), appended after any upstream cache's
     /// entry, and notes the request's [`Outcome`] for metrics and the log.
     pub(crate) fn add_cache_status(&self, resp: &mut Response<ProxyBody>, status: &CacheStatus) {
-        if let Ok(v) = HeaderValue::from_str(&status.to_header(&self.cfg.server.via)) {
+        if let Ok(v) = HeaderValue::from_str(&status.to_header(&self.run().cfg.server.via)) {
             resp.headers_mut().append("cache-status", v);
         }
         resp.extensions_mut().insert(status.outcome());
@@ -479,7 +499,7 @@ impl Pipeline {
 
     /// Appends this hop to `Via` (RFC 9110 §7.6.3).
     pub(crate) fn add_via(&self, headers: &mut HeaderMap, version: Version) {
-        self.via.add(headers, version);
+        self.run().via.add(headers, version);
     }
 
     /// A response for an error generated by hoard.

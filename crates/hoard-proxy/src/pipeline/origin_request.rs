@@ -54,7 +54,8 @@ impl Pipeline {
             }
         }
         self.add_via(&mut headers, ctx.version);
-        let trusted = self
+        let trusted = ctx
+            .run
             .cfg
             .server
             .trusted_proxies

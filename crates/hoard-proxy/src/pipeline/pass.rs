@@ -41,7 +41,7 @@ impl Pipeline {
             rule: rule.map(|(_, r)| r.label.clone()),
             ..Default::default()
         };
-        if !self.cfg.admin.forward_tags {
+        if !ctx.run.cfg.admin.forward_tags {
             hoard_policy::tags::strip(&mut headers);
         }
         let mut r = Response::new(ProxyBody::Origin(body));

@@ -42,8 +42,9 @@ impl Pipeline {
             .unwrap_or((Cow::Borrowed(path), query.map(Cow::Borrowed)));
         let (path, query) = (path.as_ref(), query.as_deref());
         let host = normalize_host(authority, scheme);
-        let route = self.select_site(authority).and_then(|s| {
-            let site = &self.cfg.sites[s];
+        let run = self.snapshot();
+        let route = super::select_site(&run.cfg, authority).and_then(|s| {
+            let site = &run.cfg.sites[s];
             site.route_for(path).map(|r| &site.routes[r])
         });
         let target = route.and_then(|route| {
@@ -116,7 +117,7 @@ impl Pipeline {
         peer: SocketAddr,
         tls: bool,
     ) -> Response<ProxyBody> {
-        let allow = &self.cfg.admin.purge_allow;
+        let allow = &self.run().cfg.admin.purge_allow;
         let refuse = |status: StatusCode, msg: &str| {
             self.counters.inc(&self.counters.purges_refused);
             json_response(status, format!("{{\"error\":\"{msg}\"}}\n"))

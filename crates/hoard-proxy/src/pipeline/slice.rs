@@ -595,7 +595,12 @@ impl Pipeline {
             stored: !hit && matches!(src.body, ProxyBody::Busy(_)),
             collapsed: src.collapsed,
             ttl: src.ttl,
-            key: self.cfg.server.debug_headers.then(|| key.text.clone()),
+            key: self
+                .run()
+                .cfg
+                .server
+                .debug_headers
+                .then(|| key.text.clone()),
             detail: Some("slice"),
             rule: None,
         }

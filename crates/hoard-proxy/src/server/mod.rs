@@ -42,7 +42,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch as signal;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{ListenerConfig, ServerConfig};
+use crate::config::ServerConfig;
 use crate::pipeline::Pipeline;
 use sendfile::{SendQueue, SendfileStream};
 use watch::{Activity, Limits, Tracked, Verdict, Watched};
@@ -86,19 +86,39 @@ fn builder(server: &ServerConfig, http2: bool) -> auto::Builder<TokioExecutor> {
     }
 }
 
-/// Runs the accept loop of one listener until `shutdown` turns true.
+/// What a listener serves with; replaced in place by a reload (TLS
+/// material is read again), so the socket is kept.
+pub struct ListenerState {
+    /// HTTP/2 accepted (ALPN over TLS, prior knowledge on plain sockets).
+    pub http2: bool,
+    /// The TLS acceptor, for a TLS listener.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl std::fmt::Debug for ListenerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenerState")
+            .field("http2", &self.http2)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+/// Runs the accept loop of one listener until `shutdown` turns true (the
+/// proxy stops, or a reload removed the listener); then drains it. Each
+/// connection is served with the configuration running when it was
+/// accepted (the server limits) and the listener's current state.
 pub async fn accept_loop(
     listener: TcpListener,
-    cfg: ListenerConfig,
-    server: ServerConfig,
+    state: Arc<arc_swap::ArcSwap<ListenerState>>,
     pipeline: Arc<Pipeline>,
-    tls: Option<tokio_rustls::TlsAcceptor>,
     mut shutdown: signal::Receiver<bool>,
 ) {
-    let builder = Arc::new(builder(&server, cfg.http2));
     let tracker = TaskTracker::new();
     let permits = pipeline.connections.clone();
     let counters = pipeline.counters.clone();
+    // Rebuilt when the running configuration or the listener changes.
+    let mut current: Option<(u64, Arc<ListenerState>, Arc<auto::Builder<TokioExecutor>>)> = None;
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -117,6 +137,22 @@ pub async fn accept_loop(
             drop(stream);
             continue;
         };
+        let run = pipeline.snapshot();
+        let listener_state = state.load_full();
+        let builder = match &current {
+            Some((generation, at, b))
+                if *generation == run.generation && Arc::ptr_eq(at, &listener_state) =>
+            {
+                b.clone()
+            }
+            _ => {
+                let b = Arc::new(builder(&run.cfg.server, listener_state.http2));
+                current = Some((run.generation, listener_state.clone(), b.clone()));
+                b
+            }
+        };
+        let server = &run.cfg.server;
+        let tls = listener_state.tls.clone();
         counters.inc(&counters.connections_accepted);
         let _ = stream.set_nodelay(true);
         tracker.spawn(serve(
@@ -143,11 +179,13 @@ pub async fn accept_loop(
     counters.inc(&counters.listeners_closed);
     tracker.close();
     let open = tracker.len();
-    if tokio::time::timeout(server.shutdown_timeout, tracker.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!(open, timeout = ?server.shutdown_timeout, "connections still open after the shutdown timeout");
+    let timeout = pipeline.run().cfg.server.shutdown_timeout;
+    if tokio::time::timeout(timeout, tracker.wait()).await.is_err() {
+        tracing::warn!(
+            open,
+            ?timeout,
+            "connections still open after the shutdown timeout"
+        );
     }
 }
 
@@ -217,7 +255,7 @@ async fn serve(
     }
     let queue = (!is_tls && sendfile).then(|| SendQueue::new(pipeline.counters.clone()));
     let q = queue.clone();
-    let max_requests = pipeline.cfg.server.max_requests_per_connection;
+    let max_requests = pipeline.run().cfg.server.max_requests_per_connection;
     let served = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let activity = Activity::new(limits);
     let act = activity.clone();

@@ -108,7 +108,7 @@ pub struct Upstream {
     pub cfg: UpstreamConfig,
     next: AtomicUsize,
     pools: Vec<Arc<Pool>>,
-    health: Vec<health::Health>,
+    health: Vec<Arc<health::Health>>,
     counters: Arc<Counters>,
     clock: Arc<dyn hoard_policy::clock::Clock>,
     /// Results, timings and bytes, for metrics.
@@ -130,7 +130,7 @@ impl Upstream {
         let health = cfg
             .servers
             .iter()
-            .map(|_| health::Health::new(cfg.down_after, cfg.down_backoff_max))
+            .map(|_| Arc::new(health::Health::new(cfg.down_after, cfg.down_backoff_max)))
             .collect();
         Upstream {
             cfg,
@@ -143,6 +143,35 @@ impl Upstream {
         }
     }
 
+    /// The same upstream under a reloaded configuration: a server that was
+    /// already there keeps its idle connections (when the pool settings are
+    /// unchanged) and its health; new servers start empty; stats go on.
+    pub fn renew(&self, cfg: UpstreamConfig) -> Upstream {
+        let mut fresh = Upstream::new(cfg, self.counters.clone(), self.clock.clone());
+        let same_pools = fresh.cfg.max_idle == self.cfg.max_idle
+            && fresh.cfg.idle_timeout == self.cfg.idle_timeout;
+        let same_health = fresh.cfg.down_after == self.cfg.down_after
+            && fresh.cfg.down_backoff_max == self.cfg.down_backoff_max;
+        for (i, server) in fresh.cfg.servers.iter().enumerate() {
+            let Some(old) = self
+                .cfg
+                .servers
+                .iter()
+                .position(|s| s.authority == server.authority)
+            else {
+                continue;
+            };
+            if same_pools {
+                fresh.pools[i] = self.pools[old].clone();
+            }
+            if same_health {
+                fresh.health[i] = self.health[old].clone();
+            }
+        }
+        fresh.stats = self.stats.clone();
+        fresh
+    }
+
     /// Each server's address and whether it is considered up now.
     pub fn servers_up(&self) -> Vec<(&str, bool)> {
         let now = self.clock.now();
@@ -150,7 +179,7 @@ impl Upstream {
             .servers
             .iter()
             .zip(&self.health)
-            .map(|(s, h)| (s.authority.as_str(), !h.is_down(now)))
+            .map(|(s, h): (_, &Arc<health::Health>)| (s.authority.as_str(), !h.is_down(now)))
             .collect()
     }
 

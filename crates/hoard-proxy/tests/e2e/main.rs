@@ -19,6 +19,7 @@ mod f_limits;
 mod f_origin;
 mod f_poison;
 mod f_target;
+mod g_reload;
 mod h_http2;
 mod h_tls;
 mod k_keys;

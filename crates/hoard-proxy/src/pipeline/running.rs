@@ -1,0 +1,126 @@
+//! The running configuration: what a request is served with.
+//!
+//! ## Model
+//!
+//! A [`Running`] is an immutable snapshot: the configuration, its upstreams
+//! (each with its connection pools and server health) and the `Via` name.
+//! The pipeline holds the current one in an `ArcSwap`; each request loads
+//! it once in `recv` and keeps it to the end, so a reload never changes a
+//! request in flight. Fills keep the `Arc`s of their route and upstream.
+//!
+//! ## Lifecycle (reload)
+//!
+//! [`Running::next`] builds the successor from a new configuration: an
+//! upstream keeps its identity by *name*, and within it each server by
+//! address, so idle connections and health survive a reload (see
+//! `Upstream::renew`); added upstreams start empty, removed ones are
+//! dropped when their last request ends. The pipeline then swaps the
+//! snapshot in one store: new requests see the new one.
+//!
+//! What a snapshot does not carry needs a restart: the cache store
+//! (`[cache]`), the thread count, the admin listener and the access log.
+//! [`restart_needed`] names the keys that changed there.
+
+use std::sync::Arc;
+
+use hoard_policy::clock::Clock;
+
+use crate::config::Config;
+use crate::counters::Counters;
+use crate::upstream::Upstream;
+use crate::via::Via;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Running {
+    /// The configuration.
+    pub cfg: Arc<Config>,
+    /// One per `cfg.upstreams`, same order (routes index them).
+    pub upstreams: Vec<Arc<Upstream>>,
+    /// `Via` for this hop.
+    pub via: Via,
+    /// 1 for the configuration the proxy started with, +1 per reload.
+    pub generation: u64,
+}
+
+impl Running {
+    /// The first snapshot.
+    pub fn first(cfg: Arc<Config>, counters: &Arc<Counters>, clock: &Arc<dyn Clock>) -> Running {
+        let upstreams = cfg
+            .upstreams
+            .iter()
+            .map(|u| Arc::new(Upstream::new(u.clone(), counters.clone(), clock.clone())))
+            .collect();
+        Running {
+            via: Via::new(&cfg.server.via),
+            upstreams,
+            cfg,
+            generation: 1,
+        }
+    }
+
+    /// The successor for `cfg`, keeping upstreams by name (see the module docs).
+    pub fn next(
+        &self,
+        cfg: Arc<Config>,
+        counters: &Arc<Counters>,
+        clock: &Arc<dyn Clock>,
+    ) -> Running {
+        let upstreams = cfg
+            .upstreams
+            .iter()
+            .map(|u| {
+                let old = self
+                    .cfg
+                    .upstreams
+                    .iter()
+                    .position(|o| o.name == u.name)
+                    .map(|i| &self.upstreams[i]);
+                Arc::new(match old {
+                    Some(old) => old.renew(u.clone()),
+                    None => Upstream::new(u.clone(), counters.clone(), clock.clone()),
+                })
+            })
+            .collect();
+        Running {
+            via: Via::new(&cfg.server.via),
+            upstreams,
+            cfg,
+            generation: self.generation + 1,
+        }
+    }
+}
+
+/// What the last reload did (for logs and `/status`).
+#[derive(Debug, Clone)]
+pub struct ReloadRecord {
+    /// When it happened.
+    pub at: std::time::SystemTime,
+    /// `Ok(generation)` or the error that refused it.
+    pub result: Result<u64, String>,
+}
+
+/// The settings of `new` that differ from `old` and take effect only after
+/// a restart (they are kept as they are until then).
+pub fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut keys = Vec::new();
+    if format!("{:?}", old.cache) != format!("{:?}", new.cache) {
+        keys.push("cache");
+    }
+    if old.server.threads != new.server.threads {
+        keys.push("server.threads");
+    }
+    if old.server.max_connections != new.server.max_connections {
+        keys.push("server.max_connections");
+    }
+    if old.admin.address != new.admin.address {
+        keys.push("admin.address");
+    }
+    if old.admin.token != new.admin.token {
+        keys.push("admin.token");
+    }
+    if format!("{:?}", old.access_log) != format!("{:?}", new.access_log) {
+        keys.push("access_log");
+    }
+    keys
+}

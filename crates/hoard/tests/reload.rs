@@ -1,0 +1,89 @@
+//! SIGHUP through `hoard reload --pid-file`: the real binary re-reads its
+//! file; an invalid file is refused with the `hoard check` text and the
+//! running configuration stays; `/status` reports each reload.
+
+mod common;
+
+use std::process::Command;
+
+use common::Hoard;
+use hoard_testkit::Test;
+
+fn config(admin: std::net::SocketAddr, ttl: &str) -> String {
+    format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n[admin]\naddress = \"{admin}\"\n\
+         [upstream.app]\nservers = [\"http://127.0.0.1:9\"]\n\
+         [[site]]\n[[site.route]]\nprefix = \"/\"\nupstream = \"app\"\ndefault_ttl = {{ \"200\" = \"{ttl}\" }}\n"
+    )
+}
+
+fn reload(pid_file: &std::path::Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hoard"))
+        .args(["reload", "--pid-file"])
+        .arg(pid_file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn sighup_reloads_and_refuses_an_invalid_file() {
+    let t = Test::new("cli-reload");
+    // A free port for the admin listener.
+    let admin = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let file = t.dir().join("hoard.toml");
+    let pid_file = t.dir().join("hoard.pid");
+    std::fs::write(&file, config(admin, "1s")).unwrap();
+    let mut hoard = Hoard::start(&[
+        "run",
+        "--config",
+        file.to_str().unwrap(),
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+    ])
+    .await;
+    hoard.wait_log("ready").await;
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(pid, hoard.child.id());
+    let status = |t: &Test| {
+        let c = t.client(admin);
+        async move { c.get("/status").send().await.text() }
+    };
+    assert!(status(&t).await.contains(r#""generation":1"#));
+
+    std::fs::write(&file, config(admin, "1s") + "bogus_key = 1\n").unwrap();
+    reload(&pid_file);
+    let line = hoard.wait_log("reload refused").await;
+    assert!(
+        line.contains("hoard.toml:") && line.contains("bogus_key"),
+        "{line}"
+    );
+    let s = status(&t).await;
+    assert!(
+        s.contains(r#""generation":1"#) && s.contains(r#""result":"refused""#),
+        "{s}"
+    );
+
+    std::fs::write(&file, config(admin, "5s")).unwrap();
+    reload(&pid_file);
+    hoard.wait_log("configuration reloaded").await;
+    let s = status(&t).await;
+    assert!(
+        s.contains(r#""generation":2"#) && s.contains(r#""result":"ok""#),
+        "{s}"
+    );
+    // The listener kept its socket.
+    t.client(hoard.addr).get("/").send().await;
+    hoard.kill9();
+}
