@@ -24,9 +24,9 @@ pub struct ByteRange {
 }
 
 impl ByteRange {
-    /// Number of bytes.
+    /// Number of bytes (zero for a range that ends before it starts).
     pub fn len(&self) -> u64 {
-        self.end - self.start
+        self.end.saturating_sub(self.start)
     }
 
     /// True for an empty range (never produced by [`decide`]).
@@ -34,7 +34,8 @@ impl ByteRange {
         self.end == self.start
     }
 
-    /// The `Content-Range` value for this range of `total` bytes (§14.4).
+    /// The `Content-Range` value for this non-empty range of `total` bytes
+    /// (§14.4); [`decide`] and [`parse_content_range`] never give an empty one.
     pub fn content_range(&self, total: u64) -> String {
         format!("bytes {}-{}/{}", self.start, self.end - 1, total)
     }
@@ -55,13 +56,17 @@ pub fn parse_content_range(value: &str) -> Option<(ByteRange, u64)> {
         s.parse().ok()
     };
     let (first, last, total) = (digits(first)?, digits(last)?, digits(total)?);
-    (first <= last && last < total).then_some((
-        ByteRange {
-            start: first,
-            end: last + 1,
-        },
-        total,
-    ))
+    // `then`, not `then_some`: `last + 1` overflows for `last == u64::MAX`,
+    // which the check excludes.
+    (first <= last && last < total).then(|| {
+        (
+            ByteRange {
+                start: first,
+                end: last + 1,
+            },
+            total,
+        )
+    })
 }
 
 /// What to answer.
@@ -180,6 +185,11 @@ pub fn decide(
     if specs.len() > MAX_RANGES {
         return RangeDecision::Full;
     }
+    // A zero-length representation satisfies a non-zero suffix-range
+    // (§14.1.2), but no `Content-Range` can name zero bytes: send it whole.
+    if len == 0 && specs.iter().any(|s| matches!(s, Spec::Suffix(n) if *n > 0)) {
+        return RangeDecision::Full;
+    }
     let mut ranges: Vec<ByteRange> = specs
         .into_iter()
         .filter_map(|s| match s {
@@ -238,6 +248,9 @@ mod tests {
             "items 0-1/2",
             "bytes +0-1/2",
             "bytes 0-1/",
+            // The last byte position may not be u64::MAX (its end would overflow).
+            "bytes 0-18446744073709551615/18446744073709551615",
+            "bytes 18446744073709551615-18446744073709551615/1",
         ] {
             assert_eq!(parse_content_range(bad), None, "{bad}");
         }
@@ -365,6 +378,17 @@ mod tests {
             with_in(&weak, "Sun, 01 Nov 2026 10:00:00 GMT"),
             RangeDecision::Full
         );
+    }
+
+    #[test]
+    fn suffix_of_an_empty_body_is_the_whole_body() {
+        // A non-zero suffix-range is satisfiable for a zero-length
+        // representation (§14.1.2), but no Content-Range names an empty range:
+        // the (empty) whole response is sent instead of a 206 of zero bytes.
+        assert_eq!(get("bytes=-5", 0), RangeDecision::Full);
+        assert_eq!(get("bytes=0-0,-1", 0), RangeDecision::Full);
+        assert_eq!(get("bytes=-0", 0), RangeDecision::Unsatisfiable);
+        assert_eq!(get("bytes=0-", 0), RangeDecision::Unsatisfiable);
     }
 
     #[test]

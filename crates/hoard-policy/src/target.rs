@@ -239,6 +239,7 @@ pub fn normalise_authority<'a>(
         let trimmed = host.strip_suffix('.').unwrap_or(host);
         if trimmed.is_empty()
             || trimmed.starts_with('.')
+            || trimmed.ends_with('.')
             || !trimmed
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
@@ -331,6 +332,7 @@ mod tests {
         assert_eq!(n("example.com:99999", "http"), Err(TargetError::BadPort));
         assert_eq!(n("example.com:8x", "http"), Err(TargetError::BadPort));
         assert_eq!(n(":80", "http"), Err(TargetError::BadHost));
+        assert_eq!(n("a..", "http"), Err(TargetError::BadHost));
         assert_eq!(n("[zz]", "http"), Err(TargetError::BadHost));
         assert_eq!(n("[::1]x", "http"), Err(TargetError::BadPort));
     }
