@@ -5,6 +5,8 @@
 //!   remove).
 //! * [`object`]: a complete stored response and its lifecycle.
 //! * [`busy`]: the body of an object still being filled, read while written.
+//! * [`inflight`]: the protocol of the proxy's in-flight table (one fill
+//!   per key, one outcome per fill, a bound on fills).
 //! * [`memory`]: the memory tier, bounded in bytes, S3-FIFO eviction.
 //! * [`disk`]: disk zones (files, index, loader, limits, I/O pool).
 //! * [`catalog`]: stored keys and their tags, for purges.
@@ -15,6 +17,7 @@ pub mod busy;
 pub mod catalog;
 pub mod disk;
 pub mod events;
+pub mod inflight;
 pub mod memory;
 pub mod object;
 pub mod store;

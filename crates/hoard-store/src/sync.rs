@@ -1,13 +1,20 @@
 //! The synchronisation primitives of stateful store code, swapped for loom's
-//! under `--cfg hoard_loom` so the busy body's wake-up protocol can be
-//! model-checked:
+//! under `--cfg hoard_loom` so the busy body's wake-up protocol and the
+//! in-flight table's slot protocol can be model-checked. The test command
+//! runs the models (`tests/loom_models.rs` builds them into `target/loom`);
+//! alone:
 //!
 //! ```sh
-//! RUSTFLAGS="--cfg hoard_loom" cargo test -p hoard-store --lib --release loom
+//! cargo nextest run -p hoard-store --test loom_models
 //! ```
 
 // Reference counts are not what the models check: std's Arc serves both.
 pub(crate) use std::sync::Arc;
+
+#[cfg(hoard_loom)]
+pub(crate) use loom::sync::atomic::{AtomicUsize, Ordering};
+#[cfg(not(hoard_loom))]
+pub(crate) use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A mutex whose `lock` cannot fail (parking_lot's API), over loom's under `--cfg hoard_loom`.
 #[derive(Debug, Default)]

@@ -23,20 +23,36 @@
 //! The slot leaves the table when the fill is over (`FillPermit::done`, or
 //! the permit's `Drop`), after the object was stored, so a request either
 //! finds the slot or finds the object. A slot older than the fill age limit
-//! is replaced by a new one (the old fill goes on for its own waiters).
+//! is replaced by a new one (the old fill goes on for its own waiters); a
+//! fill's `done` only ever removes its own slot, never one that replaced it.
+//!
+//! ## The bound on fills
+//!
+//! [`Coalescer::new`] takes `max_fills` (0: no bound). While the table
+//! holds that many slots, a request for a key with no fill in flight is
+//! refused a slot: [`Coalescer::try_join`] returns [`Full`] (the caller goes
+//! to the origin uncoalesced and stores nothing), [`Coalescer::try_lead`]
+//! returns `None` (no background refresh), and [`Coalescer::join`] gives a
+//! fill nobody can join (as for a digest collision). Requests for a key
+//! whose fill is in flight still follow it. [`Coalescer::refused`] counts
+//! the refusals.
 //!
 //! ## Locking
 //!
-//! The table is sharded; a shard's `parking_lot::Mutex` is held only to look
-//! up, insert or remove a slot, never across an await.
+//! The table, the permits and the bound are [`hoard_store::inflight`]: a
+//! sharded table whose shard mutex is held only to look up, insert or
+//! remove a slot, never across an await, and one atomic count of slots.
+//! That protocol is model-checked with loom (see that module); this module
+//! adds the slot's contents and its `watch` channel.
 
-use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use hoard_policy::key::Digest;
 use hoard_policy::storable::NotStorable;
 use hoard_store::busy::BusyBody;
+use hoard_store::inflight::{FillSlot, Joined, Permit, Table};
 use hoard_store::object::StoredObject;
 use http::{HeaderMap, Response, StatusCode};
 use parking_lot::Mutex;
@@ -45,8 +61,6 @@ use tokio::time::Instant;
 
 use crate::error::ErrorKind;
 use crate::upstream::OriginBody;
-
-const SHARDS: usize = 16;
 
 /// The head of a storable response being filled.
 #[derive(Debug)]
@@ -117,26 +131,26 @@ pub struct Slot {
     pub(crate) leader_gone: Mutex<bool>,
     /// Set when the slot was taken out of the table by a purge or an
     /// invalidation: what the fill fetched must not be stored.
-    detached: std::sync::atomic::AtomicBool,
+    detached: AtomicBool,
 }
 
 impl Slot {
-    fn new(key_text: &str) -> Arc<Slot> {
+    fn new(key_text: &str) -> Slot {
         let (tx, _) = watch::channel(None);
-        Arc::new(Slot {
+        Slot {
             key_text: key_text.to_string(),
             tx,
             started: Instant::now(),
             handoff: Mutex::new(None),
             leader_gone: Mutex::new(false),
-            detached: std::sync::atomic::AtomicBool::new(false),
-        })
+            detached: AtomicBool::new(false),
+        }
     }
 
     /// True when a purge or an invalidation took this fill out of the
     /// table: its object must not be stored.
     pub fn is_detached(&self) -> bool {
-        self.detached.load(std::sync::atomic::Ordering::Acquire)
+        self.detached.load(Ordering::Acquire)
     }
 
     /// Waits for the outcome, at most `timeout`.
@@ -159,6 +173,26 @@ impl Slot {
     /// The outcome, if published.
     pub fn outcome(&self) -> Option<Outcome> {
         self.tx.borrow().clone()
+    }
+}
+
+impl FillSlot for Slot {
+    type Outcome = Outcome;
+
+    fn key_text(&self) -> &str {
+        &self.key_text
+    }
+
+    fn publish(&self, outcome: Outcome) {
+        self.tx.send_replace(Some(outcome));
+    }
+
+    fn dangling() -> Outcome {
+        Outcome::Dangling
+    }
+
+    fn mark_detached(&self) {
+        self.detached.store(true, Ordering::Release);
     }
 }
 
@@ -196,52 +230,32 @@ impl Drop for LeaderClaim {
     }
 }
 
-/// The right, and the duty, to publish a fill's outcome.
+/// The right, and the duty, to publish a fill's outcome (dropped without
+/// one, it publishes `Dangling`; see [`hoard_store::inflight::Permit`]).
 #[derive(Debug)]
-pub struct FillPermit {
-    slot: Arc<Slot>,
-    key: Digest,
-    table: Arc<Coalescer>,
-    published: bool,
-    removed: bool,
-}
+pub struct FillPermit(Permit<Slot>);
 
 impl FillPermit {
     /// The slot this permit publishes into.
     pub fn slot(&self) -> &Arc<Slot> {
-        &self.slot
+        self.0.slot()
     }
 
     /// Publishes the outcome and wakes every waiter.
     pub fn publish(&mut self, outcome: Outcome) {
-        debug_assert!(!self.published, "invariant: one outcome per fill");
-        self.published = true;
-        self.slot.tx.send_replace(Some(outcome));
+        self.0.publish(outcome);
     }
 
     /// Publishes an uncacheable outcome, handing the response to the leader.
     pub fn publish_uncacheable(&mut self, reason: NotStorable, resp: Response<OriginBody>) {
         let status = resp.status();
-        *self.slot.handoff.lock() = Some(resp);
+        *self.0.slot().handoff.lock() = Some(resp);
         self.publish(Outcome::Uncacheable(reason, status));
     }
 
     /// The fill is over: new requests no longer join this slot.
     pub fn done(&mut self) {
-        if !self.removed {
-            self.removed = true;
-            self.table.remove(self.key, &self.slot);
-        }
-    }
-}
-
-impl Drop for FillPermit {
-    fn drop(&mut self) {
-        if !self.published {
-            self.published = true;
-            self.slot.tx.send_replace(Some(Outcome::Dangling));
-        }
-        self.done();
+        self.0.done();
     }
 }
 
@@ -254,77 +268,73 @@ pub enum Join {
     Follower(Arc<Slot>),
 }
 
+/// Why [`Coalescer::try_join`] gave no slot: the table holds its bound of
+/// fills. The request goes to the origin uncoalesced and stores nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full;
+
 /// The in-flight table. See the module docs.
 #[derive(Debug)]
 pub struct Coalescer {
-    shards: Vec<Mutex<HashMap<Digest, Arc<Slot>>>>,
+    table: Arc<Table<Slot>>,
+    /// Joins refused a slot by the bound.
+    refused: AtomicU64,
 }
 
 impl Default for Coalescer {
+    /// No bound on fills.
     fn default() -> Self {
-        Coalescer {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-        }
+        Coalescer::new(0)
     }
 }
 
 impl Coalescer {
-    fn shard(&self, key: Digest) -> &Mutex<HashMap<Digest, Arc<Slot>>> {
-        &self.shards[(key.0 as usize) % SHARDS]
+    /// A table holding at most `max_fills` fills in flight (0: no bound).
+    pub fn new(max_fills: usize) -> Coalescer {
+        Coalescer {
+            table: Arc::new(Table::new(max_fills)),
+            refused: AtomicU64::new(0),
+        }
     }
 
     /// Joins the fill for `key`, or starts one. A fill older than `max_age`
-    /// is not joined: a new one replaces it.
-    pub fn join(self: &Arc<Self>, key: Digest, key_text: &str, max_age: Duration) -> Join {
-        let mut shard = self.shard(key).lock();
-        if let Some(slot) = shard.get(&key) {
-            if slot.key_text != key_text {
-                // Another key with the same digest: fill alone, share nothing.
-                return Join::Leader(self.detached());
-            }
-            if slot.started.elapsed() < max_age {
-                return Join::Follower(slot.clone());
+    /// is not joined: a new one replaces it. [`Full`] when the key has no
+    /// fill to join and the table holds its bound of fills.
+    pub fn try_join(&self, key: Digest, key_text: &str, max_age: Duration) -> Result<Join, Full> {
+        let joined = self.table.join(
+            key,
+            key_text,
+            |slot| slot.started.elapsed() < max_age,
+            || Slot::new(key_text),
+        );
+        match joined {
+            Joined::Lead(permit) => Ok(Join::Leader(FillPermit(permit))),
+            Joined::Follow(slot) => Ok(Join::Follower(slot)),
+            Joined::Full => {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                Err(Full)
             }
         }
-        let slot = Slot::new(key_text);
-        shard.insert(key, slot.clone());
-        Join::Leader(FillPermit {
-            slot,
-            key,
-            table: self.clone(),
-            published: false,
-            removed: false,
-        })
+    }
+
+    /// As [`Self::try_join`], but over the bound this request leads a fill
+    /// nobody can join (as with [`Self::detached`]) instead.
+    pub fn join(&self, key: Digest, key_text: &str, max_age: Duration) -> Join {
+        self.try_join(key, key_text, max_age)
+            .unwrap_or_else(|Full| Join::Leader(self.detached()))
     }
 
     /// A fill that nobody else can join (a request going to the origin on its own).
-    pub fn detached(self: &Arc<Self>) -> FillPermit {
-        FillPermit {
-            slot: Slot::new(""),
-            key: Digest(0),
-            table: self.clone(),
-            published: false,
-            removed: true,
-        }
+    pub fn detached(&self) -> FillPermit {
+        FillPermit(Permit::alone(Arc::new(Slot::new(""))))
     }
 
-    /// Starts a fill only when none is in flight (background refresh).
-    pub fn try_lead(
-        self: &Arc<Self>,
-        key: Digest,
-        key_text: &str,
-        max_age: Duration,
-    ) -> Option<FillPermit> {
-        match self.join(key, key_text, max_age) {
-            Join::Leader(p) => Some(p),
-            Join::Follower(_) => None,
-        }
-    }
-
-    fn remove(&self, key: Digest, slot: &Arc<Slot>) {
-        let mut shard = self.shard(key).lock();
-        if shard.get(&key).is_some_and(|s| Arc::ptr_eq(s, slot)) {
-            shard.remove(&key);
+    /// Starts a fill only when none is in flight and the bound leaves room
+    /// (background refresh).
+    pub fn try_lead(&self, key: Digest, key_text: &str, max_age: Duration) -> Option<FillPermit> {
+        match self.try_join(key, key_text, max_age) {
+            Ok(Join::Leader(p)) => Some(p),
+            Ok(Join::Follower(_)) | Err(Full) => None,
         }
     }
 
@@ -335,24 +345,14 @@ impl Coalescer {
     /// joins a fetch made before it). Returns how many.
     pub fn detach(&self, pick: impl Fn(&str, &HeaderMap) -> bool) -> usize {
         let none = HeaderMap::new();
-        let mut n = 0;
-        for shard in &self.shards {
-            shard.lock().retain(|_, slot| {
-                let outcome = slot.outcome();
-                let headers = match &outcome {
-                    Some(Outcome::Streaming(head)) => &head.headers,
-                    _ => &none,
-                };
-                let keep = !pick(&slot.key_text, headers);
-                if !keep {
-                    slot.detached
-                        .store(true, std::sync::atomic::Ordering::Release);
-                    n += 1;
-                }
-                keep
-            });
-        }
-        n
+        self.table.detach(|slot| {
+            let outcome = slot.outcome();
+            let headers = match &outcome {
+                Some(Outcome::Streaming(head)) => &head.headers,
+                _ => &none,
+            };
+            pick(&slot.key_text, headers)
+        })
     }
 
     /// Detaches the fills of one primary key: its own, its variants'
@@ -367,14 +367,24 @@ impl Coalescer {
         })
     }
 
-    /// Fills in flight.
+    /// Fills in flight (in the table).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.table.len()
     }
 
     /// True when no fill is in flight.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The bound on fills in flight (0: none).
+    pub fn max_fills(&self) -> usize {
+        self.table.max_fills()
+    }
+
+    /// Joins refused a slot because the table held its bound of fills.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
     }
 }
 
@@ -443,5 +453,93 @@ mod tests {
             matches!(table.join(key(3), "k", Duration::ZERO), Join::Leader(_)),
             "a fill past its age limit is not joined"
         );
+    }
+
+    #[test]
+    fn the_bound_refuses_new_fills_but_not_followers() {
+        let table = Coalescer::new(1);
+        let age = Duration::from_secs(10);
+        let Ok(Join::Leader(mut first)) = table.try_join(key(4), "a", age) else {
+            panic!("room for one")
+        };
+        assert!(
+            matches!(table.try_join(key(4), "a", age), Ok(Join::Follower(_))),
+            "a fill in flight is joined at the bound"
+        );
+        assert_eq!(table.try_join(key(5), "b", age).unwrap_err(), Full);
+        assert!(
+            table.try_lead(key(5), "b", age).is_none(),
+            "no refresh over the bound"
+        );
+        let Join::Leader(alone) = table.join(key(5), "b", age) else {
+            panic!("join over the bound leads alone")
+        };
+        assert!(
+            matches!(table.try_join(key(5), "b", age), Err(Full)),
+            "a fill over the bound is not in the table"
+        );
+        drop(alone);
+        assert_eq!((table.len(), table.refused()), (1, 4));
+        first.publish(Outcome::OriginError(ErrorKind::ConnectRefused));
+        first.done();
+        assert!(table.is_empty());
+        assert!(matches!(
+            table.try_join(key(5), "b", age),
+            Ok(Join::Leader(_))
+        ));
+        assert!(table.is_empty(), "the dropped permit left");
+    }
+
+    #[test]
+    fn replacing_an_old_fill_needs_no_room_and_keeps_the_new_one() {
+        let table = Coalescer::new(1);
+        let age = Duration::from_secs(10);
+        let Ok(Join::Leader(mut old)) = table.try_join(key(6), "k", age) else {
+            panic!()
+        };
+        let Ok(Join::Leader(new)) = table.try_join(key(6), "k", Duration::ZERO) else {
+            panic!("a fill past its age limit is replaced, even at the bound")
+        };
+        assert_eq!(table.len(), 1);
+        old.done();
+        drop(old);
+        let Ok(Join::Follower(slot)) = table.try_join(key(6), "k", age) else {
+            panic!("the old fill's done left the new one in the table")
+        };
+        assert!(Arc::ptr_eq(&slot, new.slot()));
+        drop(new);
+        assert!(table.is_empty());
+    }
+
+    #[test]
+    fn a_purge_frees_room_and_the_detached_fill_takes_none_back() {
+        let table = Coalescer::new(1);
+        let age = Duration::from_secs(10);
+        let Ok(Join::Leader(old)) = table.try_join(key(7), "k", age) else {
+            panic!()
+        };
+        assert_eq!(table.detach_key("k"), 1);
+        assert!(old.slot().is_detached());
+        assert!(table.is_empty());
+        let Ok(Join::Leader(new)) = table.try_join(key(8), "other", age) else {
+            panic!("room after the purge")
+        };
+        drop(old);
+        assert_eq!(table.len(), 1, "the detached fill's end takes nothing");
+        drop(new);
+        assert!(table.is_empty());
+    }
+
+    #[test]
+    fn zero_is_no_bound() {
+        let table = Coalescer::default();
+        assert_eq!(table.max_fills(), 0);
+        let permits: Vec<_> = (0..100)
+            .map(|n| table.try_join(key(n), &n.to_string(), Duration::from_secs(10)))
+            .collect();
+        assert!(permits.iter().all(|j| matches!(j, Ok(Join::Leader(_)))));
+        assert_eq!((table.len(), table.refused()), (100, 0));
+        drop(permits);
+        assert!(table.is_empty());
     }
 }
