@@ -117,7 +117,7 @@ struct QuickArgs {
     #[arg(long)]
     upstream: Option<String>,
     /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8000")]
+    #[arg(long, default_value_t = hoard_proxy::config::defaults::LISTEN)]
     listen: SocketAddr,
     /// Memory cache size, e.g. 256MiB (0 turns the memory tier off).
     #[arg(long, value_parser = parse_size)]

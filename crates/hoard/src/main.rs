@@ -117,6 +117,7 @@ fn run(
     let rt = rt.build()?;
     rt.block_on(async move {
         let proxy = Proxy::start(config, Arc::new(SystemClock)).await?;
+        let signals = wait_for_signal(&proxy, config_file);
         let _pid = pid_file
             .map(|p| {
                 service::PidFile::write(p).map_err(|e| format!("--pid-file {}: {e}", p.display()))
@@ -125,7 +126,7 @@ fn run(
         // Listeners are bound: ready for systemd (`Type=notify`).
         service::notify("READY=1");
         tracing::info!(pid = std::process::id(), "ready");
-        wait_for_signal(&proxy, config_file).await;
+        signals.await;
         tracing::info!("shutting down");
         service::notify("STOPPING=1");
         proxy.shutdown().await;
@@ -166,30 +167,39 @@ fn reload(proxy: &Proxy, file: Option<&std::path::Path>) {
 
 /// Waits for SIGINT or SIGTERM; on SIGHUP the configuration is reloaded, on
 /// SIGUSR1 the access log reopens its file.
-async fn wait_for_signal(proxy: &Proxy, config_file: Option<&std::path::Path>) {
+fn wait_for_signal<'a>(
+    proxy: &'a Proxy,
+    config_file: Option<&'a std::path::Path>,
+) -> impl std::future::Future<Output = ()> + 'a {
+    // The handlers are installed now, before the pid file and readiness
+    // tell anyone to send signals (SIGHUP's default action would end us).
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        let mut term =
-            signal(SignalKind::terminate()).expect("invariant: SIGTERM handler installs");
-        let mut usr1 =
-            signal(SignalKind::user_defined1()).expect("invariant: SIGUSR1 handler installs");
-        let mut hup = signal(SignalKind::hangup()).expect("invariant: SIGHUP handler installs");
-        loop {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => return,
-                _ = term.recv() => return,
-                _ = hup.recv() => reload(proxy, config_file),
-                _ = usr1.recv() => {
-                    tracing::info!("SIGUSR1: reopening the access log");
-                    proxy.reopen_logs();
+        let install = |kind: SignalKind| signal(kind).expect("invariant: signal handler installs");
+        let mut int = install(SignalKind::interrupt());
+        let mut term = install(SignalKind::terminate());
+        let mut usr1 = install(SignalKind::user_defined1());
+        let mut hup = install(SignalKind::hangup());
+        async move {
+            loop {
+                tokio::select! {
+                    _ = int.recv() => return,
+                    _ = term.recv() => return,
+                    _ = hup.recv() => reload(proxy, config_file),
+                    _ = usr1.recv() => {
+                        tracing::info!("SIGUSR1: reopening the access log");
+                        proxy.reopen_logs();
+                    }
                 }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = config_file;
-        let _ = tokio::signal::ctrl_c().await;
+        let _ = (proxy, config_file);
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

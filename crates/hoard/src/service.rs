@@ -45,12 +45,15 @@ pub fn notify(state: &str) {
 
 /// `hoard reload`: sends SIGHUP to the process named in `pid_file`.
 pub fn send_reload(pid_file: &Path) -> Result<i32, String> {
-    let text = std::fs::read_to_string(pid_file)
-        .map_err(|e| format!("{}: {e}", pid_file.display()))?;
-    let pid: i32 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("{}: not a process id: {:?}", pid_file.display(), text.trim()))?;
+    let text =
+        std::fs::read_to_string(pid_file).map_err(|e| format!("{}: {e}", pid_file.display()))?;
+    let pid: i32 = text.trim().parse().map_err(|_| {
+        format!(
+            "{}: not a process id: {:?}",
+            pid_file.display(),
+            text.trim()
+        )
+    })?;
     // kill(1) rather than an unsafe libc call: this runs once, by hand.
     let status = std::process::Command::new("kill")
         .args(["-HUP", &pid.to_string()])

@@ -9,6 +9,7 @@
 //! Every default lives in this file, next to the field it fills, and is
 //! documented in the README's configuration reference.
 
+pub mod defaults;
 pub mod ops;
 mod raw;
 pub mod rules;
@@ -303,61 +304,6 @@ pub struct RouteConfig {
     pub slice_direct_max: u64,
 }
 
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            threads: 0,
-            header_read_timeout: Duration::from_secs(10),
-            max_header_size: 16 << 10,
-            max_headers: 100,
-            max_uri_length: 8 << 10,
-            max_body_size: 64 << 20,
-            via: "hoard".into(),
-            debug_headers: false,
-            sendfile: true,
-            shutdown_timeout: Duration::from_secs(10),
-            max_connections: 10_000,
-            max_requests_per_connection: 10_000,
-            http2_max_streams: 256,
-            keep_alive_timeout: Duration::from_secs(75),
-            send_timeout: Duration::from_secs(60),
-            body_read_timeout: Duration::from_secs(60),
-            max_resets: 200,
-            trusted_proxies: Vec::new(),
-        }
-    }
-}
-
-impl Default for CacheConfig {
-    fn default() -> Self {
-        CacheConfig {
-            memory_size: 256 << 20,
-            max_object_size: 8 << 20,
-            dir: PathBuf::from("hoard-cache"),
-            zones: Vec::new(),
-            placement: Vec::new(),
-            max_prefetches: 8,
-        }
-    }
-}
-
-impl UpstreamConfig {
-    /// An upstream with default settings.
-    pub fn new(name: &str, servers: Vec<ServerAddr>) -> UpstreamConfig {
-        UpstreamConfig {
-            name: name.into(),
-            servers,
-            connect_timeout: Duration::from_secs(3),
-            read_timeout: Duration::from_secs(30),
-            max_idle: 64,
-            idle_timeout: Duration::from_secs(60),
-            host: HostHeader::Preserve,
-            down_after: 3,
-            down_backoff_max: Duration::from_secs(30),
-        }
-    }
-}
-
 impl SiteConfig {
     /// The index of the first route matching `path`.
     pub fn route_for(&self, path: &str) -> Option<usize> {
@@ -365,31 +311,6 @@ impl SiteConfig {
             PathMatch::Prefix(p) => path.starts_with(p.as_str()),
             PathMatch::Regex(re) => re.is_match(path),
         })
-    }
-}
-
-impl RouteConfig {
-    /// A catch-all caching route to upstream 0 with default policy.
-    pub fn catch_all() -> RouteConfig {
-        RouteConfig {
-            path: PathMatch::Prefix("/".into()),
-            upstream: 0,
-            cache: true,
-            policy: CachePolicy::default(),
-            key: KeyTemplate::default(),
-            coalesce: true,
-            coalesce_timeout: Duration::from_secs(30),
-            fill_max_age: Duration::from_secs(30),
-            hit_for_pass: Duration::from_secs(120),
-            zone: None,
-            slice: None,
-            slice_prefetch: 1,
-            slice_direct_max: 64 << 10,
-            forward_headers: Vec::new(),
-            bypass: Vec::new(),
-            no_store: Vec::new(),
-            forward_unkeyed: false,
-        }
     }
 }
 
@@ -414,7 +335,7 @@ pub struct QuickStart {
     pub slice: Option<u64>,
     /// `--cache-dir`: a disk zone in this directory.
     pub cache_dir: Option<PathBuf>,
-    /// `--disk-size`: that zone's limit (default [`zones::DEFAULT_DISK_SIZE`]).
+    /// `--disk-size`: that zone's limit (default [`defaults::DISK_SIZE`]).
     pub disk_size: Option<u64>,
     /// `--threads`.
     pub threads: Option<usize>,
@@ -471,7 +392,7 @@ impl Config {
             cache.dir = d.clone();
             cache.zones.push(zones::quick_zone(
                 d.clone(),
-                q.disk_size.unwrap_or(zones::DEFAULT_DISK_SIZE),
+                q.disk_size.unwrap_or(defaults::DISK_SIZE),
                 cache.max_object_size,
             ));
         } else if q.disk_size.is_some() {
@@ -486,7 +407,7 @@ impl Config {
             listeners: vec![ListenerConfig {
                 address: q
                     .listen
-                    .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8000))),
+                    .unwrap_or(defaults::LISTEN),
                 tls: None,
                 http2: true,
             }],
@@ -504,7 +425,7 @@ impl Config {
             },
             access_log: AccessLogConfig {
                 target: q.access_log.clone().unwrap_or_default(),
-                buffer: ops::ACCESS_LOG_BUFFER,
+                buffer: defaults::ACCESS_LOG_BUFFER,
                 ..AccessLogConfig::default()
             },
         })
@@ -652,7 +573,7 @@ impl Resolver<'_> {
         if let (true, Some(dir)) = (zones.is_empty(), &raw.cache.dir) {
             zones.push(zones::quick_zone(
                 PathBuf::from(dir),
-                zones::DEFAULT_DISK_SIZE,
+                defaults::DISK_SIZE,
                 max_object_size,
             ));
         }
@@ -680,15 +601,11 @@ impl Resolver<'_> {
                     cert: t.cert.into(),
                     key: t.key.into(),
                 }),
-                http2: l.http2.unwrap_or(true),
+                http2: l.http2.unwrap_or(defaults::LISTENER_HTTP2),
             });
         }
         if listeners.is_empty() {
-            listeners.push(ListenerConfig {
-                address: SocketAddr::from(([127, 0, 0, 1], 8000)),
-                tls: None,
-                http2: true,
-            });
+            listeners.push(ListenerConfig::default());
         }
         let mut upstreams = Vec::new();
         for (name, u) in raw.upstreams {

@@ -148,8 +148,7 @@ pub(crate) struct RawAccessLog {
     pub buffer: Option<usize>,
 }
 
-/// Default queue of the access log writer.
-pub const ACCESS_LOG_BUFFER: usize = 65536;
+use super::defaults::ACCESS_LOG_BUFFER;
 
 /// Resolves `[admin]`; errors carry the key and the span.
 pub(super) fn admin(

@@ -14,8 +14,6 @@ use regex::Regex;
 use super::raw::{RawDir, RawPlacement, RawZone};
 use super::{ConfigError, Resolver};
 
-/// Default `--disk-size`: the byte limit of the quick start's disk zone.
-pub const DEFAULT_DISK_SIZE: u64 = 1 << 30;
 
 /// One placement rule; every condition given must hold.
 #[derive(Debug, Clone)]

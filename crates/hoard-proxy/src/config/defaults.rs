@@ -1,0 +1,115 @@
+//! Every default of the configuration, in one place: the values a key
+//! takes when the file (or the command line) does not set it. The README's
+//! configuration reference documents the same values.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hoard_policy::config::CachePolicy;
+use hoard_policy::key::KeyTemplate;
+
+use super::{
+    CacheConfig, HostHeader, ListenerConfig, PathMatch, RouteConfig, ServerAddr, ServerConfig,
+    UpstreamConfig,
+};
+
+/// The listener when none is configured (`--listen`).
+pub const LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 8000));
+/// Listeners accept HTTP/2 unless told otherwise.
+pub const LISTENER_HTTP2: bool = true;
+/// A disk zone's limit when `--cache-dir` gives no `--disk-size`.
+pub const DISK_SIZE: u64 = 1 << 30;
+/// Access log lines held for the writer before new ones are dropped.
+pub const ACCESS_LOG_BUFFER: usize = 65536;
+
+impl Default for ListenerConfig {
+    fn default() -> Self {
+        ListenerConfig {
+            address: LISTEN,
+            tls: None,
+            http2: LISTENER_HTTP2,
+        }
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            threads: 0,
+            header_read_timeout: Duration::from_secs(10),
+            max_header_size: 16 << 10,
+            max_headers: 100,
+            max_uri_length: 8 << 10,
+            max_body_size: 64 << 20,
+            via: "hoard".into(),
+            debug_headers: false,
+            sendfile: true,
+            shutdown_timeout: Duration::from_secs(10),
+            max_connections: 10_000,
+            max_requests_per_connection: 10_000,
+            http2_max_streams: 256,
+            keep_alive_timeout: Duration::from_secs(75),
+            send_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(60),
+            max_resets: 200,
+            trusted_proxies: Vec::new(),
+        }
+    }
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            memory_size: 256 << 20,
+            max_object_size: 8 << 20,
+            dir: PathBuf::from("hoard-cache"),
+            zones: Vec::new(),
+            placement: Vec::new(),
+            max_prefetches: 8,
+        }
+    }
+}
+
+impl UpstreamConfig {
+    /// An upstream with default settings.
+    pub fn new(name: &str, servers: Vec<ServerAddr>) -> UpstreamConfig {
+        UpstreamConfig {
+            name: name.into(),
+            servers,
+            connect_timeout: Duration::from_secs(3),
+            read_timeout: Duration::from_secs(30),
+            max_idle: 64,
+            idle_timeout: Duration::from_secs(60),
+            host: HostHeader::Preserve,
+            down_after: 3,
+            down_backoff_max: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RouteConfig {
+    /// A catch-all caching route to upstream 0 with default policy.
+    pub fn catch_all() -> RouteConfig {
+        RouteConfig {
+            path: PathMatch::Prefix("/".into()),
+            upstream: 0,
+            cache: true,
+            policy: CachePolicy::default(),
+            key: KeyTemplate::default(),
+            coalesce: true,
+            coalesce_timeout: Duration::from_secs(30),
+            fill_max_age: Duration::from_secs(30),
+            hit_for_pass: Duration::from_secs(120),
+            zone: None,
+            slice: None,
+            slice_prefetch: 1,
+            slice_direct_max: 64 << 10,
+            forward_headers: Vec::new(),
+            bypass: Vec::new(),
+            no_store: Vec::new(),
+            forward_unkeyed: false,
+        }
+    }
+}
+
