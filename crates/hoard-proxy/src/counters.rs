@@ -103,6 +103,9 @@ counters! {
     connections_reset_flood,
     /// Request bodies that stopped arriving for `body_read_timeout` (408).
     client_body_timeouts,
+    /// Misses sent to the origin uncached (or 503 for a slice) because the
+    /// in-flight table held `cache.max_fills`.
+    fills_refused,
     /// Requests a route's bypass rule sent to the origin without a lookup.
     bypass_rule_matches,
     /// Requests a route's no-store rule kept from being stored.

@@ -48,6 +48,8 @@ pub enum ErrorKind {
     BadResponse,
     /// Nothing usable stored for an `only-if-cached` request (504, RFC 9111 §5.2.1.7).
     OnlyIfCached,
+    /// A limit of hoard's own was reached (503), e.g. `cache.max_fills`.
+    Busy,
     /// A broken invariant in hoard (500); logged as an error.
     Internal,
 }
@@ -91,6 +93,15 @@ impl ProxyError {
         }
     }
 
+    /// A limit of hoard's own was reached: the client gets 503.
+    pub fn internal_busy(detail: impl Into<String>) -> ProxyError {
+        ProxyError {
+            source: ErrorSource::Internal,
+            kind: ErrorKind::Busy,
+            detail: detail.into(),
+        }
+    }
+
     /// The status code the client receives.
     pub fn status(&self) -> StatusCode {
         match self.kind {
@@ -104,6 +115,7 @@ impl ProxyError {
             ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout | ErrorKind::OnlyIfCached => {
                 StatusCode::GATEWAY_TIMEOUT
             }
+            ErrorKind::Busy => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -127,6 +139,7 @@ impl ProxyError {
             ErrorKind::ReadTimeout => "read-timeout",
             ErrorKind::BadResponse => "bad-response",
             ErrorKind::OnlyIfCached => "only-if-cached",
+            ErrorKind::Busy => "busy",
             ErrorKind::Internal => "internal",
         }
     }

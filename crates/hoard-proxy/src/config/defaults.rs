@@ -67,6 +67,7 @@ impl Default for CacheConfig {
             zones: Vec::new(),
             placement: Vec::new(),
             max_prefetches: 8,
+            max_fills: 10_000,
         }
     }
 }

@@ -164,6 +164,10 @@ pub struct CacheConfig {
     pub placement: Vec<zones::PlacementRule>,
     /// Slice prefetches running at once, over all routes. Default: 8.
     pub max_prefetches: usize,
+    /// Fills held in the in-flight table at most; a miss beyond it goes to
+    /// the origin uncached (a slice gets 503), counted as `fills_refused`.
+    /// Default: 10000.
+    pub max_fills: usize,
 }
 
 impl CacheConfig {
@@ -585,6 +589,7 @@ impl Resolver<'_> {
             zones,
             placement,
             max_prefetches: raw.cache.max_prefetches.unwrap_or(dc.max_prefetches),
+            max_fills: raw.cache.max_fills.unwrap_or(dc.max_fills).max(1),
         };
         let mut listeners = Vec::new();
         for (i, l) in raw.listeners.into_iter().enumerate() {

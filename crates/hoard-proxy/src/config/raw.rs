@@ -79,6 +79,7 @@ pub struct RawCache {
     #[serde(default)]
     pub placement: Vec<RawPlacement>,
     pub max_prefetches: Option<usize>,
+    pub max_fills: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -142,7 +142,7 @@ impl FillEngine {
             store,
             counters,
             clock,
-            coalescer: Arc::default(),
+            coalescer: Arc::new(Coalescer::new(cache.max_fills)),
             hfp: hfp::HitForPass::default(),
             cache,
             via,

@@ -148,18 +148,24 @@ impl Pipeline {
             ref stale,
             ..
         } = *want;
-        let join = match &mode {
-            Mode::Alone => Join::Leader(self.fills.coalescer.detached()),
+        let joined = match &mode {
+            Mode::Alone => Ok(Join::Leader(self.fills.coalescer.detached())),
             Mode::Coalesce => {
                 self.fills
                     .coalescer
-                    .join(key.digest, &key.text, ctx.route.fill_max_age)
+                    .try_join(key.digest, &key.text, ctx.route.fill_max_age)
             }
             Mode::Variant(digest, text) => {
                 self.fills
                     .coalescer
-                    .join(*digest, text, ctx.route.fill_max_age)
+                    .try_join(*digest, text, ctx.route.fill_max_age)
             }
+        };
+        let Ok(join) = joined else {
+            // The table holds `max_fills`: go to the origin without
+            // buffering or storing (a pass streams, holding no fill memory).
+            self.counters.inc(&self.counters.fills_refused);
+            return self.pass(ctx, None, None).await;
         };
         let (slot, claim) = match join {
             Join::Leader(permit) => {

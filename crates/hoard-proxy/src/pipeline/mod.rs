@@ -507,7 +507,7 @@ impl Pipeline {
         if e.source == crate::error::ErrorSource::Client {
             self.counters.inc(&self.counters.client_errors);
         }
-        if e.source == crate::error::ErrorSource::Internal {
+        if e.kind == ErrorKind::Internal {
             tracing::error!(error = %e, "request failed on a broken invariant");
         } else {
             tracing::info!(error = %e, "request failed");

@@ -308,9 +308,19 @@ impl SliceCtx {
             let join = if alone {
                 Join::Leader(p.fills.coalescer.detached())
             } else {
-                p.fills
+                match p
+                    .fills
                     .coalescer
-                    .join(key.digest, &key.text, self.route.fill_max_age)
+                    .try_join(key.digest, &key.text, self.route.fill_max_age)
+                {
+                    Ok(join) => join,
+                    Err(_) => {
+                        p.counters.inc(&p.counters.fills_refused);
+                        return Err(ProxyError::internal_busy(
+                            "in-flight table full (cache.max_fills)",
+                        ));
+                    }
+                }
             };
             let (slot, claim) = match join {
                 Join::Leader(mut permit) => {

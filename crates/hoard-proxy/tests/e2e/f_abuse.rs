@@ -298,3 +298,72 @@ async fn f00054_continuation_flood_is_cut() {
     t.client(&proxy).get("/").send().await.expect_body("fine");
     origin.finish().await;
 }
+
+// f00055: the in-flight table holds at most `cache.max_fills` fills: a miss
+// beyond it goes to the origin uncached (nothing buffered for it, nothing
+// stored); once a fill ends, misses are filled and stored again.
+#[tokio::test]
+async fn f00055_in_flight_fills_are_bounded() {
+    let t = Test::new("f00055");
+    let release = t.barrier(2);
+    let r = release.clone();
+    let origin = t
+        .origin()
+        .script(move |mut s| async move {
+            let a = s.rxreq_concurrent().await;
+            a.expect_url("/a");
+            let b = s.rxreq_concurrent().await;
+            b.expect_url("/b");
+            s.switch_to(&b);
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("b")
+                .send()
+                .await;
+            r.sync().await;
+            s.switch_to(&a);
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("a")
+                .send()
+                .await;
+            s.rxreq().await.expect_url("/b");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("b2")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| c.cache.max_fills = 1)
+        .start()
+        .await;
+    let a = t.client(&proxy).get("/a").spawn();
+    origin.wait_requests(1).await;
+    t.client(&proxy)
+        .get("/b")
+        .send()
+        .await
+        .expect_body("b")
+        .expect_cache_status("fwd=bypass");
+    proxy.expect_counter("fills_refused", 1);
+    release.sync().await;
+    a.await.unwrap().expect_body("a");
+    proxy.wait_counter("fills_completed", 1).await;
+    t.client(&proxy)
+        .get("/b")
+        .send()
+        .await
+        .expect_body("b2")
+        .expect_cache_status("stored");
+    t.client(&proxy)
+        .get("/b")
+        .send()
+        .await
+        .expect_cache_status("hit");
+    origin.finish().await;
+}
