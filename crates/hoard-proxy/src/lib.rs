@@ -85,6 +85,8 @@ pub struct Proxy {
     listeners: parking_lot::Mutex<Vec<Listening>>,
     tasks: parking_lot::Mutex<Vec<JoinHandle<()>>>,
     clock: Arc<dyn Clock>,
+    /// Reloads asked for through the admin API.
+    reload_asks: tokio::sync::Mutex<tokio::sync::mpsc::Receiver<ReloadAsk>>,
 }
 
 /// One bound client listener.
@@ -99,18 +101,7 @@ struct Listening {
 
 pub use pipeline::running::ReloadRecord;
 
-/// What a reload changed.
-#[derive(Debug, Clone, Default)]
-pub struct Reloaded {
-    /// The running configuration's generation now.
-    pub generation: u64,
-    /// Listeners opened.
-    pub opened: Vec<SocketAddr>,
-    /// Listeners closed (their connections drain).
-    pub closed: Vec<SocketAddr>,
-    /// Settings that changed but wait for a restart.
-    pub restart_needed: Vec<&'static str>,
-}
+pub use pipeline::running::{ReloadAsk, Reloaded};
 
 fn listener_state(l: &config::ListenerConfig) -> Result<server::ListenerState, StartError> {
     Ok(server::ListenerState {
@@ -143,6 +134,8 @@ impl Proxy {
         let store = Arc::new(store);
         let mut pipeline =
             pipeline::Pipeline::new(cfg.clone(), store, counters.clone(), clock.clone());
+        let (ask_tx, ask_rx) = tokio::sync::mpsc::channel(4);
+        pipeline.reload_asks = Some(ask_tx);
         pipeline.access_log = access_log::AccessLog::start(&cfg.access_log, counters)
             .map_err(StartError::AccessLog)?
             .map(Arc::new);
@@ -165,6 +158,7 @@ impl Proxy {
             listeners: parking_lot::Mutex::new(Vec::new()),
             tasks: parking_lot::Mutex::new(tasks),
             clock,
+            reload_asks: tokio::sync::Mutex::new(ask_rx),
         };
         for l in &cfg.listeners {
             proxy.open(l.clone(), listener_state(l)?)?;
@@ -231,6 +225,18 @@ impl Proxy {
             at: self.clock.now(),
             result: Err(error.to_string()),
         });
+    }
+
+    /// Waits for the next reload asked for through the admin API
+    /// (`POST /reload`); whoever holds the configuration file applies it
+    /// and answers with [`ReloadAsk::respond`].
+    pub async fn reload_asked(&self) -> ReloadAsk {
+        let mut rx = self.reload_asks.lock().await;
+        match rx.recv().await {
+            Some(ask) => ask,
+            // The pipeline holds the sender as long as the proxy lives.
+            None => std::future::pending().await,
+        }
     }
 
     /// The last reload, if any.

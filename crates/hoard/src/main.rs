@@ -134,39 +134,44 @@ fn run(
     })
 }
 
-/// Re-reads the configuration file and applies it (SIGHUP). An invalid file
-/// is refused with the text `hoard check` prints; the running one stays.
-fn reload(proxy: &Proxy, file: Option<&std::path::Path>) {
+/// Re-reads the configuration file and applies it (SIGHUP, `POST /reload`).
+/// An invalid file is refused with the text `hoard check` prints; the
+/// running one stays.
+fn reload(proxy: &Proxy, file: Option<&std::path::Path>) -> Result<hoard_proxy::Reloaded, String> {
     let Some(file) = file else {
-        tracing::warn!("SIGHUP: no configuration file to re-read (started without --config)");
-        return;
+        let e = "no configuration file to re-read (started without --config)".to_string();
+        tracing::warn!("reload: {e}");
+        return Err(e);
     };
     service::notify("RELOADING=1");
-    match Config::from_file(file) {
+    let outcome = match Config::from_file(file) {
         Err(e) => {
-            tracing::error!("reload refused, the running configuration stays: {e}");
             proxy.reload_refused(&e.to_string());
+            Err(e.to_string())
         }
-        Ok(cfg) => match proxy.reload(cfg) {
-            Ok(r) => {
-                tracing::info!(
-                    generation = r.generation,
-                    opened = ?r.opened,
-                    closed = ?r.closed,
-                    "configuration reloaded"
-                );
-                if !r.restart_needed.is_empty() {
-                    tracing::warn!(keys = ?r.restart_needed, "these settings changed but take effect only after a restart");
-                }
+        Ok(cfg) => proxy.reload(cfg).map_err(|e| e.to_string()),
+    };
+    match &outcome {
+        Ok(r) => {
+            tracing::info!(
+                generation = r.generation,
+                opened = ?r.opened,
+                closed = ?r.closed,
+                "configuration reloaded"
+            );
+            if !r.restart_needed.is_empty() {
+                tracing::warn!(keys = ?r.restart_needed, "these settings changed but take effect only after a restart");
             }
-            Err(e) => tracing::error!("reload refused, the running configuration stays: {e}"),
-        },
+        }
+        Err(e) => tracing::error!("reload refused, the running configuration stays: {e}"),
     }
     service::notify("READY=1");
+    outcome
 }
 
-/// Waits for SIGINT or SIGTERM; on SIGHUP the configuration is reloaded, on
-/// SIGUSR1 the access log reopens its file.
+/// Waits for SIGINT or SIGTERM; on SIGHUP (or the admin API's `POST
+/// /reload`) the configuration is reloaded, on SIGUSR1 the access log
+/// reopens its file.
 fn wait_for_signal<'a>(
     proxy: &'a Proxy,
     config_file: Option<&'a std::path::Path>,
@@ -186,7 +191,10 @@ fn wait_for_signal<'a>(
                 tokio::select! {
                     _ = int.recv() => return,
                     _ = term.recv() => return,
-                    _ = hup.recv() => reload(proxy, config_file),
+                    _ = hup.recv() => {
+                        let _ = reload(proxy, config_file);
+                    }
+                    ask = proxy.reload_asked() => ask.respond(reload(proxy, config_file)),
                     _ = usr1.recv() => {
                         tracing::info!("SIGUSR1: reopening the access log");
                         proxy.reopen_logs();

@@ -1,6 +1,7 @@
 //! SIGHUP through `hoard reload --pid-file`: the real binary re-reads its
 //! file; an invalid file is refused with the `hoard check` text and the
-//! running configuration stays; `/status` reports each reload.
+//! running configuration stays; `/status` reports each reload. The admin
+//! API's `POST /reload` does the same.
 
 mod common;
 
@@ -83,6 +84,15 @@ async fn sighup_reloads_and_refuses_an_invalid_file() {
         s.contains(r#""generation":2"#) && s.contains(r#""result":"ok""#),
         "{s}"
     );
+    // The admin API's POST /reload does the same.
+    std::fs::write(&file, config(admin, "7s")).unwrap();
+    let r = t.client(admin).post("/reload").send().await;
+    r.expect_status(200);
+    assert!(r.text().contains(r#""generation":3"#), "{}", r.text());
+    std::fs::write(&file, config(admin, "7s") + "[server]\nbogus = 1\n").unwrap();
+    let r = t.client(admin).post("/reload").send().await;
+    r.expect_status(409);
+    assert!(r.text().contains("bogus"), "{}", r.text());
     // The listener kept its socket.
     t.client(hoard.addr).get("/").send().await;
     hoard.kill9();

@@ -196,12 +196,55 @@ impl Admin {
                 r
             }
             (&Method::POST, "/purge") => self.purge(req, peer).await,
-            (_, "/" | "/status" | "/metrics" | "/purge") => error(
+            (&Method::POST, "/reload") => self.reload(peer).await,
+            (_, "/" | "/status" | "/metrics" | "/purge" | "/reload") => error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 None,
                 "method not allowed here",
             ),
             _ => error(StatusCode::NOT_FOUND, None, "no such admin endpoint"),
+        }
+    }
+
+    /// `POST /reload`: the configuration file is re-read, as on SIGHUP; the
+    /// answer says what changed, or why the file was refused (409).
+    async fn reload(&self, peer: SocketAddr) -> Response<ProxyBody> {
+        tracing::info!(%peer, "admin: reload asked");
+        let (reply, outcome) = tokio::sync::oneshot::channel();
+        let asked = self
+            .pipeline
+            .reload_asks
+            .as_ref()
+            .is_some_and(|tx| tx.try_send(crate::ReloadAsk { reply }).is_ok());
+        if !asked {
+            return error(StatusCode::CONFLICT, None, "a reload is already waiting");
+        }
+        match tokio::time::timeout(std::time::Duration::from_secs(60), outcome).await {
+            Ok(Ok(Ok(r))) => json_response(
+                StatusCode::OK,
+                format!(
+                    "{}\n",
+                    serde_json::json!({
+                        "result": "ok",
+                        "generation": r.generation,
+                        "opened": r.opened.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                        "closed": r.closed.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                        "restart_needed": r.restart_needed,
+                    })
+                ),
+            ),
+            Ok(Ok(Err(e))) => json_response(
+                StatusCode::CONFLICT,
+                format!(
+                    "{}\n",
+                    serde_json::json!({ "result": "refused", "error": e })
+                ),
+            ),
+            Ok(Err(_)) | Err(_) => error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                None,
+                "no configuration file to re-read (started without --config)",
+            ),
         }
     }
 

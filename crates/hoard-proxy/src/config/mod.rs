@@ -409,9 +409,7 @@ impl Config {
         };
         Ok(Config {
             listeners: vec![ListenerConfig {
-                address: q
-                    .listen
-                    .unwrap_or(defaults::LISTEN),
+                address: q.listen.unwrap_or(defaults::LISTEN),
                 tls: None,
                 http2: true,
             }],

@@ -14,7 +14,6 @@ use regex::Regex;
 use super::raw::{RawDir, RawPlacement, RawZone};
 use super::{ConfigError, Resolver};
 
-
 /// One placement rule; every condition given must hold.
 #[derive(Debug, Clone)]
 pub struct PlacementRule {

@@ -68,6 +68,8 @@ pub type StoreHandle = Store;
 pub struct Pipeline {
     /// The running configuration (see `running`): swapped by a reload.
     running: arc_swap::ArcSwap<running::Running>,
+    /// Reloads asked for through the admin API (to the proxy's owner).
+    pub(crate) reload_asks: Option<tokio::sync::mpsc::Sender<running::ReloadAsk>>,
     /// The last reload, for `/status`.
     pub(crate) last_reload: parking_lot::Mutex<Option<running::ReloadRecord>>,
     pub(crate) store: Arc<Store>,
@@ -163,6 +165,7 @@ impl Pipeline {
             connections: Arc::new(tokio::sync::Semaphore::new(cfg.server.max_connections)),
             running: arc_swap::ArcSwap::from_pointee(first),
             last_reload: parking_lot::Mutex::new(None),
+            reload_asks: None,
             store,
             counters,
             clock,

@@ -21,6 +21,7 @@
 //! (`[cache]`), the thread count, the admin listener and the access log.
 //! [`restart_needed`] names the keys that changed there.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use hoard_policy::clock::Clock;
@@ -88,6 +89,34 @@ impl Running {
             cfg,
             generation: self.generation + 1,
         }
+    }
+}
+
+/// What a reload changed.
+#[derive(Debug, Clone, Default)]
+pub struct Reloaded {
+    /// The running configuration's generation now.
+    pub generation: u64,
+    /// Listeners opened.
+    pub opened: Vec<SocketAddr>,
+    /// Listeners closed (their connections drain).
+    pub closed: Vec<SocketAddr>,
+    /// Settings that changed but wait for a restart.
+    pub restart_needed: Vec<&'static str>,
+}
+
+/// A reload asked for through the admin API (`POST /reload`), waiting for
+/// whoever holds the configuration file to apply it.
+#[derive(Debug)]
+pub struct ReloadAsk {
+    /// Where the outcome goes.
+    pub(crate) reply: tokio::sync::oneshot::Sender<Result<Reloaded, String>>,
+}
+
+impl ReloadAsk {
+    /// Answers the admin request with the reload's outcome.
+    pub fn respond(self, outcome: Result<Reloaded, String>) {
+        let _ = self.reply.send(outcome);
     }
 }
 

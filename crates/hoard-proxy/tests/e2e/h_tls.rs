@@ -17,9 +17,13 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn connector(alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
+    connector_trusting(&fixture("ca.pem"), alpn)
+}
+
+fn connector_trusting(root: &std::path::Path, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
     let mut roots = rustls::RootCertStore::empty();
     roots
-        .add(CertificateDer::from_pem_file(fixture("ca.pem")).unwrap())
+        .add(CertificateDer::from_pem_file(root).unwrap())
         .unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
@@ -118,5 +122,123 @@ async fn h00010_tls_alpn_h2_and_http1() {
         &resp.into_body().collect().await.unwrap().to_bytes()[..],
         b"secret"
     );
+    origin.finish().await;
+}
+
+/// GET `path` over HTTP/1.1 on a TLS connection made by `connector`.
+async fn get_over_tls(
+    addr: std::net::SocketAddr,
+    connector: &tokio_rustls::TlsConnector,
+) -> Result<http::StatusCode, String> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::try_from("localhost").unwrap();
+    let tls = connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let req = http::Request::get("/r")
+        .header("host", "localhost")
+        .body(Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
+    Ok(resp.status())
+}
+
+// h00011: a reload reads the certificate again: after the files are
+// replaced (a renewal), new handshakes present the new certificate, while a
+// connection opened before the reload goes on.
+#[tokio::test]
+async fn h00011_reload_reads_renewed_certificates() {
+    let t = Test::new("h00011");
+    let (cert, key) = (t.dir().join("cert.pem"), t.dir().join("key.pem"));
+    std::fs::copy(fixture("server.pem"), &cert).unwrap();
+    std::fs::copy(fixture("server.key"), &key).unwrap();
+    let (new_cert, new_key) = (t.dir().join("new-cert.pem"), t.dir().join("new-key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .args([
+            "-addext",
+            "subjectAltName=DNS:localhost",
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+        ])
+        .arg("-keyout")
+        .arg(&new_key)
+        .arg("-out")
+        .arg(&new_cert)
+        .output();
+    if !made.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: openssl is not installed (Debian package `openssl`)");
+        return;
+    }
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/r");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("r")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let toml = format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\ntls = {{ cert = {:?}, key = {:?} }}\n\
+         [upstream.app]\nservers = [\"http://{{origin}}\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n",
+        cert.display().to_string(),
+        key.display().to_string()
+    );
+    let proxy = t.proxy().origin(&origin).toml(&origin, &toml).start().await;
+    let old_ca = connector(&[b"http/1.1"]);
+    let new_ca = connector_trusting(&new_cert, &[b"http/1.1"]);
+    // A keep-alive connection opened before the renewal.
+    let tcp = tokio::net::TcpStream::connect(proxy.endpoint())
+        .await
+        .unwrap();
+    let tls = old_ca
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let (mut before, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let get = || {
+        http::Request::get("/r")
+            .header("host", "localhost")
+            .body(Empty::<bytes::Bytes>::new())
+            .unwrap()
+    };
+    assert_eq!(before.send_request(get()).await.unwrap().status(), 200);
+
+    std::fs::copy(&new_cert, &cert).unwrap();
+    std::fs::copy(&new_key, &key).unwrap();
+    proxy
+        .reload_toml(&origin, &toml)
+        .expect("valid configuration");
+    let e = get_over_tls(proxy.endpoint(), &old_ca)
+        .await
+        .expect_err("the old certificate is gone");
+    assert!(e.contains("certificate"), "{e}");
+    assert_eq!(
+        get_over_tls(proxy.endpoint(), &new_ca).await,
+        Ok(http::StatusCode::OK)
+    );
+    assert_eq!(before.send_request(get()).await.unwrap().status(), 200);
     origin.finish().await;
 }
