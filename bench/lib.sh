@@ -166,6 +166,7 @@ NGINX_USER=""
 [ "$(id -u)" -ne 0 ] || NGINX_USER="user $(id -un) $(id -gn);"
 
 nginx_common() { # name: main context of $RUN/name.conf, files in $RUN/name
+    # (worker_connections: NGINX_WORKER_CONNECTIONS if set, else 4096)
     local d="$RUN/$1"
     mkdir -p "$d/tmp"
     cat <<EOF
@@ -177,7 +178,7 @@ worker_rlimit_nofile $NOFILE;
 pid $d/nginx.pid;
 error_log $d/error.log warn;
 events {
-    worker_connections 4096;
+    worker_connections ${NGINX_WORKER_CONNECTIONS:-4096};
     use epoll;
 }
 EOF

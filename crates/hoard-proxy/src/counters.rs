@@ -93,6 +93,9 @@ counters! {
     connections_accepted,
     /// Client connections closed at once: `max_connections` were open.
     connections_refused,
+    /// Connections that had sent nothing, closed to make room for a new one
+    /// when `max_connections` were open.
+    connections_reclaimed,
     /// Client connections closed because they sent nothing within `header_read_timeout`.
     connections_silent,
     /// Keep-alive connections closed after `keep_alive_timeout` without a request.

@@ -85,6 +85,11 @@ pub struct Pipeline {
     pub(crate) access_log: Option<Arc<AccessLog>>,
     /// One permit per open client connection (`server.max_connections`).
     pub(crate) connections: Arc<tokio::sync::Semaphore>,
+    /// Signalled when the permits run out: the oldest connection that has
+    /// not sent a byte closes to make room.
+    pub(crate) pressure: tokio::sync::Notify,
+    /// Connections waiting for their first byte (only they heed `pressure`).
+    pub(crate) silent: std::sync::atomic::AtomicUsize,
 }
 
 /// The route rule that matched a cacheable request, if any.
@@ -165,6 +170,8 @@ impl Pipeline {
             connections: Arc::new(tokio::sync::Semaphore::new(cfg.server.max_connections)),
             running: arc_swap::ArcSwap::from_pointee(first),
             last_reload: parking_lot::Mutex::new(None),
+            pressure: tokio::sync::Notify::new(),
+            silent: std::sync::atomic::AtomicUsize::new(0),
             reload_asks: None,
             store,
             counters,

@@ -10,7 +10,8 @@
 //!
 //! A connection takes one of `server.max_connections` permits for its whole
 //! life; when none is left, a new connection is closed at once (never
-//! queued). A plain connection that sends no byte within
+//! queued), except that the oldest connection that has not sent a byte yet
+//! is closed to make room for it. A plain connection that sends no byte within
 //! `header_read_timeout` is closed (hyper's own timer starts only with the
 //! first byte of a head); a TLS handshake gets as long. Afterwards a
 //! watchdog (`watch`) closes it when idle past `keep_alive_timeout`, when
@@ -132,7 +133,22 @@ pub async fn accept_loop(
             },
             _ = shutdown.changed() => break,
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                // Full: the oldest connection that has not sent a byte
+                // makes room (nginx likewise reuses idle connections),
+                // so silent sockets cannot lock real clients out.
+                // (Only when one is waiting: a stored notification would
+                // close the next connection to arrive.)
+                if pipeline.silent.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                    pipeline.pressure.notify_one();
+                    tokio::task::yield_now().await;
+                }
+                permits.clone().try_acquire_owned().ok()
+            }
+        };
+        let Some(permit) = permit else {
             counters.inc(&counters.connections_refused);
             drop(stream);
             continue;
@@ -200,6 +216,22 @@ struct ConnSettings {
     limits: Limits,
 }
 
+/// Counts a connection as silent (no byte yet) while it lives.
+struct Silent<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Silent<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicUsize) -> Silent<'a> {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Silent(count)
+    }
+}
+
+impl Drop for Silent<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// A connection's permit; its end is counted.
 struct Open {
     _permit: tokio::sync::OwnedSemaphorePermit,
@@ -239,10 +271,17 @@ async fn serve(
         // (`peek` waits for a byte; readiness alone can be spurious.)
         // A shutdown closes it at once (it has no request in flight).
         let mut first = [0u8; 1];
+        let silent = Silent::new(&pipeline.silent);
         let peeked = tokio::select! {
             r = tokio::time::timeout(handshake_timeout, stream.peek(&mut first)) => r,
             _ = shutdown.changed() => return,
+            _ = pipeline.pressure.notified() => {
+                pipeline.counters.inc(&pipeline.counters.connections_reclaimed);
+                tracing::debug!(%peer, "silent connection closed to make room");
+                return;
+            }
         };
+        drop(silent);
         match peeked {
             Ok(Ok(n)) if n > 0 => {}
             Ok(_) => return, // closed or failed before a byte
@@ -253,6 +292,36 @@ async fn serve(
             }
         }
     }
+    // The connection proper lives on the heap: a connection still waiting
+    // for its first byte holds only this small future.
+    Box::pin(serve_connection(
+        stream,
+        peer,
+        builder,
+        pipeline,
+        tls,
+        shutdown,
+        handshake_timeout,
+        sendfile,
+        limits,
+    ))
+    .await;
+}
+
+/// Serves a connection that has spoken (or a TLS one) until it ends.
+#[allow(clippy::too_many_arguments)]
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    pipeline: Arc<Pipeline>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    mut shutdown: signal::Receiver<bool>,
+    handshake_timeout: Duration,
+    sendfile: bool,
+    limits: Limits,
+) {
+    let is_tls = tls.is_some();
     let queue = (!is_tls && sendfile).then(|| SendQueue::new(pipeline.counters.clone()));
     let q = queue.clone();
     let max_requests = pipeline.run().cfg.server.max_requests_per_connection;

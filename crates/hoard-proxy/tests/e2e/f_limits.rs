@@ -259,3 +259,34 @@ async fn f00011_keep_alive_request_limit() {
     t.client(&proxy).get("/k").send().await.expect_body("ok");
     origin.finish().await;
 }
+
+// f00012: with `max_connections` open and some of them silent (no byte
+// sent), a new client is served: the oldest silent connection is closed
+// to make room, so silent sockets cannot lock real clients out.
+#[tokio::test]
+async fn f00012_silent_connections_make_room() {
+    let t = Test::new("f00012");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await;
+            s.txresp(200).body("served").send().await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| c.server.max_connections = 2)
+        .start()
+        .await;
+    let mut oldest = t.client(&proxy).connect().await;
+    proxy.wait_counter("connections_accepted", 1).await;
+    let _newer = t.client(&proxy).connect().await;
+    proxy.wait_counter("connections_accepted", 2).await;
+    t.client(&proxy).get("/").send().await.expect_body("served");
+    oldest.expect_closed().await;
+    proxy.expect_counter("connections_reclaimed", 1);
+    proxy.expect_counter("connections_refused", 0);
+    origin.finish().await;
+}
