@@ -370,19 +370,21 @@ async fn serve_connection(
             let conn = builder.serve_connection(TokioIo::new(Watched::new($io, activity.clone())), svc);
             tokio::pin!(conn);
             let mut ticker = tokio::time::interval(limits.tick());
+            let mut dog = activity.watchdog();
             let mut closing = false;
             loop {
                 let verdict = tokio::select! {
+                    biased;
                     r = conn.as_mut() => break r,
                     _ = shutdown.changed(), if !closing => {
                         closing = true;
                         conn.as_mut().graceful_shutdown();
                         continue;
                     }
-                    _ = activity.flood.notified(), if !closing => Verdict::ResetFlood,
-                    // Polling hyper makes it flush, which writes the interim response.
-                    _ = activity.interim_ready.notified() => continue,
-                    _ = ticker.tick() => activity.verdict(),
+                    // A reset flood, or an interim response to write (the
+                    // loop polls hyper again, which flushes, which writes it).
+                    _ = activity.wake.notified() => activity.verdict(&mut dog),
+                    _ = ticker.tick() => activity.verdict(&mut dog),
                 };
                 match verdict {
                     Verdict::Fine => {}

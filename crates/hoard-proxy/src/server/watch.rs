@@ -2,9 +2,11 @@
 //!
 //! ## Model
 //!
-//! The connection's stream is wrapped in [`Watched`], which records in an
-//! [`Activity`] when a read or write last made progress and since when a
-//! write has been blocked (the client stopped reading). Each request holds
+//! The connection's stream is wrapped in [`Watched`], which counts in an
+//! [`Activity`] every read or write that moved bytes and notes whether a
+//! write is blocked (the client stopped reading); the watchdog's tick
+//! compares the count with the last tick's, so the request path never
+//! reads a clock. Each request holds
 //! an [`InFlight`] token from the moment hyper hands it over until its
 //! response body ends or is dropped; a request dropped before it produced a
 //! response (an HTTP/2 `RST_STREAM`, a closed connection) counts as a reset.
@@ -17,7 +19,7 @@
 //! | `SendStalled` | a write has been blocked for `send_timeout` | drop the connection at once: its responses end, a fill it was reading goes on for others |
 //! | `ResetFlood` | more than `http2_max_resets` requests reset within one window | graceful close (GOAWAY), then drop |
 //!
-//! Reset floods are also signalled at once through `flood`, so a burst is
+//! Reset floods are also signalled at once through `wake`, so a burst is
 //! answered without waiting for the tick.
 //!
 //! ## Interim responses (HTTP/1.1)
@@ -34,12 +36,11 @@
 //! ## Locking
 //!
 //! Atomics, plus one mutex over the interim queue held only to push or to
-//! write from it (no await); times are milliseconds since the connection
-//! opened.
+//! write from it (no await), taken only when a hint arrives.
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -104,30 +105,33 @@ impl Limits {
 #[derive(Debug)]
 pub struct Activity {
     opened: Instant,
-    /// Last progress of a read or write, ms since `opened`.
-    last: AtomicU64,
-    /// When a write became blocked, ms since `opened` plus one; 0 = not blocked.
-    blocked_since: AtomicU64,
+    /// Bumped by every read or write that moved bytes and by every request
+    /// start and end: the watchdog compares it between ticks (no clock
+    /// read on the request path).
+    progress: AtomicU64,
+    /// A write is waiting for the client to read.
+    blocked: std::sync::atomic::AtomicBool,
     in_flight: AtomicUsize,
     resets: AtomicU64,
     window_start: AtomicU64,
     limits: Limits,
-    /// Signalled when the resets pass the limit.
-    pub flood: Notify,
-    interim: parking_lot::Mutex<Interims>,
-    /// Interim responses waiting: a fast check for every flush.
+    /// Wakes the connection task: a reset flood, or an interim response
+    /// to write (polling hyper makes it flush, which writes it).
+    pub wake: Notify,
+    interim: parking_lot::Mutex<VecDeque<Bytes>>,
+    /// The request whose interim responses are accepted; 0 = none.
+    answering: AtomicU64,
+    /// Interim responses queued or being queued: a fast check for every
+    /// flush, and what [`Interim::finish`] waits on.
     interim_queued: AtomicUsize,
-    /// Signalled when an interim response is queued (the connection task
-    /// polls hyper, which flushes).
-    pub interim_ready: Notify,
     interim_done: Notify,
 }
 
-#[derive(Debug, Default)]
-struct Interims {
-    /// The request whose interim responses are accepted; 0 = none.
-    answering: u64,
-    queue: VecDeque<Bytes>,
+/// What the watchdog remembers between ticks (owned by the connection task).
+#[derive(Debug)]
+pub struct Watchdog {
+    seen: u64,
+    since: Instant,
 }
 
 impl Activity {
@@ -135,23 +139,31 @@ impl Activity {
     pub fn new(limits: Limits) -> Arc<Activity> {
         Arc::new(Activity {
             opened: Instant::now(),
-            last: AtomicU64::new(0),
-            blocked_since: AtomicU64::new(0),
+            progress: AtomicU64::new(0),
+            blocked: std::sync::atomic::AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             resets: AtomicU64::new(0),
             window_start: AtomicU64::new(0),
             limits,
-            flood: Notify::new(),
-            interim: parking_lot::Mutex::new(Interims::default()),
+            wake: Notify::new(),
+            interim: parking_lot::Mutex::new(VecDeque::new()),
+            answering: AtomicU64::new(0),
             interim_queued: AtomicUsize::new(0),
-            interim_ready: Notify::new(),
             interim_done: Notify::new(),
         })
     }
 
+    /// The watchdog's memory, starting now.
+    pub fn watchdog(&self) -> Watchdog {
+        Watchdog {
+            seen: self.progress.load(Relaxed),
+            since: Instant::now(),
+        }
+    }
+
     /// Opens request `seq` (from 1) to interim responses.
     pub fn interim(self: &Arc<Self>, seq: u64) -> Interim {
-        self.interim.lock().answering = seq;
+        self.answering.store(seq, SeqCst);
         Interim {
             activity: self.clone(),
             seq,
@@ -163,7 +175,7 @@ impl Activity {
     }
 
     fn progressed(&self) {
-        self.last.store(self.now_ms(), Relaxed);
+        self.progress.fetch_add(1, Relaxed);
     }
 
     /// A request starts; the token ends it.
@@ -184,29 +196,31 @@ impl Activity {
             self.resets.store(0, Relaxed);
         }
         if self.resets.fetch_add(1, Relaxed) + 1 > self.limits.max_resets {
-            self.flood.notify_one();
+            self.wake.notify_one();
         }
     }
 
-    /// The watchdog's decision now.
-    pub fn verdict(&self) -> Verdict {
-        let now = self.now_ms();
-        let blocked = self.blocked_since.load(Relaxed);
-        if blocked != 0
-            && now.saturating_sub(blocked - 1) >= self.limits.send_timeout.as_millis() as u64
-        {
+    /// The watchdog's decision now; `dog` remembers when progress was last seen.
+    pub fn verdict(&self, dog: &mut Watchdog) -> Verdict {
+        let now = Instant::now();
+        let progress = self.progress.load(Relaxed);
+        if progress != dog.seen {
+            dog.seen = progress;
+            dog.since = now;
+        }
+        let still = now.saturating_duration_since(dog.since);
+        if self.blocked.load(Relaxed) && still >= self.limits.send_timeout {
             return Verdict::SendStalled;
         }
         if self.resets.load(Relaxed) > self.limits.max_resets
-            && now.saturating_sub(self.window_start.load(Relaxed))
+            && self
+                .now_ms()
+                .saturating_sub(self.window_start.load(Relaxed))
                 <= RESET_WINDOW.as_millis() as u64
         {
             return Verdict::ResetFlood;
         }
-        if self.in_flight.load(Relaxed) == 0
-            && now.saturating_sub(self.last.load(Relaxed))
-                >= self.limits.keep_alive_timeout.as_millis() as u64
-        {
+        if self.in_flight.load(Relaxed) == 0 && still >= self.limits.keep_alive_timeout {
             return Verdict::Idle;
         }
         Verdict::Fine
@@ -260,31 +274,25 @@ impl Interim {
         }
         head.extend_from_slice(b"\r\n");
         let a = &self.activity;
-        let mut g = a.interim.lock();
-        if g.answering != self.seq {
+        // Counted before the check, so that `finish` (which clears
+        // `answering` first, then reads the count) either stops this hint
+        // or waits for it (both sequentially consistent).
+        a.interim_queued.fetch_add(1, SeqCst);
+        if a.answering.load(SeqCst) != self.seq {
+            a.interim_queued.fetch_sub(1, SeqCst);
+            a.interim_done.notify_one();
             return;
         }
-        g.queue.push_back(Bytes::from(head));
-        a.interim_queued.fetch_add(1, Relaxed);
-        drop(g);
-        a.interim_ready.notify_one();
+        a.interim.lock().push_back(Bytes::from(head));
+        a.wake.notify_one();
     }
 
     /// Waits until every queued interim response is written, then closes
     /// the request to them. Call before handing the final response over.
     pub async fn finish(self) {
         let a = &self.activity;
-        loop {
-            let written = {
-                let mut g = a.interim.lock();
-                if g.queue.is_empty() {
-                    g.answering = 0;
-                }
-                g.queue.is_empty()
-            };
-            if written {
-                return;
-            }
+        a.answering.store(0, SeqCst);
+        while a.interim_queued.load(SeqCst) > 0 {
             a.interim_done.notified().await;
         }
     }
@@ -347,14 +355,9 @@ impl<S> Watched<S> {
 
     fn wrote<T>(&self, r: &Poll<io::Result<T>>) {
         match r {
-            Poll::Pending => {
-                if self.activity.blocked_since.load(Relaxed) == 0 {
-                    let now = self.activity.now_ms() + 1;
-                    self.activity.blocked_since.store(now, Relaxed);
-                }
-            }
+            Poll::Pending => self.activity.blocked.store(true, Relaxed),
             Poll::Ready(r) => {
-                self.activity.blocked_since.store(0, Relaxed);
+                self.activity.blocked.store(false, Relaxed);
                 if r.is_ok() {
                     self.activity.progressed();
                 }
@@ -368,7 +371,7 @@ impl<S: AsyncWrite + Unpin> Watched<S> {
     fn write_interim(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let activity = self.activity.clone();
         let mut g = activity.interim.lock();
-        while let Some(front) = g.queue.front_mut() {
+        while let Some(front) = g.front_mut() {
             let r = Pin::new(&mut self.inner).poll_write(cx, front);
             self.wrote(&r);
             match r {
@@ -376,8 +379,8 @@ impl<S: AsyncWrite + Unpin> Watched<S> {
                 Poll::Ready(Ok(n)) => {
                     front.advance(n);
                     if front.is_empty() {
-                        g.queue.pop_front();
-                        activity.interim_queued.fetch_sub(1, Relaxed);
+                        g.pop_front();
+                        activity.interim_queued.fetch_sub(1, SeqCst);
                     }
                 }
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
@@ -441,7 +444,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         let r = Pin::new(&mut self.inner).poll_flush(cx);
         match r {
             Poll::Pending => self.wrote(&r),
-            Poll::Ready(_) => self.activity.blocked_since.store(0, Relaxed),
+            Poll::Ready(_) => self.activity.blocked.store(false, Relaxed),
         }
         r
     }
@@ -466,16 +469,17 @@ mod tests {
     #[tokio::test]
     async fn resets_past_the_limit_are_a_flood() {
         let a = Activity::new(limits());
+        let mut dog = a.watchdog();
         for _ in 0..3 {
             drop(a.request());
         }
-        assert_eq!(a.verdict(), Verdict::Fine);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine);
         let mut answered = a.request();
         answered.answered();
         drop(answered);
-        assert_eq!(a.verdict(), Verdict::Fine);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine);
         drop(a.request());
-        assert_eq!(a.verdict(), Verdict::ResetFlood);
+        assert_eq!(a.verdict(&mut dog), Verdict::ResetFlood);
     }
 
     #[tokio::test]
@@ -484,9 +488,20 @@ mod tests {
             keep_alive_timeout: Duration::ZERO,
             ..limits()
         });
+        let mut dog = a.watchdog();
         let r = a.request();
-        assert_eq!(a.verdict(), Verdict::Fine);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine);
         drop(r);
-        assert_eq!(a.verdict(), Verdict::Idle);
+        assert_eq!(a.verdict(&mut dog), Verdict::Idle);
+    }
+
+    #[tokio::test]
+    async fn interim_after_finish_is_dropped() {
+        let a = Activity::new(limits());
+        let i = a.interim(1);
+        i.clone().finish().await;
+        i.early_hints(&HeaderMap::new());
+        assert_eq!(a.interim_queued.load(SeqCst), 0);
+        assert!(a.interim.lock().is_empty());
     }
 }
