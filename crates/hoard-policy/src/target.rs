@@ -148,7 +148,9 @@ fn is_unreserved(b: u8) -> bool {
 /// remove. Unlike the RFC (which drops them), `..` segments above the root
 /// are refused: an origin that resolves them itself would see another path.
 fn remove_dot_segments(path: &str) -> Result<Option<String>, TargetError> {
-    let has_dots = path.split('/').any(|seg| seg == "." || seg == "..");
+    // A dot segment starts with "/."; most paths have none.
+    let has_dots = path.as_bytes().windows(2).any(|w| w == b"/.")
+        && path.split('/').any(|seg| seg == "." || seg == "..");
     if !has_dots {
         return Ok(None);
     }
@@ -192,7 +194,7 @@ pub fn normalise_authority<'a>(
     authority: &'a str,
     scheme: &str,
 ) -> Result<Cow<'a, str>, TargetError> {
-    if authority.is_empty() {
+    if authority.is_empty() || already_normal(authority.as_bytes(), scheme) {
         return Ok(Cow::Borrowed(authority));
     }
     if authority.contains('@') {
@@ -261,6 +263,38 @@ pub fn normalise_authority<'a>(
     Ok(Cow::Owned(out))
 }
 
+/// One pass over the common case: a lower-case `host` or `host:port` with
+/// a port that is not the scheme's default, in normal form already.
+fn already_normal(b: &[u8], scheme: &str) -> bool {
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' => {}
+            b'.' if i > 0 && b[i - 1] != b'.' => {}
+            b':' => break,
+            _ => return false,
+        }
+        i += 1;
+    }
+    if i == 0 || b[i - 1] == b'.' {
+        return false;
+    }
+    if i == b.len() {
+        return true;
+    }
+    let port = &b[i + 1..];
+    if port.is_empty() || port.len() > 5 || !port.iter().all(u8::is_ascii_digit) {
+        return false;
+    }
+    let n = port.iter().fold(0u32, |n, d| n * 10 + u32::from(d - b'0'));
+    let default = match scheme {
+        "http" => 80,
+        "https" => 443,
+        _ => 0,
+    };
+    n <= 65535 && n != default && port[0] != b'0'
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,6 +361,24 @@ mod tests {
             normalise_authority("a.example:81", "http"),
             Ok(Cow::Borrowed(_))
         ));
+        assert!(matches!(
+            normalise_authority("a.example", "http"),
+            Ok(Cow::Borrowed(_))
+        ));
+        for bad in [
+            "a..b",
+            ".a",
+            "a.",
+            "a:080",
+            "a:",
+            "a:80",
+            "A.example",
+            "a:99999",
+            "a@b",
+        ] {
+            assert!(!already_normal(bad.as_bytes(), "http"), "{bad}");
+        }
+        assert_eq!(n("a:080", "http").unwrap(), "a:080");
         assert_eq!(n("u@example.com", "http"), Err(TargetError::UserInfo));
         assert_eq!(n("exa mple.com", "http"), Err(TargetError::BadHost));
         assert_eq!(n("example.com:99999", "http"), Err(TargetError::BadPort));
