@@ -19,10 +19,18 @@ fn main() {
         .ok()
         .filter(|o| o.status.success())
         .is_some_and(|o| !o.stdout.is_empty());
-    let commit = if dirty { format!("{commit}-modified") } else { commit };
+    let commit = if dirty {
+        format!("{commit}-modified")
+    } else {
+        commit
+    };
     println!("cargo:rustc-env=HOARD_COMMIT={commit}");
     // Rebuilt when HEAD moves (a commit, a checkout).
-    for path in ["../../.git/HEAD", "../../.git/refs/heads", "../../.git/packed-refs"] {
+    for path in [
+        "../../.git/HEAD",
+        "../../.git/refs/heads",
+        "../../.git/packed-refs",
+    ] {
         println!("cargo:rerun-if-changed={path}");
     }
 }

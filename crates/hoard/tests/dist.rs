@@ -39,7 +39,11 @@ fn every_example_passes_check() {
 
 #[test]
 fn systemd_unit_verifies() {
-    if Command::new("systemd-analyze").arg("--version").output().is_err() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("skipped: systemd-analyze is not installed (Debian package `systemd`)");
         return;
     }
@@ -47,7 +51,11 @@ fn systemd_unit_verifies() {
     let unit = std::fs::read_to_string(repo().join("dist/hoard.service")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("hoard.service");
-    std::fs::write(&path, unit.replace("/usr/bin/hoard", env!("CARGO_BIN_EXE_hoard"))).unwrap();
+    std::fs::write(
+        &path,
+        unit.replace("/usr/bin/hoard", env!("CARGO_BIN_EXE_hoard")),
+    )
+    .unwrap();
     let out = Command::new("systemd-analyze")
         .arg("verify")
         .arg(&path)
@@ -55,7 +63,10 @@ fn systemd_unit_verifies() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     // verify exits 0 on unknown keys but reports them: any line about the unit fails.
-    let about_unit: Vec<&str> = stderr.lines().filter(|l| l.contains("hoard.service")).collect();
+    let about_unit: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("hoard.service"))
+        .collect();
     assert!(
         out.status.success() && about_unit.is_empty(),
         "systemd-analyze verify: {stderr}"
