@@ -374,27 +374,25 @@ impl Pipeline {
     }
 }
 
-/// The site that serves `authority` (normalised), if any.
+/// The site that serves `authority`, which is in normal form (lower case,
+/// see `hoard_policy::target`), if any.
 pub(crate) fn select_site(cfg: &Config, authority: &str) -> Option<usize> {
-    {
-        let sites = &cfg.sites;
-        if let [only] = sites.as_slice() {
-            if only.hosts.is_empty() {
-                return Some(0);
-            }
+    let sites = &cfg.sites;
+    if let [only] = sites.as_slice() {
+        if only.hosts.is_empty() {
+            return Some(0);
         }
-        let host = strip_port(authority).to_ascii_lowercase();
-        let host = host.as_str();
-        sites
-            .iter()
-            .position(|s| {
-                s.hosts.iter().any(|m| match m {
-                    HostMatch::Exact(h) => h == host,
-                    HostMatch::Suffix(suffix) => host.ends_with(suffix.as_str()),
-                })
-            })
-            .or_else(|| sites.iter().position(|s| s.hosts.is_empty()))
     }
+    let host = strip_port(authority);
+    sites
+        .iter()
+        .position(|s| {
+            s.hosts.iter().any(|m| match m {
+                HostMatch::Exact(h) => h == host,
+                HostMatch::Suffix(suffix) => host.ends_with(suffix.as_str()),
+            })
+        })
+        .or_else(|| sites.iter().position(|s| s.hosts.is_empty()))
 }
 
 impl Pipeline {
