@@ -257,44 +257,44 @@ impl Proxy {
             restart_needed,
             ..Reloaded::default()
         };
-        let kept: Vec<bool> = {
-            let listening = self.listeners.lock();
-            cfg.listeners
+        let listening = |address: SocketAddr| {
+            self.listeners
+                .lock()
                 .iter()
-                .map(|l| listening.iter().any(|x| x.cfg.address == l.address))
-                .collect()
+                .any(|x| x.cfg.address == address)
         };
-        let mut opened = Vec::new();
-        for ((l, state), kept) in cfg.listeners.iter().zip(states).zip(&kept) {
-            if *kept {
-                let listening = self.listeners.lock();
-                let x = listening
-                    .iter()
-                    .find(|x| x.cfg.address == l.address)
-                    .expect("invariant: kept listeners are listening");
-                x.state.store(Arc::new(state));
-            } else {
-                match self.open(l.clone(), state) {
-                    Ok(addr) => opened.push(addr),
-                    Err(e) => {
-                        // Undo: close what this reload opened.
-                        self.close(|x| opened.contains(&x.addr));
-                        return Err(e);
-                    }
+        // New listeners first: a bind that fails undoes them, and nothing
+        // else has changed yet.
+        let mut kept = Vec::new();
+        for (l, state) in cfg.listeners.iter().zip(states) {
+            if listening(l.address) {
+                kept.push((l, state));
+                continue;
+            }
+            match self.open(l.clone(), state) {
+                Ok(addr) => out.opened.push(addr),
+                Err(e) => {
+                    self.close(|x| out.opened.contains(&x.addr));
+                    return Err(e);
                 }
+            }
+        }
+        for (l, state) in kept {
+            if let Some(x) = self
+                .listeners
+                .lock()
+                .iter_mut()
+                .find(|x| x.cfg.address == l.address)
+            {
+                x.state.store(Arc::new(state));
+                x.cfg = l.clone();
             }
         }
         warn_unkeyed(&cfg);
         self.pipeline
             .install(old.next(cfg.clone(), &self.pipeline.counters, &self.clock));
         out.generation = old.generation + 1;
-        out.opened = opened;
         out.closed = self.close(|x| !cfg.listeners.iter().any(|l| l.address == x.cfg.address));
-        for x in self.listeners.lock().iter_mut() {
-            if let Some(l) = cfg.listeners.iter().find(|l| l.address == x.cfg.address) {
-                x.cfg = l.clone();
-            }
-        }
         Ok(out)
     }
 
