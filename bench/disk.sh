@@ -398,9 +398,15 @@ request = function()
 end
 EOF
         cat "$RUN/report.lua" >>"$RUN/write-$p.lua"
-        # Start every run with no dirty pages left by the previous one, so
-        # that no proxy pays for another's writeback.
+        # Start every run with no dirty pages left by the previous one and
+        # an empty page cache, so that no proxy pays for another's writeback
+        # or for reclaiming the pages another one filled.
         sync
+        if [ -w /proc/sys/vm/drop_caches ]; then
+            echo 3 >/proc/sys/vm/drop_caches
+        else
+            NOTES+=("write-$p: could not drop the page cache before the run (not root): rows that run later pay for reclaiming what earlier ones cached")
+        fi
         log "write: $p, unique 1 MiB URLs, wrk -t1 -c$WRITE_CONNS -d${DURATION}s"
         measure "write-$p" "${PID[$p]}" "http://127.0.0.1:${PORT[$p]}/" "$WRITE_CONNS" "$RUN/write-$p.lua"
         R_STORED[$p]="$(stored_mib "$p")"

@@ -138,6 +138,8 @@ counters! {
     disk_stored,
     /// Disk objects evicted to keep a zone under its max_size (or min_free).
     disk_evicted_size,
+    /// Evicted objects' files taken over by new objects (overwritten in place, not unlinked).
+    disk_files_recycled,
     /// Disk objects removed after `inactive` without a request.
     disk_evicted_inactive,
     /// Files the disk loader looked at.
@@ -222,6 +224,7 @@ impl hoard_store::StoreEvents for Counters {
             E::MemoryPromotion => &self.memory_promotions,
             E::DiskStored => &self.disk_stored,
             E::EvictedSize => &self.disk_evicted_size,
+            E::DiskRecycled => &self.disk_files_recycled,
             E::EvictedInactive => &self.disk_evicted_inactive,
             E::LoadScanned => &self.disk_load_scanned,
             E::Loaded => &self.disk_loaded,

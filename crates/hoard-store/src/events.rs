@@ -14,6 +14,9 @@ pub enum StoreEvent {
     DiskStored,
     /// An object was evicted from a disk zone to make room.
     EvictedSize,
+    /// An evicted object's file was taken over by a new object (overwritten
+    /// in place instead of unlinked).
+    DiskRecycled,
     /// An object was removed from a disk zone after `inactive` without use.
     EvictedInactive,
     /// The loader looked at a file.
@@ -43,6 +46,7 @@ impl StoreEvent {
             StoreEvent::MemoryPromotion => "memory-promotion",
             StoreEvent::DiskStored => "disk-stored",
             StoreEvent::EvictedSize => "evicted-size",
+            StoreEvent::DiskRecycled => "disk-recycled",
             StoreEvent::EvictedInactive => "evicted-inactive",
             StoreEvent::LoadScanned => "load-scanned",
             StoreEvent::Loaded => "loaded",

@@ -246,6 +246,22 @@ async fn d00003_flood_stays_under_max_size() {
     proxy.expect_counter("disk_stored", N as u64);
     assert!(proxy.counter("disk_evicted_size") >= (N - 7) as u64);
     assert!(zone.objects() >= 5, "the zone is used: {}", zone.objects());
+    // Evicted files were taken over by later objects (overwritten in
+    // place), and what is left serves the right bytes from disk.
+    assert!(
+        proxy.counter("disk_files_recycled") >= 1,
+        "no evicted file was reused"
+    );
+    let kept = objects(&dir).len();
+    assert_eq!(kept as u64, zone.objects(), "no stray files");
+    for i in N - 3..N {
+        t.client(&proxy)
+            .get(&format!("/flood/{i}"))
+            .send()
+            .await
+            .expect_cache_status("hit")
+            .expect_body(body(150_000, i as u8));
+    }
     origin.finish().await;
 }
 
@@ -1257,5 +1273,110 @@ async fn d00021_ranges_of_a_spilled_fill() {
     proxy.expect_counter("range_misses", 3);
     proxy.wait_counter("disk_stored", 1).await;
     assert_eq!(origin.requests(), 1);
+    origin.finish().await;
+}
+
+// d00022: an evicted object's file is overwritten in place for a new object
+// only when nobody has it open: a client still reading the old object
+// gets the old bytes, whole. A file nobody reads is reused, and cut to the
+// new object's length.
+#[tokio::test]
+async fn d00022_a_file_being_read_is_never_reused() {
+    const BIG: usize = 8 << 20;
+    const SMALL: usize = 3 << 20;
+    let t = Test::new("d00022");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for (path, len, seed) in [("/a", BIG, 1), ("/b", BIG, 2), ("/c", SMALL, 3)] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(body(len, seed))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let dir = t.dir().join("zone");
+    // Room for one big object only: storing /b evicts /a, storing /c /b.
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .disk(&dir, 10 << 20, 0)
+        .start()
+        .await;
+    proxy.wait_counter("disk_load_done", 1).await;
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body(body(BIG, 1));
+    proxy.wait_counter("disk_stored", 1).await;
+
+    // An HTTP/2 client with a 64 KiB window takes the head of a hit on /a
+    // and reads nothing more: the proxy holds /a's file open meanwhile.
+    let stream = tokio::net::TcpStream::connect(hoard_testkit::Endpoint::endpoint(&proxy))
+        .await
+        .unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(65_535)
+            .initial_connection_window_size(65_535)
+            .handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get("http://localhost/a")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(proxy.counter("disk_hits"), 1);
+
+    // Storing /b evicts /a, whose file is still open: it is unlinked, not
+    // reused.
+    t.client(&proxy)
+        .get("/b")
+        .send()
+        .await
+        .expect_body(body(BIG, 2));
+    proxy.wait_counter("disk_stored", 2).await;
+    proxy.expect_counter("disk_evicted_size", 1);
+    proxy.expect_counter("disk_files_recycled", 0);
+    let got = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    assert!(
+        got[..] == body(BIG, 1)[..],
+        "the reader of /a got other bytes"
+    );
+    drop(send);
+
+    // /b's file is not open: storing /c takes it over and cuts it to length.
+    t.client(&proxy)
+        .get("/c")
+        .send()
+        .await
+        .expect_body(body(SMALL, 3));
+    proxy.wait_counter("disk_stored", 3).await;
+    proxy.expect_counter("disk_evicted_size", 2);
+    proxy.expect_counter("disk_files_recycled", 1);
+    let left = files(&dir);
+    assert_eq!(left.len(), 1, "one file left: {left:?}");
+    assert!(
+        left[0].1 < (SMALL + 64 * 1024) as u64,
+        "cut to length: {left:?}"
+    );
+    for _ in 0..2 {
+        t.client(&proxy)
+            .get("/c")
+            .send()
+            .await
+            .expect_cache_status("hit")
+            .expect_body(body(SMALL, 3));
+    }
     origin.finish().await;
 }

@@ -8,6 +8,7 @@
 //! * [`zone`]: a zone: lookup, placement over directories, eviction,
 //!   loading, directory health.
 //! * [`writer`]: writing one object while its fill streams it.
+//! * [`lease`]: whether an evicted object's file may be overwritten in place.
 //! * [`reader`]: reading a stored body block by block, checked.
 //! * [`resident`]: whether a file range is in the page cache (for sendfile).
 //!
@@ -17,6 +18,7 @@
 pub mod format;
 pub mod index;
 pub mod io;
+pub mod lease;
 pub mod reader;
 pub mod resident;
 pub mod writer;

@@ -2,7 +2,9 @@
 //!
 //! ## Lifecycle
 //!
-//! [`DiskZone::writer`] reserves room and creates `<id>-<serial>.tmp`.
+//! [`DiskZone::writer`] reserves room and creates `<id>-<serial>.tmp`, or
+//! takes over an evicted object's file under that name (recycled: its
+//! blocks and cached pages are overwritten in place).
 //! [`DiskWriter::write`] buffers body chunks and writes them in batches on
 //! the zone's pool, computing the block checksums as it goes; before the
 //! file grows past its reservation it reserves more (evicting others if
@@ -78,6 +80,9 @@ pub struct DiskWriter {
     written: u64,
     /// Bytes held in the zone's account for this file.
     reserved: u64,
+    /// The file was an evicted object's, overwritten in place: it may be
+    /// longer than this object and is cut to length when finished.
+    recycled: bool,
     done: bool,
 }
 
@@ -171,6 +176,7 @@ impl DiskWriter {
         file: File,
         tmp: PathBuf,
         reserved: u64,
+        recycled: bool,
     ) -> DiskWriter {
         let io = zone.io.clone();
         DiskWriter {
@@ -188,6 +194,7 @@ impl DiskWriter {
             pending_len: 0,
             written: 0,
             reserved,
+            recycled,
             done: false,
         }
     }
@@ -324,11 +331,16 @@ impl DiskWriter {
         let tmp = self.tmp.clone();
         let path = self.zone.path(self.dir, self.id, self.serial);
         let gate = self.zone.io.gate_arc();
+        let recycled = self.recycled;
         let r = self
             .zone
             .io
             .run(IoKind::Write, move || {
                 gate.write_fault()?;
+                if recycled {
+                    // What is left of the previous object goes.
+                    file.set_len(prefix.file_len())?;
+                }
                 for c in &chunks {
                     file.write_all_at(c, at)?;
                     sums.update(c);

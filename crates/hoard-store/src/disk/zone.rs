@@ -19,6 +19,7 @@
 //! | writing | the `.tmp` file, written by one [`super::writer::DiskWriter`] | complete: renamed; dropped: unlinked |
 //! | published | `<id>-<serial>`, an index entry | evicted, replaced, purged, rejected |
 //! | unlinking | removed from the index, bytes still accounted | unlinked, bytes released |
+//! | reused | evicted for a new object and open nowhere: renamed to the new `.tmp`, its bytes now the new writer's | overwritten as the new object (writing) |
 //!
 //! A restart finds only whole files under their final names (the rename is
 //! the commit point); `.tmp` files and files that fail their checks are
@@ -317,6 +318,37 @@ fn open_object(path: &Path, expect_id: u128, first: u64) -> Result<Opened, ReadE
 }
 
 /// Parses `<id>-<serial>` (32 and 16 hex digits).
+/// Where a new object's file goes, and the bytes held for it.
+struct Placed {
+    dir: u8,
+    reserved: u64,
+    /// An evicted object's file, renamed to the new temporary name, to be
+    /// overwritten in place; `None`: create a new file.
+    file: Option<File>,
+}
+
+/// Creates the fan-out directory of `path` if it is missing.
+fn make_parent(path: &Path) -> io::Result<()> {
+    path.parent().map_or(Ok(()), |p| match fs::create_dir(p) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        r => r,
+    })
+}
+
+/// Takes over an evicted object's file as `tmp`: renamed first (so no
+/// reader can open it by its old name any more), then kept only if no
+/// handle to it is open anywhere. `None`: use a new file.
+fn reuse_file(old: &Path, tmp: &Path) -> Option<File> {
+    make_parent(tmp).ok()?;
+    fs::rename(old, tmp).ok()?;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(tmp)
+        .ok()?;
+    super::lease::sole_handle(&f).then_some(f)
+}
+
 fn parse_name(name: &str) -> Option<(u128, u64)> {
     let (id, serial) = name.split_once('-')?;
     if id.len() != 32 || serial.len() != 16 {
@@ -973,6 +1005,105 @@ impl DiskZone {
         }
     }
 
+    /// Room for a new object's file: like [`DiskZone::reserve_blocking`],
+    /// but when it must evict, the first victim in service (one in `dir` if
+    /// the batch has one) is not unlinked: its file is renamed to the new
+    /// object's temporary name and handed over to be overwritten in place.
+    /// Rewriting allocated, cached pages costs a quarter of what a new file
+    /// costs (block allocation, journal, page allocation; see
+    /// `docs/disk.md`). The victim's bytes stay in the account and become
+    /// part of the new reservation, so the limit holds throughout. A victim
+    /// file that anybody still has open (a reader streaming it) is never
+    /// reused: see [`super::lease`]. Blocking: call on the pool.
+    fn reserve_new(&self, bytes: u64, dir: u8, id: u128, serial: u64) -> Option<Placed> {
+        if bytes > self.cfg.max_size {
+            return None;
+        }
+        // A reused victim file: where, its handle, the bytes it holds.
+        let mut reused: Option<(u8, File, u64)> = None;
+        loop {
+            let held = reused.as_ref().map_or(0, |r| r.2);
+            let need = bytes.saturating_sub(held);
+            let at = reused.as_ref().map_or(dir, |r| r.0);
+            let free_ok = self.free_space_ok(&self.dirs[at as usize].path, need);
+            let (victims, candidate) = {
+                let mut ix = self.index.lock();
+                if free_ok && ix.used + need <= self.cfg.max_size {
+                    ix.reserve(need);
+                    return Some(match reused {
+                        Some((dir, file, held)) => Placed {
+                            dir,
+                            reserved: held + need,
+                            file: Some(file),
+                        },
+                        None => Placed {
+                            dir,
+                            reserved: need,
+                            file: None,
+                        },
+                    });
+                }
+                let mut victims = Vec::new();
+                let mut freed = 0;
+                while victims.len() < 64 && (!free_ok || ix.used - freed + need > self.cfg.max_size)
+                {
+                    let Some((vid, e)) = ix.pop_victim() else {
+                        break;
+                    };
+                    self.open.remove(&vid);
+                    self.account_dir(&e, false);
+                    freed += e.bytes();
+                    victims.push((e.dir, self.path(e.dir, vid, e.serial), e.bytes()));
+                    if !free_ok && victims.len() >= 8 {
+                        break;
+                    }
+                }
+                // Reuse needs free space to be fine already: a reused file
+                // frees nothing on the file system.
+                let candidate = if reused.is_none() && free_ok {
+                    victims
+                        .iter()
+                        .position(|v| v.0 == dir)
+                        .or_else(|| {
+                            victims
+                                .iter()
+                                .position(|v| self.dirs[v.0 as usize].online())
+                        })
+                        .map(|i| victims.swap_remove(i))
+                } else {
+                    None
+                };
+                (victims, candidate)
+            };
+            if victims.is_empty() && candidate.is_none() {
+                if let Some((at, _, held)) = reused {
+                    let tmp = self.path(at, id, serial).with_extension("tmp");
+                    self.unlink_now(vec![(tmp, held)]);
+                }
+                return None;
+            }
+            for _ in 0..victims.len() + usize::from(candidate.is_some()) {
+                self.event(StoreEvent::EvictedSize);
+            }
+            self.unlink_now(victims.into_iter().map(|(_, p, b)| (p, b)).collect());
+            if let Some((at, old, held)) = candidate {
+                let tmp = self.path(at, id, serial).with_extension("tmp");
+                match reuse_file(&old, &tmp) {
+                    Some(f) => {
+                        self.event(StoreEvent::DiskRecycled);
+                        reused = Some((at, f, held));
+                    }
+                    // Open elsewhere, or the rename failed: unlink it as
+                    // any victim (whichever name it has now).
+                    None => {
+                        let gone = if tmp.exists() { tmp } else { old };
+                        self.unlink_now(vec![(gone, held)]);
+                    }
+                }
+            }
+        }
+    }
+
     /// Starts writing a new object for `primary` / `variant`; `None` while
     /// the loader runs, when the body is known to be too large, or when no
     /// directory can take it (the fill goes on, uncached here).
@@ -1004,19 +1135,18 @@ impl DiskZone {
                 let first = on_disk(
                     data + expected_len.map_or(256 << 10, |l| l + 8 * l.div_ceil(BLOCK) + 8),
                 );
-                if !zone.reserve_blocking(first, dir) {
+                let Some(placed) = zone.reserve_new(first, dir, id, serial) else {
                     zone.event(StoreEvent::WriteAbandoned);
                     return Ok(None);
-                }
-                let path = zone.path(dir, id, serial);
-                let tmp = path.with_extension("tmp");
-                let created = path
-                    .parent()
-                    .map_or(Ok(()), |p| match fs::create_dir(p) {
-                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-                        r => r,
-                    })
-                    .and_then(|()| File::create_new(&tmp));
+                };
+                let dir = placed.dir;
+                let tmp = zone.path(dir, id, serial).with_extension("tmp");
+                let recycled = placed.file.is_some();
+                let created = match placed.file {
+                    Some(f) => Ok(f),
+                    None => make_parent(&tmp).and_then(|()| File::create_new(&tmp)),
+                };
+                let first = placed.reserved;
                 match created {
                     // Built here: if the caller stopped waiting, dropping the
                     // writer removes the file and gives the bytes back.
@@ -1031,6 +1161,7 @@ impl DiskZone {
                         f,
                         tmp,
                         first,
+                        recycled,
                     ))),
                     Err(e) => {
                         zone.index.lock().release(first);
