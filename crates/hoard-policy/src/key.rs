@@ -181,6 +181,10 @@ impl KeyTemplate {
 /// request target, so no request's key looks like a slice's).
 pub const SLICE_MARK: &str = " slice=";
 
+/// What follows an object's key text in the key of its partial copy (a
+/// stored 206, RFC 9111 §3.3).
+pub const PARTIAL_MARK: &str = " partial";
+
 /// The URL parts of a key text, for purges: `scheme|host|target[|extra...]`,
 /// with a slice's mark removed. An empty scheme or host means the route's
 /// key leaves it out (it matches any).
@@ -195,8 +199,10 @@ pub struct KeyUrl<'a> {
 }
 
 impl<'a> KeyUrl<'a> {
-    /// Splits a key text made by [`KeyTemplate::key`] (or a slice's key).
+    /// Splits a key text made by [`KeyTemplate::key`] (or a slice's or a
+    /// partial copy's key).
     pub fn parse(text: &'a str) -> Option<KeyUrl<'a>> {
+        let text = text.strip_suffix(PARTIAL_MARK).unwrap_or(text);
         let whole = text.find(SLICE_MARK).map_or(text, |at| &text[..at]);
         let mut parts = whole.splitn(4, '|');
         let scheme = parts.next()?;
@@ -279,6 +285,8 @@ mod tests {
         assert!(!k.starts_with("https://example.com/img/"));
         assert!(!k.starts_with("http://example.com/video/"));
         assert!(!k.starts_with("http://example.org/"));
+        let partial = KeyUrl::parse("http|example.com|/v.mp4 partial").unwrap();
+        assert_eq!(partial.target, "/v.mp4");
         let no_scheme = KeyUrl::parse("|example.com|/a").unwrap();
         assert!(no_scheme.starts_with("https://example.com/"));
         let no_host = KeyUrl::parse("http||/a/b").unwrap();

@@ -170,6 +170,14 @@ counters! {
     range_not_satisfiable,
     /// Range requests answered with the whole response (If-Range mismatch, length not known yet, too many ranges).
     range_ignored,
+    /// Origin 206 responses stored as an object's partial copy (RFC 9111 §3.3).
+    partial_stored,
+    /// Range requests answered with 206 from a stored partial copy.
+    partial_hits,
+    /// Stored partial copies completed: the rest fetched with `Range` and joined to them (RFC 9111 §3.4).
+    partial_completed,
+    /// Completions whose answer did not match the partial copy (another version): the copy was dropped and the whole object fetched.
+    partial_mismatches,
     /// Slice fills started (slice mode: one origin request with `Range` per slice).
     slice_fills,
     /// Slice fills started ahead of the slices a request needs.

@@ -106,6 +106,7 @@ impl RouteConfig {
             slice: None,
             slice_prefetch: 1,
             slice_direct_max: 64 << 10,
+            cold_range: super::ColdRange::Fill,
             forward_headers: Vec::new(),
             bypass: Vec::new(),
             no_store: Vec::new(),

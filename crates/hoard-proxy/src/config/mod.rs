@@ -306,6 +306,22 @@ pub struct RouteConfig {
     /// fill has received is fetched from the origin on its own. Default:
     /// 64 KiB; 0 disables.
     pub slice_direct_max: u64,
+    /// What a range request for an object not in the cache fetches.
+    /// Default: the whole object.
+    pub cold_range: ColdRange,
+}
+
+/// What a range request for an object not in the cache fetches (route
+/// `cold_range`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColdRange {
+    /// `"fill"`: one fill of the whole object, shared by every request for
+    /// it; each range is answered as soon as its bytes arrive.
+    Fill,
+    /// `"forward"`: the client's `Range` goes to the origin and a 206 is
+    /// kept as the object's partial copy (RFC 9111 §3.3), reused for the
+    /// ranges it holds and completed when the whole object is asked for.
+    Forward,
 }
 
 impl SiteConfig {
@@ -736,6 +752,20 @@ impl Resolver<'_> {
                 ))
             }
         };
+        let cold_range = match &r.cold_range {
+            None => ColdRange::Fill,
+            Some(v) => match v.get_ref().as_str() {
+                "fill" => ColdRange::Fill,
+                "forward" => ColdRange::Forward,
+                other => {
+                    return Err(self.err(
+                        Some(v.span()),
+                        format!("{at}.cold_range"),
+                        format!("\"{other}\": expected \"fill\" or \"forward\""),
+                    ))
+                }
+            },
+        };
         let path = match (r.prefix, r.regex) {
             (Some(_), Some(re)) => {
                 return Err(self.err(
@@ -913,6 +943,7 @@ impl Resolver<'_> {
             slice,
             slice_prefetch: r.slice_prefetch.unwrap_or(d.slice_prefetch),
             slice_direct_max: r.slice_direct_max.map_or(d.slice_direct_max, |x| x.0),
+            cold_range,
         })
     }
 }

@@ -153,6 +153,7 @@ pub struct RawRoute {
     pub slice: Option<Spanned<Size>>,
     pub slice_prefetch: Option<u32>,
     pub slice_direct_max: Option<Size>,
+    pub cold_range: Option<Spanned<String>>,
     pub forward_headers: Option<Vec<Spanned<String>>>,
     pub forward_unkeyed: Option<bool>,
     #[serde(default)]

@@ -365,3 +365,20 @@ fn rules_resolve_and_bad_rules_name_key_and_line() {
         "{e}"
     );
 }
+
+#[test]
+fn cold_range_fill_or_forward() {
+    let base =
+        "[upstream.app]\nservers = [\"http://a:1\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n";
+    let c = Config::from_toml("hoard.toml", base).unwrap();
+    assert_eq!(c.sites[0].routes[0].cold_range, super::ColdRange::Fill);
+    let c = Config::from_toml("hoard.toml", &format!("{base}cold_range = \"forward\"\n")).unwrap();
+    assert_eq!(c.sites[0].routes[0].cold_range, super::ColdRange::Forward);
+    let e = error(&format!("{base}cold_range = \"sometimes\"\n"));
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(6), "site[0].route[0].cold_range"),
+        "{e}"
+    );
+    assert!(e.message.contains("\"fill\" or \"forward\""), "{e}");
+}

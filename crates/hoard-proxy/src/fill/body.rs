@@ -22,8 +22,11 @@ pub(super) enum BodyEnd {
     TooLarge,
 }
 
-/// Reads the origin body into the busy body (and the disk writer).
+/// Reads the origin body into the busy body (and the disk writer), after
+/// `prefix` (the stored bytes a completed partial copy starts with).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn read_body(
+    mut prefix: std::collections::VecDeque<Bytes>,
     mut body: OriginBody,
     writer: &BusyWriter,
     disk: &mut Option<DiskWriter>,
@@ -49,16 +52,21 @@ pub(super) async fn read_body(
                 Err(_) => return Err(FillError::ReadersStalled),
             }
         }
-        let Some(frame) = body.frame().await else {
-            break;
-        };
-        let data = match frame {
-            Ok(f) => match f.into_data() {
-                Ok(data) if !data.is_empty() => data,
-                _ => continue,
-            },
-            Err(OriginBodyError::Timeout) => return Err(FillError::OriginTimeout),
-            Err(OriginBodyError::Aborted(_)) => return Err(FillError::OriginAborted),
+        let data = match prefix.pop_front() {
+            Some(data) => data,
+            None => {
+                let Some(frame) = body.frame().await else {
+                    break;
+                };
+                match frame {
+                    Ok(f) => match f.into_data() {
+                        Ok(data) if !data.is_empty() => data,
+                        _ => continue,
+                    },
+                    Err(OriginBodyError::Timeout) => return Err(FillError::OriginTimeout),
+                    Err(OriginBodyError::Aborted(_)) => return Err(FillError::OriginAborted),
+                }
+            }
         };
         let last = keep && content_length.is_some_and(|cl| writer.len() + data.len() as u64 >= cl);
         if last {

@@ -356,13 +356,16 @@ impl Coalescer {
     }
 
     /// Detaches the fills of one primary key: its own, its variants'
-    /// (`KEY#variant`) and its slices' (`KEY slice=...`).
+    /// (`KEY#variant`), its slices' (`KEY slice=...`) and its forwarded
+    /// ranges' and partial copy's (`KEY range=...`, `KEY partial`).
     pub fn detach_key(&self, key_text: &str) -> usize {
         self.detach(|text, _| {
             text.strip_prefix(key_text).is_some_and(|rest| {
                 rest.is_empty()
                     || rest.starts_with('#')
                     || rest.starts_with(hoard_policy::key::SLICE_MARK)
+                    || rest.starts_with(hoard_policy::key::PARTIAL_MARK)
+                    || rest.starts_with(" range=")
             })
         })
     }

@@ -14,6 +14,8 @@
 //! send ─► revalidated? ─(304)─► merge, update store, publish Refreshed
 //!            │         └(5xx)─► keep the stored copy, publish Uncacheable
 //!            ▼
+//!         completed? ─(206 that completes a stored partial copy)─► a 200 whose body starts with the copy
+//!            ▼
 //!         decide ─(not storable)─► mark hit-for-pass, publish Uncacheable
 //!            ▼
 //!         publish Streaming (BusyBody) ─► open a disk writer (placement)
@@ -97,6 +99,46 @@ pub struct FillJob {
     pub slice: Option<SliceFill>,
     /// Held while the fill runs (a prefetch's share of the prefetch bound).
     pub hold: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// How the fill relates to a stored partial copy, if it does.
+    pub partial: Option<PartialFill>,
+}
+
+/// A fill that stores or completes an object's partial copy: a 206 kept
+/// under [`partial_key`] of the object's key (RFC 9111 §3.3, §3.4; see
+/// `pipeline::partial`).
+#[derive(Debug)]
+pub enum PartialFill {
+    /// The client's `Range` was forwarded (route `cold_range = "forward"`):
+    /// a 206 is stored as the partial copy, a 200 as the whole object under
+    /// `whole`.
+    Forwarded {
+        /// The whole object's key.
+        whole: CacheKey,
+    },
+    /// The rest of a stored partial copy holding bytes `0..have` of `total`
+    /// was asked for with `Range: bytes=have-`: a 206 for exactly that,
+    /// of the same length and validator, is joined to the copy into the
+    /// whole object (a 200). Any other 206 means another version: the copy
+    /// is dropped and `plain` (the request without `Range`) is sent.
+    Completing {
+        /// The stored partial copy.
+        stored: Arc<StoredObject>,
+        /// Bytes it holds, from 0.
+        have: u64,
+        /// The object's length.
+        total: u64,
+        /// The request without `Range` and `If-Range`.
+        plain: Option<Box<OriginRequest>>,
+    },
+}
+
+/// The key of an object's partial copy.
+pub fn partial_key(whole: &CacheKey) -> CacheKey {
+    let text = format!("{}{}", whole.text, hoard_policy::key::PARTIAL_MARK);
+    CacheKey {
+        digest: hoard_policy::key::Digest::of(text.as_bytes()),
+        text,
+    }
 }
 
 /// The part of an object a slice fill asks for with `Range` (slice mode,

@@ -1,8 +1,12 @@
 //! The steps of one fill: send, revalidated, decide, publish, read body,
 //! store. See the module docs of [`super`].
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::SystemTime;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
 
 use hoard_policy::cache_status::ttl_secs;
 use hoard_policy::facts::ResponseFacts;
@@ -22,7 +26,7 @@ use http::{StatusCode, Version};
 
 use super::body::{compact, read_body, BodyEnd};
 use super::coalesce::{FillHead, FillPermit, Outcome};
-use super::{FillEngine, FillJob};
+use super::{partial_key, FillEngine, FillJob, PartialFill};
 use crate::upstream::OriginBody;
 
 type OriginResponse = http::Response<OriginBody>;
@@ -83,6 +87,9 @@ impl FillEngine {
         let Some(sent) = self.revalidated(&job, sent, &mut permit).await else {
             return;
         };
+        let Some((sent, prefix)) = self.completed(&mut job, sent, &mut permit).await else {
+            return;
+        };
         let status = sent.resp.status();
         let (mut parts, body) = sent.resp.into_parts();
         self.forwardable(&mut parts.headers, sent.response_time);
@@ -117,7 +124,7 @@ impl FillEngine {
             purge_epoch,
             detached: false,
         };
-        self.read_and_store(job, stored, storable, body, writer, disk, permit)
+        self.read_and_store(job, stored, storable, prefix, body, writer, disk, permit)
             .await;
     }
 
@@ -190,6 +197,103 @@ impl FillEngine {
         Some(sent)
     }
 
+    /// The answer to a completion (see [`PartialFill::Completing`]): a 206
+    /// with exactly the missing bytes of the same object becomes a 200 of
+    /// the whole length, returned with the stored bytes that go first. A
+    /// 200 goes on as a new whole response. Any other answer means the
+    /// copy is of another version: it is dropped and the request is sent
+    /// again without `Range`. `None`: an outcome was published.
+    async fn completed(
+        &self,
+        job: &mut FillJob,
+        sent: Sent,
+        permit: &mut FillPermit,
+    ) -> Option<(Sent, VecDeque<Bytes>)> {
+        let Some(PartialFill::Completing {
+            stored,
+            have,
+            total,
+            plain,
+        }) = &mut job.partial
+        else {
+            return Some((sent, VecDeque::new()));
+        };
+        let (have, total) = (*have, *total);
+        let status = sent.resp.status();
+        if status == StatusCode::PARTIAL_CONTENT
+            && completes(&stored.headers, sent.resp.headers(), have, total)
+        {
+            // The stored bytes, read now (from disk if that is where they are).
+            let body = crate::body::ProxyBody::stored(stored.clone(), None);
+            if let Ok(got) = body.collect().await {
+                let got = got.to_bytes();
+                if got.len() as u64 == have {
+                    self.counters.inc(&self.counters.partial_completed);
+                    let (mut parts, body) = sent.resp.into_parts();
+                    parts.status = StatusCode::OK;
+                    parts.headers.remove(header::CONTENT_RANGE);
+                    parts
+                        .headers
+                        .insert(header::CONTENT_LENGTH, HeaderValue::from(total));
+                    job.partial = None;
+                    let sent = Sent {
+                        resp: http::Response::from_parts(parts, body),
+                        ..sent
+                    };
+                    return Some((sent, VecDeque::from([got])));
+                }
+            }
+        }
+        if status == StatusCode::OK {
+            job.partial = None;
+            return Some((sent, VecDeque::new()));
+        }
+        // Another version (or a copy that could not be read): drop the copy
+        // and ask for the whole object.
+        self.counters.inc(&self.counters.partial_mismatches);
+        tracing::info!(key = %job.key.text, status = status.as_u16(), "partial copy does not match the origin's rest; fetching the whole object");
+        self.store.remove_all(partial_key(&job.key).digest);
+        let plain = plain.take();
+        job.partial = None;
+        drop(sent);
+        job.oreq = plain.map(|p| *p);
+        let sent = self.send(job, permit).await?;
+        Some((sent, VecDeque::new()))
+    }
+
+    /// How a fill that is not a slice's judges a 206: the object's partial
+    /// copy, stored under [`partial_key`] as the 200 it is part of (RFC 9111
+    /// §3.3). Only a single range of a known length is kept. A forwarded
+    /// range answered with a 200 is the whole object, stored under its key.
+    fn partial_answer(&self, job: &mut FillJob, parts: &Parts) -> Result<StatusCode, NotStorable> {
+        let whole = match &job.partial {
+            Some(PartialFill::Forwarded { whole }) => whole.clone(),
+            _ => job.key.clone(),
+        };
+        match parts.status {
+            StatusCode::PARTIAL_CONTENT => {
+                let single = parts
+                    .headers
+                    .get(header::CONTENT_RANGE)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(parse_content_range)
+                    .is_some_and(|(r, total)| r.start < r.end && r.end <= total);
+                if !single {
+                    return Err(NotStorable::UnexpectedRange);
+                }
+                job.key = partial_key(&whole);
+                // A stale copy being revalidated is the whole object, not this.
+                job.stale = None;
+                Ok(StatusCode::OK)
+            }
+            StatusCode::OK => {
+                job.key = whole;
+                Ok(StatusCode::OK)
+            }
+            other => Ok(other),
+        }
+    }
+
     /// The status a response is judged by for storing. A slice fill's 206
     /// with exactly the asked-for bytes is judged as the 200 it is part of
     /// (it is stored under the slice's key, as a 206); a 200 means the
@@ -197,7 +301,7 @@ impl FillEngine {
     /// under its key. A 206 with other bytes is never stored.
     fn slice_answer(&self, job: &mut FillJob, parts: &Parts) -> Result<StatusCode, NotStorable> {
         let Some(slice) = &job.slice else {
-            return Ok(parts.status);
+            return self.partial_answer(job, parts);
         };
         match parts.status {
             StatusCode::PARTIAL_CONTENT => {
@@ -385,12 +489,14 @@ impl FillEngine {
         job: FillJob,
         stored: Stored,
         mut storable: Storable,
+        prefix: VecDeque<Bytes>,
         body: OriginBody,
         writer: BusyWriter,
         mut disk: Option<DiskWriter>,
         mut permit: FillPermit,
     ) {
         let outcome = read_body(
+            prefix,
             body,
             &writer,
             &mut disk,
@@ -402,17 +508,30 @@ impl FillEngine {
         .await;
         match outcome {
             Ok(BodyEnd::Complete(held))
-                if !slice_complete(&job, &storable, writer.len(), held.as_ref()) =>
+                if !range_complete(stored.status, &storable, writer.len(), held.as_ref()) =>
             {
-                // A slice that ended short of its Content-Range (a chunked
-                // or close-delimited 206): never stored, readers see an error.
-                self.counters.inc(&self.counters.fills_aborted);
-                tracing::info!(key = %job.key.text, "slice body shorter than its Content-Range; not stored");
+                // A 206 whose body is not as long as its Content-Range says
+                // is never stored. A slice's readers see an error (their
+                // response is assembled from slices); a partial copy's get
+                // what the origin sent, as a pass would.
+                tracing::info!(key = %job.key.text, "206 body length differs from its Content-Range; not stored");
                 permit.done();
-                writer.abort(hoard_store::busy::FillError::OriginAborted);
+                if job.slice.is_some() {
+                    self.counters.inc(&self.counters.fills_aborted);
+                    writer.abort(hoard_store::busy::FillError::OriginAborted);
+                } else {
+                    self.counters.inc(&self.counters.not_storable);
+                    if let Some(h) = held {
+                        writer.append(h);
+                    }
+                    writer.finish();
+                }
             }
             Ok(BodyEnd::Complete(held)) => {
                 self.counters.inc(&self.counters.fills_completed);
+                if stored.status == StatusCode::PARTIAL_CONTENT && job.slice.is_none() {
+                    self.counters.inc(&self.counters.partial_stored);
+                }
                 let len = writer.len() + held.as_ref().map_or(0, |h| h.len() as u64);
                 storable
                     .headers
@@ -528,15 +647,15 @@ impl FillEngine {
     }
 }
 
-/// Whether a slice fill's body (`written` bytes plus the `held` last chunk)
-/// is as long as its `Content-Range` says; true for other fills.
-fn slice_complete(
-    job: &FillJob,
+/// Whether a 206's body (`written` bytes plus the `held` last chunk) is as
+/// long as its `Content-Range` says; true for other statuses.
+fn range_complete(
+    status: StatusCode,
     storable: &Storable,
     written: u64,
     held: Option<&bytes::Bytes>,
 ) -> bool {
-    if job.slice.is_none() {
+    if status != StatusCode::PARTIAL_CONTENT {
         return true;
     }
     let len = written + held.map_or(0, |h| h.len() as u64);
@@ -546,4 +665,27 @@ fn slice_complete(
         .and_then(|v| v.to_str().ok())
         .and_then(parse_content_range)
         .is_some_and(|(r, _)| r.len() == len)
+}
+
+/// Whether a 206 with `new` fields is the rest of a stored partial copy
+/// with `old` fields holding bytes `0..have` of `total` (RFC 9111 §3.4):
+/// `Content-Range` exactly `have..total` of `total`, and the same strong
+/// `ETag`, else the same `Last-Modified`. With neither validator on either
+/// side, the copy is fresh (only fresh copies are completed) and the
+/// lengths agree: the cache takes it as the current representation.
+fn completes(old: &HeaderMap, new: &HeaderMap, have: u64, total: u64) -> bool {
+    let range_ok = new
+        .get(header::CONTENT_RANGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_content_range)
+        .is_some_and(|(r, t)| r.start == have && r.end == total && t == total);
+    if !range_ok {
+        return false;
+    }
+    let field = |h: &HeaderMap, n: &header::HeaderName| h.get(n).map(|v| v.as_bytes().to_vec());
+    match (field(old, &header::ETAG), field(new, &header::ETAG)) {
+        (Some(a), Some(b)) => a == b && !a.starts_with(b"W/"),
+        (None, None) => field(old, &header::LAST_MODIFIED) == field(new, &header::LAST_MODIFIED),
+        _ => false,
+    }
 }

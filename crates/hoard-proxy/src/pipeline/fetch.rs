@@ -48,6 +48,8 @@ pub(crate) struct Want<'a> {
     pub hit_for_pass: bool,
     /// The bypass rule that sent the request here (`Cache-Status` detail).
     pub rule: Option<Arc<str>>,
+    /// A partial copy to store or complete (see `partial`).
+    pub partial: Option<super::partial::PartialWant>,
 }
 
 /// Whether a fetch may share a fill with other requests.
@@ -104,6 +106,7 @@ impl Pipeline {
             has_leader,
             slice: None,
             hold: None,
+            partial: None,
         }
     }
 
@@ -129,6 +132,8 @@ impl Pipeline {
             Mode::Alone
         } else if let Some(variant) = want.variant {
             Mode::variant(key, variant)
+        } else if let Some(super::partial::PartialWant::Forward) = want.partial {
+            Self::forward_slot(key, ctx)
         } else {
             Mode::Coalesce
         };
@@ -170,7 +175,10 @@ impl Pipeline {
         let (slot, claim) = match join {
             Join::Leader(permit) => {
                 let slot = permit.slot().clone();
-                let job = self.fill_job(ctx, key, req_cc, stale.clone(), true);
+                let mut job = self.fill_job(ctx, key, req_cc, stale.clone(), true);
+                if let Some(p) = &want.partial {
+                    job = self.with_partial(job, ctx, p);
+                }
                 self.fills.start(job, permit);
                 (slot.clone(), Some(LeaderClaim(slot)))
             }
@@ -209,8 +217,13 @@ impl Pipeline {
         match outcome {
             Outcome::Streaming(head) => {
                 let variant = head.vary.variant(&ctx.headers);
+                let forwarded = matches!(want.partial, Some(super::partial::PartialWant::Forward));
                 let taken = match &claim {
                     Some(c) => c.take_reader(&head),
+                    // A 206 answers the range its leader forwarded (or an
+                    // origin sent it unasked): only requests for that range
+                    // share it.
+                    None if head.status == StatusCode::PARTIAL_CONTENT && !forwarded => None,
                     None if variant == head.variant => {
                         head.busy.reader().map(|r| (r, head.headers.clone()))
                     }

@@ -23,6 +23,7 @@ mod fetch;
 pub mod forwarding;
 mod hit;
 mod origin_request;
+mod partial;
 mod pass;
 pub(crate) mod purge;
 mod range;
@@ -51,7 +52,7 @@ use tokio::time::Instant;
 use crate::access_log::{AccessLog, Record};
 use crate::body::ProxyBody;
 use crate::config::rules::{first_match, Rule, RuleInput};
-use crate::config::{Config, HostMatch, RouteConfig, SiteConfig};
+use crate::config::{ColdRange, Config, HostMatch, RouteConfig, SiteConfig};
 use crate::counters::Counters;
 use crate::error::{ErrorKind, ProxyError};
 use crate::fill::FillEngine;
@@ -458,6 +459,22 @@ impl Pipeline {
             Applied::BypassStore(_) => Fwd::Bypass,
             _ => fwd,
         };
+        // The object is not stored whole: a partial copy may answer, or be
+        // completed (not on slicing routes, whose slices are their own).
+        let mut partial = None;
+        if fwd == Fwd::UriMiss && ctx.method == Method::GET && ctx.route.slice.is_none() {
+            match self.partial_copy(ctx, &key, &req_cc, now).await {
+                partial::PartialUse::Served(resp) => return Ok(resp),
+                partial::PartialUse::Complete(want) => partial = Some(want),
+                partial::PartialUse::No => {
+                    if ctx.route.cold_range == ColdRange::Forward
+                        && ctx.headers.contains_key(header::RANGE)
+                    {
+                        partial = Some(partial::PartialWant::Forward);
+                    }
+                }
+            }
+        }
         if req_cc.only_if_cached {
             self.counters.inc(&self.counters.only_if_cached_miss);
             let e = ProxyError::client(
@@ -492,6 +509,7 @@ impl Pipeline {
                 Applied::BypassStore(rule) => Some(rule.label.clone()),
                 _ => None,
             },
+            partial,
         })
         .await
     }

@@ -64,7 +64,7 @@ impl Pipeline {
                     ProxyBody::Sliced(b) => !b.first_hit,
                     _ => false,
                 };
-                match partial(body, &ranges, total, &mut headers) {
+                match partial(body, &ranges, total, 0, &mut headers) {
                     Ok(body) => {
                         c.inc(if from_fill {
                             &c.range_misses
@@ -110,20 +110,23 @@ fn full_len(body: &ProxyBody, headers: &HeaderMap) -> Option<u64> {
     }
 }
 
-/// The 206 body for `ranges` of a `total`-byte `body`, and its fields in
-/// `headers`; gives the body back when it cannot (several ranges of a
-/// fill, or a body streamed from the origin).
+/// The 206 body for `ranges` of a `total`-byte object whose bytes from
+/// `base` on are `body` (0 for a whole body; a stored partial copy starts
+/// where its `Content-Range` does), and its fields in `headers`; gives the
+/// body back when it cannot (several ranges of a fill, or a body streamed
+/// from the origin).
 pub(crate) fn partial(
     body: ProxyBody,
     ranges: &[ByteRange],
     total: u64,
+    base: u64,
     headers: &mut HeaderMap,
 ) -> Result<ProxyBody, ProxyBody> {
     let mut sliced = None;
     let (chunks, file, send) = match body {
         ProxyBody::Busy(mut reader) if ranges.len() == 1 => {
             let r = ranges[0];
-            reader.skip_to(r.start);
+            reader.skip_to(r.start - base);
             single_fields(headers, r, total);
             return Ok(ProxyBody::BusyRange {
                 reader,
@@ -144,10 +147,16 @@ pub(crate) fn partial(
         }
         other => return Err(other),
     };
-    let data = |r: ByteRange, out: &mut VecDeque<Part>| match (&file, &sliced) {
-        (Some(f), _) => out.push_back(Part::File(f.range(r.start, r.end))),
-        (None, Some(_)) => out.push_back(Part::Sliced(r.start, r.end)),
-        (None, None) => slices(&chunks, r, out),
+    let data = |r: ByteRange, out: &mut VecDeque<Part>| {
+        let r = ByteRange {
+            start: r.start - base,
+            end: r.end - base,
+        };
+        match (&file, &sliced) {
+            (Some(f), _) => out.push_back(Part::File(f.range(r.start, r.end))),
+            (None, Some(_)) => out.push_back(Part::Sliced(r.start, r.end)),
+            (None, None) => slices(&chunks, r, out),
+        }
     };
     let mut parts = VecDeque::new();
     if let [r] = ranges {

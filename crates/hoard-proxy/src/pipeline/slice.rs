@@ -263,6 +263,7 @@ impl SliceCtx {
                 whole: self.whole.clone(),
             }),
             hold: None,
+            partial: None,
         }
     }
 

@@ -176,7 +176,7 @@ impl SliceBody {
             }
         }
         Ok(Next::Piece(
-            match partial(src.body, &[r], slice.len(), &mut HeaderMap::new()) {
+            match partial(src.body, &[r], slice.len(), 0, &mut HeaderMap::new()) {
                 Ok(body) => Piece {
                     body,
                     skip: 0,

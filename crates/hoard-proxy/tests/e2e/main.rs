@@ -24,6 +24,7 @@ mod h_http2;
 mod h_tls;
 mod k_keys;
 mod o_ops;
+mod r_partial;
 mod r_range;
 mod s_slice;
 mod w_coalesce;
