@@ -393,3 +393,52 @@ async fn r00023_an_unasked_206_is_kept_as_a_partial_copy_only() {
     proxy.expect_counter("partial_completed", 1);
     origin.finish().await;
 }
+
+// r00024: a forwarded range that the origin answers with a 200 (it ignores
+// Range) gets its range from that response as it arrives, and the object is
+// stored whole: later requests, ranged or not, are hits.
+#[tokio::test]
+async fn r00024_a_forwarded_range_answered_whole_stores_the_whole_object() {
+    let t = Test::new("r00024");
+    let full = body(LEN);
+    let f = full.clone();
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_header("range", "bytes=10-19");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body(&f)
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = forwarding_proxy(&t, &origin, false).await;
+    t.client(&proxy)
+        .get("/w")
+        .hdr("Range", "bytes=10-19")
+        .send()
+        .await
+        .expect_status(206)
+        .expect_header("content-range", "bytes 10-19/1000")
+        .expect_body(&full[10..20]);
+    proxy.wait_counter("objects_stored", 1).await;
+    t.client(&proxy)
+        .get("/w")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_cache_status("hit; ttl=600")
+        .expect_body(&full);
+    t.client(&proxy)
+        .get("/w")
+        .hdr("Range", "bytes=500-")
+        .send()
+        .await
+        .expect_status(206)
+        .expect_cache_status("hit; ttl=600")
+        .expect_body(&full[500..]);
+    proxy.expect_counter("partial_stored", 0);
+    origin.finish().await;
+}
