@@ -64,6 +64,18 @@ pub enum ProxyBody {
     },
     /// Parts of an object cached as slices (slice mode), opened as sent.
     Sliced(Box<SliceBody>),
+    /// Several ranges of a body being filled, with their multipart
+    /// framing, each sent as its bytes arrive.
+    BusyParts {
+        /// Reads the fill in order, from the chunk that holds the first range.
+        reader: BusyReader,
+        /// What is left to send: framing ([`Part::Bytes`]) and ranges
+        /// ([`Part::Fill`], whose start moves on as bytes go out).
+        parts: VecDeque<Part>,
+        /// The last chunk the reader handed out, and its offset: the next
+        /// range may begin inside it.
+        carry: Option<(u64, Bytes)>,
+    },
 }
 
 /// One piece of a [`ProxyBody::Parts`] body.
@@ -76,6 +88,9 @@ pub enum Part {
     /// Bytes `start..end` of an object cached as slices (only in a
     /// [`ProxyBody::Sliced`] body).
     Sliced(u64, u64),
+    /// Bytes `start..end` of a body being filled (only in a
+    /// [`ProxyBody::BusyParts`] body).
+    Fill(u64, u64),
 }
 
 /// The next frame of a disk body: a sendfile placeholder when the
@@ -100,7 +115,7 @@ impl Part {
         match self {
             Part::Bytes(b) => b.len() as u64,
             Part::File(r) => r.remaining(),
-            Part::Sliced(start, end) => end - start,
+            Part::Sliced(start, end) | Part::Fill(start, end) => end - start,
         }
     }
 }
@@ -170,11 +185,63 @@ impl Body for ProxyBody {
                         }
                         return poll_file(r, send.as_ref(), cx);
                     }
-                    Some(Part::Sliced(..)) => {
+                    Some(Part::Sliced(..) | Part::Fill(..)) => {
                         return Poll::Ready(Some(Err(
-                            "invariant: sliced parts only in a sliced body".into(),
+                            "invariant: sliced and fill parts only in their own bodies".into(),
                         )))
                     }
+                }
+            },
+            ProxyBody::BusyParts {
+                reader,
+                parts,
+                carry,
+            } => loop {
+                if matches!(parts.front(), Some(Part::Fill(start, end)) if start >= end) {
+                    parts.pop_front();
+                    continue;
+                }
+                let (start, end) = match parts.front_mut() {
+                    None => return Poll::Ready(None),
+                    Some(Part::Fill(start, end)) => (start, *end),
+                    Some(Part::Bytes(_)) => {
+                        let Some(Part::Bytes(b)) = parts.pop_front() else {
+                            unreachable!("front is Bytes")
+                        };
+                        if b.is_empty() {
+                            continue;
+                        }
+                        return Poll::Ready(Some(Ok(Frame::data(b))));
+                    }
+                    Some(_) => {
+                        return Poll::Ready(Some(Err(
+                            "invariant: only framing and fill parts in a fill's multipart body"
+                                .into(),
+                        )))
+                    }
+                };
+                // The range's next bytes from the last chunk, if it holds them.
+                if let Some((from, c)) = carry.as_ref() {
+                    let to = from + c.len() as u64;
+                    if *from <= *start && *start < to {
+                        let a = (*start - from) as usize;
+                        let b = (end.min(to) - from) as usize;
+                        *start += (b - a) as u64;
+                        return Poll::Ready(Some(Ok(Frame::data(c.slice(a..b)))));
+                    }
+                }
+                reader.skip_to(*start);
+                match ready!(reader.poll_chunk_at(cx)) {
+                    None => {
+                        return Poll::Ready(Some(Err("fill ended before the range".into())));
+                    }
+                    Some(Err(e)) => return Poll::Ready(Some(Err(Box::new(e) as BoxError))),
+                    // Chunks come in order and without gaps, or this is an
+                    // error: never a wrong byte.
+                    Some(Ok((from, _))) if from > *start => {
+                        return Poll::Ready(Some(Err("fill chunks out of order".into())));
+                    }
+                    Some(Ok(chunk)) => *carry = Some(chunk),
                 }
             },
             ProxyBody::Sliced(b) => Pin::new(&mut **b).poll_frame(cx),
@@ -229,6 +296,7 @@ impl Body for ProxyBody {
             ProxyBody::Parts { parts, .. } => parts.iter().all(|p| p.remaining() == 0),
             ProxyBody::BusyRange { pos, end, .. } => pos >= end,
             ProxyBody::Sliced(b) => b.is_end_stream(),
+            ProxyBody::BusyParts { parts, .. } => parts.iter().all(|p| p.remaining() == 0),
         }
     }
 
@@ -255,6 +323,9 @@ impl Body for ProxyBody {
                 pos, start, end, ..
             } => SizeHint::with_exact(end - (*pos).clamp(*start, *end)),
             ProxyBody::Sliced(b) => b.size_hint(),
+            ProxyBody::BusyParts { parts, .. } => {
+                SizeHint::with_exact(parts.iter().map(Part::remaining).sum())
+            }
         }
     }
 }

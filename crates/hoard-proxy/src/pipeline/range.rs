@@ -106,15 +106,17 @@ fn full_len(body: &ProxyBody, headers: &HeaderMap) -> Option<u64> {
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok()),
-        ProxyBody::Origin(_) | ProxyBody::Parts { .. } | ProxyBody::BusyRange { .. } => None,
+        ProxyBody::Origin(_)
+        | ProxyBody::Parts { .. }
+        | ProxyBody::BusyRange { .. }
+        | ProxyBody::BusyParts { .. } => None,
     }
 }
 
 /// The 206 body for `ranges` of a `total`-byte object whose bytes from
 /// `base` on are `body` (0 for a whole body; a stored partial copy starts
 /// where its `Content-Range` does), and its fields in `headers`; gives the
-/// body back when it cannot (several ranges of a fill, or a body streamed
-/// from the origin).
+/// body back when it cannot (a body streamed from the origin).
 pub(crate) fn partial(
     body: ProxyBody,
     ranges: &[ByteRange],
@@ -123,6 +125,7 @@ pub(crate) fn partial(
     headers: &mut HeaderMap,
 ) -> Result<ProxyBody, ProxyBody> {
     let mut sliced = None;
+    let mut fill = None;
     let (chunks, file, send) = match body {
         ProxyBody::Busy(mut reader) if ranges.len() == 1 => {
             let r = ranges[0];
@@ -134,6 +137,12 @@ pub(crate) fn partial(
                 start: r.start,
                 end: r.end,
             });
+        }
+        // Several ranges of a fill: multipart, each range as it arrives.
+        ProxyBody::Busy(mut reader) => {
+            reader.skip_to(ranges[0].start - base);
+            fill = Some(reader);
+            (Vec::new(), None, None)
         }
         ProxyBody::Empty | ProxyBody::Full(None) => (Vec::new(), None, None),
         ProxyBody::Full(Some(b)) => (vec![b], None, None),
@@ -147,6 +156,7 @@ pub(crate) fn partial(
         }
         other => return Err(other),
     };
+    let is_fill = fill.is_some();
     let data = |r: ByteRange, out: &mut VecDeque<Part>| {
         let r = ByteRange {
             start: r.start - base,
@@ -155,6 +165,7 @@ pub(crate) fn partial(
         match (&file, &sliced) {
             (Some(f), _) => out.push_back(Part::File(f.range(r.start, r.end))),
             (None, Some(_)) => out.push_back(Part::Sliced(r.start, r.end)),
+            (None, None) if is_fill => out.push_back(Part::Fill(r.start, r.end)),
             (None, None) => slices(&chunks, r, out),
         }
     };
@@ -187,12 +198,17 @@ pub(crate) fn partial(
                 .expect("invariant: ASCII"),
         );
     }
-    Ok(match sliced {
-        Some(mut b) => {
+    Ok(match (sliced, fill) {
+        (Some(mut b), _) => {
             b.set_parts(parts);
             ProxyBody::Sliced(b)
         }
-        None => ProxyBody::Parts { parts, send },
+        (None, Some(reader)) => ProxyBody::BusyParts {
+            reader,
+            parts,
+            carry: None,
+        },
+        (None, None) => ProxyBody::Parts { parts, send },
     })
 }
 

@@ -300,9 +300,9 @@ impl Body for SliceBody {
                         }
                     }
                 }
-                Some(Part::File(_)) => {
+                Some(Part::File(_) | Part::Fill(..)) => {
                     return Poll::Ready(Some(Err(
-                        "invariant: no file parts in a sliced body".into()
+                        "invariant: no file or fill parts in a sliced body".into(),
                     )))
                 }
             }
