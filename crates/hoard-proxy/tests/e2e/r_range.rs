@@ -371,10 +371,7 @@ async fn r00007_several_ranges_of_a_fill_stream_as_multipart() {
         multipart(&r),
         [(10, 20), (30, 40), (59_990, 60_010), (99_990, 100_000)]
             .iter()
-            .map(|&(a, b)| (
-                format!("bytes {a}-{}/{LEN}", b - 1),
-                full[a..b].to_vec()
-            ))
+            .map(|&(a, b)| (format!("bytes {a}-{}/{LEN}", b - 1), full[a..b].to_vec()))
             .collect::<Vec<_>>()
     );
     answered.sync().await;
