@@ -476,6 +476,13 @@ impl Pipeline {
             }
         }
         if req_cc.only_if_cached {
+            if let (None, Some(size)) = (&stale, ctx.route.slice) {
+                // Answered only if every slice it needs is stored (no slice
+                // is fetched for it; see `slice`).
+                if let Some(resp) = self.sliced(ctx, &key, &req_cc, size).await? {
+                    return Ok(resp);
+                }
+            }
             self.counters.inc(&self.counters.only_if_cached_miss);
             let e = ProxyError::client(
                 ErrorKind::OnlyIfCached,

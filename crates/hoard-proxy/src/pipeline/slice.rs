@@ -283,6 +283,47 @@ impl SliceCtx {
         }
     }
 
+    /// For an `only-if-cached` request: every slice its response needs
+    /// (the span of its ranges, or the whole object; `first` is open
+    /// already) is stored and usable, else the 504 error. The body then
+    /// never has to fetch.
+    async fn all_stored(
+        &self,
+        ctx: &Ctx<'_>,
+        head: &HeaderMap,
+        total: u64,
+        first: u64,
+    ) -> Result<(), ProxyError> {
+        if ctx.method == Method::HEAD || total == 0 {
+            return Ok(());
+        }
+        let (from, to) = match hoard_policy::range::decide(
+            &ctx.method,
+            &ctx.headers,
+            StatusCode::OK,
+            head,
+            Some(total),
+        ) {
+            hoard_policy::range::RangeDecision::Partial(rs) => (
+                rs.first().map_or(0, |r| r.start),
+                rs.last().map_or(total, |r| r.end),
+            ),
+            hoard_policy::range::RangeDecision::Unsatisfiable => return Ok(()),
+            hoard_policy::range::RangeDecision::Full => (0, total),
+        };
+        for idx in from / self.size..=(to - 1) / self.size {
+            if idx != first && self.fresh(&self.key(idx)).await.is_none() {
+                let p = &self.pipeline;
+                p.counters.inc(&p.counters.only_if_cached_miss);
+                return Err(ProxyError::client(
+                    ErrorKind::OnlyIfCached,
+                    format!("only-if-cached and slice {idx} not stored"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Slice `idx`: stored, from the fill in flight, or from a fill this
     /// starts. Errors when no fill could answer.
     pub async fn open(self: &Arc<Self>, idx: u64) -> Result<SliceSource, ProxyError> {
@@ -305,6 +346,14 @@ impl SliceCtx {
                     }
                     Reuse::Revalidate(_) => stale = Some(obj),
                 }
+            }
+            if self.req_cc.only_if_cached {
+                // RFC 9111 §5.2.1.7: stored slices only, never the origin.
+                p.counters.inc(&p.counters.only_if_cached_miss);
+                return Err(ProxyError::client(
+                    ErrorKind::OnlyIfCached,
+                    format!("only-if-cached and slice {idx} not stored"),
+                ));
             }
             let join = if alone {
                 Join::Leader(p.fills.coalescer.detached())
@@ -457,6 +506,9 @@ impl SliceCtx {
     /// Starts fills of the `slice_prefetch` slices after `idx` that are
     /// neither stored fresh nor being filled, within the process-wide bound.
     pub fn prefetch(self: &Arc<Self>, idx: u64, total: u64) {
+        if self.req_cc.only_if_cached {
+            return;
+        }
         let p = &self.pipeline;
         let last = total.div_ceil(self.size).saturating_sub(1);
         let ahead = u64::from(self.route.slice_prefetch);
@@ -569,15 +621,18 @@ impl Pipeline {
                 _ => return Ok(Some(self.deliver_slice_source(ctx, key, src))),
             }
         };
+        let mut headers = src.headers.clone();
+        headers.remove(header::CONTENT_RANGE);
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(validator.total));
+        if req_cc.only_if_cached {
+            cx.all_stored(ctx, &headers, validator.total, idx).await?;
+        }
         let c = &self.counters;
         c.inc(if src.stored.is_some() {
             &c.cache_hit
         } else {
             &c.cache_miss
         });
-        let mut headers = src.headers.clone();
-        headers.remove(header::CONTENT_RANGE);
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(validator.total));
         let now = self.clock.now();
         let age = src.stored.as_ref().map(|o| o.times.current_age(now));
         let cs = self.slice_status(key, &src);

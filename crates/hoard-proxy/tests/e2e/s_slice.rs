@@ -633,3 +633,69 @@ async fn s00010_short_range_ahead_of_the_fill_is_fetched_alone() {
     proxy.expect_counter("slice_fills", 1);
     origin.finish().await;
 }
+
+// s00011: `Cache-Control: only-if-cached` on a slicing route is answered
+// from stored slices when every slice the response needs is stored (a full
+// GET, a range, HEAD), and with 504 otherwise; the origin is never asked
+// and nothing is prefetched for it.
+#[tokio::test]
+async fn s00011_only_if_cached_is_answered_from_stored_slices() {
+    let t = Test::new("s00011");
+    let full = body(LEN);
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let full = body(LEN);
+            serve(&mut s, "/v", &full, ETAG, starts(&[1, 2])).await;
+        })
+        .start()
+        .await;
+    let proxy = slice_proxy(&t, &origin, 0).await;
+    let only = |range: Option<&str>| {
+        let b = t
+            .client(&proxy)
+            .get("/v")
+            .hdr("Cache-Control", "only-if-cached");
+        match range {
+            Some(r) => b.hdr("Range", r),
+            None => b,
+        }
+    };
+    // Nothing stored: 504.
+    only(Some("bytes=70000-70099"))
+        .send()
+        .await
+        .expect_status(504);
+    // Slices 1 and 2 stored by an ordinary range.
+    t.client(&proxy)
+        .get("/v")
+        .hdr("Range", "bytes=70000-140000")
+        .send()
+        .await
+        .expect_status(206)
+        .expect_body(&full[70_000..=140_000]);
+    proxy.wait_counter("objects_stored", 2).await;
+    only(Some("bytes=70000-140000"))
+        .send()
+        .await
+        .expect_status(206)
+        .expect_cache_status("hit")
+        .expect_body(&full[70_000..=140_000]);
+    // Several ranges, all inside slices 1 and 2.
+    only(Some("bytes=66000-66009,131072-131081"))
+        .send()
+        .await
+        .expect_status(206);
+    // One range reaching into slice 3, a full GET (slice 0 missing), a
+    // range in slice 0: 504, and the origin is not asked.
+    only(Some("bytes=190000-200000"))
+        .send()
+        .await
+        .expect_status(504);
+    only(None).send().await.expect_status(504);
+    only(Some("bytes=0-9")).send().await.expect_status(504);
+    proxy.expect_counter("only_if_cached_miss", 4);
+    proxy.expect_counter("slice_fills", 2);
+    assert_eq!(origin.requests(), 2);
+    origin.finish().await;
+}
