@@ -65,17 +65,8 @@ pub enum ProxyBody {
     /// Parts of an object cached as slices (slice mode), opened as sent.
     Sliced(Box<SliceBody>),
     /// Several ranges of a body being filled, with their multipart
-    /// framing, each sent as its bytes arrive.
-    BusyParts {
-        /// Reads the fill in order, from the chunk that holds the first range.
-        reader: BusyReader,
-        /// What is left to send: framing ([`Part::Bytes`]) and ranges
-        /// ([`Part::Fill`], whose start moves on as bytes go out).
-        parts: VecDeque<Part>,
-        /// The last chunk the reader handed out, and its offset: the next
-        /// range may begin inside it.
-        carry: Option<(u64, Bytes)>,
-    },
+    /// framing, each sent as its bytes arrive (boxed: rare, and large).
+    BusyParts(Box<BusyParts>),
 }
 
 /// One piece of a [`ProxyBody::Parts`] body.
@@ -91,6 +82,19 @@ pub enum Part {
     /// Bytes `start..end` of a body being filled (only in a
     /// [`ProxyBody::BusyParts`] body).
     Fill(u64, u64),
+}
+
+/// The state of a [`ProxyBody::BusyParts`] body.
+#[derive(Debug)]
+pub struct BusyParts {
+    /// Reads the fill in order, from the chunk that holds the first range.
+    pub reader: BusyReader,
+    /// What is left to send: framing ([`Part::Bytes`]) and ranges
+    /// ([`Part::Fill`], whose start moves on as bytes go out).
+    pub parts: VecDeque<Part>,
+    /// The last chunk the reader handed out, and its offset: the next
+    /// range may begin inside it.
+    pub carry: Option<(u64, Bytes)>,
 }
 
 /// The next frame of a disk body: a sendfile placeholder when the
@@ -192,11 +196,12 @@ impl Body for ProxyBody {
                     }
                 }
             },
-            ProxyBody::BusyParts {
-                reader,
-                parts,
-                carry,
-            } => loop {
+            ProxyBody::BusyParts(b) => loop {
+                let BusyParts {
+                    reader,
+                    parts,
+                    carry,
+                } = &mut **b;
                 if matches!(parts.front(), Some(Part::Fill(start, end)) if start >= end) {
                     parts.pop_front();
                     continue;
@@ -296,7 +301,7 @@ impl Body for ProxyBody {
             ProxyBody::Parts { parts, .. } => parts.iter().all(|p| p.remaining() == 0),
             ProxyBody::BusyRange { pos, end, .. } => pos >= end,
             ProxyBody::Sliced(b) => b.is_end_stream(),
-            ProxyBody::BusyParts { parts, .. } => parts.iter().all(|p| p.remaining() == 0),
+            ProxyBody::BusyParts(b) => b.parts.iter().all(|p| p.remaining() == 0),
         }
     }
 
@@ -323,8 +328,8 @@ impl Body for ProxyBody {
                 pos, start, end, ..
             } => SizeHint::with_exact(end - (*pos).clamp(*start, *end)),
             ProxyBody::Sliced(b) => b.size_hint(),
-            ProxyBody::BusyParts { parts, .. } => {
-                SizeHint::with_exact(parts.iter().map(Part::remaining).sum())
+            ProxyBody::BusyParts(b) => {
+                SizeHint::with_exact(b.parts.iter().map(Part::remaining).sum())
             }
         }
     }

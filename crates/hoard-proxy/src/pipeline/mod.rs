@@ -463,8 +463,9 @@ impl Pipeline {
         // completed (not on slicing routes, whose slices are their own).
         let mut partial = None;
         if fwd == Fwd::UriMiss && ctx.method == Method::GET && ctx.route.slice.is_none() {
-            match self.partial_copy(ctx, &key, &req_cc, now).await {
-                partial::PartialUse::Served(resp) => return Ok(resp),
+            // Boxed: only misses pay for this future's room.
+            match Box::pin(self.partial_copy(ctx, &key, &req_cc, now)).await {
+                partial::PartialUse::Served(resp) => return Ok(*resp),
                 partial::PartialUse::Complete(want) => partial = Some(want),
                 partial::PartialUse::No => {
                     if ctx.route.cold_range == ColdRange::Forward

@@ -69,8 +69,8 @@ pub(crate) enum PartialWant {
 
 /// What the partial copy can do for a request.
 pub(crate) enum PartialUse {
-    /// Answered from the copy.
-    Served(Response<ProxyBody>),
+    /// Answered from the copy (boxed: the other answers are small).
+    Served(Box<Response<ProxyBody>>),
     /// Fetch the rest of the copy.
     Complete(PartialWant),
     /// Nothing: a miss as usual.
@@ -183,7 +183,7 @@ impl Pipeline {
             HeaderValue::from(obj.times.current_age(now).as_secs()),
         );
         self.add_cache_status(&mut resp, &cs);
-        PartialUse::Served(resp)
+        PartialUse::Served(Box::new(resp))
     }
 
     /// Where a forwarded range request meets others for the same bytes.

@@ -109,7 +109,7 @@ fn full_len(body: &ProxyBody, headers: &HeaderMap) -> Option<u64> {
         ProxyBody::Origin(_)
         | ProxyBody::Parts { .. }
         | ProxyBody::BusyRange { .. }
-        | ProxyBody::BusyParts { .. } => None,
+        | ProxyBody::BusyParts(_) => None,
     }
 }
 
@@ -203,11 +203,11 @@ pub(crate) fn partial(
             b.set_parts(parts);
             ProxyBody::Sliced(b)
         }
-        (None, Some(reader)) => ProxyBody::BusyParts {
+        (None, Some(reader)) => ProxyBody::BusyParts(Box::new(crate::body::BusyParts {
             reader,
             parts,
             carry: None,
-        },
+        })),
         (None, None) => ProxyBody::Parts { parts, send },
     })
 }
