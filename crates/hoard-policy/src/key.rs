@@ -185,6 +185,10 @@ pub const SLICE_MARK: &str = " slice=";
 /// stored 206, RFC 9111 §3.3).
 pub const PARTIAL_MARK: &str = " partial";
 
+/// What follows an object's key text in the coalescing slot of a
+/// forwarded range request (never a stored key).
+pub const RANGE_MARK: &str = " range=";
+
 /// The URL parts of a key text, for purges: `scheme|host|target[|extra...]`,
 /// with a slice's mark removed. An empty scheme or host means the route's
 /// key leaves it out (it matches any).

@@ -152,6 +152,45 @@ fn if_range_holds(if_range: &HeaderValue, resp: &HeaderMap) -> bool {
     lm == asked && strong
 }
 
+/// The `If-Range` value that asks an origin for the rest of a stored
+/// partial response with fields `stored` (RFC 9110 §13.1.5): its strong
+/// entity-tag, or (with no entity-tag) its `Last-Modified` if that is a
+/// strong validator (§8.8.2.2: at least a second before `Date`). `None`:
+/// the stored part cannot be joined to anything (§15.3.7.3).
+pub fn completion_validator(stored: &HeaderMap) -> Option<&HeaderValue> {
+    match stored.get(header::ETAG) {
+        Some(e) if e.as_bytes().starts_with(b"W/") => None,
+        Some(e) => Some(e),
+        None => strong_last_modified(stored).then(|| stored.get(header::LAST_MODIFIED))?,
+    }
+}
+
+/// Whether two partial responses may be combined (RFC 9110 §15.3.7.3):
+/// they share a strong validator, the same strong entity-tag or, with no
+/// entity-tag on either, the same strong `Last-Modified`.
+pub fn share_strong_validator(a: &HeaderMap, b: &HeaderMap) -> bool {
+    match (a.get(header::ETAG), b.get(header::ETAG)) {
+        (Some(x), Some(y)) => x == y && !x.as_bytes().starts_with(b"W/"),
+        (None, None) => {
+            strong_last_modified(a)
+                && strong_last_modified(b)
+                && date_header(a, &header::LAST_MODIFIED) == date_header(b, &header::LAST_MODIFIED)
+        }
+        _ => false,
+    }
+}
+
+/// `Last-Modified` present and at least a second before `Date` (§8.8.2.2).
+fn strong_last_modified(h: &HeaderMap) -> bool {
+    match (
+        date_header(h, &header::LAST_MODIFIED),
+        date_header(h, &header::DATE),
+    ) {
+        (Some(lm), Some(d)) => d.duration_since(lm).is_ok_and(|gap| gap.as_secs() >= 1),
+        _ => false,
+    }
+}
+
 /// What to send for a request with `req` fields, answered from a full
 /// response with `status` and `resp` fields whose body is `len` bytes
 /// (`None`: not known yet, the whole response is sent).
@@ -339,6 +378,56 @@ mod tests {
             decide(&Method::GET, &h, StatusCode::OK, &none, None),
             RangeDecision::Full
         );
+    }
+
+    #[test]
+    fn combining_needs_a_shared_strong_validator() {
+        let h = |pairs: &[(&str, &str)]| {
+            let mut m = HeaderMap::new();
+            for (k, v) in pairs {
+                m.insert(
+                    http::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    HeaderValue::from_str(v).unwrap(),
+                );
+            }
+            m
+        };
+        let date = ("date", "Mon, 01 Dec 2025 10:00:10 GMT");
+        let lm = ("last-modified", "Mon, 01 Dec 2025 10:00:00 GMT");
+        let lm_now = ("last-modified", "Mon, 01 Dec 2025 10:00:10 GMT");
+        assert!(share_strong_validator(
+            &h(&[("etag", "\"a\"")]),
+            &h(&[("etag", "\"a\"")])
+        ));
+        assert!(!share_strong_validator(
+            &h(&[("etag", "\"a\"")]),
+            &h(&[("etag", "\"b\"")])
+        ));
+        assert!(!share_strong_validator(
+            &h(&[("etag", "W/\"a\"")]),
+            &h(&[("etag", "W/\"a\"")])
+        ));
+        assert!(!share_strong_validator(
+            &h(&[("etag", "\"a\"")]),
+            &h(&[date, lm])
+        ));
+        assert!(share_strong_validator(&h(&[date, lm]), &h(&[date, lm])));
+        assert!(!share_strong_validator(
+            &h(&[date, lm_now]),
+            &h(&[date, lm_now])
+        ));
+        assert!(
+            !share_strong_validator(&h(&[]), &h(&[])),
+            "no validator: never combined"
+        );
+        assert_eq!(
+            completion_validator(&h(&[("etag", "\"a\"")])).unwrap(),
+            "\"a\""
+        );
+        assert!(completion_validator(&h(&[("etag", "W/\"a\""), date, lm])).is_none());
+        assert_eq!(completion_validator(&h(&[date, lm])).unwrap(), lm.1);
+        assert!(completion_validator(&h(&[date, lm_now])).is_none());
+        assert!(completion_validator(&h(&[])).is_none());
     }
 
     #[test]

@@ -23,10 +23,11 @@ pub(super) enum BodyEnd {
 }
 
 /// Reads the origin body into the busy body (and the disk writer), after
-/// `prefix` (the stored bytes a completed partial copy starts with).
+/// `prefix` (a stored partial copy and its length, when the origin's body
+/// is its rest).
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn read_body(
-    mut prefix: std::collections::VecDeque<Bytes>,
+    mut prefix: Option<(crate::body::ProxyBody, u64)>,
     mut body: OriginBody,
     writer: &BusyWriter,
     disk: &mut Option<DiskWriter>,
@@ -52,8 +53,19 @@ pub(super) async fn read_body(
                 Err(_) => return Err(FillError::ReadersStalled),
             }
         }
-        let data = match prefix.pop_front() {
-            Some(data) => data,
+        let data = match &mut prefix {
+            Some((copy, have)) => match copy.frame().await {
+                Some(Ok(f)) => match f.into_data() {
+                    Ok(data) if !data.is_empty() => data,
+                    _ => continue,
+                },
+                Some(Err(_)) => return Err(FillError::SpillRead),
+                None if writer.len() != *have => return Err(FillError::SpillRead),
+                None => {
+                    prefix = None;
+                    continue;
+                }
+            },
             None => {
                 let Some(frame) = body.frame().await else {
                     break;

@@ -365,7 +365,7 @@ impl Coalescer {
                     || rest.starts_with('#')
                     || rest.starts_with(hoard_policy::key::SLICE_MARK)
                     || rest.starts_with(hoard_policy::key::PARTIAL_MARK)
-                    || rest.starts_with(" range=")
+                    || rest.starts_with(hoard_policy::key::RANGE_MARK)
             })
         })
     }

@@ -128,7 +128,7 @@ pub enum PartialFill {
         /// The object's length.
         total: u64,
         /// The request without `Range` and `If-Range`.
-        plain: Option<Box<OriginRequest>>,
+        plain: Box<OriginRequest>,
     },
 }
 

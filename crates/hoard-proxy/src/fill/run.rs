@@ -1,12 +1,10 @@
 //! The steps of one fill: send, revalidated, decide, publish, read body,
 //! store. See the module docs of [`super`].
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use bytes::Bytes;
-use http_body_util::BodyExt;
+use hoard_policy::key::CacheKey;
 
 use hoard_policy::cache_status::ttl_secs;
 use hoard_policy::facts::ResponseFacts;
@@ -46,6 +44,22 @@ struct Stored {
     purge_epoch: u64,
     /// The fill's slot was taken out of the table (invalidation, purge).
     detached: bool,
+    /// A partial copy joined to the origin's rest: the object's length,
+    /// which the body must reach exactly to be stored.
+    joined: Option<u64>,
+}
+
+/// A stored partial copy that goes first in the body of a completion
+/// (see [`PartialFill::Completing`]).
+pub(super) struct Joined {
+    /// The copy's body, read as the fill goes.
+    pub prefix: crate::body::ProxyBody,
+    /// Its length.
+    pub have: u64,
+    /// The whole object's length.
+    pub total: u64,
+    /// The request without `Range`, if the joined object may not be stored.
+    pub plain: Option<Box<crate::upstream::OriginRequest>>,
 }
 
 /// What `decide` found for a storable response.
@@ -77,36 +91,56 @@ impl Storable {
 
 impl FillEngine {
     /// Runs a fill to its end.
-    pub(super) async fn run(self: Arc<Self>, mut job: FillJob, mut permit: FillPermit) {
+    pub(super) async fn run(self: Arc<Self>, job: FillJob, permit: FillPermit) {
+        // `None`: an outcome was published on the way.
+        let _ = self.run_steps(job, permit).await;
+    }
+
+    async fn run_steps(self: Arc<Self>, mut job: FillJob, mut permit: FillPermit) -> Option<()> {
         self.counters.inc(&self.counters.fills_started);
         // Purges from now on are newer than the response: see store_complete.
         let purge_epoch = self.store.catalog().epoch();
-        let Some(sent) = self.send(&mut job, &mut permit).await else {
-            return;
-        };
-        let Some(sent) = self.revalidated(&job, sent, &mut permit).await else {
-            return;
-        };
-        let Some((sent, prefix)) = self.completed(&mut job, sent, &mut permit).await else {
-            return;
-        };
-        let status = sent.resp.status();
-        let (mut parts, body) = sent.resp.into_parts();
-        self.forwardable(&mut parts.headers, sent.response_time);
-        let storable = match self.slice_answer(&mut job, &parts).and_then(|judged_as| {
-            self.decide(
-                &job,
-                judged_as,
-                &parts,
-                sent.request_time,
-                sent.response_time,
-            )
-        }) {
-            Ok(s) => s,
-            Err(reason) => {
-                self.uncacheable(&job, reason, sent.response_time);
-                permit.publish_uncacheable(reason, http::Response::from_parts(parts, body));
-                return;
+        let sent = self.send(&mut job, &mut permit).await?;
+        let sent = self.revalidated(&job, sent, &mut permit).await?;
+        let (mut sent, mut joined) = self.completed(&mut job, sent, &mut permit).await?;
+        let (status, parts, body, storable) = loop {
+            let status = sent.resp.status();
+            let (mut parts, body) = sent.resp.into_parts();
+            self.forwardable(&mut parts.headers, sent.response_time);
+            let decided = self
+                .slice_answer(&mut job, &parts)
+                .and_then(|(judged_as, rekey)| {
+                    let storable = self.decide(
+                        &job,
+                        judged_as,
+                        &parts,
+                        sent.request_time,
+                        sent.response_time,
+                    )?;
+                    Ok((storable, rekey))
+                });
+            match decided {
+                Ok((storable, rekey)) => {
+                    if let Some(key) = rekey {
+                        // A 206 kept as the partial copy; a stale copy being
+                        // revalidated is the whole object, not this.
+                        job.key = key;
+                        job.stale = None;
+                    }
+                    break (status, parts, body, storable);
+                }
+                Err(_) if joined.as_ref().is_some_and(|j| j.plain.is_some()) => {
+                    // The joined object may not be stored: the rest alone is
+                    // not the answer. Ask for the whole object instead.
+                    job.oreq = joined.take().and_then(|j| j.plain).map(|p| *p);
+                    drop(body);
+                    sent = self.send(&mut job, &mut permit).await?;
+                }
+                Err(reason) => {
+                    self.uncacheable(&job, reason, sent.response_time);
+                    permit.publish_uncacheable(reason, http::Response::from_parts(parts, body));
+                    return None;
+                }
             }
         };
         self.hfp.clear(job.key.digest);
@@ -123,9 +157,11 @@ impl FillEngine {
             status,
             purge_epoch,
             detached: false,
+            joined: joined.as_ref().map(|j| j.total),
         };
-        self.read_and_store(job, stored, storable, prefix, body, writer, disk, permit)
+        self.read_and_store(job, stored, storable, joined, body, writer, disk, permit)
             .await;
+        Some(())
     }
 
     /// Sends the request; an error is published as `OriginError`.
@@ -198,78 +234,84 @@ impl FillEngine {
     }
 
     /// The answer to a completion (see [`PartialFill::Completing`]): a 206
-    /// with exactly the missing bytes of the same object becomes a 200 of
-    /// the whole length, returned with the stored bytes that go first. A
-    /// 200 goes on as a new whole response. Any other answer means the
-    /// copy is of another version: it is dropped and the request is sent
-    /// again without `Range`. `None`: an outcome was published.
+    /// with exactly the missing bytes of the same object (a shared strong
+    /// validator, RFC 9110 §15.3.7.3) becomes a 200 of the whole length,
+    /// returned with the stored copy that goes first. A 206 of anything
+    /// else, or a 416, means the copy is of another version: it is dropped
+    /// and the request is sent again without `Range`. Any other answer (a
+    /// 200, an error) is the answer. `None`: an outcome was published.
     async fn completed(
         &self,
         job: &mut FillJob,
         sent: Sent,
         permit: &mut FillPermit,
-    ) -> Option<(Sent, VecDeque<Bytes>)> {
+    ) -> Option<(Sent, Option<Joined>)> {
         let Some(PartialFill::Completing {
             stored,
             have,
             total,
             plain,
-        }) = &mut job.partial
+        }) = job.partial.take()
         else {
-            return Some((sent, VecDeque::new()));
+            return Some((sent, None));
         };
-        let (have, total) = (*have, *total);
         let status = sent.resp.status();
-        if status == StatusCode::PARTIAL_CONTENT
-            && completes(&stored.headers, sent.resp.headers(), have, total)
-        {
-            // The stored bytes, read now (from disk if that is where they are).
-            let body = crate::body::ProxyBody::stored(stored.clone(), None);
-            if let Ok(got) = body.collect().await {
-                let got = got.to_bytes();
-                if got.len() as u64 == have {
-                    self.counters.inc(&self.counters.partial_completed);
-                    let (mut parts, body) = sent.resp.into_parts();
-                    parts.status = StatusCode::OK;
-                    parts.headers.remove(header::CONTENT_RANGE);
-                    parts
-                        .headers
-                        .insert(header::CONTENT_LENGTH, HeaderValue::from(total));
-                    job.partial = None;
-                    let sent = Sent {
-                        resp: http::Response::from_parts(parts, body),
-                        ..sent
-                    };
-                    return Some((sent, VecDeque::from([got])));
+        let copy = partial_key(&job.key);
+        match status {
+            StatusCode::PARTIAL_CONTENT
+                if completes(&stored.headers, sent.resp.headers(), have, total) =>
+            {
+                let (mut parts, body) = sent.resp.into_parts();
+                parts.status = StatusCode::OK;
+                parts.headers.remove(header::CONTENT_RANGE);
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(total));
+                let joined = Joined {
+                    prefix: crate::body::ProxyBody::stored(stored, None),
+                    have,
+                    total,
+                    plain: Some(plain),
+                };
+                let sent = Sent {
+                    resp: http::Response::from_parts(parts, body),
+                    ..sent
+                };
+                Some((sent, Some(joined)))
+            }
+            StatusCode::PARTIAL_CONTENT | StatusCode::RANGE_NOT_SATISFIABLE => {
+                self.counters.inc(&self.counters.partial_mismatches);
+                tracing::info!(key = %job.key.text, status = status.as_u16(), "partial copy does not match the origin's rest; fetching the whole object");
+                self.store.remove_all(copy.digest);
+                drop(sent);
+                job.oreq = Some(*plain);
+                let sent = self.send(job, permit).await?;
+                Some((sent, None))
+            }
+            _ => {
+                if status == StatusCode::OK {
+                    // A new whole object: the copy is of the old one.
+                    self.store.remove_all(copy.digest);
                 }
+                Some((sent, None))
             }
         }
-        if status == StatusCode::OK {
-            job.partial = None;
-            return Some((sent, VecDeque::new()));
-        }
-        // Another version (or a copy that could not be read): drop the copy
-        // and ask for the whole object.
-        self.counters.inc(&self.counters.partial_mismatches);
-        tracing::info!(key = %job.key.text, status = status.as_u16(), "partial copy does not match the origin's rest; fetching the whole object");
-        self.store.remove_all(partial_key(&job.key).digest);
-        let plain = plain.take();
-        job.partial = None;
-        drop(sent);
-        job.oreq = plain.map(|p| *p);
-        let sent = self.send(job, permit).await?;
-        Some((sent, VecDeque::new()))
     }
 
-    /// How a fill that is not a slice's judges a 206: the object's partial
-    /// copy, stored under [`partial_key`] as the 200 it is part of (RFC 9111
-    /// §3.3). Only a single range of a known length is kept. A forwarded
-    /// range answered with a 200 is the whole object, stored under its key.
-    fn partial_answer(&self, job: &mut FillJob, parts: &Parts) -> Result<StatusCode, NotStorable> {
-        let whole = match &job.partial {
-            Some(PartialFill::Forwarded { whole }) => whole.clone(),
-            _ => job.key.clone(),
-        };
+    /// How a fill that is not a slice's judges its answer. A 206 becomes
+    /// the object's partial copy, stored under [`partial_key`] as the 200
+    /// it is part of (RFC 9111 §3.3; only a single range of a known length
+    /// is kept): the key to store under is returned, applied once the
+    /// response proved storable (a mark of hit-for-pass stays on the
+    /// object's key). A forwarded range answered with a 200 is the whole
+    /// object; any other answer to it (416, errors) is relayed, never
+    /// stored under the whole object's key.
+    fn partial_answer(
+        &self,
+        job: &FillJob,
+        parts: &Parts,
+    ) -> Result<(StatusCode, Option<CacheKey>), NotStorable> {
+        let forwarded = matches!(job.partial, Some(PartialFill::Forwarded { .. }));
         match parts.status {
             StatusCode::PARTIAL_CONTENT => {
                 let single = parts
@@ -281,16 +323,11 @@ impl FillEngine {
                 if !single {
                     return Err(NotStorable::UnexpectedRange);
                 }
-                job.key = partial_key(&whole);
-                // A stale copy being revalidated is the whole object, not this.
-                job.stale = None;
-                Ok(StatusCode::OK)
+                Ok((StatusCode::OK, Some(partial_key(&job.key))))
             }
-            StatusCode::OK => {
-                job.key = whole;
-                Ok(StatusCode::OK)
-            }
-            other => Ok(other),
+            StatusCode::OK => Ok((StatusCode::OK, None)),
+            _ if forwarded => Err(NotStorable::UnexpectedRange),
+            other => Ok((other, None)),
         }
     }
 
@@ -299,7 +336,11 @@ impl FillEngine {
     /// (it is stored under the slice's key, as a 206); a 200 means the
     /// origin ignored `Range`: the fill becomes one of the whole object,
     /// under its key. A 206 with other bytes is never stored.
-    fn slice_answer(&self, job: &mut FillJob, parts: &Parts) -> Result<StatusCode, NotStorable> {
+    fn slice_answer(
+        &self,
+        job: &mut FillJob,
+        parts: &Parts,
+    ) -> Result<(StatusCode, Option<CacheKey>), NotStorable> {
         let Some(slice) = &job.slice else {
             return self.partial_answer(job, parts);
         };
@@ -312,7 +353,7 @@ impl FillEngine {
                     .and_then(parse_content_range);
                 match got {
                     Some((r, total)) if r.start == slice.start && r.end == slice.end.min(total) => {
-                        Ok(StatusCode::OK)
+                        Ok((StatusCode::OK, None))
                     }
                     _ => Err(NotStorable::UnexpectedRange),
                 }
@@ -323,9 +364,9 @@ impl FillEngine {
                 job.slice = None;
                 // The stale copy was a slice: not the object this replaces.
                 job.stale = None;
-                Ok(StatusCode::OK)
+                Ok((StatusCode::OK, None))
             }
-            other => Ok(other),
+            other => Ok((other, None)),
         }
     }
 
@@ -489,14 +530,14 @@ impl FillEngine {
         job: FillJob,
         stored: Stored,
         mut storable: Storable,
-        prefix: VecDeque<Bytes>,
+        joined: Option<Joined>,
         body: OriginBody,
         writer: BusyWriter,
         mut disk: Option<DiskWriter>,
         mut permit: FillPermit,
     ) {
         let outcome = read_body(
-            prefix,
+            joined.map(|j| (j.prefix, j.have)),
             body,
             &writer,
             &mut disk,
@@ -527,11 +568,19 @@ impl FillEngine {
                     writer.finish();
                 }
             }
+            Ok(BodyEnd::Complete(held))
+                if stored.joined.is_some_and(|total| {
+                    writer.len() + held.as_ref().map_or(0, |h| h.len() as u64) != total
+                }) =>
+            {
+                // The origin's rest was not exactly the missing bytes.
+                self.counters.inc(&self.counters.fills_aborted);
+                tracing::info!(key = %job.key.text, "joined body is not the object's length; not stored");
+                permit.done();
+                writer.abort(hoard_store::busy::FillError::OriginAborted);
+            }
             Ok(BodyEnd::Complete(held)) => {
                 self.counters.inc(&self.counters.fills_completed);
-                if stored.status == StatusCode::PARTIAL_CONTENT && job.slice.is_none() {
-                    self.counters.inc(&self.counters.partial_stored);
-                }
                 let len = writer.len() + held.as_ref().map_or(0, |h| h.len() as u64);
                 storable
                     .headers
@@ -540,8 +589,17 @@ impl FillEngine {
                     detached: permit.slot().is_detached(),
                     ..stored
                 };
-                self.store_complete(&job, stored, storable, &writer, held.as_ref(), disk)
+                let kept = self
+                    .store_complete(&job, stored, storable, &writer, held.as_ref(), disk)
                     .await;
+                if kept && stored.joined.is_some() {
+                    self.counters.inc(&self.counters.partial_completed);
+                } else if kept
+                    && stored.status == StatusCode::PARTIAL_CONTENT
+                    && job.slice.is_none()
+                {
+                    self.counters.inc(&self.counters.partial_stored);
+                }
                 permit.done();
                 if let Some(h) = held {
                     writer.append(h);
@@ -564,7 +622,8 @@ impl FillEngine {
         }
     }
 
-    /// Publishes the disk copy, or (without one) inserts into the memory tier.
+    /// Publishes the disk copy, or (without one) inserts into the memory
+    /// tier. True when stored.
     async fn store_complete(
         &self,
         job: &FillJob,
@@ -573,13 +632,13 @@ impl FillEngine {
         writer: &BusyWriter,
         held: Option<&bytes::Bytes>,
         disk: Option<DiskWriter>,
-    ) {
+    ) -> bool {
         let status = stored.status;
         if stored.detached {
             // Invalidated or purged while it ran (the slot left the table).
             self.counters.inc(&self.counters.purge_raced_fills);
             tracing::info!(key = %job.key.text, "fill detached by an invalidation or purge; not stored");
-            return;
+            return false;
         }
         let catalog = self.store.catalog();
         match catalog.purged_since(
@@ -595,7 +654,7 @@ impl FillEngine {
                 // asked got it, the cache does not keep it.
                 self.counters.inc(&self.counters.purge_raced_fills);
                 tracing::info!(key = %job.key.text, "fill raced a purge; not stored");
-                return;
+                return false;
             }
         }
         let storable = &storable;
@@ -606,7 +665,7 @@ impl FillEngine {
             match tokio::time::timeout(job.upstream.cfg.read_timeout, finish).await {
                 Ok(Ok(())) => {
                     self.counters.inc(&self.counters.objects_stored);
-                    return;
+                    return true;
                 }
                 Ok(Err(why)) => {
                     tracing::info!(key = %job.key.text, why = why.as_str(), "disk copy given up");
@@ -618,7 +677,7 @@ impl FillEngine {
         }
         // Spilled to a file that was given up: not all in memory, not stored.
         let Some(mut chunks) = writer.chunks() else {
-            return;
+            return false;
         };
         chunks.extend(held.cloned());
         let obj = storable.object(job, status, ObjectBody::from_chunks(compact(chunks)));
@@ -626,10 +685,16 @@ impl FillEngine {
             .store
             .insert(job.key.digest, &job.request_headers, Arc::new(obj))
         {
-            Ok(()) => self.counters.inc(&self.counters.objects_stored),
-            Err(InsertError::TooLarge) => self.counters.inc(&self.counters.objects_too_large),
+            Ok(()) => {
+                self.counters.inc(&self.counters.objects_stored);
+                true
+            }
+            Err(InsertError::TooLarge) => {
+                self.counters.inc(&self.counters.objects_too_large);
+                false
+            }
             // No memory tier and no disk copy: not stored.
-            Err(InsertError::NoTier) => {}
+            Err(InsertError::NoTier) => false,
         }
     }
 
@@ -668,24 +733,14 @@ fn range_complete(
 }
 
 /// Whether a 206 with `new` fields is the rest of a stored partial copy
-/// with `old` fields holding bytes `0..have` of `total` (RFC 9111 §3.4):
-/// `Content-Range` exactly `have..total` of `total`, and the same strong
-/// `ETag`, else the same `Last-Modified`. With neither validator on either
-/// side, the copy is fresh (only fresh copies are completed) and the
-/// lengths agree: the cache takes it as the current representation.
+/// with `old` fields holding bytes `0..have` of `total`: `Content-Range`
+/// exactly `have..total` of `total`, and a strong validator shared with
+/// the copy (RFC 9110 §15.3.7.3).
 fn completes(old: &HeaderMap, new: &HeaderMap, have: u64, total: u64) -> bool {
     let range_ok = new
         .get(header::CONTENT_RANGE)
         .and_then(|v| v.to_str().ok())
         .and_then(parse_content_range)
         .is_some_and(|(r, t)| r.start == have && r.end == total && t == total);
-    if !range_ok {
-        return false;
-    }
-    let field = |h: &HeaderMap, n: &header::HeaderName| h.get(n).map(|v| v.as_bytes().to_vec());
-    match (field(old, &header::ETAG), field(new, &header::ETAG)) {
-        (Some(a), Some(b)) => a == b && !a.starts_with(b"W/"),
-        (None, None) => field(old, &header::LAST_MODIFIED) == field(new, &header::LAST_MODIFIED),
-        _ => false,
-    }
+    range_ok && hoard_policy::range::share_strong_validator(old, new)
 }

@@ -17,9 +17,12 @@
 //! partial copy fresh?
 //!   ├─ every range it asks for is inside the copy ─► 206 from the copy (a hit)
 //!   ├─ no satisfiable range at all ─► 416 with the copy's length
-//!   ├─ no Range, the copy holds bytes 0..N ─► fill with Range: bytes=N- (and If-Range):
-//!   │       a 206 of the same object ─► the copy's bytes, then the origin's: a 200, stored whole
-//!   │       a 200 ─► the new whole object;  another 206 ─► copy dropped, whole object fetched
+//!   ├─ no Range, the copy holds bytes 0..N and has a strong validator
+//!   │   ─► fill with Range: bytes=N- and If-Range:
+//!   │       a 206 of the rest, same validator ─► the copy's bytes, then the origin's: a 200, stored whole
+//!   │         (if that 200 may not be stored: the whole object is fetched instead)
+//!   │       another 206, or a 416 ─► copy dropped, whole object fetched
+//!   │       a 200 ─► the new whole object (the copy dropped); other statuses ─► the answer
 //!   └─ otherwise ─► as a miss: a whole fill, or with "forward" the client's Range goes to the origin
 //! ```
 //!
@@ -32,7 +35,7 @@ use std::time::SystemTime;
 use hoard_policy::cache_control::CacheControl;
 use hoard_policy::cache_status::{ttl_secs, CacheStatus};
 use hoard_policy::key::{CacheKey, Digest};
-use hoard_policy::range::{decide, parse_content_range, RangeDecision};
+use hoard_policy::range::{completion_validator, decide, parse_content_range, RangeDecision};
 use hoard_policy::reuse::{reuse, Reuse};
 use hoard_store::object::StoredObject;
 use hoard_store::Lookup;
@@ -117,7 +120,18 @@ impl Pipeline {
             return PartialUse::No;
         }
         if !ctx.headers.contains_key(header::RANGE) {
-            if held.start == 0 && held.end < total {
+            let joinable = held.start == 0
+                && held.end < total
+                // The rest can be asked for with If-Range and joined only
+                // with a strong validator (RFC 9110 §13.1.5, §15.3.7.3).
+                && completion_validator(&obj.headers).is_some()
+                // A joined object that could not be stored would be
+                // fetched twice: not for requests that keep nothing.
+                && !req_cc.no_store
+                && !ctx.headers.contains_key(header::AUTHORIZATION)
+                && total <= self.store.max_object()
+                && !self.fills.hfp.is_marked(key.digest, now);
+            if joinable {
                 return PartialUse::Complete(PartialWant::Complete {
                     stored: obj,
                     have: held.end,
@@ -186,14 +200,22 @@ impl Pipeline {
         PartialUse::Served(Box::new(resp))
     }
 
-    /// Where a forwarded range request meets others for the same bytes.
+    /// Where a forwarded range request meets others for the same bytes of
+    /// the same version (`Range` and `If-Range` alike).
     pub(crate) fn forward_slot(key: &CacheKey, ctx: &Ctx<'_>) -> Mode {
-        let range = ctx
-            .headers
-            .get(header::RANGE)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-            .unwrap_or_default();
-        let text = format!("{} range={range}", key.text);
+        let field = |h| {
+            ctx.headers
+                .get(h)
+                .map(|v: &HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .unwrap_or_default()
+        };
+        let text = format!(
+            "{}{}{} if-range={}",
+            key.text,
+            hoard_policy::key::RANGE_MARK,
+            field(header::RANGE),
+            field(header::IF_RANGE)
+        );
         Mode::Variant(Digest::of(text.as_bytes()), text)
     }
 
@@ -230,21 +252,14 @@ impl Pipeline {
                     HeaderValue::from_str(&format!("bytes={have}-"))
                         .expect("invariant: ASCII digits"),
                 );
-                // RFC 9110 §13.1.5: a strong entity tag, else (only with no
-                // entity tag at all) the date.
-                let validator = match stored.headers.get(header::ETAG) {
-                    Some(v) if v.as_bytes().starts_with(b"W/") => None,
-                    Some(v) => Some(v),
-                    None => stored.headers.get(header::LAST_MODIFIED),
-                };
-                if let Some(v) = validator {
+                if let Some(v) = completion_validator(&stored.headers) {
                     oreq.headers.insert(header::IF_RANGE, v.clone());
                 }
                 job.partial = Some(PartialFill::Completing {
                     stored: stored.clone(),
                     have: *have,
                     total: *total,
-                    plain: Some(Box::new(plain)),
+                    plain: Box::new(plain),
                 });
             }
         }

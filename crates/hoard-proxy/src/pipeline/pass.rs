@@ -79,7 +79,9 @@ impl Pipeline {
             let key = ctx.key_for(route, &path, query.as_deref());
             // A fill in flight fetched before the change: not stored, not joined.
             self.fills.coalescer.detach_key(&key.text);
-            let n = self.store.remove_all(key.digest);
+            // The object and its partial copy.
+            let n = self.store.remove_all(key.digest)
+                + self.store.remove_all(crate::fill::partial_key(&key).digest);
             self.counters.add(&self.counters.invalidations, n as u64);
         }
     }

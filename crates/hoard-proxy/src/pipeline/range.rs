@@ -37,7 +37,11 @@ impl Pipeline {
         {
             headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
         }
-        if !ctx.headers.contains_key(header::RANGE) || ctx.method != Method::GET {
+        // A 206 (a forwarded range, relayed) is already the answer to it.
+        if !ctx.headers.contains_key(header::RANGE)
+            || ctx.method != Method::GET
+            || status == StatusCode::PARTIAL_CONTENT
+        {
             return whole(status, headers, body);
         }
         let c = &self.counters;
@@ -129,7 +133,8 @@ pub(crate) fn partial(
     let (chunks, file, send) = match body {
         ProxyBody::Busy(mut reader) if ranges.len() == 1 => {
             let r = ranges[0];
-            reader.skip_to(r.start - base);
+            debug_assert_eq!(base, 0, "a fill is the whole body");
+            reader.skip_to(r.start);
             single_fields(headers, r, total);
             return Ok(ProxyBody::BusyRange {
                 reader,

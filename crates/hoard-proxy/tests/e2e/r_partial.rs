@@ -317,30 +317,43 @@ async fn r00022_another_version_is_never_joined_to_a_copy() {
 // r00023: by default a cold range fetches the whole object, without Range.
 // An origin that answers that with a 206 anyway (bytes 0-4 of 10) has it
 // relayed as sent and kept as a partial copy, never as the whole object: a
-// whole GET then asks for `bytes=5-` and joins the rest. A 206 whose body
-// is not as long as its Content-Range is relayed but never kept.
+// whole GET then asks for `bytes=5-` with If-Range and joins the rest. A
+// copy without a validator is never joined (a whole GET fetches the whole
+// object), and a 206 whose body is not as long as its Content-Range is
+// relayed but never kept.
 #[tokio::test]
 async fn r00023_an_unasked_206_is_kept_as_a_partial_copy_only() {
     let t = Test::new("r00023");
     let origin = t
         .origin()
         .script(|mut s| async move {
-            s.rxreq().await.expect_url("/u").expect_no_header("range");
-            s.txresp(206)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("Content-Range", "bytes 0-4/10")
-                .body("01234")
-                .send()
-                .await;
+            for (path, etag) in [("/u", Some("\"u1\"")), ("/n", None)] {
+                s.rxreq().await.expect_url(path).expect_no_header("range");
+                let mut r = s
+                    .txresp(206)
+                    .hdr("Cache-Control", "max-age=600")
+                    .hdr("Content-Range", "bytes 0-4/10");
+                if let Some(e) = etag {
+                    r = r.hdr("ETag", e);
+                }
+                r.body("01234").send().await;
+            }
             s.rxreq()
                 .await
                 .expect_url("/u")
                 .expect_header("range", "bytes=5-")
-                .expect_no_header("if-range");
+                .expect_header("if-range", "\"u1\"");
             s.txresp(206)
                 .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "\"u1\"")
                 .hdr("Content-Range", "bytes 5-9/10")
                 .body("56789")
+                .send()
+                .await;
+            s.rxreq().await.expect_url("/n").expect_no_header("range");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("abcdefghij")
                 .send()
                 .await;
             // Six bytes declared by Content-Range, five sent: twice, never kept.
@@ -357,15 +370,17 @@ async fn r00023_an_unasked_206_is_kept_as_a_partial_copy_only() {
         .start()
         .await;
     let proxy = t.proxy().origin(&origin).start().await;
-    t.client(&proxy)
-        .get("/u")
-        .hdr("Range", "bytes=0-9")
-        .send()
-        .await
-        .expect_status(206)
-        .expect_header("content-range", "bytes 0-4/10")
-        .expect_body("01234");
-    proxy.wait_counter("partial_stored", 1).await;
+    for (i, path) in ["/u", "/n"].into_iter().enumerate() {
+        t.client(&proxy)
+            .get(path)
+            .hdr("Range", "bytes=0-9")
+            .send()
+            .await
+            .expect_status(206)
+            .expect_header("content-range", "bytes 0-4/10")
+            .expect_body("01234");
+        proxy.wait_counter("partial_stored", i as u64 + 1).await;
+    }
     t.client(&proxy)
         .get("/u")
         .hdr("Range", "bytes=1-2")
@@ -380,6 +395,12 @@ async fn r00023_an_unasked_206_is_kept_as_a_partial_copy_only() {
         .await
         .expect_status(200)
         .expect_body("0123456789");
+    t.client(&proxy)
+        .get("/n")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("abcdefghij");
     for _ in 0..2 {
         t.client(&proxy)
             .get("/bad")
@@ -389,8 +410,147 @@ async fn r00023_an_unasked_206_is_kept_as_a_partial_copy_only() {
             .expect_status(206)
             .expect_body("01234");
     }
-    proxy.expect_counter("partial_stored", 1);
-    proxy.expect_counter("partial_completed", 1);
+    proxy.wait_counter("partial_completed", 1).await;
+    proxy.expect_counter("partial_stored", 2);
+    origin.finish().await;
+}
+
+// r00025: the rest of a copy comes back with a field that forbids storing
+// (Set-Cookie): the joined object may not be stored, and its rest alone is
+// not the answer, so the whole object is fetched and sent; nothing mixed.
+// An error status for the rest is relayed and keeps the copy; a 416 drops
+// it and the whole object is fetched.
+#[tokio::test]
+async fn r00025_a_completion_that_cannot_be_stored_fetches_the_whole() {
+    let t = Test::new("r00025");
+    let full = body(LEN);
+    let f = full.clone();
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_header("range", "bytes=0-299");
+            s.txresp(206)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "\"v1\"")
+                .hdr("Content-Range", format!("bytes 0-299/{LEN}"))
+                .body(&f[..300])
+                .send()
+                .await;
+            s.rxreq().await.expect_header("range", "bytes=300-");
+            s.txresp(206)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "\"v1\"")
+                .hdr("Set-Cookie", "s=1")
+                .hdr("Content-Range", format!("bytes 300-999/{LEN}"))
+                .body(&f[300..])
+                .send()
+                .await;
+            s.rxreq().await.expect_no_header("range");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "\"v1\"")
+                .hdr("Set-Cookie", "s=1")
+                .body(&f)
+                .send()
+                .await;
+            // /q: an error for the rest is relayed and keeps the copy.
+            s.rxreq()
+                .await
+                .expect_url("/q")
+                .expect_header("range", "bytes=0-299");
+            s.txresp(206)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "\"v1\"")
+                .hdr("Content-Range", format!("bytes 0-299/{LEN}"))
+                .body(&f[..300])
+                .send()
+                .await;
+            s.rxreq()
+                .await
+                .expect_url("/q")
+                .expect_header("range", "bytes=300-");
+            s.txresp(503).body("busy").send().await;
+            // /r: a 416 drops the copy; the whole object is fetched.
+            s.rxreq()
+                .await
+                .expect_url("/r")
+                .expect_header("range", "bytes=0-299");
+            s.txresp(206)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "\"v1\"")
+                .hdr("Content-Range", format!("bytes 0-299/{LEN}"))
+                .body(&f[..300])
+                .send()
+                .await;
+            s.rxreq()
+                .await
+                .expect_url("/r")
+                .expect_header("range", "bytes=300-");
+            s.txresp(416)
+                .hdr("Content-Range", "bytes */200")
+                .send()
+                .await;
+            s.rxreq().await.expect_no_header("range");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "\"v2\"")
+                .body(&f[..200])
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = forwarding_proxy(&t, &origin, false).await;
+    t.client(&proxy)
+        .get("/z")
+        .hdr("Range", "bytes=0-299")
+        .send()
+        .await
+        .expect_body(&full[..300]);
+    proxy.wait_counter("partial_stored", 1).await;
+    t.client(&proxy)
+        .get("/z")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_header("content-length", "1000")
+        .expect_body(&full);
+    t.client(&proxy)
+        .get("/q")
+        .hdr("Range", "bytes=0-299")
+        .send()
+        .await
+        .expect_body(&full[..300]);
+    proxy.wait_counter("partial_stored", 2).await;
+    t.client(&proxy)
+        .get("/q")
+        .send()
+        .await
+        .expect_status(503)
+        .expect_body("busy");
+    // The copy stays: ranges inside it are still hits.
+    t.client(&proxy)
+        .get("/q")
+        .hdr("Range", "bytes=0-9")
+        .send()
+        .await
+        .expect_cache_status("hit; ttl=600")
+        .expect_body(&full[..10]);
+    t.client(&proxy)
+        .get("/r")
+        .hdr("Range", "bytes=0-299")
+        .send()
+        .await
+        .expect_body(&full[..300]);
+    proxy.wait_counter("partial_stored", 3).await;
+    t.client(&proxy)
+        .get("/r")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body(&full[..200]);
+    proxy.expect_counter("partial_completed", 0);
+    proxy.expect_counter("partial_mismatches", 1);
     origin.finish().await;
 }
 

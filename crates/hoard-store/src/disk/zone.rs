@@ -317,7 +317,6 @@ fn open_object(path: &Path, expect_id: u128, first: u64) -> Result<Opened, ReadE
     })
 }
 
-/// Parses `<id>-<serial>` (32 and 16 hex digits).
 /// Where a new object's file goes, and the bytes held for it.
 struct Placed {
     dir: u8,
@@ -349,6 +348,7 @@ fn reuse_file(old: &Path, tmp: &Path) -> Option<File> {
     super::lease::sole_handle(&f).then_some(f)
 }
 
+/// Parses `<id>-<serial>` (32 and 16 hex digits).
 fn parse_name(name: &str) -> Option<(u128, u64)> {
     let (id, serial) = name.split_once('-')?;
     if id.len() != 32 || serial.len() != 16 {
@@ -1053,7 +1053,15 @@ impl DiskZone {
                     self.open.remove(&vid);
                     self.account_dir(&e, false);
                     freed += e.bytes();
-                    victims.push((e.dir, self.path(e.dir, vid, e.serial), e.bytes()));
+                    // Only a file never served from disk may be reused: the
+                    // pages of one sent with sendfile may still sit in a
+                    // socket's send queue after its descriptor is closed.
+                    victims.push((
+                        e.dir,
+                        self.path(e.dir, vid, e.serial),
+                        e.bytes(),
+                        e.hits == 0,
+                    ));
                     if !free_ok && victims.len() >= 8 {
                         break;
                     }
@@ -1085,8 +1093,8 @@ impl DiskZone {
             for _ in 0..victims.len() + usize::from(candidate.is_some()) {
                 self.event(StoreEvent::EvictedSize);
             }
-            self.unlink_now(victims.into_iter().map(|(_, p, b)| (p, b)).collect());
-            if let Some((at, old, held)) = candidate {
+            self.unlink_now(victims.into_iter().map(|(_, p, b, _)| (p, b)).collect());
+            if let Some((at, old, held, _)) = candidate {
                 let tmp = self.path(at, id, serial).with_extension("tmp");
                 match reuse_file(&old, &tmp) {
                     Some(f) => {
