@@ -3,11 +3,25 @@
 //! never joined to bytes of another version, never served as the whole.
 
 use hoard_proxy::config::ColdRange;
-use hoard_testkit::{Origin, Test, TestProxy};
+use hoard_testkit::{Origin, Script, Test, TestProxy};
 
 use super::r_range::{body, multipart};
 
 const LEN: usize = 1000;
+
+/// Sends a 206 of bytes `r` of `full`, fresh for ten minutes, with `etag`.
+async fn send_part(s: &mut Script, full: &[u8], r: std::ops::Range<usize>, etag: &str) {
+    s.txresp(206)
+        .hdr("Cache-Control", "max-age=600")
+        .hdr("ETag", etag)
+        .hdr(
+            "Content-Range",
+            format!("bytes {}-{}/{}", r.start, r.end - 1, full.len()),
+        )
+        .body(&full[r])
+        .send()
+        .await;
+}
 
 /// A proxy whose route forwards cold ranges; with `disk`, over a disk zone
 /// with no memory tier (every hit read from disk).
@@ -142,25 +156,13 @@ async fn completion(t: &Test, disk: bool) {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_header("range", "bytes=0-299");
-            s.txresp(206)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"v1\"")
-                .hdr("Content-Range", format!("bytes 0-299/{LEN}"))
-                .body(&f[..300])
-                .send()
-                .await;
+            send_part(&mut s, &f, 0..300, "\"v1\"").await;
             // The rest, asked for with If-Range: the same version.
             s.rxreq()
                 .await
                 .expect_header("range", "bytes=300-")
                 .expect_header("if-range", "\"v1\"");
-            s.txresp(206)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"v1\"")
-                .hdr("Content-Range", format!("bytes 300-999/{LEN}"))
-                .body(&f[300..])
-                .send()
-                .await;
+            send_part(&mut s, &f, 300..LEN, "\"v1\"").await;
         })
         .start()
         .await;
@@ -237,26 +239,14 @@ async fn r00022_another_version_is_never_joined_to_a_copy() {
                     .await
                     .expect_url(path)
                     .expect_header("range", "bytes=0-299");
-                s.txresp(206)
-                    .hdr("Cache-Control", "max-age=600")
-                    .hdr("ETag", "\"v1\"")
-                    .hdr("Content-Range", format!("bytes 0-299/{LEN}"))
-                    .body(&o[..300])
-                    .send()
-                    .await;
+                send_part(&mut s, &o, 0..300, "\"v1\"").await;
             }
             // /x: If-Range ignored, the rest of another version.
             s.rxreq()
                 .await
                 .expect_url("/x")
                 .expect_header("range", "bytes=300-");
-            s.txresp(206)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"v2\"")
-                .hdr("Content-Range", format!("bytes 300-999/{LEN}"))
-                .body(&n[300..])
-                .send()
-                .await;
+            send_part(&mut s, &n, 300..LEN, "\"v2\"").await;
             s.rxreq().await.expect_url("/x").expect_no_header("range");
             s.txresp(200)
                 .hdr("Cache-Control", "max-age=600")
@@ -429,13 +419,7 @@ async fn r00025_a_completion_that_cannot_be_stored_fetches_the_whole() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_header("range", "bytes=0-299");
-            s.txresp(206)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"v1\"")
-                .hdr("Content-Range", format!("bytes 0-299/{LEN}"))
-                .body(&f[..300])
-                .send()
-                .await;
+            send_part(&mut s, &f, 0..300, "\"v1\"").await;
             s.rxreq().await.expect_header("range", "bytes=300-");
             s.txresp(206)
                 .hdr("Cache-Control", "max-age=600")
@@ -458,13 +442,7 @@ async fn r00025_a_completion_that_cannot_be_stored_fetches_the_whole() {
                 .await
                 .expect_url("/q")
                 .expect_header("range", "bytes=0-299");
-            s.txresp(206)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"v1\"")
-                .hdr("Content-Range", format!("bytes 0-299/{LEN}"))
-                .body(&f[..300])
-                .send()
-                .await;
+            send_part(&mut s, &f, 0..300, "\"v1\"").await;
             s.rxreq()
                 .await
                 .expect_url("/q")
@@ -475,13 +453,7 @@ async fn r00025_a_completion_that_cannot_be_stored_fetches_the_whole() {
                 .await
                 .expect_url("/r")
                 .expect_header("range", "bytes=0-299");
-            s.txresp(206)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"v1\"")
-                .hdr("Content-Range", format!("bytes 0-299/{LEN}"))
-                .body(&f[..300])
-                .send()
-                .await;
+            send_part(&mut s, &f, 0..300, "\"v1\"").await;
             s.rxreq()
                 .await
                 .expect_url("/r")
