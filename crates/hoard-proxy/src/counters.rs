@@ -160,6 +160,9 @@ counters! {
     disk_rejected_checksum,
     /// Disk files removed: temporary files of writes that never completed.
     disk_rejected_temporary,
+    /// Disk files removed: an intact head that names another key than the
+    /// file's prefix (a planted or misplaced file).
+    disk_rejected_foreign_head,
     /// Disk operations that failed (I/O errors, no space).
     disk_errors,
     /// Range requests answered with 206 from a stored object.
@@ -243,6 +246,7 @@ impl hoard_store::StoreEvents for Counters {
             E::Rejected(Reject::Truncated) => &self.disk_rejected_truncated,
             E::Rejected(Reject::Checksum) => &self.disk_rejected_checksum,
             E::Rejected(Reject::Temporary) => &self.disk_rejected_temporary,
+            E::Rejected(Reject::ForeignHead) => &self.disk_rejected_foreign_head,
             E::DiskError => &self.disk_errors,
             E::WriteAbandoned => &self.disk_writes_abandoned,
             E::DirOffline => &self.disk_dirs_offline,

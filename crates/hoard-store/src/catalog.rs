@@ -29,10 +29,22 @@
 //! fill may have raced (more than [`PURGE_LOG`] since it started), the fill
 //! does not store.
 //!
+//! That check alone would leave a window: a fill that checked before a
+//! purge and stores after the purge removed what it selected. So storing
+//! is one step under the **admission gate** (a read lock, [`Catalog::admit`]):
+//! check the log, put the object in its tier, add it here. A purge takes the
+//! gate exclusively while it joins the log and collects its keys
+//! ([`Catalog::select`]). Either the store happened first (the purge finds
+//! and removes the object) or the purge did (the store sees it and does not
+//! happen). An invalidation after an unsafe method (RFC 9111 §4.4) is a
+//! purge of one exact key ([`Selector::Key`]), so it closes the same window.
+//!
 //! ## Locking
 //!
 //! One `parking_lot::Mutex` for the entries and tags, one for the log;
-//! neither is held across an await or while a tier is touched.
+//! neither is held across an await or while a tier is touched. The gate is
+//! taken before either, and held only for the synchronous steps above (a
+//! disk store's rename included, on the disk pool).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -72,6 +84,8 @@ pub enum Selector {
     Host(String),
     /// Keys whose response carried this tag.
     Tag(String),
+    /// One exact primary key text (an invalidation after an unsafe method).
+    Key(String),
 }
 
 impl Selector {
@@ -82,6 +96,7 @@ impl Selector {
             Selector::Prefix(_) => "prefix",
             Selector::Host(_) => "host",
             Selector::Tag(_) => "tag",
+            Selector::Key(_) => "key",
         }
     }
 
@@ -96,6 +111,7 @@ impl Selector {
     fn matches(&self, key: &str, tags: &[Arc<str>]) -> bool {
         match self {
             Selector::Tag(t) => tags.iter().any(|x| **x == **t),
+            Selector::Key(k) => k == key,
             _ => KeyUrl::parse(key).is_some_and(|k| self.matches_url(&k)),
         }
     }
@@ -113,7 +129,7 @@ impl Selector {
             }
             Selector::Prefix(p) => k.starts_with(p),
             Selector::Host(h) => k.on_host(h),
-            Selector::Tag(_) => false,
+            Selector::Tag(_) | Selector::Key(_) => false,
         }
     }
 }
@@ -166,6 +182,8 @@ impl Inner {
 /// The catalogue. See the module docs.
 #[derive(Debug, Default)]
 pub struct Catalog {
+    /// The admission gate (module docs): stores read, purges write.
+    gate: parking_lot::RwLock<()>,
     inner: Mutex<Inner>,
     epoch: AtomicU64,
     log: Mutex<VecDeque<(u64, Selector, bool)>>,
@@ -246,6 +264,8 @@ impl Catalog {
     /// selects. The caller removes (or marks stale) their objects, then calls
     /// [`Catalog::forget`] for removed ones.
     pub fn select(&self, selector: &Selector, soft: bool) -> Vec<u128> {
+        // Exclusive: no store is between its check and its insert now.
+        let _gate = self.gate.write();
         {
             let mut log = self.log.lock();
             let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
@@ -276,6 +296,13 @@ impl Catalog {
         for p in primaries {
             inner.remove(*p);
         }
+    }
+
+    /// Holds the admission gate for one store: check
+    /// [`Catalog::purged_since`], insert into the tier, [`Catalog::add`],
+    /// then drop the guard. Never held across an await.
+    pub fn admit(&self) -> parking_lot::RwLockReadGuard<'_, ()> {
+        self.gate.read()
     }
 
     /// The purge epoch: a fill notes it when it starts.

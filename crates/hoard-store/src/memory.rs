@@ -126,6 +126,8 @@ pub enum InsertError {
     TooLarge,
     /// There is no memory tier (`memory_size = 0`).
     NoTier,
+    /// A purge or an invalidation since the fill started selects the object.
+    Purged,
 }
 
 /// The memory tier. See the module docs.

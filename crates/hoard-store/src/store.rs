@@ -14,8 +14,16 @@
 //!   inserted into the memory tier as before.
 //! * **Admission**: an object read from disk enters the memory tier on its
 //!   second disk hit (when it fits there).
-//! * **Consistency**: publishing a new disk copy removes the key from the
-//!   memory tier, so the memory tier never serves an older copy than disk.
+//! * **Consistency**: a new object supersedes every older copy of its key
+//!   in every tier: publishing a disk copy removes the key from the memory
+//!   tier and from the other zones, and a memory-only store removes it from
+//!   the zones, so no tier that is asked first can serve an older version.
+//!   (Variants of one key stored in different tiers lose each other: a
+//!   miss, never a wrong answer.)
+//! * **Purges and invalidations**: every store (memory insert, disk
+//!   publish) checks the catalogue's purge log since its fill started and
+//!   inserts under the catalogue's admission gate, so an object a purge
+//!   selected never comes back (see [`crate::catalog`]).
 
 use std::io;
 use std::sync::Arc;
@@ -25,7 +33,7 @@ use hoard_policy::clock::Clock;
 use hoard_policy::key::Digest;
 use http::HeaderMap;
 
-use crate::catalog::{Catalog, Selector};
+use crate::catalog::{Catalog, Raced, Selector};
 use crate::disk::format::Head;
 use crate::disk::writer::{Abandoned, DiskWriter};
 use crate::disk::{DiskZone, ZoneConfig, ZoneLookup};
@@ -220,43 +228,91 @@ impl Store {
             .await
     }
 
-    /// Completes a disk write and publishes the object; the memory tier
-    /// forgets the key so it never serves an older copy.
+    /// Completes a disk write and publishes the object, unless a purge
+    /// since `purge_epoch` (the catalogue's epoch when the fill started)
+    /// selects it; the object then supersedes the key's copies in the
+    /// memory tier and the other zones. It runs to its end even if the
+    /// caller stops waiting (a fill that gives up on a slow disk): the
+    /// object is then published and superseding, or gone, never half-way.
     ///
     /// # Errors
-    /// When the copy was given up (nothing is published).
+    /// When the copy was given up or purged (nothing is published).
     pub async fn finish_disk(
-        &self,
+        self: &Arc<Self>,
         writer: DiskWriter,
         primary: Digest,
         head: &Head,
+        purge_epoch: u64,
     ) -> Result<(), Abandoned> {
-        writer.finish(head).await?;
-        if let Some(m) = &self.memory {
-            m.remove_all(primary);
-        }
-        self.catalogue(primary, &head.key, &head.headers);
-        Ok(())
+        let (me, head) = (self.clone(), head.clone());
+        tokio::spawn(async move {
+            let zone = writer.zone_number();
+            writer.finish(&head, purge_epoch).await?;
+            me.supersede(primary, Some(zone));
+            me.catalogue(primary, &head.key, &head.headers);
+            Ok(())
+        })
+        .await
+        .unwrap_or(Err(Abandoned::Io))
     }
 
-    /// Stores an object in the memory tier (the store without zones).
+    /// Removes the copies of `primary` that a new object just stored in
+    /// zone `stored_in` (`None`: the memory tier) replaces.
+    fn supersede(&self, primary: Digest, stored_in: Option<usize>) {
+        if stored_in.is_some() {
+            if let Some(m) = &self.memory {
+                m.remove_all(primary);
+            }
+        }
+        for (i, z) in self.zones.iter().enumerate() {
+            if Some(i) != stored_in {
+                z.remove_all(primary.0);
+            }
+        }
+    }
+
+    /// Stores an object in the memory tier (the store without zones, or a
+    /// fill without a disk copy), unless a purge since `purge_epoch` (the
+    /// catalogue's epoch when the fill started) selects it. Older copies of
+    /// the key in the zones go.
     ///
     /// # Errors
-    /// When there is no memory tier or the object is too large for it.
+    /// When there is no memory tier, the object is too large for it, or a
+    /// purge selected it.
     pub fn insert(
         &self,
         primary: Digest,
         request: &HeaderMap,
         obj: Arc<StoredObject>,
+        purge_epoch: u64,
     ) -> Result<(), InsertError> {
-        match &self.memory {
-            Some(m) => {
-                m.insert(primary, request, obj.clone())?;
-                self.catalogue(primary, &obj.key, &obj.headers);
-                Ok(())
+        let Some(m) = &self.memory else {
+            return Err(InsertError::NoTier);
+        };
+        {
+            let _gate = self.catalog.admit();
+            let raced = self
+                .catalog
+                .purged_since(purge_epoch, &obj.key, &obj.headers, Raced::Hard);
+            if raced != Raced::No {
+                return Err(InsertError::Purged);
             }
-            None => Err(InsertError::NoTier),
+            m.insert(primary, request, obj.clone())?;
+            self.catalog.add(primary.0, &obj.key, &obj.headers);
         }
+        self.supersede(primary, None);
+        self.catalogue(primary, &obj.key, &obj.headers);
+        Ok(())
+    }
+
+    /// Invalidates one key (RFC 9111 §4.4, after an unsafe method): its
+    /// objects go from every tier, and a fill of it that started before
+    /// stores nothing (it is a purge of that exact key, see
+    /// [`crate::catalog`]). Returns how many objects went.
+    pub fn invalidate(&self, primary: Digest, key_text: &str) -> usize {
+        self.catalog
+            .select(&Selector::Key(key_text.to_string()), false);
+        self.remove_all(primary)
     }
 
     /// Replaces `old` by its 304-refreshed copy in memory (if `old` is still
@@ -317,7 +373,13 @@ impl Store {
         soft: bool,
         now: SystemTime,
     ) -> usize {
-        let keys = self.catalog.select(selector, soft);
+        // Selecting waits for stores under the admission gate (a disk
+        // publish renames a file there): off the serving threads.
+        let me = self.clone();
+        let sel = selector.clone();
+        let keys = tokio::task::spawn_blocking(move || me.catalog.select(&sel, soft))
+            .await
+            .unwrap_or_default();
         if keys.is_empty() {
             return 0;
         }

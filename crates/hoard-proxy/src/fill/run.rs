@@ -15,6 +15,7 @@ use hoard_policy::storable::{storability, NotStorable, RequestFacts};
 use hoard_policy::vary::VaryNames;
 use hoard_store::busy::{BusyBody, BusyWriter};
 use hoard_store::catalog::Raced;
+use hoard_store::disk::writer::Abandoned;
 use hoard_store::disk::writer::DiskWriter;
 use hoard_store::object::{ObjectBody, StoredObject};
 use hoard_store::InsertError;
@@ -641,6 +642,10 @@ impl FillEngine {
             return false;
         }
         let catalog = self.store.catalog();
+        // Read before the check below: the store itself checks purges after
+        // this epoch under the catalogue's admission gate, so a purge at any
+        // point from here to the object's insertion is seen.
+        let checked = catalog.epoch();
         match catalog.purged_since(
             stored.purge_epoch,
             &job.key.text,
@@ -661,17 +666,25 @@ impl FillEngine {
         if let Some(w) = disk {
             let head =
                 hoard_store::store::head_of(&storable.object(job, status, ObjectBody::default()));
-            let finish = self.store.finish_disk(w, job.key.digest, &head);
+            let finish = self.store.finish_disk(w, job.key.digest, &head, checked);
             match tokio::time::timeout(job.upstream.cfg.read_timeout, finish).await {
                 Ok(Ok(())) => {
                     self.counters.inc(&self.counters.objects_stored);
                     return true;
                 }
+                Ok(Err(Abandoned::Purged)) => {
+                    self.counters.inc(&self.counters.purge_raced_fills);
+                    tracing::info!(key = %job.key.text, "fill raced a purge at its disk commit; not stored");
+                    return false;
+                }
                 Ok(Err(why)) => {
                     tracing::info!(key = %job.key.text, why = why.as_str(), "disk copy given up");
                 }
                 Err(_) => {
-                    tracing::warn!(key = %job.key.text, "disk stalled at the end of a fill; the copy is given up");
+                    // The commit goes on by itself and publishes the object
+                    // (or removes it): the clients are not kept waiting.
+                    tracing::warn!(key = %job.key.text, "disk stalled at the end of a fill; the copy completes in the background");
+                    return false;
                 }
             }
         }
@@ -683,7 +696,7 @@ impl FillEngine {
         let obj = storable.object(job, status, ObjectBody::from_chunks(compact(chunks)));
         match self
             .store
-            .insert(job.key.digest, &job.request_headers, Arc::new(obj))
+            .insert(job.key.digest, &job.request_headers, Arc::new(obj), checked)
         {
             Ok(()) => {
                 self.counters.inc(&self.counters.objects_stored);
@@ -695,6 +708,11 @@ impl FillEngine {
             }
             // No memory tier and no disk copy: not stored.
             Err(InsertError::NoTier) => false,
+            Err(InsertError::Purged) => {
+                self.counters.inc(&self.counters.purge_raced_fills);
+                tracing::info!(key = %job.key.text, "fill raced a purge; not stored");
+                false
+            }
         }
     }
 

@@ -79,9 +79,11 @@ impl Pipeline {
             let key = ctx.key_for(route, &path, query.as_deref());
             // A fill in flight fetched before the change: not stored, not joined.
             self.fills.coalescer.detach_key(&key.text);
-            // The object and its partial copy.
-            let n = self.store.remove_all(key.digest)
-                + self.store.remove_all(crate::fill::partial_key(&key).digest);
+            // The object and its partial copy; a fill of either that
+            // started before stores nothing (not only a coalesced one).
+            let partial = crate::fill::partial_key(&key);
+            let n = self.store.invalidate(key.digest, &key.text)
+                + self.store.invalidate(partial.digest, &partial.text);
             self.counters.add(&self.counters.invalidations, n as u64);
         }
     }

@@ -82,6 +82,8 @@ impl Pipeline {
             Selector::Prefix(_) => &c.purges_prefix,
             Selector::Host(_) => &c.purges_host,
             Selector::Tag(_) => &c.purges_tag,
+            // Not a purge kind of the API (invalidations count apart).
+            Selector::Key(_) => &c.purges_url,
         });
         if soft {
             c.inc(&c.purges_soft);

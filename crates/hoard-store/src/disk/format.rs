@@ -32,7 +32,7 @@ use xxhash_rust::xxh3::xxh3_64;
 /// The file's first eight bytes.
 pub const MAGIC: [u8; 8] = *b"HOARDOBJ";
 /// The format version this build writes and reads.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Length of the fixed prefix.
 pub const PREFIX_LEN: u64 = 96;
 /// Body bytes covered by one checksum.
@@ -61,6 +61,9 @@ pub enum Reject {
     Checksum,
     /// A temporary file: a write that never completed.
     Temporary,
+    /// An intact head whose key is not the one the prefix names (a planted
+    /// or misplaced file): never served for either key.
+    ForeignHead,
 }
 
 impl Reject {
@@ -73,6 +76,7 @@ impl Reject {
             Reject::Truncated => "truncated",
             Reject::Checksum => "checksum",
             Reject::Temporary => "temporary",
+            Reject::ForeignHead => "foreign-head",
         }
     }
 }
@@ -180,8 +184,11 @@ pub fn slot_len_for(head_len: usize) -> u32 {
     (k * 2048 - 48) as u32
 }
 
-/// One head slot's bytes: generation, length, checksum, head.
-pub fn encode_slot(generation: u64, head: &[u8], slot_len: u32) -> Option<Vec<u8>> {
+/// One head slot's bytes: generation, length, checksum, head. The checksum
+/// covers the file's `serial` too: a slot is valid only in the file write
+/// that made it, so a slot left over from an earlier object in a recycled
+/// file (or copied from another file) is never picked.
+pub fn encode_slot(serial: u64, generation: u64, head: &[u8], slot_len: u32) -> Option<Vec<u8>> {
     if head.len() + SLOT_HEADER > slot_len as usize {
         return None;
     }
@@ -191,13 +198,14 @@ pub fn encode_slot(generation: u64, head: &[u8], slot_len: u32) -> Option<Vec<u8
     b.extend_from_slice(&[0; 4]);
     b.extend_from_slice(&[0; 8]);
     b.extend_from_slice(head);
-    let sum = slot_sum(generation, head);
+    let sum = slot_sum(serial, generation, head);
     b[16..24].copy_from_slice(&sum.to_le_bytes());
     Some(b)
 }
 
-fn slot_sum(generation: u64, head: &[u8]) -> u64 {
+fn slot_sum(serial: u64, generation: u64, head: &[u8]) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+    h.update(&serial.to_le_bytes());
     h.update(&generation.to_le_bytes());
     h.update(&(head.len() as u32).to_le_bytes());
     h.update(head);
@@ -215,8 +223,9 @@ pub struct Slot<'a> {
     pub head: &'a [u8],
 }
 
-/// Picks the newest intact slot from the two slots' bytes (`b` starts at the prefix's end).
-pub fn pick_slot(b: &[u8], slot_len: u32) -> Result<Slot<'_>, Reject> {
+/// Picks the newest intact slot of the file write `serial` from the two
+/// slots' bytes (`b` starts at the prefix's end).
+pub fn pick_slot(b: &[u8], slot_len: u32, serial: u64) -> Result<Slot<'_>, Reject> {
     let s = slot_len as usize;
     let mut best: Option<Slot<'_>> = None;
     for index in 0..2u8 {
@@ -230,7 +239,7 @@ pub fn pick_slot(b: &[u8], slot_len: u32) -> Result<Slot<'_>, Reject> {
             continue;
         }
         let head = &slot[SLOT_HEADER..SLOT_HEADER + len];
-        if slot_sum(generation, head) != u64_at(slot, 16) {
+        if slot_sum(serial, generation, head) != u64_at(slot, 16) {
             continue;
         }
         if best.as_ref().is_none_or(|b| generation > b.generation) {
@@ -554,7 +563,7 @@ mod tests {
         bad[20] ^= 1;
         assert_eq!(Prefix::decode(&bad), Err(Reject::BadPrefix));
         let mut v2 = b;
-        v2[8] = 2;
+        v2[8] = 3;
         assert_eq!(Prefix::decode(&v2), Err(Reject::Version));
         assert_eq!(Prefix::decode(&b[..10]), Err(Reject::Truncated));
         assert_eq!(p.file_len(), p.data_offset() + 200_000 + 4 * 8 + 8);
@@ -564,19 +573,43 @@ mod tests {
     fn newest_intact_slot_wins() {
         let s = slot_len_for(100);
         let mut area = vec![0u8; 2 * s as usize];
-        let a = encode_slot(1, b"old head", s).unwrap();
+        let a = encode_slot(9, 1, b"old head", s).unwrap();
         area[..a.len()].copy_from_slice(&a);
-        assert_eq!(pick_slot(&area, s).unwrap().head, b"old head");
-        let b = encode_slot(2, b"new head", s).unwrap();
+        assert_eq!(pick_slot(&area, s, 9).unwrap().head, b"old head");
+        let b = encode_slot(9, 2, b"new head", s).unwrap();
         area[s as usize..s as usize + b.len()].copy_from_slice(&b);
-        let got = pick_slot(&area, s).unwrap();
+        let got = pick_slot(&area, s, 9).unwrap();
         assert_eq!((got.head, got.index), (&b"new head"[..], 1));
         // A torn write of slot B leaves slot A.
         area[s as usize + 30] ^= 0xff;
-        assert_eq!(pick_slot(&area, s).unwrap().head, b"old head");
+        assert_eq!(pick_slot(&area, s, 9).unwrap().head, b"old head");
         area[30] ^= 0xff;
-        assert_eq!(pick_slot(&area, s), Err(Reject::BadHead));
-        assert!(encode_slot(1, &vec![0; s as usize], s).is_none());
+        assert_eq!(pick_slot(&area, s, 9), Err(Reject::BadHead));
+        assert!(encode_slot(9, 1, &vec![0; s as usize], s).is_none());
+    }
+
+    #[test]
+    fn a_slot_of_another_file_write_is_never_picked() {
+        // A recycled file: slot B still holds the previous object's head,
+        // refreshed by a 304 to generation 2; the new object (serial 8)
+        // writes slot A with generation 1.
+        let s = slot_len_for(100);
+        let mut area = vec![0u8; 2 * s as usize];
+        let old = encode_slot(7, 2, b"previous object", s).unwrap();
+        area[s as usize..s as usize + old.len()].copy_from_slice(&old);
+        let new = encode_slot(8, 1, b"new object", s).unwrap();
+        area[..new.len()].copy_from_slice(&new);
+        let got = pick_slot(&area, s, 8).unwrap();
+        assert_eq!(
+            (got.head, got.index, got.generation),
+            (&b"new object"[..], 0, 1)
+        );
+        // Read as the previous write, only its own slot is valid.
+        assert_eq!(pick_slot(&area, s, 7).unwrap().head, b"previous object");
+        // A slot copied into a file of another write is no slot at all.
+        let mut copied = vec![0u8; 2 * s as usize];
+        copied[..old.len()].copy_from_slice(&old);
+        assert_eq!(pick_slot(&copied, s, 8), Err(Reject::BadHead));
     }
 
     #[test]

@@ -146,6 +146,32 @@ impl IoGate {
 pub struct IoPool {
     permits: Arc<Semaphore>,
     gate: Arc<IoGate>,
+    pending: Arc<Pending>,
+}
+
+/// Operations submitted and not finished, for [`IoPool::settle`].
+#[derive(Debug, Default)]
+struct Pending {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
+/// One operation counted in [`Pending`] from its submission to its end.
+struct Ticket(Arc<Pending>);
+
+impl Ticket {
+    fn new(p: &Arc<Pending>) -> Ticket {
+        p.count.fetch_add(1, Ordering::AcqRel);
+        Ticket(p.clone())
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
 }
 
 impl IoPool {
@@ -154,6 +180,7 @@ impl IoPool {
         IoPool {
             permits: Arc::new(Semaphore::new(concurrency.max(1))),
             gate: Arc::default(),
+            pending: Arc::default(),
         }
     }
 
@@ -171,12 +198,49 @@ impl IoPool {
         self.gate.clone()
     }
 
+    /// Waits until no operation submitted to this pool is left (background
+    /// unlinks and closes included): what a test or a shutdown waits for
+    /// before it compares the account with the files.
+    pub async fn settle(&self) {
+        loop {
+            let idle = self.pending.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.pending.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+
+    /// Like [`IoPool::run`], but `f` runs even if the caller stops waiting:
+    /// for a commit that must not be cut in half (a file renamed into place
+    /// and its index entry). Its result is then dropped.
+    pub async fn run_to_end<T, F>(&self, kind: IoKind, f: F) -> io::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> io::Result<T> + Send + 'static,
+    {
+        let pool = self.clone();
+        let ticket = Ticket::new(&self.pending);
+        tokio::spawn(async move {
+            let r = pool.run(kind, f).await;
+            drop(ticket);
+            r
+        })
+        .await
+        .map_err(|e| io::Error::other(format!("disk task failed: {e}")))?
+    }
+
     /// Runs `f` off the serving threads and returns its result.
     pub async fn run<T, F>(&self, kind: IoKind, f: F) -> io::Result<T>
     where
         T: Send + 'static,
         F: FnOnce() -> io::Result<T> + Send + 'static,
     {
+        // Moved into the job: counted until `f` has run, even when the
+        // caller stops waiting first.
+        let ticket = Ticket::new(&self.pending);
         let permit = self
             .permits
             .clone()
@@ -188,6 +252,7 @@ impl IoPool {
             gate.pass(kind);
             let r = f();
             drop(permit);
+            drop(ticket);
             r
         })
         .await
@@ -201,7 +266,9 @@ impl IoPool {
     {
         let pool = self.clone();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let ticket = Ticket::new(&self.pending);
             rt.spawn(async move {
+                let _ticket = ticket;
                 let _ = pool
                     .run(IoKind::Write, move || {
                         f();

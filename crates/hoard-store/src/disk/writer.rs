@@ -21,10 +21,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 
 use super::io::IoPool;
 use super::io::PoolFile;
 use crate::busy::{SpillFuture, SpillRead};
+use crate::catalog::Raced;
 
 use super::format::{encode_slot, BlockSums, Head, Prefix, BLOCK, PREFIX_LEN};
 use super::index::on_disk;
@@ -47,6 +49,8 @@ pub enum Abandoned {
     Io,
     /// The head outgrew its slot.
     HeadTooLarge,
+    /// A purge or an invalidation since the fill started selects it.
+    Purged,
 }
 
 impl Abandoned {
@@ -57,6 +61,7 @@ impl Abandoned {
             Abandoned::NoRoom => "no-room",
             Abandoned::Io => "io-error",
             Abandoned::HeadTooLarge => "head-too-large",
+            Abandoned::Purged => "purged",
         }
     }
 }
@@ -78,12 +83,43 @@ pub struct DiskWriter {
     pending_len: usize,
     /// Body bytes written to the file.
     written: u64,
-    /// Bytes held in the zone's account for this file.
-    reserved: u64,
+    /// Bytes held in the zone's account for this file (shared with the
+    /// pool jobs that grow it, so a writer dropped while one runs loses
+    /// nothing: see [`Held`]).
+    held: Arc<Mutex<Held>>,
     /// The file was an evicted object's, overwritten in place: it may be
     /// longer than this object and is cut to length when finished.
     recycled: bool,
     done: bool,
+}
+
+/// The bytes a writer holds in its zone's account. A reservation made by a
+/// pool job whose writer was dropped meanwhile (a cancelled `write`) finds
+/// `closed` and gives its bytes back at once; otherwise they are added
+/// here, and whoever closes the writer (its `Drop`, or `finish`) releases
+/// exactly what is here.
+#[derive(Debug, Default)]
+struct Held {
+    bytes: u64,
+    closed: bool,
+}
+
+impl Held {
+    /// Adds bytes just reserved; false (and the caller releases them) when
+    /// the writer is already closed.
+    fn add(&mut self, bytes: u64) -> bool {
+        if self.closed {
+            return false;
+        }
+        self.bytes += bytes;
+        true
+    }
+
+    /// Closes the writer's account and returns what it holds.
+    fn close(&mut self) -> u64 {
+        self.closed = true;
+        std::mem::take(&mut self.bytes)
+    }
 }
 
 /// Reads a file being written back, for readers of its busy body.
@@ -150,6 +186,11 @@ fn write_all_vectored_at(file: &File, chunks: &[Bytes], mut at: u64) -> std::io:
 }
 
 impl DiskWriter {
+    /// The number of the zone this writer writes to.
+    pub fn zone_number(&self) -> usize {
+        self.zone.number
+    }
+
     /// Body bytes written to the file so far (readable through [`DiskWriter::spill_source`]).
     pub fn durable(&self) -> u64 {
         self.written
@@ -193,7 +234,10 @@ impl DiskWriter {
             pending: Vec::new(),
             pending_len: 0,
             written: 0,
-            reserved,
+            held: Arc::new(Mutex::new(Held {
+                bytes: reserved,
+                closed: false,
+            })),
             recycled,
             done: false,
         }
@@ -231,16 +275,16 @@ impl DiskWriter {
             return Err(Abandoned::TooLarge);
         }
         let need = on_disk(self.file_len(body));
-        if need > self.reserved {
-            self.grow(need - self.reserved).await?;
+        let reserved = self.reserved();
+        if need > reserved {
+            self.grow(need - reserved).await?;
         }
+        // Absent only after a write that was cancelled mid-way: the file's
+        // contents are unknown, so the copy is given up.
+        let mut sums = self.sums.take().ok_or(Abandoned::Io)?;
         let chunks = mem::take(&mut self.pending);
         self.pending_len = 0;
         let file = self.file.clone();
-        let mut sums = self
-            .sums
-            .take()
-            .expect("invariant: sums present between writes");
         let at = self.data_offset() + self.written;
         let gate = self.zone.io.gate_arc();
         let r = self
@@ -268,25 +312,43 @@ impl DiskWriter {
         }
     }
 
+    /// Bytes held in the zone's account for this file.
+    fn reserved(&self) -> u64 {
+        self.held.lock().bytes
+    }
+
     /// Reserves at least `exact` more bytes: an eighth of the file so far
     /// when that fits without evicting (reservations stay rare), else just
-    /// what is needed, evicting others if it must.
+    /// what is needed, evicting others if it must. The bytes are added to
+    /// [`Held`] by the job that reserves them, so cancelling this future at
+    /// any point leaks nothing.
     async fn grow(&mut self, exact: u64) -> Result<(), Abandoned> {
-        let generous = exact.max(self.reserved / 8).max(BATCH as u64);
+        let generous = exact.max(self.reserved() / 8).max(BATCH as u64);
         if generous > exact && self.zone.try_reserve(generous) {
-            self.reserved += generous;
+            if !self.held.lock().add(generous) {
+                self.zone.index.lock().release(generous);
+            }
             return Ok(());
         }
-        let zone = self.zone.clone();
-        let dir = self.dir;
+        let (zone, dir, held) = (self.zone.clone(), self.dir, self.held.clone());
         let ok = self
             .zone
             .io
-            .run(IoKind::Write, move || Ok(zone.reserve_blocking(exact, dir)))
+            .run(IoKind::Write, move || {
+                if !zone.reserve_blocking(exact, dir) {
+                    return Ok(false);
+                }
+                if held.lock().add(exact) {
+                    Ok(true)
+                } else {
+                    // The writer was dropped while this ran.
+                    zone.index.lock().release(exact);
+                    Ok(false)
+                }
+            })
             .await
             .unwrap_or(false);
         if ok {
-            self.reserved += exact;
             Ok(())
         } else {
             Err(Abandoned::NoRoom)
@@ -298,12 +360,18 @@ impl DiskWriter {
         self.zone.dir_failed(self.dir, e);
     }
 
-    /// Completes the file with `head` and publishes it.
+    /// Completes the file with `head` and publishes it, unless a purge
+    /// since `purge_epoch` (the catalogue's epoch when the fill started)
+    /// selects it. Once the final write is issued it runs to its end even
+    /// if this future is dropped: the file is then published (indexed,
+    /// accounted) or removed, never left renamed behind the index's back.
     ///
     /// # Errors
-    /// When the copy had to be given up (nothing is published).
-    pub async fn finish(mut self, head: &Head) -> Result<DiskRef, Abandoned> {
-        let slot = encode_slot(1, &head.encode(), self.slot_len).ok_or(Abandoned::HeadTooLarge)?;
+    /// When the copy had to be given up, or a purge selected it (nothing is
+    /// published; the file and its bytes are gone).
+    pub async fn finish(mut self, head: &Head, purge_epoch: u64) -> Result<DiskRef, Abandoned> {
+        let slot = encode_slot(self.serial, 1, &head.encode(), self.slot_len)
+            .ok_or(Abandoned::HeadTooLarge)?;
         let body_len = self.written + self.pending_len as u64;
         if body_len > self.zone.cfg.max_object {
             return Err(Abandoned::TooLarge);
@@ -316,66 +384,91 @@ impl DiskWriter {
             variant: self.variant,
         };
         let bytes = on_disk(prefix.file_len());
-        if bytes > self.reserved {
-            self.grow(bytes - self.reserved).await?;
+        let reserved = self.reserved();
+        if bytes > reserved {
+            self.grow(bytes - reserved).await?;
         }
+        let mut sums = self.sums.take().ok_or(Abandoned::Io)?;
+        // From here the job below owns the file and the reservation.
+        self.done = true;
         // One operation: the last batch, the block table, the head, the
-        // prefix, and the rename that publishes the file.
+        // prefix, and (under the catalogue's admission gate) the purge
+        // check, the rename that publishes the file, and the index entry.
         let chunks = std::mem::take(&mut self.pending);
-        let mut sums = self
-            .sums
-            .take()
-            .expect("invariant: sums present between writes");
         let mut at = self.data_offset() + self.written;
-        let file = self.file.clone();
-        let tmp = self.tmp.clone();
+        let (file, tmp, held) = (self.file.clone(), self.tmp.clone(), self.held.clone());
         let path = self.zone.path(self.dir, self.id, self.serial);
         let gate = self.zone.io.gate_arc();
         let recycled = self.recycled;
+        let zone = self.zone.clone();
+        let (primary, id, dir, serial) = (self.primary, self.id, self.dir, self.serial);
+        let (key, headers, vary) = (head.key.clone(), head.headers.clone(), head.vary.clone());
         let r = self
             .zone
             .io
-            .run(IoKind::Write, move || {
-                gate.write_fault()?;
-                if recycled {
-                    // What is left of the previous object goes.
-                    file.set_len(prefix.file_len())?;
+            .run_to_end(IoKind::Write, move || {
+                let reserved = held.lock().close();
+                let written = (|| {
+                    gate.write_fault()?;
+                    if recycled {
+                        // What is left of the previous object goes.
+                        file.set_len(prefix.file_len())?;
+                    }
+                    for c in &chunks {
+                        file.write_all_at(c, at)?;
+                        sums.update(c);
+                        at += c.len() as u64;
+                    }
+                    file.write_all_at(&sums.finish(), prefix.table_offset())?;
+                    file.write_all_at(&slot, PREFIX_LEN)?;
+                    file.write_all_at(&prefix.encode(), 0)
+                })();
+                if let Err(e) = written {
+                    zone.discard(&tmp, reserved);
+                    return Err(e);
                 }
-                for c in &chunks {
-                    file.write_all_at(c, at)?;
-                    sums.update(c);
-                    at += c.len() as u64;
+                let catalog = zone.catalog.clone();
+                let admitted = {
+                    let _gate = catalog.admit();
+                    let raced = catalog.purged_since(purge_epoch, &key, &headers, Raced::Hard);
+                    if raced == Raced::No {
+                        if let Err(e) = fs::rename(&tmp, &path) {
+                            zone.discard(&tmp, reserved);
+                            return Err(e);
+                        }
+                        // The file is final and no larger than `bytes`: the
+                        // rest of the reservation goes back.
+                        zone.index.lock().release(reserved - bytes);
+                        zone.publish(primary, id, dir, serial, bytes, &vary);
+                        catalog.add(primary, &key, &headers);
+                    }
+                    raced == Raced::No
+                };
+                if !admitted {
+                    zone.discard(&tmp, reserved);
                 }
-                file.write_all_at(&sums.finish(), prefix.table_offset())?;
-                file.write_all_at(&slot, PREFIX_LEN)?;
-                file.write_all_at(&prefix.encode(), 0)?;
-                fs::rename(&tmp, &path)
+                Ok(admitted)
             })
             .await;
-        if let Err(e) = r {
-            self.fail(&e);
-            return Err(Abandoned::Io);
+        match r {
+            Ok(true) => Ok(DiskRef {
+                zone: self.zone.number,
+                id: self.id,
+                serial: self.serial,
+                slot: 0,
+                generation: 1,
+                slot_len: self.slot_len,
+            }),
+            Ok(false) => Err(Abandoned::Purged),
+            Err(e) => {
+                // The job removed the file and gave the bytes back.
+                self.zone
+                    .events
+                    .event(&self.zone.cfg.name, StoreEvent::WriteAbandoned);
+                self.fail(&e);
+                Err(Abandoned::Io)
+            }
         }
-        self.done = true;
-        // The file is final and no larger than `bytes`: the rest of the
-        // reservation goes back.
-        self.zone.index.lock().release(self.reserved - bytes);
-        self.zone.publish(
-            self.primary,
-            self.id,
-            self.dir,
-            self.serial,
-            bytes,
-            &head.vary,
-        );
-        Ok(DiskRef {
-            zone: self.zone.number,
-            id: self.id,
-            serial: self.serial,
-            slot: 0,
-            generation: 1,
-            slot_len: self.slot_len,
-        })
     }
 }
 
@@ -387,18 +480,11 @@ impl Drop for DiskWriter {
         self.zone
             .events
             .event(&self.zone.cfg.name, StoreEvent::WriteAbandoned);
-        let (zone, tmp, reserved) = (self.zone.clone(), self.tmp.clone(), self.reserved);
+        let (zone, tmp, held) = (self.zone.clone(), self.tmp.clone(), self.held.clone());
         self.zone.io.spawn(move || {
-            // Unlink first: the bytes leave the account only once the file is gone.
-            match fs::remove_file(&tmp) {
-                Ok(()) => zone.index.lock().release(reserved),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    zone.index.lock().release(reserved)
-                }
-                // Still there (its directory failed): its bytes stay
-                // accounted, the loader removes it on the next start.
-                Err(_) => {}
-            }
+            // Closed first: a reservation still running gives its own bytes back.
+            let reserved = held.lock().close();
+            zone.discard(&tmp, reserved);
         });
     }
 }

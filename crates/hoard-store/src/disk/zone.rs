@@ -155,8 +155,9 @@ pub struct DiskZone {
     start: SystemTime,
     serial: AtomicU64,
     me: Weak<DiskZone>,
-    /// Where loaded objects are catalogued (for purges).
-    catalog: Arc<Catalog>,
+    /// Where loaded and published objects are catalogued (for purges); its
+    /// admission gate orders a publish against purges.
+    pub(crate) catalog: Arc<Catalog>,
     /// The purge epoch when the zone opened: the loader drops files that a
     /// purge since then selects.
     load_epoch: u64,
@@ -263,8 +264,19 @@ fn check_file(
         file.read_exact_at(&mut more, 0)?;
         buf = more;
     }
-    let slot = pick_slot(&buf[PREFIX_LEN as usize..data], prefix.slot_len)?;
+    // Only a slot written by this file's own write counts (the serial is in
+    // its checksum): a recycled file's slots of the previous object are dead.
+    let slot = pick_slot(
+        &buf[PREFIX_LEN as usize..data],
+        prefix.slot_len,
+        prefix.serial,
+    )?;
     let head = Head::decode(slot.head)?;
+    if hoard_policy::key::Digest::of(head.key.as_bytes()).0 != prefix.primary {
+        // An intact head of another key (a planted or misplaced file):
+        // served for neither key, and removed.
+        return Err(Reject::ForeignHead.into());
+    }
     let (index, generation) = (slot.index, slot.generation);
     if file.metadata()?.len() != prefix.file_len() {
         return Err(Reject::Truncated.into());
@@ -546,6 +558,20 @@ impl DiskZone {
         self.open.remove(&id);
         self.account_dir(&e, false);
         Some((self.path(e.dir, id, e.serial), e.bytes()))
+    }
+
+    /// Removes a writer's temporary file, then gives its reservation back
+    /// (blocking: call on the pool). A file that cannot be removed (its
+    /// directory failed) keeps its bytes accounted; the loader removes it
+    /// at the next start.
+    pub(crate) fn discard(&self, tmp: &Path, reserved: u64) {
+        match fs::remove_file(tmp) {
+            Ok(()) => self.index.lock().release(reserved),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => self.index.lock().release(reserved),
+            Err(e) => {
+                tracing::warn!(zone = %self.cfg.name, path = %tmp.display(), error = %e, "disk: temporary file not removed; its bytes stay accounted");
+            }
+        }
     }
 
     /// Unlinks files (on the pool), then releases their bytes.
@@ -1068,14 +1094,19 @@ impl DiskZone {
                 }
                 // Reuse needs free space to be fine already: a reused file
                 // frees nothing on the file system.
+                // A served file is never a candidate (see above): `sendfile`
+                // hands the socket references to the page-cache pages, not
+                // copies, so overwriting them in place could change bytes a
+                // client has not received yet; an unlinked file's pages stay
+                // as they are until the last reference goes.
                 let candidate = if reused.is_none() && free_ok {
                     victims
                         .iter()
-                        .position(|v| v.0 == dir)
+                        .position(|v| v.3 && v.0 == dir)
                         .or_else(|| {
                             victims
                                 .iter()
-                                .position(|v| self.dirs[v.0 as usize].online())
+                                .position(|v| v.3 && self.dirs[v.0 as usize].online())
                         })
                         .map(|i| victims.swap_remove(i))
                 } else {
@@ -1280,7 +1311,7 @@ impl DiskZone {
         };
         let head = head.encode();
         let path = self.path(dir, r.id, r.serial);
-        let slot_len = r.slot_len;
+        let (slot_len, serial) = (r.slot_len, r.serial);
         // Heads read from now on are not cached until the rewrite is done.
         self.head_epoch.fetch_add(1, Ordering::AcqRel);
         self.open.remove(&r.id);
@@ -1290,9 +1321,10 @@ impl DiskZone {
                 let f = fs::OpenOptions::new().read(true).write(true).open(&path)?;
                 let mut area = vec![0u8; 2 * slot_len as usize];
                 f.read_exact_at(&mut area, PREFIX_LEN)?;
-                let current = pick_slot(&area, slot_len)
+                let current = pick_slot(&area, slot_len, serial)
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                let Some(slot) = encode_slot(current.generation + 1, &head, slot_len) else {
+                let Some(slot) = encode_slot(serial, current.generation + 1, &head, slot_len)
+                else {
                     return Ok(false);
                 };
                 let spare = u64::from(1 - current.index.min(1));

@@ -1,0 +1,496 @@
+//! Disk zone defects a client cannot see, each shown through the store's
+//! API: the byte account, which files are reused, what a commit leaves.
+//! (What a client can see is in `hoard-proxy/tests/e2e/n_store.rs`.)
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hoard_policy::cache_control::CacheControl;
+use hoard_policy::clock::{Clock, SystemClock};
+use hoard_policy::freshness::{LifetimeSource, StoredTimes};
+use hoard_policy::key::Digest;
+use hoard_policy::reuse::StoredRules;
+use hoard_policy::vary::VaryNames;
+use hoard_store::catalog::Selector;
+use hoard_store::disk::format::Head;
+use hoard_store::disk::writer::Abandoned;
+use hoard_store::disk::{DirConfig, ZoneConfig};
+use hoard_store::object::ObjectBody;
+use hoard_store::{Lookup, Store, StoreEvent, StoreEvents};
+use http::{HeaderMap, StatusCode};
+
+/// Counts events by name.
+#[derive(Debug, Default)]
+struct Events(parking_lot::Mutex<HashMap<&'static str, u64>>);
+
+impl StoreEvents for Events {
+    fn event(&self, _zone: &str, e: StoreEvent) {
+        *self.0.lock().entry(e.as_str()).or_default() += 1;
+    }
+}
+
+impl Events {
+    fn get(&self, name: &str) -> u64 {
+        self.0.lock().get(name).copied().unwrap_or(0)
+    }
+}
+
+fn zone(name: &str, dir: &Path, max_size: u64) -> ZoneConfig {
+    ZoneConfig {
+        name: name.into(),
+        dirs: vec![DirConfig {
+            path: dir.to_path_buf(),
+            weight: 1,
+        }],
+        max_size,
+        inactive: None,
+        min_free: 0,
+        max_object: max_size,
+    }
+}
+
+async fn store(zones: Vec<ZoneConfig>, memory: u64, events: Arc<Events>) -> Arc<Store> {
+    let s = Arc::new(Store::new(memory, 64 << 20, zones, events, Arc::new(SystemClock)).unwrap());
+    s.start();
+    for z in s.zones() {
+        while z.loading() {
+            tokio::task::yield_now().await;
+        }
+    }
+    s
+}
+
+fn head(key: &str, etag: &str) -> Head {
+    let mut headers = HeaderMap::new();
+    headers.insert("etag", etag.parse().unwrap());
+    let t = SystemClock.now();
+    Head {
+        key: key.into(),
+        vary: VaryNames::default(),
+        status: StatusCode::OK,
+        headers,
+        times: StoredTimes {
+            request_time: t,
+            response_time: t,
+            date: t,
+            age_value: None,
+            lifetime: Duration::from_secs(600),
+        },
+        lifetime_source: LifetimeSource::MaxAge,
+        rules: StoredRules::new(&CacheControl::default(), None, None),
+    }
+}
+
+fn digest(key: &str) -> Digest {
+    Digest::of(key.as_bytes())
+}
+
+/// Writes one whole object through a disk writer in zone `z`.
+async fn fill(
+    s: &Arc<Store>,
+    z: usize,
+    key: &str,
+    body: &[u8],
+    etag: &str,
+) -> Result<(), Abandoned> {
+    let epoch = s.catalog().epoch();
+    let mut w = s
+        .disk_writer(z, digest(key), Digest(0), Some(body.len() as u64), 256)
+        .await
+        .expect("a writer");
+    for c in body.chunks(40_000) {
+        w.write(Bytes::copy_from_slice(c)).await?;
+    }
+    s.finish_disk(w, digest(key), &head(key, etag), epoch).await
+}
+
+/// The body and ETag a lookup finds, or `None` for a miss.
+async fn get(s: &Store, key: &str) -> Option<(Vec<u8>, String)> {
+    match s.lookup(digest(key), key, &HeaderMap::new()).await {
+        Lookup::Hit(o) => {
+            let body = match &o.body {
+                ObjectBody::Chunks { chunks, .. } => chunks.concat(),
+                ObjectBody::File(f) => f.read_all().await.unwrap().concat(),
+            };
+            let etag = o.headers["etag"].to_str().unwrap().to_string();
+            Some((body, etag))
+        }
+        _ => None,
+    }
+}
+
+/// Object files and the bytes the zone counts for them (4 KiB blocks).
+fn files(dir: &Path) -> (u64, u64, u64) {
+    let (mut objects, mut tmp, mut bytes) = (0, 0, 0);
+    for sub in std::fs::read_dir(dir).unwrap().flatten() {
+        if !sub.file_type().unwrap().is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(sub.path()).unwrap().flatten() {
+            let len = f.metadata().unwrap().len();
+            bytes += len.div_ceil(4096) * 4096;
+            if f.path().extension().is_some_and(|e| e == "tmp") {
+                tmp += 1;
+            } else {
+                objects += 1;
+            }
+        }
+    }
+    (objects, tmp, bytes)
+}
+
+/// After every write settled: the account is the files, every file is indexed.
+async fn assert_settled(s: &Store, dir: &Path) {
+    for z in s.zones() {
+        z.io().settle().await;
+    }
+    let z = &s.zones()[0];
+    let (objects, tmp, bytes) = files(dir);
+    assert_eq!(tmp, 0, "no temporary file is left");
+    assert_eq!(objects, z.objects(), "every object file is indexed");
+    assert_eq!(bytes, z.used(), "the account is the files");
+}
+
+fn body(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect()
+}
+
+// n00101: a recycled file whose previous object was refreshed by a 304
+// (its head in slot B, generation 2) serves the new object, not the old
+// head over the new body, before and after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n00101_a_recycled_file_never_shows_the_previous_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = Arc::new(Events::default());
+    let cfg = || vec![zone("z", dir.path(), 256 << 10)];
+    let s = store(cfg(), 0, events.clone()).await;
+    for i in 0..3 {
+        let key = format!("http|a|/old{i}");
+        fill(&s, 0, &key, &body(20_000, i), "\"v1\"").await.unwrap();
+        // A 304: the head is rewritten into slot B with generation 2.
+        let Lookup::Hit(o) = s.lookup(digest(&key), &key, &HeaderMap::new()).await else {
+            panic!("stored");
+        };
+        let mut headers = o.headers.clone();
+        headers.insert("etag", "\"v2\"".parse().unwrap());
+        let refreshed = o.with_headers(headers, o.times, o.lifetime_source, o.rules);
+        s.update(digest(&key), &HeaderMap::new(), &o, Arc::new(refreshed))
+            .await;
+        assert_eq!(get(&s, &key).await.unwrap().1, "\"v2\"");
+    }
+    // New objects push the old ones out; never-served victims are reused.
+    let recycled_before = events.get("disk-recycled");
+    for i in 0..12u8 {
+        let key = format!("http|a|/new{i}");
+        fill(&s, 0, &key, &body(20_000, 100 + i), "\"new\"")
+            .await
+            .unwrap();
+    }
+    assert_settled(&s, dir.path()).await;
+    assert!(
+        events.get("disk-recycled") > recycled_before,
+        "files were recycled"
+    );
+    assert_eq!(
+        served(&s).await,
+        s.zones()[0].objects(),
+        "every indexed object is served"
+    );
+    drop(s);
+    let s = store(cfg(), 0, events.clone()).await;
+    assert_eq!(events.get("bad-head"), 0);
+    assert_eq!(
+        served(&s).await,
+        s.zones()[0].objects(),
+        "after a restart too"
+    );
+    assert_settled(&s, dir.path()).await;
+}
+
+/// How many of n00101's objects are served, each checked byte for byte.
+async fn served(s: &Store) -> u64 {
+    let mut n = 0;
+    for i in 0..3u8 {
+        if let Some((b, etag)) = get(s, &format!("http|a|/old{i}")).await {
+            assert_eq!((b, etag.as_str()), (body(20_000, i), "\"v2\""));
+            n += 1;
+        }
+    }
+    for i in 0..12u8 {
+        if let Some((b, etag)) = get(s, &format!("http|a|/new{i}")).await {
+            assert_eq!((b, etag.as_str()), (body(20_000, 100 + i), "\"new\""));
+            n += 1;
+        }
+    }
+    n
+}
+
+// n00102: an evicted file that was served from disk is never reused (its
+// pages may still sit in a socket's queue after a sendfile); one never
+// served is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n00102_a_served_file_is_never_recycled() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = Arc::new(Events::default());
+    // Room for two 60 KB objects.
+    let s = store(vec![zone("z", dir.path(), 160 << 10)], 0, events.clone()).await;
+    fill(&s, 0, "http|a|/served", &body(60_000, 1), "\"a\"")
+        .await
+        .unwrap();
+    fill(&s, 0, "http|a|/other", &body(60_000, 3), "\"c\"")
+        .await
+        .unwrap();
+    assert!(get(&s, "http|a|/served").await.is_some());
+    assert!(get(&s, "http|a|/other").await.is_some());
+    // Both were served: the third evicts one, and unlinks it.
+    fill(&s, 0, "http|a|/third", &body(60_000, 2), "\"b\"")
+        .await
+        .unwrap();
+    assert_eq!(events.get("evicted-size"), 1);
+    assert_eq!(
+        events.get("disk-recycled"),
+        0,
+        "a served file is not reused"
+    );
+    // The third was never served: the next eviction takes it and reuses it.
+    let evicted_third_next = get(&s, "http|a|/served").await.is_some() as u64
+        + get(&s, "http|a|/other").await.is_some() as u64;
+    assert_eq!(evicted_third_next, 1);
+    fill(&s, 0, "http|a|/fourth", &body(60_000, 4), "\"d\"")
+        .await
+        .unwrap();
+    assert_eq!(
+        events.get("disk-recycled"),
+        1,
+        "a never-served file is reused"
+    );
+    assert_eq!(get(&s, "http|a|/fourth").await.unwrap().0, body(60_000, 4));
+    assert_settled(&s, dir.path()).await;
+}
+
+// n00103: a writer dropped while it waits for room on the pool (a fill
+// that gives up on a slow disk mid-write) leaves the account exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n00103_a_writer_cancelled_while_it_grows_leaks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = Arc::new(Events::default());
+    let s = store(vec![zone("z", dir.path(), 8 << 20)], 0, events.clone()).await;
+    // Fill most of the zone so that growing must evict (a pool job).
+    for i in 0..5u8 {
+        fill(
+            &s,
+            0,
+            &format!("http|a|/f{i}"),
+            &body(1_400_000, i),
+            "\"x\"",
+        )
+        .await
+        .unwrap();
+    }
+    let z = s.zones()[0].clone();
+    let key = "http|a|/grows";
+    // Declared small, grows past its reservation.
+    let mut w = s
+        .disk_writer(0, digest(key), Digest(0), Some(1000), 256)
+        .await
+        .unwrap();
+    z.io().gate().hold_writes(true);
+    let attempt = {
+        let chunk = Bytes::from(body(3 << 20, 9));
+        async move {
+            let r = w.write(chunk).await;
+            drop(w);
+            r
+        }
+    };
+    let task = tokio::spawn(attempt);
+    z.io().gate().wait_held(1).await;
+    // The fill gives up: the write future (and the writer) are dropped
+    // while the reservation job is held on the pool.
+    task.abort();
+    let _ = task.await;
+    z.io().gate().hold_writes(false);
+    assert_settled(&s, dir.path()).await;
+}
+
+// n00104: a commit whose caller stopped waiting (the fill's timeout at
+// its end) runs to its end: the object is indexed and accounted, not a
+// file behind the index's back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n00104_a_commit_outlives_its_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = Arc::new(Events::default());
+    let cfg = || vec![zone("z", dir.path(), 8 << 20)];
+    let s = store(cfg(), 0, events.clone()).await;
+    let z = s.zones()[0].clone();
+    let key = "http|a|/slow";
+    let epoch = s.catalog().epoch();
+    let mut w = s
+        .disk_writer(0, digest(key), Digest(0), Some(100_000), 256)
+        .await
+        .unwrap();
+    w.write(Bytes::from(body(100_000, 5))).await.unwrap();
+    z.io().gate().hold_writes(true);
+    let h = head(key, "\"s\"");
+    let finish = s.finish_disk(w, digest(key), &h, epoch);
+    let timed_out = tokio::time::timeout(Duration::from_millis(50), async {
+        tokio::join!(finish, z.io().gate().wait_held(1)).0
+    })
+    .await;
+    assert!(timed_out.is_err(), "the commit is held");
+    z.io().gate().hold_writes(false);
+    assert_settled(&s, dir.path()).await;
+    assert_eq!(z.objects(), 1);
+    assert_eq!(get(&s, key).await.unwrap().0, body(100_000, 5));
+    drop(s);
+    let s = store(cfg(), 0, events).await;
+    assert_eq!(get(&s, key).await.unwrap().0, body(100_000, 5));
+    assert_settled(&s, dir.path()).await;
+}
+
+// n00105: a new version stored in a second zone, or only in memory,
+// supersedes the copy in the first zone (asked first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n00105_a_new_version_in_another_tier_wins() {
+    let (d0, d1) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let events = Arc::new(Events::default());
+    let cfg = || vec![zone("a", d0.path(), 8 << 20), zone("b", d1.path(), 8 << 20)];
+    let s = store(cfg(), 4 << 20, events.clone()).await;
+    let key = "http|a|/moves";
+    fill(&s, 0, key, &body(1000, 1), "\"v1\"").await.unwrap();
+    fill(&s, 1, key, &body(900_000, 2), "\"v2\"").await.unwrap();
+    assert_eq!(get(&s, key).await.unwrap().1, "\"v2\"");
+    // A third version only in memory (no disk copy).
+    let obj = hoard_store::object::StoredObject::new(
+        key.into(),
+        VaryNames::default(),
+        StatusCode::OK,
+        head(key, "\"v3\"").headers,
+        head(key, "\"v3\"").times,
+        LifetimeSource::MaxAge,
+        StoredRules::new(&CacheControl::default(), None, None),
+        ObjectBody::from_chunks(vec![Bytes::from(body(10, 3))]),
+    );
+    let epoch = s.catalog().epoch();
+    s.insert(digest(key), &HeaderMap::new(), Arc::new(obj), epoch)
+        .unwrap();
+    assert_eq!(get(&s, key).await.unwrap().1, "\"v3\"");
+    s.memory().unwrap().remove_all(digest(key));
+    assert!(
+        get(&s, key).await.is_none(),
+        "no older version is left on disk"
+    );
+    for z in s.zones() {
+        z.io().settle().await;
+    }
+    drop(s);
+    let s = store(cfg(), 4 << 20, events).await;
+    assert!(get(&s, key).await.is_none(), "nor after a restart");
+}
+
+// n00106: a purge that comes while a fill's commit waits on the pool:
+// the fill does not publish, and nothing comes back after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n00106_a_purge_during_the_commit_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = Arc::new(Events::default());
+    let cfg = || vec![zone("z", dir.path(), 8 << 20)];
+    let s = store(cfg(), 0, events.clone()).await;
+    let z = s.zones()[0].clone();
+    let key = "http|a.com|/p";
+    fill(&s, 0, key, &body(10, 1), "\"old\"").await.unwrap();
+    let epoch = s.catalog().epoch();
+    let mut w = s
+        .disk_writer(0, digest(key), Digest(0), Some(5000), 256)
+        .await
+        .unwrap();
+    w.write(Bytes::from(body(5000, 2))).await.unwrap();
+    z.io().gate().hold_writes(true);
+    let commit = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.finish_disk(w, digest(key), &head(key, "\"new\""), epoch)
+                .await
+        })
+    };
+    z.io().gate().wait_held(1).await;
+    let purged = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            let sel = Selector::Url {
+                scheme: "http".into(),
+                host: "a.com".into(),
+                target: "/p".into(),
+            };
+            s.purge(&sel, false, SystemClock.now()).await
+        })
+    };
+    // The purge joins the log (it does not wait for the held commit's
+    // rename: the commit has not taken the gate yet), then lets writes go.
+    while s.catalog().epoch() == epoch {
+        tokio::task::yield_now().await;
+    }
+    z.io().gate().hold_writes(false);
+    assert_eq!(commit.await.unwrap(), Err(Abandoned::Purged));
+    assert_eq!(purged.await.unwrap(), 1, "the old copy went");
+    assert!(get(&s, key).await.is_none());
+    assert_settled(&s, dir.path()).await;
+    drop(s);
+    let s = store(cfg(), 0, events).await;
+    assert!(get(&s, key).await.is_none(), "nothing comes back");
+}
+
+// n00107: a file planted in the cache directory (a valid prefix of one
+// key, an intact head of another) is served for neither key, and the
+// loader says what it dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n00107_a_planted_file_is_never_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = Arc::new(Events::default());
+    let cfg = || vec![zone("z", dir.path(), 8 << 20)];
+    let s = store(cfg(), 0, events.clone()).await;
+    let (a, b) = ("http|a|/a", "http|a|/b");
+    fill(&s, 0, a, &body(5000, 1), "\"a\"").await.unwrap();
+    fill(&s, 0, b, &body(5000, 2), "\"b\"").await.unwrap();
+    assert_settled(&s, dir.path()).await;
+    drop(s);
+    // Rewrite A's file: its prefix stays, its head slot is B's head,
+    // generation 7, with a checksum valid for A's serial.
+    let path = find_file(dir.path(), digest(a).0);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let prefix = hoard_store::disk::format::Prefix::decode(&bytes).unwrap();
+    let slot = hoard_store::disk::format::encode_slot(
+        prefix.serial,
+        7,
+        &head(b, "\"b\"").encode(),
+        prefix.slot_len,
+    )
+    .unwrap();
+    let at = 96 + prefix.slot_len as usize;
+    bytes[at..at + slot.len()].copy_from_slice(&slot);
+    std::fs::write(&path, &bytes).unwrap();
+    let s = store(cfg(), 0, events.clone()).await;
+    assert_eq!(events.get("foreign-head"), 1, "counted");
+    assert!(!path.exists(), "removed");
+    assert!(get(&s, a).await.is_none());
+    assert_eq!(get(&s, b).await.unwrap().0, body(5000, 2));
+    assert_settled(&s, dir.path()).await;
+}
+
+fn find_file(dir: &Path, id: u128) -> std::path::PathBuf {
+    let prefix = format!("{id:032x}-");
+    for sub in std::fs::read_dir(dir).unwrap().flatten() {
+        if !sub.file_type().unwrap().is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(sub.path()).unwrap().flatten() {
+            if f.file_name().to_string_lossy().starts_with(&prefix) {
+                return f.path();
+            }
+        }
+    }
+    panic!("no file for {id:032x}");
+}
