@@ -80,9 +80,18 @@ pub(super) async fn read_body(
                 }
             }
         };
-        let last = keep && content_length.is_some_and(|cl| writer.len() + data.len() as u64 >= cl);
+        // Once a chunk is held, every later one is past the declared length
+        // too (a joined partial copy whose rest is longer than announced):
+        // the one held before goes out first, so no byte is dropped or
+        // reordered; the body is then longer than declared and the end of
+        // the fill refuses to store it.
+        let last = keep
+            && (held.is_some()
+                || content_length.is_some_and(|cl| writer.len() + data.len() as u64 >= cl));
         if last {
-            held = Some(data.clone());
+            if let Some(h) = held.replace(data.clone()) {
+                writer.append(h);
+            }
         } else {
             writer.append(data.clone());
         }

@@ -574,3 +574,69 @@ async fn r00024_a_forwarded_range_answered_whole_stores_the_whole_object() {
     proxy.expect_counter("partial_stored", 0);
     origin.finish().await;
 }
+
+// r00026: the rest of a kept copy is longer than its Content-Range says,
+// sent chunked (so nothing cuts it at a declared length) in two chunks:
+// the right 700 bytes, then 700 more. No chunk is dropped or reordered
+// (the client gets the copy, then the right rest, whatever follows), the
+// joined body is longer than the object and is not stored, and the next
+// whole GET asks for the rest again and stores the right object.
+#[tokio::test]
+async fn r00026_a_rest_longer_than_announced_is_never_stored() {
+    let t = Test::new("r00026");
+    let full = body(LEN);
+    let f = full.clone();
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_header("range", "bytes=0-299");
+            send_part(&mut s, &f, 0..300, "\"v1\"").await;
+            s.rxreq().await.expect_header("range", "bytes=300-");
+            s.txresp(206)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "\"v1\"")
+                .hdr("Content-Range", format!("bytes 300-{}/{LEN}", LEN - 1))
+                .chunked()
+                .send_head()
+                .await;
+            s.chunk(&f[300..]).await;
+            s.chunk(vec![b'Z'; LEN - 300]).await;
+            s.end().await;
+            // Nothing was stored: asked again, answered right.
+            s.rxreq().await.expect_header("range", "bytes=300-");
+            send_part(&mut s, &f, 300..LEN, "\"v1\"").await;
+        })
+        .start()
+        .await;
+    let proxy = forwarding_proxy(&t, &origin, false).await;
+    t.client(&proxy)
+        .get("/z")
+        .hdr("Range", "bytes=0-299")
+        .send()
+        .await
+        .expect_status(206);
+    proxy.wait_counter("partial_stored", 1).await;
+    let got = match t.client(&proxy).get("/z").try_send().await {
+        Ok(r) => r.body.to_vec(),
+        Err(e) => e.partial().expect("a response").body.to_vec(),
+    };
+    let n = got.len().min(LEN);
+    assert_eq!(&got[..n], &full[..n], "the copy, then the right rest");
+    proxy.wait_counter("fills_aborted", 1).await;
+    proxy.expect_counter("partial_completed", 0);
+    t.client(&proxy)
+        .get("/z")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_cache_status("fwd=uri-miss; fwd-status=200; stored; ttl=600")
+        .expect_body(&full);
+    proxy.wait_counter("partial_completed", 1).await;
+    t.client(&proxy)
+        .get("/z")
+        .send()
+        .await
+        .expect_cache_status("hit; ttl=600")
+        .expect_body(&full);
+    origin.finish().await;
+}
