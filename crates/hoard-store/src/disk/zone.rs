@@ -1297,8 +1297,8 @@ impl DiskZone {
     /// next generation (the body is not touched). The slot in use is read
     /// from the file itself, so an update never overwrites it whatever the
     /// caller's copy of the object says. A head that outgrew its slot
-    /// removes the object instead.
-    pub async fn update_head(&self, r: DiskRef, head: &Head) {
+    /// removes the object instead. True when the new head is written.
+    pub async fn update_head(&self, r: DiskRef, head: &Head) -> bool {
         let Some(dir) = self
             .index
             .lock()
@@ -1307,7 +1307,7 @@ impl DiskZone {
             .filter(|e| e.serial == r.serial)
             .map(|e| e.dir)
         else {
-            return;
+            return false;
         };
         let head = head.encode();
         let path = self.path(dir, r.id, r.serial);
@@ -1335,7 +1335,7 @@ impl DiskZone {
         self.head_epoch.fetch_add(1, Ordering::AcqRel);
         self.open.remove(&r.id);
         match written {
-            Ok(true) => {}
+            Ok(true) => return true,
             Ok(false) => self.forget(r.id, r.serial, 1),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
@@ -1344,6 +1344,7 @@ impl DiskZone {
             }
             Err(e) => self.dir_failed(dir, &e),
         }
+        false
     }
 
     /// Makes every variant of `primary` stale at `now` (a soft purge): each
@@ -1363,16 +1364,25 @@ impl DiskZone {
         for (id, entry) in ids {
             let cached = self.open.get(&id).filter(|o| o.serial == entry.serial);
             let open = match cached {
-                Some(o) => o,
-                None => match self.open_cold(id, entry).await {
-                    Some((o, _)) => o,
-                    None => continue,
-                },
+                Some(o) => Some(o),
+                None => self.open_cold(id, entry).await.map(|(o, _)| o),
             };
-            let mut head = open.head.clone();
-            head.times = head.times.made_stale(now);
-            self.update_head(self.disk_ref(id, entry.serial, &open), &head)
-                .await;
+            let marked = match open {
+                Some(open) => {
+                    let mut head = open.head.clone();
+                    head.times = head.times.made_stale(now);
+                    self.update_head(self.disk_ref(id, entry.serial, &open), &head)
+                        .await
+                }
+                None => false,
+            };
+            if !marked {
+                // Its head could not be rewritten (its directory is out of
+                // service, the file failed): it goes instead, so that it can
+                // never be served fresh after the purge, here or after a
+                // restart.
+                self.forget(id, entry.serial, 1);
+            }
             n += 1;
         }
         n
