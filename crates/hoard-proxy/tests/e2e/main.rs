@@ -23,6 +23,7 @@ mod g_reload;
 mod h_http2;
 mod h_tls;
 mod k_keys;
+mod n_races;
 mod o_ops;
 mod r_partial;
 mod r_range;
