@@ -450,40 +450,52 @@ async fn n00106_a_purge_during_the_commit_wins() {
 }
 
 // n00107: a file planted in the cache directory (a valid prefix of one
-// key, an intact head of another) is served for neither key, and the
-// loader says what it dropped.
+// key, an intact head of another, in either slot, at any generation) is
+// never served for any key: when the planted slot is the one read, the
+// file is removed and counted (the loader logs it); when it is not, the
+// file's own object is served, exactly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn n00107_a_planted_file_is_never_served() {
-    let dir = tempfile::tempdir().unwrap();
-    let events = Arc::new(Events::default());
-    let cfg = || vec![zone("z", dir.path(), 8 << 20)];
-    let s = store(cfg(), 0, events.clone()).await;
-    let (a, b) = ("http|a|/a", "http|a|/b");
-    fill(&s, 0, a, &body(5000, 1), "\"a\"").await.unwrap();
-    fill(&s, 0, b, &body(5000, 2), "\"b\"").await.unwrap();
-    assert_settled(&s, dir.path()).await;
-    drop(s);
-    // Rewrite A's file: its prefix stays, its head slot is B's head,
-    // generation 7, with a checksum valid for A's serial.
-    let path = find_file(dir.path(), digest(a).0);
-    let mut bytes = std::fs::read(&path).unwrap();
-    let prefix = hoard_store::disk::format::Prefix::decode(&bytes).unwrap();
-    let slot = hoard_store::disk::format::encode_slot(
-        prefix.serial,
-        7,
-        &head(b, "\"b\"").encode(),
-        prefix.slot_len,
-    )
-    .unwrap();
-    let at = 96 + prefix.slot_len as usize;
-    bytes[at..at + slot.len()].copy_from_slice(&slot);
-    std::fs::write(&path, &bytes).unwrap();
-    let s = store(cfg(), 0, events.clone()).await;
-    assert_eq!(events.get("foreign-head"), 1, "counted");
-    assert!(!path.exists(), "removed");
-    assert!(get(&s, a).await.is_none());
-    assert_eq!(get(&s, b).await.unwrap().0, body(5000, 2));
-    assert_settled(&s, dir.path()).await;
+    for (slot, generation) in [(0u32, 1u64), (0, 9), (1, 1), (1, 2), (1, 7)] {
+        let dir = tempfile::tempdir().unwrap();
+        let events = Arc::new(Events::default());
+        let cfg = || vec![zone("z", dir.path(), 8 << 20)];
+        let s = store(cfg(), 0, events.clone()).await;
+        let (a, b) = ("http|a|/a", "http|a|/b");
+        fill(&s, 0, a, &body(5000, 1), "\"a\"").await.unwrap();
+        fill(&s, 0, b, &body(5000, 2), "\"b\"").await.unwrap();
+        assert_settled(&s, dir.path()).await;
+        drop(s);
+        // A's file: its prefix stays; a slot holds B's head, with a
+        // checksum valid for A's serial.
+        let path = find_file(dir.path(), digest(a).0);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let prefix = hoard_store::disk::format::Prefix::decode(&bytes).unwrap();
+        let planted = hoard_store::disk::format::encode_slot(
+            prefix.serial,
+            generation,
+            &head(b, "\"b\"").encode(),
+            prefix.slot_len,
+        )
+        .unwrap();
+        let at = 96 + (slot * prefix.slot_len) as usize;
+        bytes[at..at + planted.len()].copy_from_slice(&planted);
+        std::fs::write(&path, &bytes).unwrap();
+        let s = store(cfg(), 0, events.clone()).await;
+        // Slot A holds generation 1: a planted slot B of generation 1 is not read.
+        let read = slot == 0 || generation > 1;
+        let case = format!("slot {slot}, generation {generation}");
+        if read {
+            assert_eq!(events.get("foreign-head"), 1, "{case}: counted");
+            assert!(!path.exists(), "{case}: removed");
+            assert!(get(&s, a).await.is_none(), "{case}");
+        } else {
+            assert_eq!(events.get("foreign-head"), 0, "{case}");
+            assert_eq!(get(&s, a).await.unwrap(), (body(5000, 1), "\"a\"".into()));
+        }
+        assert_eq!(get(&s, b).await.unwrap().0, body(5000, 2), "{case}");
+        assert_settled(&s, dir.path()).await;
+    }
 }
 
 fn find_file(dir: &Path, id: u128) -> std::path::PathBuf {

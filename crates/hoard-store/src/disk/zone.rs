@@ -418,6 +418,7 @@ fn examine(path: &Path) -> io::Result<Examined> {
         Ok(e) => Ok(e),
         Err(ReadError::Gone | ReadError::Offline) => Ok(Examined::Ignored),
         Err(ReadError::Reject(r)) => {
+            tracing::warn!(path = %path.display(), reason = r.as_str(), "disk: loader removed a file that may not be served");
             fs::remove_file(path)?;
             Ok(Examined::Rejected(r))
         }
