@@ -1040,21 +1040,34 @@ fn n00200_the_store_matches_its_model() {
     let cases = env("HOARD_MODEL_CASES", CASES);
     let steps = env("HOARD_MODEL_STEPS", STEPS as u64) as usize;
     let start = env("HOARD_MODEL_SEED", 1);
+    // Long runs go on past a failure (each is shrunk and printed) and
+    // fail at the end.
+    let keep_going = std::env::var("HOARD_MODEL_KEEP_GOING").is_ok();
+    let mut failures = 0;
     for seed in start..start + cases {
         let cfg = Cfg::from_seed(seed);
         let mut r = Rng::new(seed);
         let ops: Vec<Op> = (0..steps).map(|_| gen_op(&mut r, &cfg)).collect();
         if let Err(first) = run(seed, &ops) {
             let (short, why) = shrink(seed, ops);
-            panic!(
+            let report = format!(
                 "seed {seed} ({cfg:?}) failed: {first}\n\
                  shrunk to {} steps: {why}\n\
                  keep it in REGRESSIONS as ({seed}, &{}),",
                 short.len(),
                 as_code(&short)
             );
+            if !keep_going {
+                panic!("{report}");
+            }
+            eprintln!("{report}");
+            failures += 1;
+        }
+        if keep_going && (seed - start + 1) % 1000 == 0 {
+            eprintln!("{} sequences, {failures} failed", seed - start + 1);
         }
     }
+    assert_eq!(failures, 0, "sequences failed (see above)");
 }
 
 #[test]
