@@ -871,6 +871,11 @@ impl World {
     /// Invariant 3: what was served from disk before is served after.
     async fn restart(&mut self, torn: Option<&Path>) -> Check {
         let _ = torn;
+        // Settled first: a reservation still running for a writer that was
+        // dropped may evict (it gives its bytes back at once, but what it
+        // evicted is gone), and no eviction may fall between these lookups
+        // and the restart.
+        self.settle().await;
         let mut on_disk = HashSet::new();
         let ids: Vec<(u8, u8)> = self.model.keys().copied().collect();
         for (key, var) in &ids {

@@ -335,6 +335,10 @@ impl DiskWriter {
             .zone
             .io
             .run(IoKind::Write, move || {
+                if held.lock().closed {
+                    // The writer went while this waited: evict nothing for it.
+                    return Ok(false);
+                }
                 if !zone.reserve_blocking(exact, dir) {
                     return Ok(false);
                 }
