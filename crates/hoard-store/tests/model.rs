@@ -236,7 +236,7 @@ enum Op {
     },
     /// Drop the store and open it again on the same directories.
     Restart,
-    /// A writer frozen mid-way (its `.tmp` left as a crash leaves it), then a restart.
+    /// A writer stopped mid-way (its `.tmp` left as a crash leaves it), then a restart.
     CrashWriter {
         key: u8,
         var: u8,
@@ -798,8 +798,28 @@ impl World {
                         .await
                     {
                         let _ = w.write(body(key, 0, written)).await;
-                        // As a crash leaves it: no cleanup runs.
-                        std::mem::forget(w);
+                        // As a crash leaves it: its `.tmp` stays. (Copied
+                        // aside and put back after the writer's cleanup, not
+                        // leaked with `mem::forget`: that would keep the
+                        // zone and its open files alive for the rest of the
+                        // process.)
+                        self.settle().await;
+                        let tmps: Vec<(PathBuf, Vec<u8>)> = self
+                            .dirs
+                            .iter()
+                            .flatten()
+                            .flat_map(|d| files(d))
+                            .filter(|f| f.extension().is_some_and(|e| e == "tmp"))
+                            .map(|f| {
+                                let b = std::fs::read(&f).expect("read .tmp");
+                                (f, b)
+                            })
+                            .collect();
+                        drop(w);
+                        self.settle().await;
+                        for (f, b) in tmps {
+                            std::fs::write(&f, b).expect("put back .tmp");
+                        }
                     }
                     self.restart(None).await?;
                 }
@@ -909,16 +929,19 @@ impl World {
 /// Object and temporary files of one directory (its fan-out subdirectories).
 fn files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return out;
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
+        Err(e) => panic!("{}: {e}", dir.display()),
     };
-    for sub in rd.flatten() {
+    for sub in rd {
+        let sub = sub.expect("a directory entry");
         if !sub.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
-        if let Ok(inner) = std::fs::read_dir(sub.path()) {
-            out.extend(inner.flatten().map(|e| e.path()));
-        }
+        let inner = std::fs::read_dir(sub.path())
+            .unwrap_or_else(|e| panic!("{}: {e}", sub.path().display()));
+        out.extend(inner.map(|e| e.expect("a directory entry").path()));
     }
     out.sort();
     out
