@@ -70,6 +70,12 @@ counters! {
     origin_retries,
     /// Origin connect failures (answered 502 or 504).
     origin_connect_errors,
+    /// Origin TLS connections that made a full handshake.
+    origin_tls_handshakes,
+    /// Origin TLS connections that resumed an earlier session.
+    origin_tls_resumed,
+    /// Origin TLS connections that failed (certificate, name, handshake).
+    origin_tls_errors,
     /// Origin timeouts waiting for response headers (answered 504).
     origin_timeouts,
     /// Origin responses that failed mid-body.

@@ -46,6 +46,8 @@ pub enum ErrorKind {
     ReadTimeout,
     /// The origin closed or sent an invalid response (502).
     BadResponse,
+    /// TLS to the origin failed, and why (502); never retried in plaintext.
+    Tls(crate::upstream::tls::TlsFailure),
     /// Nothing usable stored for an `only-if-cached` request (504, RFC 9111 §5.2.1.7).
     OnlyIfCached,
     /// A limit of hoard's own was reached (503), e.g. `cache.max_fills`.
@@ -111,7 +113,9 @@ impl ProxyError {
             ErrorKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorKind::ExpectationFailed => StatusCode::EXPECTATION_FAILED,
             ErrorKind::NoRoute => StatusCode::NOT_FOUND,
-            ErrorKind::ConnectRefused | ErrorKind::BadResponse => StatusCode::BAD_GATEWAY,
+            ErrorKind::ConnectRefused | ErrorKind::BadResponse | ErrorKind::Tls(_) => {
+                StatusCode::BAD_GATEWAY
+            }
             ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout | ErrorKind::OnlyIfCached => {
                 StatusCode::GATEWAY_TIMEOUT
             }
@@ -138,6 +142,7 @@ impl ProxyError {
             ErrorKind::ConnectTimeout => "connect-timeout",
             ErrorKind::ReadTimeout => "read-timeout",
             ErrorKind::BadResponse => "bad-response",
+            ErrorKind::Tls(f) => f.as_str(),
             ErrorKind::OnlyIfCached => "only-if-cached",
             ErrorKind::Busy => "busy",
             ErrorKind::Internal => "internal",

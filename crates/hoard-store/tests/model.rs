@@ -1091,7 +1091,7 @@ fn n00200_the_store_matches_its_model() {
             eprintln!("{report}");
             failures += 1;
         }
-        if keep_going && (seed - start + 1) % 1000 == 0 {
+        if keep_going && (seed - start + 1).is_multiple_of(1000) {
             eprintln!("{} sequences, {failures} failed", seed - start + 1);
         }
     }

@@ -38,6 +38,7 @@ use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
 
+pub mod pki;
 pub use barrier::Barrier;
 pub use client::{cache_status_params, Client, ClientError, Conn, RequestBuilder, Response};
 pub use clock::TestClock;

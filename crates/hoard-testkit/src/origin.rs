@@ -52,6 +52,9 @@ pub(crate) struct Shared {
     failures: Mutex<Vec<String>>,
     requests: watch::Sender<usize>,
     connections: AtomicUsize,
+    /// TLS connections that made a full handshake, and that resumed.
+    tls_full: AtomicUsize,
+    tls_resumed: AtomicUsize,
 }
 
 impl Shared {
@@ -87,6 +90,7 @@ impl Shared {
 pub struct OriginBuilder {
     shared: Shared,
     script: Option<ScriptFn>,
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl OriginBuilder {
@@ -98,11 +102,22 @@ impl OriginBuilder {
             failures: Mutex::new(Vec::new()),
             requests: watch::Sender::new(0),
             connections: AtomicUsize::new(0),
+            tls_full: AtomicUsize::new(0),
+            tls_resumed: AtomicUsize::new(0),
         };
         Self {
             shared,
             script: None,
+            tls: None,
         }
+    }
+
+    /// Speaks TLS with this configuration (see [`crate::pki`]); a failed
+    /// handshake is logged, not a test failure (the proxy's side is what
+    /// a case checks).
+    pub fn tls(mut self, config: Arc<rustls::ServerConfig>) -> Self {
+        self.tls = Some(config);
+        self
     }
 
     /// Sets the script. Without one, every request is unexpected.
@@ -124,7 +139,12 @@ impl OriginBuilder {
         let shared = Arc::new(self.shared);
         shared.log(format_args!("listening on {addr}"));
         let (queue_tx, queue_rx) = mpsc::unbounded_channel();
-        let accept_task = tokio::spawn(accept_loop(listener, shared.clone(), queue_tx));
+        let accept_task = tokio::spawn(accept_loop(
+            listener,
+            self.tls.map(tokio_rustls::TlsAcceptor::from),
+            shared.clone(),
+            queue_tx,
+        ));
         let script = Script::new(shared.clone(), queue_rx);
         let f = self
             .script
@@ -142,6 +162,7 @@ impl OriginBuilder {
 
 async fn accept_loop(
     listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shared: Arc<Shared>,
     queue: mpsc::UnboundedSender<conn::Pending>,
 ) {
@@ -152,7 +173,39 @@ async fn accept_loop(
             Ok((stream, peer)) => {
                 let id = shared.connections.fetch_add(1, Ordering::SeqCst) + 1;
                 shared.log(format_args!("accept conn {id} from {peer}"));
-                conns.spawn(conn::serve(stream, id, shared.clone(), queue.clone()));
+                let _ = stream.set_nodelay(true);
+                let (shared, queue, tls) = (shared.clone(), queue.clone(), tls.clone());
+                conns.spawn(async move {
+                    let halves: (conn::ReadHalf, conn::WriteHalf) = match tls {
+                        None => {
+                            let (rd, wr) = stream.into_split();
+                            (Box::new(rd), Box::new(wr))
+                        }
+                        Some(acceptor) => match acceptor.accept(stream).await {
+                            Ok(s) => {
+                                let resumed = s.get_ref().1.handshake_kind()
+                                    == Some(rustls::HandshakeKind::Resumed);
+                                let n = if resumed {
+                                    &shared.tls_resumed
+                                } else {
+                                    &shared.tls_full
+                                };
+                                n.fetch_add(1, Ordering::SeqCst);
+                                shared.log(format_args!(
+                                    "conn {id}: TLS {}",
+                                    if resumed { "resumed" } else { "full handshake" }
+                                ));
+                                let (rd, wr) = tokio::io::split(s);
+                                (Box::new(rd), Box::new(wr))
+                            }
+                            Err(e) => {
+                                shared.log(format_args!("conn {id}: TLS handshake failed: {e}"));
+                                return;
+                            }
+                        },
+                    };
+                    conn::serve(halves, id, shared, queue).await;
+                });
             }
             Err(e) => {
                 shared.log(format_args!("accept failed: {e}"));
@@ -226,6 +279,14 @@ impl Origin {
     /// TCP connections accepted so far.
     pub fn connections(&self) -> usize {
         self.shared.connections()
+    }
+
+    /// TLS connections accepted with a full handshake, and resumed ones.
+    pub fn tls_handshakes(&self) -> (usize, usize) {
+        (
+            self.shared.tls_full.load(Ordering::SeqCst),
+            self.shared.tls_resumed.load(Ordering::SeqCst),
+        )
     }
 
     /// Failures recorded so far (unexpected requests, script panic, bad requests).

@@ -68,7 +68,29 @@ impl ProxyBuilder {
     pub fn origin(mut self, origin: &Origin) -> Self {
         self.cfg.upstreams[0].servers = vec![ServerAddr {
             authority: origin.addr().to_string(),
+            tls: false,
+            host: "127.0.0.1".into(),
         }];
+        self
+    }
+
+    /// Sends everything to this origin over TLS (`https://127.0.0.1:PORT`)
+    /// with these settings.
+    ///
+    /// # Panics
+    /// When the settings do not build (a file missing).
+    pub fn https_origin(
+        mut self,
+        origin: &Origin,
+        settings: hoard_proxy::upstream::tls::TlsSettings,
+    ) -> Self {
+        let u = &mut self.cfg.upstreams[0];
+        u.servers = vec![ServerAddr {
+            authority: origin.addr().to_string(),
+            tls: true,
+            host: "127.0.0.1".into(),
+        }];
+        u.tls = Some(hoard_proxy::upstream::tls::build(&settings).expect("origin TLS settings"));
         self
     }
 

@@ -113,9 +113,12 @@ impl PurgeArgs {
 /// Quick start: run in front of one origin with embedded defaults.
 #[derive(Debug, clap::Args)]
 struct QuickArgs {
-    /// Origin server, e.g. http://127.0.0.1:8080.
+    /// Origin server, e.g. http://127.0.0.1:8080 or https://origin.example.com.
     #[arg(long)]
     upstream: Option<String>,
+    /// A private CA (PEM) trusted for an https:// upstream, beside the system's roots.
+    #[arg(long)]
+    upstream_ca: Option<std::path::PathBuf>,
     /// Address to listen on.
     #[arg(long, default_value_t = hoard_proxy::config::defaults::LISTEN)]
     listen: SocketAddr,
@@ -259,6 +262,7 @@ impl Cli {
                         .access_log
                         .as_deref()
                         .map(hoard_proxy::config::LogTarget::parse),
+                    upstream_ca: q.upstream_ca.clone(),
                 })
             }
         }

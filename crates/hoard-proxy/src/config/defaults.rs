@@ -85,6 +85,7 @@ impl UpstreamConfig {
             host: HostHeader::Preserve,
             down_after: 3,
             down_backoff_max: Duration::from_secs(30),
+            tls: None,
         }
     }
 }

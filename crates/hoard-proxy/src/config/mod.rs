@@ -206,6 +206,26 @@ pub enum HostHeader {
 pub struct ServerAddr {
     /// `host:port` to connect to.
     pub authority: String,
+    /// `https://`: spoken over TLS (the upstream's `tls`).
+    pub tls: bool,
+    /// The host part (the default TLS server name).
+    pub host: String,
+}
+
+impl ServerAddr {
+    /// A plain `http://` server at `host:port`.
+    pub fn http(authority: impl Into<String>) -> ServerAddr {
+        let authority = authority.into();
+        let host = authority
+            .rsplit_once(':')
+            .map_or(authority.as_str(), |(h, _)| h)
+            .to_string();
+        ServerAddr {
+            authority,
+            tls: false,
+            host,
+        }
+    }
 }
 
 /// A group of origin servers with its connection settings.
@@ -229,6 +249,9 @@ pub struct UpstreamConfig {
     pub down_after: u32,
     /// Longest backoff of a down server (it starts at 1 s and doubles). Default: 30s.
     pub down_backoff_max: Duration,
+    /// TLS to its `https://` servers (built from the `tls` table, or the
+    /// defaults: system roots, verified).
+    pub tls: Option<crate::upstream::tls::OriginTls>,
 }
 
 /// How a site is selected by Host.
@@ -367,6 +390,8 @@ pub struct QuickStart {
     pub admin_token: Option<String>,
     /// `--access-log TARGET`.
     pub access_log: Option<LogTarget>,
+    /// `--upstream-ca FILE`: a private CA for an `https://` upstream.
+    pub upstream_ca: Option<PathBuf>,
 }
 
 impl Config {
@@ -379,6 +404,23 @@ impl Config {
             message,
         };
         let server = parse_server_url(&q.upstream).map_err(|m| err("--upstream", m))?;
+        let tls_settings = q
+            .upstream_ca
+            .as_ref()
+            .map(|ca| crate::upstream::tls::TlsSettings {
+                ca: Some(ca.clone()),
+                ..crate::upstream::tls::TlsSettings::verified()
+            });
+        let tls = origin_tls(std::slice::from_ref(&server), tls_settings).map_err(|m| {
+            err(
+                if q.upstream_ca.is_some() {
+                    "--upstream-ca"
+                } else {
+                    "--upstream"
+                },
+                m,
+            )
+        })?;
         let mut route = RouteConfig::catch_all();
         if let Some(ttl) = q.default_ttl {
             route.policy.default_ttls.push(DefaultTtl {
@@ -431,7 +473,10 @@ impl Config {
             }],
             server: server_cfg,
             cache,
-            upstreams: vec![UpstreamConfig::new("default", vec![server])],
+            upstreams: vec![UpstreamConfig {
+                tls,
+                ..UpstreamConfig::new("default", vec![server])
+            }],
             sites: vec![SiteConfig {
                 hosts: Vec::new(),
                 routes: vec![std::sync::Arc::new(route)],
@@ -504,26 +549,49 @@ fn key_at(text: &str, offset: usize) -> String {
 }
 
 fn parse_server_url(s: &str) -> Result<ServerAddr, String> {
-    let rest = s.strip_prefix("http://").ok_or_else(|| {
-        if s.starts_with("https://") {
-            format!("{s:?}: https origins are not supported yet; use http://")
-        } else {
-            format!("{s:?}: expected http://host:port")
+    let (rest, tls) = match (s.strip_prefix("http://"), s.strip_prefix("https://")) {
+        (Some(r), _) => (r, false),
+        (_, Some(r)) => (r, true),
+        _ => {
+            return Err(format!(
+                "{s:?}: expected http://host:port or https://host:port"
+            ))
         }
-    })?;
+    };
     let authority = rest.trim_end_matches('/');
     if authority.is_empty() || authority.contains('/') {
-        return Err(format!("{s:?}: expected http://host:port with no path"));
+        return Err(format!("{s:?}: expected a host and port with no path"));
     }
-    let authority = if authority
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-    {
+    let has_port = authority.rsplit_once(':').is_some_and(|(h, p)| {
+        p.parse::<u16>().is_ok() && (!h.starts_with('[') || h.ends_with(']'))
+    });
+    let authority = if has_port {
         authority.to_string()
     } else {
-        format!("{authority}:80")
+        format!("{authority}:{}", if tls { 443 } else { 80 })
     };
-    Ok(ServerAddr { authority })
+    let host = authority
+        .rsplit_once(':')
+        .map_or(authority.as_str(), |(h, _)| h)
+        .to_string();
+    Ok(ServerAddr {
+        authority,
+        tls,
+        host,
+    })
+}
+
+/// The TLS client of an upstream whose servers include `https://` ones
+/// (`None` when none does and no `tls` table was given).
+fn origin_tls(
+    servers: &[ServerAddr],
+    settings: Option<crate::upstream::tls::TlsSettings>,
+) -> Result<Option<crate::upstream::tls::OriginTls>, String> {
+    if settings.is_none() && !servers.iter().any(|s| s.tls) {
+        return Ok(None);
+    }
+    let settings = settings.unwrap_or_else(crate::upstream::tls::TlsSettings::verified);
+    crate::upstream::tls::build(&settings).map(Some)
 }
 
 struct Resolver<'a> {
@@ -660,6 +728,28 @@ impl Resolver<'_> {
             if let Some(t) = u.down_backoff_max {
                 up.down_backoff_max = t.0;
             }
+            if let Some(t) = &u.tls {
+                if t.get_ref().verify == Some(false) {
+                    tracing::warn!(upstream = %name, "origin TLS certificates are not verified (`verify = false`)");
+                }
+            }
+            let settings = u.tls.as_ref().map(|t| {
+                let t = t.get_ref();
+                crate::upstream::tls::TlsSettings {
+                    ca: t.ca.as_ref().map(PathBuf::from),
+                    server_name: t.server_name.clone(),
+                    verify: t.verify.unwrap_or(true),
+                    cert: t.cert.as_ref().map(PathBuf::from),
+                    key: t.key.as_ref().map(PathBuf::from),
+                }
+            });
+            up.tls = origin_tls(&up.servers, settings).map_err(|m| {
+                self.err(
+                    u.tls.as_ref().map(|t| t.span()),
+                    format!("upstream.{name}.tls"),
+                    m,
+                )
+            })?;
             up.host = match u.host.as_deref() {
                 None | Some("preserve") => HostHeader::Preserve,
                 Some("server") => HostHeader::Server,

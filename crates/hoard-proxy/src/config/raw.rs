@@ -120,6 +120,17 @@ pub struct RawUpstream {
     pub host: Option<String>,
     pub down_after: Option<u32>,
     pub down_backoff_max: Option<Dur>,
+    pub tls: Option<Spanned<RawUpstreamTls>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamTls {
+    pub ca: Option<String>,
+    pub server_name: Option<String>,
+    pub verify: Option<bool>,
+    pub cert: Option<String>,
+    pub key: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -11,6 +11,7 @@
 
 pub mod health;
 pub mod pool;
+pub mod tls;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -146,9 +147,21 @@ impl Upstream {
     /// The same upstream under a reloaded configuration: a server that was
     /// already there keeps its idle connections (when the pool settings are
     /// unchanged) and its health; new servers start empty; stats go on.
-    pub fn renew(&self, cfg: UpstreamConfig) -> Upstream {
+    pub fn renew(&self, mut cfg: UpstreamConfig) -> Upstream {
+        // TLS settings and files unchanged: the same client, so sessions
+        // and pooled connections carry over; changed (a new CA, a renewed
+        // client certificate): connections are made afresh.
+        let same_tls = match (&self.cfg.tls, &cfg.tls) {
+            (None, None) => true,
+            (Some(old), Some(new)) if old.fingerprint == new.fingerprint => {
+                cfg.tls = Some(old.clone());
+                true
+            }
+            _ => false,
+        };
         let mut fresh = Upstream::new(cfg, self.counters.clone(), self.clock.clone());
-        let same_pools = fresh.cfg.max_idle == self.cfg.max_idle
+        let same_pools = same_tls
+            && fresh.cfg.max_idle == self.cfg.max_idle
             && fresh.cfg.idle_timeout == self.cfg.idle_timeout;
         let same_health = fresh.cfg.down_after == self.cfg.down_after
             && fresh.cfg.down_backoff_max == self.cfg.down_backoff_max;
@@ -263,7 +276,7 @@ impl Upstream {
                 self.counters.inc(&self.counters.origin_connections_reused);
                 (s, true)
             }
-            None => (self.connect(authority).await?, false),
+            None => (self.connect(i).await?, false),
         };
         let replayable = req.body.is_none();
         let body = req.body.take().unwrap_or_else(empty);
@@ -295,10 +308,10 @@ impl Upstream {
                     _ => None,
                 };
                 let Some(retry) = retry else {
-                    return Err(send_error(authority, e.error()));
+                    return Err(self.counted(send_error(authority, e.error())));
                 };
                 self.counters.inc(&self.counters.origin_retries);
-                sender = self.connect(authority).await?;
+                sender = self.connect(i).await?;
                 match tokio::time::timeout(self.cfg.read_timeout, sender.send_request(retry)).await
                 {
                     Err(_) => {
@@ -311,7 +324,7 @@ impl Upstream {
                             ),
                         ));
                     }
-                    Ok(Err(e)) => return Err(send_error(authority, &e)),
+                    Ok(Err(e)) => return Err(self.counted(send_error(authority, &e))),
                     Ok(Ok(resp)) => resp,
                 }
             }
@@ -333,36 +346,92 @@ impl Upstream {
         Ok(resp.map(|body| OriginBody::new(body, self.cfg.read_timeout, ret, stats)))
     }
 
+    /// Opens a connection to server `i`: TCP, then TLS for an `https://`
+    /// server (the whole within `connect_timeout`), then the HTTP/1.1
+    /// handshake.
     async fn connect(
         &self,
-        authority: &str,
+        i: usize,
     ) -> Result<hyper::client::conn::http1::SendRequest<ReqBody>, ProxyError> {
-        let stream =
-            match tokio::time::timeout(self.cfg.connect_timeout, TcpStream::connect(authority))
-                .await
-            {
-                Err(_) => {
-                    self.counters.inc(&self.counters.origin_connect_errors);
-                    return Err(ProxyError::origin(
-                        ErrorKind::ConnectTimeout,
-                        format!(
-                            "{authority}: connect timed out after {:?}",
-                            self.cfg.connect_timeout
-                        ),
-                    ));
-                }
-                Ok(Err(e)) => {
-                    self.counters.inc(&self.counters.origin_connect_errors);
-                    return Err(ProxyError::origin(
-                        ErrorKind::ConnectRefused,
-                        format!("{authority}: {e}"),
-                    ));
-                }
-                Ok(Ok(s)) => s,
-            };
+        let server = &self.cfg.servers[i];
+        let authority = server.authority.as_str();
+        let deadline = tokio::time::Instant::now() + self.cfg.connect_timeout;
+        let timed_out = || {
+            self.counters.inc(&self.counters.origin_connect_errors);
+            ProxyError::origin(
+                ErrorKind::ConnectTimeout,
+                format!(
+                    "{authority}: connect timed out after {:?}",
+                    self.cfg.connect_timeout
+                ),
+            )
+        };
+        let stream = match tokio::time::timeout_at(deadline, TcpStream::connect(authority)).await {
+            Err(_) => return Err(timed_out()),
+            Ok(Err(e)) => {
+                self.counters.inc(&self.counters.origin_connect_errors);
+                return Err(ProxyError::origin(
+                    ErrorKind::ConnectRefused,
+                    format!("{authority}: {e}"),
+                ));
+            }
+            Ok(Ok(s)) => s,
+        };
         let _ = stream.set_nodelay(true);
+        let sender = match (&self.cfg.tls, server.tls) {
+            (Some(tls), true) => {
+                let name = tls::server_name(tls, &server.host).map_err(|m| {
+                    ProxyError::origin(
+                        ErrorKind::Tls(tls::TlsFailure::Name),
+                        format!("{authority}: server name {m}"),
+                    )
+                })?;
+                let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+                let stream = match tokio::time::timeout_at(
+                    deadline,
+                    connector.connect(name, stream),
+                )
+                .await
+                {
+                    Err(_) => return Err(timed_out()),
+                    Ok(Err(e)) => {
+                        let why = tls::TlsFailure::of(&e).unwrap_or(tls::TlsFailure::Handshake);
+                        self.counters.inc(&self.counters.origin_tls_errors);
+                        tracing::warn!(origin = %authority, reason = why.as_str(), error = %e, "origin TLS failed");
+                        return Err(ProxyError::origin(
+                            ErrorKind::Tls(why),
+                            format!("{authority}: TLS: {e}"),
+                        ));
+                    }
+                    Ok(Ok(s)) => s,
+                };
+                let resumed =
+                    stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+                self.counters.inc(if resumed {
+                    &self.counters.origin_tls_resumed
+                } else {
+                    &self.counters.origin_tls_handshakes
+                });
+                self.handshake(authority, TokioIo::new(stream)).await?
+            }
+            _ => self.handshake(authority, TokioIo::new(stream)).await?,
+        };
+        self.counters.inc(&self.counters.origin_connections_opened);
+        Ok(sender)
+    }
+
+    /// The HTTP/1.1 handshake over an open stream; its connection task runs
+    /// on its own.
+    async fn handshake<T>(
+        &self,
+        authority: &str,
+        io: T,
+    ) -> Result<hyper::client::conn::http1::SendRequest<ReqBody>, ProxyError>
+    where
+        T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
         let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
-            .handshake(TokioIo::new(stream))
+            .handshake(io)
             .await
             .map_err(|e| {
                 ProxyError::origin(
@@ -375,11 +444,18 @@ impl Upstream {
                 tracing::debug!(error = %e, "origin connection ended");
             }
         });
-        self.counters.inc(&self.counters.origin_connections_opened);
         sender.ready().await.map_err(|e| {
             ProxyError::origin(ErrorKind::ConnectRefused, format!("{authority}: {e}"))
         })?;
         Ok(sender)
+    }
+
+    /// Counts a failed exchange that TLS caused.
+    fn counted(&self, e: ProxyError) -> ProxyError {
+        if matches!(e.kind, ErrorKind::Tls(_)) {
+            self.counters.inc(&self.counters.origin_tls_errors);
+        }
+        e
     }
 
     /// Idle connections held across all servers (for tests and stats).
@@ -392,6 +468,12 @@ impl Upstream {
 /// that stopped arriving (408) is the client's fault; anything else is the
 /// origin's (502).
 fn send_error(authority: &str, e: &hyper::Error) -> ProxyError {
+    // A TLS 1.3 server refuses a client certificate (or its absence) after
+    // the handshake: the alert comes with the first response read.
+    if let Some(why) = tls::TlsFailure::of(e) {
+        tracing::warn!(origin = %authority, reason = why.as_str(), error = %e, "origin TLS failed");
+        return ProxyError::origin(ErrorKind::Tls(why), format!("{authority}: TLS: {e}"));
+    }
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(s) = source {
         if s.is::<http_body_util::LengthLimitError>() {

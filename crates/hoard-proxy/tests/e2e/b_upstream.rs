@@ -17,11 +17,7 @@ async fn b00020_origin_refused_is_502() {
         .port();
     let proxy = t
         .proxy()
-        .upstream(|u| {
-            u.servers = vec![ServerAddr {
-                authority: format!("127.0.0.1:{port}"),
-            }]
-        })
+        .upstream(|u| u.servers = vec![ServerAddr::http(format!("127.0.0.1:{port}"))])
         .start()
         .await;
 
@@ -207,7 +203,7 @@ async fn b00025_round_robin() {
     let (a1, a2) = (s1.addr().to_string(), s2.addr().to_string());
     let proxy = t
         .proxy()
-        .upstream(|u| u.servers = vec![ServerAddr { authority: a1 }, ServerAddr { authority: a2 }])
+        .upstream(|u| u.servers = vec![ServerAddr::http(a1), ServerAddr::http(a2)])
         .start()
         .await;
 
@@ -249,14 +245,7 @@ async fn b00028_host_is_the_server_the_request_goes_to() {
     let proxy = t
         .proxy()
         .upstream(|u| {
-            u.servers = vec![
-                ServerAddr {
-                    authority: addr("s1"),
-                },
-                ServerAddr {
-                    authority: addr("s2"),
-                },
-            ];
+            u.servers = vec![ServerAddr::http(addr("s1")), ServerAddr::http(addr("s2"))];
             u.host = HostHeader::Server;
         })
         .start()

@@ -4,6 +4,7 @@
 //! d disk zones, r ranges, s slice mode, o operations (purge, metrics, logs).
 
 mod b_basic;
+mod b_origin_tls;
 mod b_routing;
 mod b_rules;
 mod b_upstream;

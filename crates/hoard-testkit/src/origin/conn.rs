@@ -6,8 +6,12 @@ use std::io;
 use std::sync::Arc;
 
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// The read side of an origin connection (plain TCP or TLS).
+pub(crate) type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
+/// The write side.
+pub(crate) type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
 use tokio::sync::{mpsc, oneshot};
 
 use super::request::Request;
@@ -28,7 +32,7 @@ pub(crate) enum Done {
 /// The write half of a connection, shared by the script and the connection task.
 pub(crate) struct ConnIo {
     pub(crate) id: usize,
-    writer: tokio::sync::Mutex<Option<OwnedWriteHalf>>,
+    writer: tokio::sync::Mutex<Option<WriteHalf>>,
 }
 
 impl ConnIo {
@@ -89,13 +93,11 @@ impl Drop for Pending {
 
 /// Serves one connection until it closes.
 pub(crate) async fn serve(
-    stream: TcpStream,
+    (rd, wr): (ReadHalf, WriteHalf),
     id: usize,
     shared: Arc<Shared>,
     queue: mpsc::UnboundedSender<Pending>,
 ) {
-    let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
     let conn = Arc::new(ConnIo {
         id,
         writer: tokio::sync::Mutex::new(Some(wr)),
@@ -141,7 +143,7 @@ pub(crate) async fn serve(
 /// Reads one request with its body. `Ok(None)`: the peer closed (cleanly or
 /// mid-request, which is logged); `Err`: the request is malformed.
 async fn read_request(
-    reader: &mut WireReader<OwnedReadHalf>,
+    reader: &mut WireReader<ReadHalf>,
     shared: &Shared,
     conn: usize,
 ) -> Result<Option<Request>, String> {

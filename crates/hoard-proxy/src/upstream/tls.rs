@@ -1,0 +1,281 @@
+//! TLS to origins (rustls, ring provider).
+//!
+//! One [`rustls::ClientConfig`] per upstream, built when the configuration
+//! is read (at start and on every reload): trust roots, an optional client
+//! certificate, ALPN `http/1.1`. Its session cache (rustls' in-memory
+//! store) is shared by every connection of the upstream, so a connection
+//! opened after an idle close resumes the session instead of a full
+//! handshake.
+//!
+//! **Roots**: the system's trust store (`rustls-native-certs`: on Debian
+//! `/etc/ssl/certs/ca-certificates.crt`, or what `SSL_CERT_FILE` /
+//! `SSL_CERT_DIR` name); where it holds no certificate at all (a minimal
+//! container), the Mozilla roots compiled in (`webpki-roots`), with a
+//! warning. `ca` adds a private bundle. `verify = false` accepts any
+//! certificate (the handshake's signatures are still checked): an explicit
+//! choice, logged once at start.
+//!
+//! A failed handshake is classified ([`TlsFailure`]) for the log, the
+//! metrics and `Cache-Status` (`detail=tls-untrusted`, ...); a TLS server
+//! is never reached over plaintext instead.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
+use rustls_pki_types::pem::PemObject;
+
+/// The `tls` table of an upstream, as configured.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct TlsSettings {
+    /// A PEM bundle of CAs trusted beside the system's.
+    pub ca: Option<PathBuf>,
+    /// The name sent as SNI and verified (default: the server's host).
+    pub server_name: Option<String>,
+    /// Verify the origin's certificate (default: true).
+    pub verify: bool,
+    /// A client certificate chain (PEM) for origins that require one.
+    pub cert: Option<PathBuf>,
+    /// Its private key (PEM).
+    pub key: Option<PathBuf>,
+}
+
+impl TlsSettings {
+    /// Verification on, no extra CA, no client certificate.
+    pub fn verified() -> TlsSettings {
+        TlsSettings {
+            verify: true,
+            ..TlsSettings::default()
+        }
+    }
+}
+
+/// What an upstream's TLS connections use.
+#[derive(Clone)]
+pub struct OriginTls {
+    /// The settings it was built from.
+    pub settings: TlsSettings,
+    /// The client configuration (with the shared session cache).
+    pub config: Arc<rustls::ClientConfig>,
+    /// The settings and the contents of the files they name: a reload
+    /// that changes neither keeps this client (and its sessions and
+    /// pooled connections); one that changes either starts afresh.
+    pub fingerprint: u64,
+}
+
+impl std::fmt::Debug for OriginTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OriginTls")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a connection's TLS failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsFailure {
+    /// The certificate does not chain to a trusted root (or is self-signed).
+    Untrusted,
+    /// The certificate is expired or not yet valid.
+    Expired,
+    /// The certificate is not valid for the name verified.
+    Name,
+    /// The origin asked for a client certificate hoard does not have, or
+    /// refused the one it sent.
+    ClientCert,
+    /// Anything else: not TLS at all (a plaintext server), no common
+    /// version or cipher, a broken message.
+    Handshake,
+}
+
+impl TlsFailure {
+    /// The name in logs, metrics and `Cache-Status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TlsFailure::Untrusted => "tls-untrusted",
+            TlsFailure::Expired => "tls-expired",
+            TlsFailure::Name => "tls-name",
+            TlsFailure::ClientCert => "tls-client-cert",
+            TlsFailure::Handshake => "tls-handshake",
+        }
+    }
+
+    /// Classifies an error of a TLS connection (its source chain is walked
+    /// for a [`rustls::Error`]); `None` when it is not a TLS error.
+    pub fn of(e: &(dyn std::error::Error + 'static)) -> Option<TlsFailure> {
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+        while let Some(err) = cur {
+            if let Some(r) = err.downcast_ref::<rustls::Error>() {
+                return Some(Self::of_rustls(r));
+            }
+            if let Some(io) = err.downcast_ref::<std::io::Error>() {
+                if let Some(inner) = io.get_ref() {
+                    if let Some(r) = inner.downcast_ref::<rustls::Error>() {
+                        return Some(Self::of_rustls(r));
+                    }
+                }
+            }
+            cur = err.source();
+        }
+        None
+    }
+
+    fn of_rustls(e: &rustls::Error) -> TlsFailure {
+        use rustls::AlertDescription as A;
+        match e {
+            rustls::Error::InvalidCertificate(c) => match c {
+                CertificateError::Expired
+                | CertificateError::ExpiredContext { .. }
+                | CertificateError::NotValidYet
+                | CertificateError::NotValidYetContext { .. } => TlsFailure::Expired,
+                CertificateError::NotValidForName
+                | CertificateError::NotValidForNameContext { .. } => TlsFailure::Name,
+                _ => TlsFailure::Untrusted,
+            },
+            rustls::Error::AlertReceived(
+                A::CertificateRequired | A::BadCertificate | A::UnknownCA | A::AccessDenied,
+            ) => TlsFailure::ClientCert,
+            _ => TlsFailure::Handshake,
+        }
+    }
+}
+
+/// Reads a PEM certificate chain; errors name the file.
+fn certs(path: &PathBuf) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no certificate found", path.display()));
+    }
+    Ok(certs)
+}
+
+/// The system's roots, or the compiled-in Mozilla roots where the system
+/// has none.
+fn system_roots() -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    let (added, _) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        tracing::warn!(
+            "origin TLS: no trusted certificate in the system's store; using the compiled-in Mozilla roots"
+        );
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    }
+    roots
+}
+
+/// The settings and the bytes of every file they name.
+fn fingerprint(settings: &TlsSettings) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    settings.hash(&mut h);
+    for path in [&settings.ca, &settings.cert, &settings.key]
+        .into_iter()
+        .flatten()
+    {
+        std::fs::read(path).unwrap_or_default().hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Builds an upstream's TLS client. Errors name the file at fault.
+pub fn build(settings: &TlsSettings) -> Result<OriginTls, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = if settings.verify {
+        let mut roots = system_roots();
+        if let Some(ca) = &settings.ca {
+            let (added, _) = roots.add_parsable_certificates(certs(ca)?);
+            if added == 0 {
+                return Err(format!("{}: no usable CA certificate", ca.display()));
+            }
+        }
+        builder.with_root_certificates(roots)
+    } else {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+    };
+    let mut config = match (&settings.cert, &settings.key) {
+        (Some(cert), Some(key)) => {
+            let chain = certs(cert)?;
+            let key =
+                PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("{}: {e}", cert.display()))?
+        }
+        (None, None) => builder.with_no_client_auth(),
+        _ => return Err("`cert` and `key` go together".into()),
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(OriginTls {
+        settings: settings.clone(),
+        config: Arc::new(config),
+        fingerprint: fingerprint(settings),
+    })
+}
+
+/// The name a connection to `host` sends and verifies.
+pub fn server_name(tls: &OriginTls, host: &str) -> Result<ServerName<'static>, String> {
+    let name = tls.settings.server_name.as_deref().unwrap_or(host);
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(name.to_string()).map_err(|e| format!("{name:?}: {e}"))
+}
+
+/// `verify = false`: any certificate is accepted; the handshake's
+/// signatures are still checked with the provider's algorithms.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
