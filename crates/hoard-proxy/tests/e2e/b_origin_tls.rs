@@ -315,3 +315,92 @@ tls = {{ ca = "{}" }}
     t.client(&proxy).get("/3").send().await.expect_status(200);
     origin.finish().await;
 }
+
+// b00080: an origin that accepts the connection but never answers the
+// TLS handshake: 504 once `connect_timeout` has passed (the handshake is
+// part of connecting), and the next request is not stuck behind it.
+#[tokio::test]
+async fn b00080_a_handshake_that_never_ends_times_out() {
+    let t = Test::new("b00080");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Accepts and holds every connection, says nothing.
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    let ca = TestCa::new();
+    let proxy = t
+        .proxy()
+        .upstream(|u| {
+            u.servers = vec![hoard_proxy::config::ServerAddr {
+                authority: addr.to_string(),
+                tls: true,
+                host: "127.0.0.1".into(),
+            }];
+            u.connect_timeout = std::time::Duration::from_millis(200);
+            u.tls = Some(hoard_proxy::upstream::tls::build(&trusting(ca_file(&t, &ca))).unwrap());
+        })
+        .start()
+        .await;
+    for path in ["/h1", "/h2"] {
+        t.client(&proxy)
+            .get(path)
+            .send()
+            .await
+            .expect_status(504)
+            .expect_cache_status("detail=connect-timeout");
+    }
+    proxy.expect_counter("origin_connect_errors", 2);
+    holder.abort();
+}
+
+// b00081: when the origin's TLS fails (here: a reload made its certificate
+// untrusted), a stored response within `stale-if-error` is served instead
+// of the 502.
+#[tokio::test]
+async fn b00081_a_tls_failure_serves_stale_if_error() {
+    let t = Test::new("b00081");
+    let (ca, other) = (TestCa::new(), TestCa::new());
+    let origin = t
+        .origin()
+        .tls(ca.server_config(&ca.issue(&["127.0.0.1"]), false))
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/s");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=1, stale-if-error=60")
+                .body("kept")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let ca_path = ca_file(&t, &ca);
+    let text = format!(
+        r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["https://{{origin}}"]
+tls = {{ ca = "{}" }}
+"#,
+        ca_path.display()
+    );
+    let proxy = t.proxy().toml(&origin, &text).start().await;
+    t.client(&proxy).get("/s").send().await.expect_body("kept");
+    t.clock.advance(super::secs(5));
+    other.write(&ca_path);
+    proxy.reload_toml(&origin, &text).expect("reload");
+    t.client(&proxy)
+        .get("/s")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("kept");
+    proxy
+        .expect_counter("stale_if_error_served", 1)
+        .expect_counter("origin_tls_errors", 1);
+    origin.finish().await;
+}
