@@ -48,6 +48,43 @@ fn trusting(path: PathBuf) -> TlsSettings {
     }
 }
 
+/// A configuration file with one https:// upstream trusting `ca_path`.
+fn tls_toml(ca_path: &std::path::Path) -> String {
+    format!(
+        r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["https://{{origin}}"]
+tls = {{ ca = "{}" }}
+"#,
+        ca_path.display()
+    )
+}
+
+/// A proxy whose upstream is `https://ADDR` (a socket of the test's own,
+/// not a test kit origin), trusting `ca`; `adjust` changes the rest.
+async fn raw_tls_proxy(
+    t: &Test,
+    addr: std::net::SocketAddr,
+    ca: &TestCa,
+    adjust: impl FnOnce(&mut hoard_proxy::config::UpstreamConfig),
+) -> TestProxy {
+    let tls = hoard_proxy::upstream::tls::build(&trusting(ca_file(t, ca))).unwrap();
+    t.proxy()
+        .upstream(|u| {
+            u.servers = vec![hoard_proxy::config::ServerAddr {
+                authority: addr.to_string(),
+                tls: true,
+                host: "127.0.0.1".into(),
+            }];
+            u.tls = Some(tls);
+            adjust(u);
+        })
+        .start()
+        .await
+}
+
 async fn proxy(t: &Test, origin: &Origin, settings: TlsSettings) -> TestProxy {
     t.proxy().https_origin(origin, settings).start().await
 }
@@ -212,18 +249,7 @@ async fn b00076_a_plaintext_server_behind_https_is_refused() {
         first
     });
     let ca = TestCa::new();
-    let proxy = t
-        .proxy()
-        .upstream(|u| {
-            u.servers = vec![hoard_proxy::config::ServerAddr {
-                authority: addr.to_string(),
-                tls: true,
-                host: "127.0.0.1".into(),
-            }];
-            u.tls = Some(hoard_proxy::upstream::tls::build(&trusting(ca_file(&t, &ca))).unwrap());
-        })
-        .start()
-        .await;
+    let proxy = raw_tls_proxy(&t, addr, &ca, |_| {}).await;
     t.client(&proxy)
         .get("/p")
         .send()
@@ -290,16 +316,7 @@ async fn b00079_a_reload_reads_the_ca_again() {
     let (ca, other) = (TestCa::new(), TestCa::new());
     let origin = tls_origin(&t, &ca, &ca.issue(&["127.0.0.1"]), false, &["/1", "/3"]).await;
     let ca_path = ca_file(&t, &ca);
-    let text = format!(
-        r#"
-[[listener]]
-address = "127.0.0.1:0"
-[upstream.app]
-servers = ["https://{{origin}}"]
-tls = {{ ca = "{}" }}
-"#,
-        ca_path.display()
-    );
+    let text = tls_toml(&ca_path);
     let proxy = t.proxy().toml(&origin, &text).start().await;
     t.client(&proxy).get("/1").send().await.expect_status(200);
     other.write(&ca_path);
@@ -332,19 +349,10 @@ async fn b00080_a_handshake_that_never_ends_times_out() {
         }
     });
     let ca = TestCa::new();
-    let proxy = t
-        .proxy()
-        .upstream(|u| {
-            u.servers = vec![hoard_proxy::config::ServerAddr {
-                authority: addr.to_string(),
-                tls: true,
-                host: "127.0.0.1".into(),
-            }];
-            u.connect_timeout = std::time::Duration::from_millis(200);
-            u.tls = Some(hoard_proxy::upstream::tls::build(&trusting(ca_file(&t, &ca))).unwrap());
-        })
-        .start()
-        .await;
+    let proxy = raw_tls_proxy(&t, addr, &ca, |u| {
+        u.connect_timeout = std::time::Duration::from_millis(200)
+    })
+    .await;
     for path in ["/h1", "/h2"] {
         t.client(&proxy)
             .get(path)
@@ -378,16 +386,7 @@ async fn b00081_a_tls_failure_serves_stale_if_error() {
         .start()
         .await;
     let ca_path = ca_file(&t, &ca);
-    let text = format!(
-        r#"
-[[listener]]
-address = "127.0.0.1:0"
-[upstream.app]
-servers = ["https://{{origin}}"]
-tls = {{ ca = "{}" }}
-"#,
-        ca_path.display()
-    );
+    let text = tls_toml(&ca_path);
     let proxy = t.proxy().toml(&origin, &text).start().await;
     t.client(&proxy).get("/s").send().await.expect_body("kept");
     t.clock.advance(super::secs(5));
