@@ -367,7 +367,7 @@ async fn b00080_a_handshake_that_never_ends_times_out() {
 
 // b00081: when the origin's TLS fails (here: a reload made its certificate
 // untrusted), a stored response within `stale-if-error` is served instead
-// of the 502.
+// of the 502; TLS failures count toward marking the server down.
 #[tokio::test]
 async fn b00081_a_tls_failure_serves_stale_if_error() {
     let t = Test::new("b00081");
@@ -392,14 +392,26 @@ async fn b00081_a_tls_failure_serves_stale_if_error() {
     t.clock.advance(super::secs(5));
     other.write(&ca_path);
     proxy.reload_toml(&origin, &text).expect("reload");
+    for _ in 0..3 {
+        t.client(&proxy)
+            .get("/s")
+            .send()
+            .await
+            .expect_status(200)
+            .expect_body("kept")
+            .expect_cache_status("detail=stale-if-error");
+    }
+    proxy.expect_counter("origin_tls_errors", 3);
+    // Three TLS failures: the server counts as down (as after connect
+    // errors), and the stale copy is served without a handshake.
     t.client(&proxy)
         .get("/s")
         .send()
         .await
-        .expect_status(200)
-        .expect_body("kept");
+        .expect_body("kept")
+        .expect_cache_status("detail=origin-down");
     proxy
-        .expect_counter("stale_if_error_served", 1)
-        .expect_counter("origin_tls_errors", 1);
+        .expect_counter("origin_tls_errors", 3)
+        .expect_counter("stale_if_error_served", 4);
     origin.finish().await;
 }
