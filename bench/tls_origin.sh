@@ -26,7 +26,7 @@ SKIP_BUILD="${SKIP_BUILD:-0}"
 KEEP="${KEEP:-0}"
 require_positive DURATION RUNS CONNS
 
-ensure_tools nginx:nginx-light wrk:wrk openssl:openssl
+ensure_tools nginx:nginx-light wrk:wrk openssl:openssl h2load:nghttp2-client
 check_cpus PROXY_CPU LOAD_CPU "the proxies and the origin/load"
 raise_nofile
 build_hoard
@@ -54,9 +54,11 @@ http {
     keepalive_timeout 75s;
 $(nginx_temp_paths origin)
     ssl_session_cache shared:origin:10m;
+    http2_max_requests 10000000;
+    http2_max_concurrent_streams 256;
     ssl_session_tickets on;
     server {
-        listen 127.0.0.1:$ORIGIN_PORT ssl backlog=4096;
+        listen 127.0.0.1:$ORIGIN_PORT ssl http2 backlog=4096;
         ssl_certificate $RUN/origin.pem;
         ssl_certificate_key $RUN/origin.key;
         location / {
@@ -169,6 +171,19 @@ for run in $(seq "$RUNS"); do
     done
 done
 
+# The origin side of the HTTP/2 question: the same origin, the same
+# concurrency (64 requests in flight), fetched over HTTP/1.1 connections
+# (what hoard's pool does) and over multiplexed HTTP/2 streams (what an h2
+# upstream would do); h2load on the proxies' CPU, which is idle now.
+h2cmp() { # label h2load-args...: requests/s
+    taskset -c "$PROXY_CPU" h2load -D "$DURATION" "$@" "https://127.0.0.1:$ORIGIN_PORT/h2/x" 2>&1 \
+        | awk '/^finished in/ { gsub(",", ""); for (i = 1; i <= NF; i++) if ($i == "req/s") print $(i - 1) }'
+}
+H2_H1="$(h2cmp h1 --h1 -c64)"
+H2_4="$(h2cmp h2 -c4 -m16)"
+H2_1="$(h2cmp h2 -c1 -m64)"
+log "origin alone: HTTP/1.1 x64 $H2_H1 req/s, HTTP/2 4x16 $H2_4, HTTP/2 1x64 $H2_1"
+
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 h="$(median <<<"${rps[hoard]}")"
 n="$(median <<<"${rps[nginx]}")"
@@ -185,6 +200,8 @@ report_start tls_origin
     echo "|---|---|---|"
     echo "| hoard | $h | $(awk -v a="$h" -v b="$n" 'BEGIN { printf "%.2fx", a / b }') |"
     echo "| nginx proxy_cache (keepalive 256, proxy_ssl_session_reuse on) | $n | 1.00x |"
+    echo
+    echo "The origin alone (h2load, 64 requests in flight, 1 KiB over TLS): HTTP/1.1 over 64 connections $H2_H1 req/s; HTTP/2 over 4 connections x 16 streams $H2_4 req/s; HTTP/2 over 1 connection x 64 streams $H2_1 req/s."
     echo
     echo "Origin TLS connections per run (distinct connections in the origin's log, and how many resumed a session):"
     echo

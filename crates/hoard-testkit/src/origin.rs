@@ -130,6 +130,57 @@ impl OriginBuilder {
         self
     }
 
+    /// Listens on a Unix socket at `path` instead of TCP (plain HTTP);
+    /// the origin's [`Origin::addr`] is then `0.0.0.0:0`.
+    pub async fn start_unix(self, path: &std::path::Path) -> Origin {
+        let listener = tokio::net::UnixListener::bind(path).expect("origin: bind unix socket");
+        let shared = Arc::new(self.shared);
+        shared.log(format_args!("listening on unix:{}", path.display()));
+        let (queue_tx, queue_rx) = mpsc::unbounded_channel();
+        let (acc_shared, queue) = (shared.clone(), queue_tx);
+        let accept_task = tokio::spawn(async move {
+            let mut conns = JoinSet::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                let id = acc_shared.connections.fetch_add(1, Ordering::SeqCst) + 1;
+                acc_shared.log(format_args!("accept conn {id} (unix)"));
+                let (rd, wr) = stream.into_split();
+                conns.spawn(conn::serve(
+                    (Box::new(rd), Box::new(wr)),
+                    id,
+                    acc_shared.clone(),
+                    queue.clone(),
+                ));
+                while conns.try_join_next().is_some() {}
+            }
+        });
+        Self::run(
+            self.script,
+            SocketAddr::from(([0, 0, 0, 0], 0)),
+            shared,
+            queue_rx,
+            accept_task,
+        )
+    }
+
+    fn run(
+        script: Option<ScriptFn>,
+        addr: SocketAddr,
+        shared: Arc<Shared>,
+        queue_rx: mpsc::UnboundedReceiver<conn::Pending>,
+        accept_task: JoinHandle<()>,
+    ) -> Origin {
+        let f = script.unwrap_or_else(|| Box::new(|_s: Script| -> BoxFuture { Box::pin(async {}) }));
+        let script = Script::new(shared.clone(), queue_rx);
+        let script_task = tokio::spawn(run_script(shared.clone(), f(script)));
+        Origin {
+            addr,
+            shared,
+            script_task: Some(script_task),
+            accept_task,
+            finished: false,
+        }
+    }
+
     /// Binds `127.0.0.1:0` and starts accepting and running the script.
     pub async fn start(self) -> Origin {
         let listener = TcpListener::bind("127.0.0.1:0")
@@ -145,18 +196,7 @@ impl OriginBuilder {
             shared.clone(),
             queue_tx,
         ));
-        let script = Script::new(shared.clone(), queue_rx);
-        let f = self
-            .script
-            .unwrap_or_else(|| Box::new(|_s: Script| -> BoxFuture { Box::pin(async {}) }));
-        let script_task = tokio::spawn(run_script(shared.clone(), f(script)));
-        Origin {
-            addr,
-            shared,
-            script_task: Some(script_task),
-            accept_task,
-            finished: false,
-        }
+        Self::run(self.script, addr, shared, queue_rx, accept_task)
     }
 }
 

@@ -74,6 +74,16 @@ impl ProxyBuilder {
         self
     }
 
+    /// Sends everything to an origin on a Unix socket (`unix:/path`).
+    pub fn unix_origin(mut self, path: &std::path::Path) -> Self {
+        self.cfg.upstreams[0].servers = vec![ServerAddr {
+            authority: format!("unix:{}", path.display()),
+            tls: false,
+            host: "localhost".into(),
+        }];
+        self
+    }
+
     /// Sends everything to this origin over TLS (`https://127.0.0.1:PORT`)
     /// with these settings.
     ///

@@ -204,11 +204,12 @@ pub enum HostHeader {
 /// One origin server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerAddr {
-    /// `host:port` to connect to.
+    /// `host:port` to connect to, or `unix:/path` for a Unix socket.
     pub authority: String,
     /// `https://`: spoken over TLS (the upstream's `tls`).
     pub tls: bool,
-    /// The host part (the default TLS server name).
+    /// The host part (the default TLS server name; `localhost` for a
+    /// Unix socket, as its `Host` when the request has none).
     pub host: String,
 }
 
@@ -549,12 +550,22 @@ fn key_at(text: &str, offset: usize) -> String {
 }
 
 fn parse_server_url(s: &str) -> Result<ServerAddr, String> {
+    if let Some(path) = s.strip_prefix("unix:") {
+        if !path.starts_with('/') {
+            return Err(format!("{s:?}: expected unix:/absolute/path"));
+        }
+        return Ok(ServerAddr {
+            authority: s.to_string(),
+            tls: false,
+            host: "localhost".into(),
+        });
+    }
     let (rest, tls) = match (s.strip_prefix("http://"), s.strip_prefix("https://")) {
         (Some(r), _) => (r, false),
         (_, Some(r)) => (r, true),
         _ => {
             return Err(format!(
-                "{s:?}: expected http://host:port or https://host:port"
+                "{s:?}: expected http://host:port, https://host:port or unix:/path"
             ))
         }
     };

@@ -430,3 +430,26 @@ fn https_servers_and_their_tls_table() {
     .unwrap_err();
     assert_eq!(e.key, "--upstream-ca");
 }
+
+#[test]
+fn unix_socket_servers() {
+    let c = Config::from_toml(
+        "hoard.toml",
+        "[upstream.app]\nservers = [\"unix:/run/app.sock\"]\n",
+    )
+    .unwrap();
+    let s = &c.upstreams[0].servers[0];
+    assert_eq!((s.authority.as_str(), s.tls), ("unix:/run/app.sock", false));
+    assert!(c.upstreams[0].tls.is_none());
+    let e = error("[upstream.app]\nservers = [\"unix:app.sock\"]\n");
+    assert_eq!(e.key, "upstream.app.servers[0]", "{e}");
+    assert!(e.message.contains("absolute"), "{e}");
+    let q = QuickStart {
+        upstream: "unix:/run/app.sock".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        Config::quick(&q).unwrap().upstreams[0].servers[0].authority,
+        "unix:/run/app.sock"
+    );
+}

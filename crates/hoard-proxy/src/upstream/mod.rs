@@ -230,7 +230,13 @@ impl Upstream {
     pub async fn send(&self, mut req: OriginRequest) -> Result<Response<OriginBody>, ProxyError> {
         let i = self.pick();
         if !req.headers.contains_key(http::header::HOST) {
-            if let Ok(v) = http::HeaderValue::from_str(&self.cfg.servers[i].authority) {
+            let server = &self.cfg.servers[i];
+            let host = if server.authority.starts_with("unix:") {
+                &server.host
+            } else {
+                &server.authority
+            };
+            if let Ok(v) = http::HeaderValue::from_str(host) {
                 req.headers.insert(http::header::HOST, v);
             }
         }
@@ -366,6 +372,26 @@ impl Upstream {
                 ),
             )
         };
+        if let Some(path) = authority.strip_prefix("unix:") {
+            // A Unix-socket origin: no TLS, no Nagle; the same timeouts and errors.
+            let stream =
+                match tokio::time::timeout_at(deadline, tokio::net::UnixStream::connect(path))
+                    .await
+                {
+                    Err(_) => return Err(timed_out()),
+                    Ok(Err(e)) => {
+                        self.counters.inc(&self.counters.origin_connect_errors);
+                        return Err(ProxyError::origin(
+                            ErrorKind::ConnectRefused,
+                            format!("{authority}: {e}"),
+                        ));
+                    }
+                    Ok(Ok(s)) => s,
+                };
+            let sender = self.handshake(authority, TokioIo::new(stream)).await?;
+            self.counters.inc(&self.counters.origin_connections_opened);
+            return Ok(sender);
+        }
         let stream = match tokio::time::timeout_at(deadline, TcpStream::connect(authority)).await {
             Err(_) => return Err(timed_out()),
             Ok(Err(e)) => {

@@ -430,3 +430,76 @@ async fn b00027_max_idle_zero_disables_reuse() {
         .expect_counter("origin_connections_reused", 0);
     origin.finish().await;
 }
+
+// b00085: an origin on a Unix socket (`unix:/path`): answered, stored,
+// then served from cache; the Host it sees is the client's.
+#[tokio::test]
+async fn b00085_a_unix_socket_origin_is_cached() {
+    let t = Test::new("b00085");
+    let sock = t.dir().join("app.sock");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq()
+                .await
+                .expect_url("/u")
+                .expect_header("host", "app.example");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("from the socket")
+                .send()
+                .await;
+        })
+        .start_unix(&sock)
+        .await;
+    let proxy = t.proxy().unix_origin(&sock).start().await;
+    for status in ["fwd=uri-miss", "hit"] {
+        t.client(&proxy)
+            .get("/u")
+            .hdr("Host", "app.example")
+            .send()
+            .await
+            .expect_status(200)
+            .expect_cache_status(status)
+            .expect_body("from the socket");
+    }
+    assert_eq!(origin.connections(), 1);
+    origin.finish().await;
+}
+
+// b00086: a Unix socket that is not there is a 502 like a refused TCP
+// origin; `host = "server"` sends `Host: localhost` to a socket.
+#[tokio::test]
+async fn b00086_a_missing_unix_socket_is_a_502() {
+    let t = Test::new("b00086");
+    let proxy = t
+        .proxy()
+        .unix_origin(&t.dir().join("nothing.sock"))
+        .start()
+        .await;
+    t.client(&proxy)
+        .get("/m")
+        .send()
+        .await
+        .expect_status(502)
+        .expect_cache_status("detail=connect-refused");
+    proxy.expect_counter("origin_connect_errors", 1);
+
+    let sock = t.dir().join("app.sock");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_header("host", "localhost");
+            s.txresp(200).body("ok").send().await;
+        })
+        .start_unix(&sock)
+        .await;
+    let proxy = t
+        .proxy()
+        .unix_origin(&sock)
+        .upstream(|u| u.host = HostHeader::Server)
+        .start()
+        .await;
+    t.client(&proxy).get("/h").send().await.expect_status(200);
+    origin.finish().await;
+}
