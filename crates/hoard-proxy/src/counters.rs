@@ -76,6 +76,9 @@ counters! {
     origin_tls_resumed,
     /// Origin TLS connections that failed (certificate, name, handshake).
     origin_tls_errors,
+    /// Client connections closed for a missing or invalid PROXY protocol
+    /// header, or from a peer not in `proxy_protocol_from`.
+    proxy_protocol_refused,
     /// Origin timeouts waiting for response headers (answered 504).
     origin_timeouts,
     /// Origin responses that failed mid-body.

@@ -106,6 +106,7 @@ pub use pipeline::running::{ReloadAsk, Reloaded};
 fn listener_state(l: &config::ListenerConfig) -> Result<server::ListenerState, StartError> {
     Ok(server::ListenerState {
         http2: l.http2,
+        proxy_protocol: l.proxy_protocol.clone().map(Arc::from),
         tls: match &l.tls {
             Some(t) => Some(server::tls::acceptor(t, l.http2).map_err(StartError::Tls)?),
             None => None,

@@ -169,7 +169,8 @@ impl OriginBuilder {
         queue_rx: mpsc::UnboundedReceiver<conn::Pending>,
         accept_task: JoinHandle<()>,
     ) -> Origin {
-        let f = script.unwrap_or_else(|| Box::new(|_s: Script| -> BoxFuture { Box::pin(async {}) }));
+        let f =
+            script.unwrap_or_else(|| Box::new(|_s: Script| -> BoxFuture { Box::pin(async {}) }));
         let script = Script::new(shared.clone(), queue_rx);
         let script_task = tokio::spawn(run_script(shared.clone(), f(script)));
         Origin {

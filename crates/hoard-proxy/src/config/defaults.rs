@@ -29,6 +29,7 @@ impl Default for ListenerConfig {
             address: LISTEN,
             tls: None,
             http2: LISTENER_HTTP2,
+            proxy_protocol: None,
         }
     }
 }

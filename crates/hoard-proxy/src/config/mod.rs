@@ -89,6 +89,9 @@ pub struct ListenerConfig {
     pub tls: Option<TlsConfig>,
     /// Accept HTTP/2. Default: true.
     pub http2: bool,
+    /// PROXY protocol (v1 and v2) expected before every connection's
+    /// first byte, from these peers (empty: from any); `None`: off.
+    pub proxy_protocol: Option<Vec<Cidr>>,
 }
 
 /// Certificate and key files (PEM).
@@ -471,6 +474,7 @@ impl Config {
                 address: q.listen.unwrap_or(defaults::LISTEN),
                 tls: None,
                 http2: true,
+                proxy_protocol: None,
             }],
             server: server_cfg,
             cache,
@@ -700,6 +704,30 @@ impl Resolver<'_> {
                     key: t.key.into(),
                 }),
                 http2: l.http2.unwrap_or(defaults::LISTENER_HTTP2),
+                proxy_protocol: match (l.proxy_protocol, &l.proxy_protocol_from) {
+                    (Some(true), from) => Some(
+                        from.iter()
+                            .flatten()
+                            .map(|c| {
+                                Cidr::parse(c.get_ref()).map_err(|m| {
+                                    self.err(
+                                        Some(c.span()),
+                                        format!("listener[{i}].proxy_protocol_from"),
+                                        m,
+                                    )
+                                })
+                            })
+                            .collect::<Result<_, _>>()?,
+                    ),
+                    (_, Some(from)) if !from.is_empty() => {
+                        return Err(self.err(
+                            Some(from[0].span()),
+                            format!("listener[{i}].proxy_protocol_from"),
+                            "needs `proxy_protocol = true`".into(),
+                        ))
+                    }
+                    _ => None,
+                },
             });
         }
         if listeners.is_empty() {

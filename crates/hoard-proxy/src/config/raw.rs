@@ -59,6 +59,8 @@ pub struct RawListener {
     pub address: Spanned<String>,
     pub tls: Option<RawTls>,
     pub http2: Option<bool>,
+    pub proxy_protocol: Option<bool>,
+    pub proxy_protocol_from: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]

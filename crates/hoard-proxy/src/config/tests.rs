@@ -453,3 +453,33 @@ fn unix_socket_servers() {
         "unix:/run/app.sock"
     );
 }
+
+#[test]
+fn proxy_protocol_listener_keys() {
+    let up = "[upstream.app]\nservers = [\"http://a:1\"]\n";
+    let c = Config::from_toml(
+        "hoard.toml",
+        &format!("[[listener]]\naddress = \"127.0.0.1:0\"\nproxy_protocol = true\nproxy_protocol_from = [\"10.0.0.0/8\"]\n{up}"),
+    )
+    .unwrap();
+    assert_eq!(
+        c.listeners[0].proxy_protocol.as_ref().map(Vec::len),
+        Some(1)
+    );
+    let e = error(&format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\nproxy_protocol_from = [\"10.0.0.0/8\"]\n{up}"
+    ));
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(3), "listener[0].proxy_protocol_from"),
+        "{e}"
+    );
+    let e = error(&format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\nproxy_protocol = true\nproxy_protocol_from = [\"10.0.0.0/99\"]\n{up}"
+    ));
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(4), "listener[0].proxy_protocol_from"),
+        "{e}"
+    );
+}

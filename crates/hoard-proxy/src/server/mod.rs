@@ -26,6 +26,7 @@
 //! GOAWAY. The loop ends when every connection is closed or after
 //! `server.shutdown_timeout`, whichever comes first.
 
+pub mod proxy_protocol;
 pub mod sendfile;
 pub mod tally;
 pub mod tls;
@@ -94,6 +95,8 @@ pub struct ListenerState {
     pub http2: bool,
     /// The TLS acceptor, for a TLS listener.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// PROXY protocol expected, from these peers (empty: any).
+    pub proxy_protocol: Option<Arc<[crate::config::ops::Cidr]>>,
 }
 
 impl std::fmt::Debug for ListenerState {
@@ -169,6 +172,7 @@ pub async fn accept_loop(
         };
         let server = &run.cfg.server;
         let tls = listener_state.tls.clone();
+        let proxy_protocol = listener_state.proxy_protocol.clone();
         counters.inc(&counters.connections_accepted);
         let _ = stream.set_nodelay(true);
         tracker.spawn(serve(
@@ -178,6 +182,7 @@ pub async fn accept_loop(
             builder.clone(),
             pipeline.clone(),
             tls.clone(),
+            proxy_protocol,
             shutdown.clone(),
             ConnSettings {
                 handshake_timeout: server.header_read_timeout,
@@ -252,6 +257,7 @@ async fn serve(
     builder: Arc<auto::Builder<TokioExecutor>>,
     pipeline: Arc<Pipeline>,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    proxy_protocol: Option<Arc<[crate::config::ops::Cidr]>>,
     mut shutdown: signal::Receiver<bool>,
     settings: ConnSettings,
 ) {
@@ -264,6 +270,39 @@ async fn serve(
         _permit: permit,
         counters: pipeline.counters.clone(),
     };
+    let (mut stream, mut peer) = (stream, peer);
+    if let Some(from) = proxy_protocol {
+        // Only a balancer we trust may say who the client is.
+        if !from.is_empty() && !from.iter().any(|c| c.contains(peer.ip())) {
+            pipeline
+                .counters
+                .inc(&pipeline.counters.proxy_protocol_refused);
+            tracing::debug!(%peer, "PROXY protocol from a peer not in proxy_protocol_from; closed");
+            return;
+        }
+        let read = tokio::select! {
+            r = tokio::time::timeout(handshake_timeout, proxy_protocol::read_header(&mut stream)) => r,
+            _ = shutdown.changed() => return,
+        };
+        match read {
+            Ok(Ok(Some(client))) => peer = client,
+            Ok(Ok(None)) => {}
+            Ok(Err(why)) => {
+                pipeline
+                    .counters
+                    .inc(&pipeline.counters.proxy_protocol_refused);
+                tracing::debug!(%peer, ?why, "no valid PROXY protocol header; closed");
+                return;
+            }
+            Err(_) => {
+                pipeline
+                    .counters
+                    .inc(&pipeline.counters.proxy_protocol_refused);
+                tracing::debug!(%peer, "no PROXY protocol header within the head timeout; closed");
+                return;
+            }
+        }
+    }
     let is_tls = tls.is_some();
     if !is_tls {
         // A client that connects and says nothing is closed on the head

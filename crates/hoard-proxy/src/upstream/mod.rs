@@ -374,20 +374,22 @@ impl Upstream {
         };
         if let Some(path) = authority.strip_prefix("unix:") {
             // A Unix-socket origin: no TLS, no Nagle; the same timeouts and errors.
-            let stream =
-                match tokio::time::timeout_at(deadline, tokio::net::UnixStream::connect(path))
-                    .await
-                {
-                    Err(_) => return Err(timed_out()),
-                    Ok(Err(e)) => {
-                        self.counters.inc(&self.counters.origin_connect_errors);
-                        return Err(ProxyError::origin(
-                            ErrorKind::ConnectRefused,
-                            format!("{authority}: {e}"),
-                        ));
-                    }
-                    Ok(Ok(s)) => s,
-                };
+            let stream = match tokio::time::timeout_at(
+                deadline,
+                tokio::net::UnixStream::connect(path),
+            )
+            .await
+            {
+                Err(_) => return Err(timed_out()),
+                Ok(Err(e)) => {
+                    self.counters.inc(&self.counters.origin_connect_errors);
+                    return Err(ProxyError::origin(
+                        ErrorKind::ConnectRefused,
+                        format!("{authority}: {e}"),
+                    ));
+                }
+                Ok(Ok(s)) => s,
+            };
             let sender = self.handshake(authority, TokioIo::new(stream)).await?;
             self.counters.inc(&self.counters.origin_connections_opened);
             return Ok(sender);

@@ -5,6 +5,7 @@
 
 mod b_basic;
 mod b_origin_tls;
+mod b_proxy_protocol;
 mod b_routing;
 mod b_rules;
 mod b_upstream;
