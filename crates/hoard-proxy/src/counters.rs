@@ -76,6 +76,14 @@ counters! {
     origin_tls_resumed,
     /// Origin TLS connections that failed (certificate, name, handshake).
     origin_tls_errors,
+    /// Upgrade tunnels opened (a `101` from the origin).
+    tunnels_opened,
+    /// Upgrade tunnels ended (either side closed).
+    tunnels_closed,
+    /// Bytes from clients to origins through ended tunnels.
+    tunnel_bytes_to_origin,
+    /// Bytes from origins to clients through ended tunnels.
+    tunnel_bytes_to_client,
     /// Client connections closed for a missing or invalid PROXY protocol
     /// header, or from a peer not in `proxy_protocol_from`.
     proxy_protocol_refused,

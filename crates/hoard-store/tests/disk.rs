@@ -104,7 +104,12 @@ async fn fill(
     for c in body.chunks(40_000) {
         w.write(Bytes::copy_from_slice(c)).await?;
     }
-    s.finish_disk(w, digest(key), &head(key, etag), epoch).await
+    let done = s.finish_disk(w, digest(key), &head(key, etag), epoch).await;
+    // The writer's file is closed on the pool, in the background: settled,
+    // so that whether the next eviction may reuse it does not depend on
+    // timing (a file still open anywhere is never reused).
+    s.zones()[z].io().settle().await;
+    done
 }
 
 /// The body and ETag a lookup finds, or `None` for a miss.

@@ -30,6 +30,7 @@ mod range;
 pub mod running;
 mod slice;
 pub(crate) mod slice_body;
+mod tunnel;
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -305,6 +306,13 @@ impl Pipeline {
             ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}"))
         })?;
         let route = &site.routes[route_idx];
+        let upgrade = tunnel::requested(&parts)
+            .then(|| {
+                let value = parts.headers.get(header::UPGRADE).cloned()?;
+                let on = parts.extensions.remove::<hyper::upgrade::OnUpgrade>()?;
+                Some((value, on))
+            })
+            .flatten();
         let mut headers = parts.headers;
         strip_hop_by_hop(&mut headers);
         // `100-continue` is answered here (hyper sends `100 Continue` when
@@ -337,6 +345,10 @@ impl Pipeline {
                 .get::<crate::server::watch::Interim>()
                 .cloned(),
         };
+        if let Some((value, on)) = upgrade {
+            drop(body);
+            return self.tunnel(&ctx, value, on).await;
+        }
         if (ctx.method == Method::GET || ctx.method == Method::HEAD) && route.cache {
             drop(body);
             let input = RuleInput {

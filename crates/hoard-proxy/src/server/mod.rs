@@ -406,7 +406,7 @@ async fn serve_connection(
     // at once when the client stopped reading (see `watch`).
     macro_rules! drive {
         ($io:expr) => {{
-            let conn = builder.serve_connection(TokioIo::new(Watched::new($io, activity.clone())), svc);
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(Watched::new($io, activity.clone())), svc);
             tokio::pin!(conn);
             let mut ticker = tokio::time::interval(limits.tick());
             let mut dog = activity.watchdog();

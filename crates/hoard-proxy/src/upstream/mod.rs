@@ -468,7 +468,8 @@ impl Upstream {
                 )
             })?;
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            // With upgrades: a `101` hands the connection to a tunnel.
+            if let Err(e) = conn.with_upgrades().await {
                 tracing::debug!(error = %e, "origin connection ended");
             }
         });
@@ -476,6 +477,49 @@ impl Upstream {
             ProxyError::origin(ErrorKind::ConnectRefused, format!("{authority}: {e}"))
         })?;
         Ok(sender)
+    }
+
+    /// Sends an upgrade request (see `pipeline::tunnel`) on a connection
+    /// of its own, never pooled: after a `101` it belongs to the tunnel.
+    pub async fn send_upgrade(
+        &self,
+        mut req: OriginRequest,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        let i = self.pick();
+        if !req.headers.contains_key(http::header::HOST) {
+            if let Ok(v) = http::HeaderValue::from_str(&self.cfg.servers[i].host) {
+                req.headers.insert(http::header::HOST, v);
+            }
+        }
+        self.counters.inc(&self.counters.origin_requests);
+        let authority = self.cfg.servers[i].authority.clone();
+        let mut sender = match self.connect(i).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.health[i].failure(self.clock.now());
+                return Err(e);
+            }
+        };
+        let body = req.body.take().unwrap_or_else(empty);
+        let sent =
+            tokio::time::timeout(self.cfg.read_timeout, sender.send_request(req.build(body)));
+        match sent.await {
+            Err(_) => {
+                self.counters.inc(&self.counters.origin_timeouts);
+                Err(ProxyError::origin(
+                    ErrorKind::ReadTimeout,
+                    format!(
+                        "{authority}: no response head within {:?}",
+                        self.cfg.read_timeout
+                    ),
+                ))
+            }
+            Ok(Err(e)) => Err(self.counted(send_error(&authority, &e))),
+            Ok(Ok(resp)) => {
+                self.record_status(i, resp.status());
+                Ok(resp)
+            }
+        }
     }
 
     /// Counts a failed exchange that TLS caused.

@@ -9,6 +9,7 @@ mod b_proxy_protocol;
 mod b_routing;
 mod b_rules;
 mod b_upstream;
+mod b_websocket;
 mod c_freshness;
 mod c_request;
 mod c_storable;

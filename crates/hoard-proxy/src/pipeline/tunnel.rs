@@ -1,0 +1,106 @@
+//! Upgrades (WebSocket and other `Upgrade` protocols) on HTTP/1.1: the
+//! request goes to the origin with its `Upgrade` and `Connection: upgrade`
+//! (the only hop-by-hop fields forwarded), on a connection of its own
+//! (never pooled); a `101` turns the client's connection and the origin's
+//! into a byte tunnel both ways (`tokio::io::copy_bidirectional`: a
+//! buffer per direction, nothing more). Never cached, never coalesced.
+//! Any other answer is passed to the client as it came.
+//!
+//! ## Lifecycle
+//!
+//! request with `Upgrade` → origin exchange → `101` → the client gets the
+//! origin's `101` (its fields, `Via`) → both upgrades complete → bytes
+//! flow until either side closes (close frames pass untouched) → both
+//! sides closed, counted. (No idle limit yet: a tunnel lives as long as
+//! both ends keep it.)
+
+use std::sync::Arc;
+
+use http::{header, HeaderValue, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+
+use super::{Ctx, Pipeline};
+use crate::body::ProxyBody;
+use crate::error::{ErrorKind, ProxyError};
+
+/// The longest refusal (a non-`101` answer to an upgrade) passed on.
+const REFUSAL_MAX: usize = 64 * 1024;
+
+/// True for an HTTP/1.1 request asking to switch protocols: an `Upgrade`
+/// field and `upgrade` among the `Connection` options (RFC 9110 §7.8).
+pub(crate) fn requested(parts: &http::request::Parts) -> bool {
+    parts.version == http::Version::HTTP_11
+        && parts.headers.contains_key(header::UPGRADE)
+        && parts
+            .headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+}
+
+impl Pipeline {
+    /// Forwards an upgrade request; on `101`, starts the tunnel.
+    pub(crate) async fn tunnel(
+        self: &Arc<Self>,
+        ctx: &Ctx<'_>,
+        upgrade: HeaderValue,
+        client: hyper::upgrade::OnUpgrade,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
+        let mut oreq = self.origin_request(ctx, false, None);
+        oreq.headers.insert(header::UPGRADE, upgrade);
+        oreq.headers
+            .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        let mut resp = ctx.upstream.send_upgrade(oreq).await?;
+        if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+            // Refused (e.g. 426, 400): the origin's answer, as it came
+            // (such answers are short; at most `REFUSAL_MAX` is kept).
+            use http_body_util::BodyExt;
+            let (mut parts, body) = resp.into_parts();
+            let limited = http_body_util::Limited::new(body, REFUSAL_MAX);
+            let read = tokio::time::timeout(ctx.upstream.cfg.read_timeout, limited.collect());
+            let bytes = match read.await {
+                Ok(Ok(c)) => c.to_bytes(),
+                _ => {
+                    return Err(ProxyError::origin(
+                        ErrorKind::BadResponse,
+                        "the answer to an upgrade request failed or was too long",
+                    ))
+                }
+            };
+            hoard_policy::headers::strip_hop_by_hop(&mut parts.headers);
+            parts.headers.remove(header::TRANSFER_ENCODING);
+            parts
+                .headers
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+            self.add_via(&mut parts.headers, http::Version::HTTP_11);
+            return Ok(Response::from_parts(parts, ProxyBody::Full(Some(bytes))));
+        }
+        let origin = hyper::upgrade::on(&mut resp);
+        let mut out = Response::new(ProxyBody::Empty);
+        *out.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+        // The origin's fields (Sec-WebSocket-Accept, the protocol chosen),
+        // Upgrade and Connection included: they are this hop's answer.
+        *out.headers_mut() = resp.headers().clone();
+        self.add_via(out.headers_mut(), http::Version::HTTP_11);
+        let counters = self.counters.clone();
+        counters.inc(&counters.tunnels_opened);
+        tokio::spawn(async move {
+            let (client, origin) = match tokio::join!(client, origin) {
+                (Ok(c), Ok(o)) => (c, o),
+                _ => {
+                    counters.inc(&counters.tunnels_closed);
+                    return;
+                }
+            };
+            let (mut c, mut o) = (TokioIo::new(client), TokioIo::new(origin));
+            if let Ok((up, down)) = tokio::io::copy_bidirectional(&mut c, &mut o).await {
+                counters.add(&counters.tunnel_bytes_to_origin, up);
+                counters.add(&counters.tunnel_bytes_to_client, down);
+            }
+            counters.inc(&counters.tunnels_closed);
+        });
+        Ok(out)
+    }
+}
