@@ -101,6 +101,7 @@ impl RouteConfig {
             policy: CachePolicy::default(),
             key: KeyTemplate::default(),
             coalesce: true,
+            upgrade: true,
             coalesce_timeout: Duration::from_secs(30),
             fill_max_age: Duration::from_secs(30),
             hit_for_pass: Duration::from_secs(120),

@@ -304,6 +304,9 @@ pub struct RouteConfig {
     pub key: KeyTemplate,
     /// Coalesce concurrent misses into one fill. Default: true.
     pub coalesce: bool,
+    /// Forward `Upgrade` requests (WebSockets) and tunnel a `101`.
+    /// Default: true; false answers them 400.
+    pub upgrade: bool,
     /// How long a request waits for another's fill before going to the
     /// origin on its own, uncached (like nginx `proxy_cache_lock_timeout`). Default: 30s.
     pub coalesce_timeout: Duration,
@@ -1065,6 +1068,7 @@ impl Resolver<'_> {
             policy,
             key,
             coalesce: r.coalesce.unwrap_or(d.coalesce),
+            upgrade: r.upgrade.unwrap_or(d.upgrade),
             coalesce_timeout: r.coalesce_timeout.map_or(d.coalesce_timeout, |x| x.0),
             fill_max_age: r.fill_max_age.map_or(d.fill_max_age, |x| x.0),
             hit_for_pass: r.hit_for_pass.map_or(d.hit_for_pass, |x| x.0),

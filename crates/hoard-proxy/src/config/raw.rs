@@ -159,6 +159,7 @@ pub struct RawRoute {
     pub stale_if_error: Option<Dur>,
     pub key: Option<RawKey>,
     pub coalesce: Option<bool>,
+    pub upgrade: Option<bool>,
     pub coalesce_timeout: Option<Dur>,
     pub fill_max_age: Option<Dur>,
     pub hit_for_pass: Option<Dur>,

@@ -306,6 +306,7 @@ impl Pipeline {
             ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}"))
         })?;
         let route = &site.routes[route_idx];
+        tunnel::check(&parts, route.upgrade)?;
         let upgrade = tunnel::requested(&parts)
             .then(|| {
                 let value = parts.headers.get(header::UPGRADE).cloned()?;

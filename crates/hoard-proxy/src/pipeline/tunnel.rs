@@ -28,9 +28,17 @@ const REFUSAL_MAX: usize = 64 * 1024;
 
 /// True for an HTTP/1.1 request asking to switch protocols: an `Upgrade`
 /// field and `upgrade` among the `Connection` options (RFC 9110 §7.8).
+/// `h2c` is not tunnelled: it asks hoard itself, not the origin, for
+/// HTTP/2, and is dropped as before (the request is served as HTTP/1.1).
 pub(crate) fn requested(parts: &http::request::Parts) -> bool {
+    let to_h2c = parts
+        .headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|p| p.trim().eq_ignore_ascii_case("h2c")));
     parts.version == http::Version::HTTP_11
         && parts.headers.contains_key(header::UPGRADE)
+        && !to_h2c
         && parts
             .headers
             .get_all(header::CONNECTION)
@@ -38,6 +46,35 @@ pub(crate) fn requested(parts: &http::request::Parts) -> bool {
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
             .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+}
+
+/// Refuses what may not be tunnelled (400): `Connection: upgrade`
+/// without an `Upgrade` field, or an upgrade on a route with
+/// `upgrade = false`.
+///
+/// # Errors
+/// The client's error, for its 400.
+pub(crate) fn check(parts: &http::request::Parts, allowed: bool) -> Result<(), ProxyError> {
+    let asks = parts
+        .headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    if asks && !parts.headers.contains_key(header::UPGRADE) {
+        return Err(ProxyError::client(
+            ErrorKind::BadRequest,
+            "Connection: upgrade without an Upgrade field",
+        ));
+    }
+    if requested(parts) && !allowed {
+        return Err(ProxyError::client(
+            ErrorKind::BadRequest,
+            "upgrade requested on a route with upgrade = false",
+        ));
+    }
+    Ok(())
 }
 
 impl Pipeline {

@@ -185,3 +185,59 @@ async fn b00098_many_websockets_at_once() {
     proxy.expect_counter("tunnels_opened", 32);
     server.abort();
 }
+
+// b00099: `Connection: upgrade` without `Upgrade`, and an upgrade on a
+// route with `upgrade = false`, are 400s that reach no origin; an
+// `Upgrade: h2c` (for hoard, not the origin) is dropped and the request
+// served (and cached) as a plain GET.
+#[tokio::test]
+async fn b00099_upgrades_refused_and_h2c_ignored() {
+    let t = Test::new("b00099");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let r = s.rxreq().await;
+            r.expect_url("/h2c");
+            assert!(r.header("upgrade").is_none(), "h2c is not forwarded");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("plain")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy)
+        .get("/x")
+        .hdr("Connection", "upgrade")
+        .send()
+        .await
+        .expect_status(400);
+    for _ in 0..2 {
+        t.client(&proxy)
+            .get("/h2c")
+            .hdr("Connection", "Upgrade, HTTP2-Settings")
+            .hdr("Upgrade", "h2c")
+            .hdr("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA")
+            .send()
+            .await
+            .expect_status(200)
+            .expect_body("plain");
+    }
+    proxy.expect_counter("cache_hit", 1);
+    let off = t
+        .proxy()
+        .origin(&origin)
+        .route(|r| r.upgrade = false)
+        .start()
+        .await;
+    t.client(&off)
+        .get("/ws")
+        .hdr("Connection", "Upgrade")
+        .hdr("Upgrade", "websocket")
+        .send()
+        .await
+        .expect_status(400);
+    origin.finish().await;
+}
