@@ -143,9 +143,12 @@ impl Store {
                 other => result = other,
             }
         }
-        for z in &self.zones {
+        for (i, z) in self.zones.iter().enumerate() {
             match z.lookup(primary.0, key_text, request).await {
                 ZoneLookup::Hit(obj, repeat) => {
+                    let (obj, repeat, z) = self
+                        .newest(primary, key_text, request, (obj, repeat, i))
+                        .await;
                     if repeat {
                         if let Some(o) = self.promote(primary, request, &obj, z).await {
                             return Lookup::Hit(o);
@@ -162,6 +165,35 @@ impl Store {
             }
         }
         result
+    }
+
+    /// The newest of the copies the zones hold for a key, from the one found
+    /// in zone `first` on: a later zone may hold a copy too when a restart
+    /// (or a crash) came between a new version's publish there and the old
+    /// copy's removal here. The newer response wins and the older copy
+    /// goes; with one zone, or no duplicate, this is one index look-up per
+    /// later zone.
+    async fn newest<'a>(
+        &'a self,
+        primary: Digest,
+        key_text: &str,
+        request: &HeaderMap,
+        (mut obj, mut repeat, mut at): (Arc<StoredObject>, bool, usize),
+    ) -> (Arc<StoredObject>, bool, &'a DiskZone) {
+        for (j, other) in self.zones.iter().enumerate().skip(at + 1) {
+            if !other.knows(primary.0) {
+                continue;
+            }
+            if let ZoneLookup::Hit(o, r) = other.lookup(primary.0, key_text, request).await {
+                if o.times.response_time > obj.times.response_time {
+                    self.zones[at].remove_all(primary.0);
+                    (obj, repeat, at) = (o, r, j);
+                } else {
+                    other.remove_all(primary.0);
+                }
+            }
+        }
+        (obj, repeat, &self.zones[at])
     }
 
     /// Admits an object read from disk to the memory tier (its body read whole, checked).

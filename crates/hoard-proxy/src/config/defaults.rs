@@ -52,6 +52,7 @@ impl Default for ServerConfig {
             http2_max_streams: 256,
             keep_alive_timeout: Duration::from_secs(75),
             send_timeout: Duration::from_secs(60),
+            tunnel_idle_timeout: Duration::from_secs(3600),
             body_read_timeout: Duration::from_secs(60),
             max_resets: 200,
             trusted_proxies: Vec::new(),

@@ -141,6 +141,9 @@ pub struct ServerConfig {
     /// A response write blocked this long (the client stopped reading)
     /// closes the connection. Default: 60s.
     pub send_timeout: Duration,
+    /// An upgrade tunnel with no byte either way this long is closed.
+    /// Default: 1h.
+    pub tunnel_idle_timeout: Duration,
     /// A request body that stops arriving for this long gets 408. Default: 60s.
     pub body_read_timeout: Duration,
     /// Requests a client may reset (HTTP/2 `RST_STREAM`, or abandon) on one
@@ -657,6 +660,7 @@ impl Resolver<'_> {
             http2_max_streams: s.http2_max_streams.unwrap_or(d.http2_max_streams).max(1),
             keep_alive_timeout: s.keep_alive_timeout.map_or(d.keep_alive_timeout, |x| x.0),
             send_timeout: s.send_timeout.map_or(d.send_timeout, |x| x.0),
+            tunnel_idle_timeout: s.tunnel_idle_timeout.map_or(d.tunnel_idle_timeout, |x| x.0),
             body_read_timeout: s.body_read_timeout.map_or(d.body_read_timeout, |x| x.0),
             max_resets: s.max_resets.unwrap_or(d.max_resets).max(1),
             trusted_proxies: s

@@ -47,6 +47,7 @@ pub struct RawServer {
     pub http2_max_streams: Option<u32>,
     pub keep_alive_timeout: Option<Dur>,
     pub send_timeout: Option<Dur>,
+    pub tunnel_idle_timeout: Option<Dur>,
     pub body_read_timeout: Option<Dur>,
     pub max_resets: Option<u64>,
     #[serde(default)]

@@ -10,11 +10,14 @@
 //!
 //! request with `Upgrade` → origin exchange → `101` → the client gets the
 //! origin's `101` (its fields, `Via`) → both upgrades complete → bytes
-//! flow until either side closes (close frames pass untouched) → both
-//! sides closed, counted. (No idle limit yet: a tunnel lives as long as
-//! both ends keep it.)
+//! flow until either side closes (close frames pass untouched), or no
+//! byte moves either way for `server.tunnel_idle_timeout` → both sides
+//! closed, counted.
 
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use http::{header, HeaderValue, Response, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -123,6 +126,7 @@ impl Pipeline {
         self.add_via(out.headers_mut(), http::Version::HTTP_11);
         let counters = self.counters.clone();
         counters.inc(&counters.tunnels_opened);
+        let idle = ctx.run.cfg.server.tunnel_idle_timeout;
         tokio::spawn(async move {
             let (client, origin) = match tokio::join!(client, origin) {
                 (Ok(c), Ok(o)) => (c, o),
@@ -131,13 +135,80 @@ impl Pipeline {
                     return;
                 }
             };
-            let (mut c, mut o) = (TokioIo::new(client), TokioIo::new(origin));
-            if let Ok((up, down)) = tokio::io::copy_bidirectional(&mut c, &mut o).await {
-                counters.add(&counters.tunnel_bytes_to_origin, up);
-                counters.add(&counters.tunnel_bytes_to_client, down);
+            let (up, down) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+            let mut c = Counting::new(TokioIo::new(client), up.clone());
+            let mut o = Counting::new(TokioIo::new(origin), down.clone());
+            {
+                let copy = tokio::io::copy_bidirectional(&mut c, &mut o);
+                tokio::pin!(copy);
+                let mut seen = 0;
+                loop {
+                    tokio::select! {
+                        _ = &mut copy => break,
+                        () = tokio::time::sleep(idle) => {
+                            let now = up.load(Ordering::Relaxed) + down.load(Ordering::Relaxed);
+                            if now == seen {
+                                tracing::debug!("tunnel idle past tunnel_idle_timeout; closed");
+                                break;
+                            }
+                            seen = now;
+                        }
+                    }
+                }
             }
+            counters.add(&counters.tunnel_bytes_to_origin, up.load(Ordering::Relaxed));
+            counters.add(
+                &counters.tunnel_bytes_to_client,
+                down.load(Ordering::Relaxed),
+            );
             counters.inc(&counters.tunnels_closed);
         });
         Ok(out)
+    }
+}
+
+/// A stream that counts the bytes read from it (one direction of a tunnel).
+struct Counting<T> {
+    inner: T,
+    read: Arc<AtomicU64>,
+}
+
+impl<T> Counting<T> {
+    fn new(inner: T, read: Arc<AtomicU64>) -> Self {
+        Counting { inner, read }
+    }
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counting<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        if n > 0 {
+            self.read.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Counting<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

@@ -22,7 +22,9 @@ async fn echo_origin() -> (SocketAddr, tokio::task::JoinHandle<Option<u16>>) {
         let (stream, _) = listener.accept().await.unwrap();
         let mut ws = tokio_tungstenite::accept_async(stream).await.unwrap();
         while let Some(msg) = ws.next().await {
-            match msg.unwrap() {
+            // A connection cut without a close handshake ends the echo.
+            let Ok(msg) = msg else { return None };
+            match msg {
                 Message::Text(t) if t.as_str() == "close-please" => {
                     ws.close(Some(CloseFrame {
                         code: CloseCode::Library(4000),
@@ -240,4 +242,32 @@ async fn b00099_upgrades_refused_and_h2c_ignored() {
         .await
         .expect_status(400);
     origin.finish().await;
+}
+
+// b00100: a tunnel with no byte either way for `tunnel_idle_timeout` is
+// closed (both sides), and counted.
+#[tokio::test]
+async fn b00100_an_idle_tunnel_is_closed() {
+    let t = Test::new("b00100");
+    let (addr, origin) = echo_origin().await;
+    let proxy = t
+        .proxy()
+        .upstream(|u| u.servers = vec![ServerAddr::http(addr.to_string())])
+        .config(|c| c.server.tunnel_idle_timeout = std::time::Duration::from_millis(300))
+        .start()
+        .await;
+    let mut ws = connect(&proxy).await;
+    ws.send(Message::text("once")).await.unwrap();
+    assert_eq!(ws.next().await.unwrap().unwrap(), Message::text("once"));
+    // Nothing more is sent: the proxy ends the tunnel.
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
+        .await
+        .expect("the idle tunnel is closed");
+    assert!(
+        !matches!(ended, Some(Ok(Message::Text(_) | Message::Binary(_)))),
+        "no message, the end: {ended:?}"
+    );
+    proxy.wait_counter("tunnels_closed", 1).await;
+    // The origin's side was closed too.
+    assert_eq!(origin.await.unwrap(), None);
 }

@@ -27,6 +27,7 @@ mod h_http2;
 mod h_tls;
 mod k_keys;
 mod n_races;
+mod n_store;
 mod o_ops;
 mod r_partial;
 mod r_range;
