@@ -306,8 +306,7 @@ impl Pipeline {
             ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}"))
         })?;
         let route = &site.routes[route_idx];
-        tunnel::check(&parts, route.upgrade)?;
-        let upgrade = tunnel::requested(&parts)
+        let upgrade = tunnel::check(&parts, route.upgrade)?
             .then(|| {
                 let value = parts.headers.get(header::UPGRADE).cloned()?;
                 let on = parts.extensions.remove::<hyper::upgrade::OnUpgrade>()?;

@@ -29,35 +29,16 @@ use crate::error::{ErrorKind, ProxyError};
 /// The longest refusal (a non-`101` answer to an upgrade) passed on.
 const REFUSAL_MAX: usize = 64 * 1024;
 
-/// True for an HTTP/1.1 request asking to switch protocols: an `Upgrade`
-/// field and `upgrade` among the `Connection` options (RFC 9110 §7.8).
-/// `h2c` is not tunnelled: it asks hoard itself, not the origin, for
-/// HTTP/2, and is dropped as before (the request is served as HTTP/1.1).
-pub(crate) fn requested(parts: &http::request::Parts) -> bool {
-    let to_h2c = parts
-        .headers
-        .get(header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|p| p.trim().eq_ignore_ascii_case("h2c")));
-    parts.version == http::Version::HTTP_11
-        && parts.headers.contains_key(header::UPGRADE)
-        && !to_h2c
-        && parts
-            .headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
-}
-
-/// Refuses what may not be tunnelled (400): `Connection: upgrade`
-/// without an `Upgrade` field, or an upgrade on a route with
-/// `upgrade = false`.
+/// Whether an HTTP/1.1 request asks to switch protocols (an `Upgrade`
+/// field and `upgrade` among the `Connection` options, RFC 9110 §7.8) and
+/// may: `Ok(true)` to tunnel it. `h2c` is not tunnelled: it asks hoard
+/// itself, not the origin, for HTTP/2, and is dropped as before (the
+/// request is served as HTTP/1.1).
 ///
 /// # Errors
-/// The client's error, for its 400.
-pub(crate) fn check(parts: &http::request::Parts, allowed: bool) -> Result<(), ProxyError> {
+/// A 400 for `Connection: upgrade` without an `Upgrade` field, or an
+/// upgrade on a route with `upgrade = false`.
+pub(crate) fn check(parts: &http::request::Parts, allowed: bool) -> Result<bool, ProxyError> {
     let asks = parts
         .headers
         .get_all(header::CONNECTION)
@@ -65,19 +46,28 @@ pub(crate) fn check(parts: &http::request::Parts, allowed: bool) -> Result<(), P
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
-    if asks && !parts.headers.contains_key(header::UPGRADE) {
+    if !asks {
+        return Ok(false);
+    }
+    let Some(upgrade) = parts.headers.get(header::UPGRADE) else {
         return Err(ProxyError::client(
             ErrorKind::BadRequest,
             "Connection: upgrade without an Upgrade field",
         ));
+    };
+    let to_h2c = upgrade
+        .to_str()
+        .is_ok_and(|v| v.split(',').any(|p| p.trim().eq_ignore_ascii_case("h2c")));
+    if parts.version != http::Version::HTTP_11 || to_h2c {
+        return Ok(false);
     }
-    if requested(parts) && !allowed {
+    if !allowed {
         return Err(ProxyError::client(
             ErrorKind::BadRequest,
             "upgrade requested on a route with upgrade = false",
         ));
     }
-    Ok(())
+    Ok(true)
 }
 
 impl Pipeline {

@@ -229,17 +229,7 @@ impl Upstream {
     /// sent none) gets the `host:port` of the server it goes to.
     pub async fn send(&self, mut req: OriginRequest) -> Result<Response<OriginBody>, ProxyError> {
         let i = self.pick();
-        if !req.headers.contains_key(http::header::HOST) {
-            let server = &self.cfg.servers[i];
-            let host = if server.authority.starts_with("unix:") {
-                &server.host
-            } else {
-                &server.authority
-            };
-            if let Ok(v) = http::HeaderValue::from_str(host) {
-                req.headers.insert(http::header::HOST, v);
-            }
-        }
+        self.default_host(i, &mut req);
         let started = tokio::time::Instant::now();
         let result = self.send_to(i, req).await;
         let took = started.elapsed();
@@ -479,6 +469,23 @@ impl Upstream {
         Ok(sender)
     }
 
+    /// Gives a request without Host the one of server `i`: its `host:port`,
+    /// or `localhost` for a Unix socket.
+    fn default_host(&self, i: usize, req: &mut OriginRequest) {
+        if req.headers.contains_key(http::header::HOST) {
+            return;
+        }
+        let server = &self.cfg.servers[i];
+        let host = if server.authority.starts_with("unix:") {
+            &server.host
+        } else {
+            &server.authority
+        };
+        if let Ok(v) = http::HeaderValue::from_str(host) {
+            req.headers.insert(http::header::HOST, v);
+        }
+    }
+
     /// Sends an upgrade request (see `pipeline::tunnel`) on a connection
     /// of its own, never pooled: after a `101` it belongs to the tunnel.
     pub async fn send_upgrade(
@@ -486,11 +493,7 @@ impl Upstream {
         mut req: OriginRequest,
     ) -> Result<Response<Incoming>, ProxyError> {
         let i = self.pick();
-        if !req.headers.contains_key(http::header::HOST) {
-            if let Ok(v) = http::HeaderValue::from_str(&self.cfg.servers[i].host) {
-                req.headers.insert(http::header::HOST, v);
-            }
-        }
+        self.default_host(i, &mut req);
         self.counters.inc(&self.counters.origin_requests);
         let authority = self.cfg.servers[i].authority.clone();
         let mut sender = match self.connect(i).await {
