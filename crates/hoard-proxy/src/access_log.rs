@@ -54,8 +54,12 @@ pub struct Record {
     /// For requests that went forward (or waited for a fill): time until
     /// the origin's response head was there.
     pub upstream: Option<Duration>,
-    /// Time from the request head to the end of the response body.
+    /// Time from the request head to the end of the response body; for
+    /// a tunnel, to its close.
     pub total: Duration,
+    /// For a tunnel (an upgrade answered `101`): the bytes the client sent
+    /// through it (`bytes` counts those it got).
+    pub tunnel_to_origin: Option<u64>,
 }
 
 impl Record {
@@ -78,6 +82,7 @@ impl Record {
             cache: Outcome::Error.as_str(),
             upstream: None,
             total: Duration::ZERO,
+            tunnel_to_origin: None,
         }
     }
 
@@ -124,6 +129,10 @@ impl Record {
                 }
                 out.push_str(",\"total_ms\":");
                 push_ms(out, self.total);
+                if let Some(n) = self.tunnel_to_origin {
+                    out.push_str(",\"tunnel_bytes_to_origin\":");
+                    out.push_str(num.format(n));
+                }
                 out.push_str("}\n");
             }
             LogFormat::Combined => {

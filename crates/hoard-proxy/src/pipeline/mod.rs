@@ -238,11 +238,19 @@ impl Pipeline {
                     None => Outcome::Error.as_str(),
                 };
                 record.upstream = outcome.is_some_and(Outcome::went_forward).then_some(ttfb);
-                Some(Box::new(Pending {
+                let line = Box::new(Pending {
                     log: log.clone(),
                     record,
                     started,
-                }))
+                });
+                match parts.extensions.get::<tunnel::TunnelEnd>() {
+                    // A tunnel's line is written when it closes.
+                    Some(end) => {
+                        end.put(line);
+                        None
+                    }
+                    None => Some(line),
+                }
             }
             _ => None,
         };

@@ -12,7 +12,10 @@
 //! origin's `101` (its fields, `Via`) → both upgrades complete → bytes
 //! flow until either side closes (close frames pass untouched), or no
 //! byte moves either way for `server.tunnel_idle_timeout` → both sides
-//! closed, counted.
+//! closed, counted, and the request's access log line written (status
+//! 101, bytes each way, the tunnel's whole life as its time): the
+//! response carries a [`TunnelEnd`] that `Pipeline::serve` hands the line
+//! to, instead of writing it when the (empty) body is sent.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,9 +25,33 @@ use std::task::{Context, Poll};
 use http::{header, HeaderValue, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
+use hoard_policy::cache_status::Outcome;
+
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
 use crate::error::{ErrorKind, ProxyError};
+use crate::server::tally::Pending;
+
+/// Where a tunnel's access log line waits for the tunnel to close: put in
+/// the `101`'s extensions by [`Pipeline::tunnel`], filled by
+/// `Pipeline::serve` before the `101` is sent, taken by the tunnel's task.
+#[derive(Clone, Default)]
+pub(crate) struct TunnelEnd(Arc<parking_lot::Mutex<Option<Box<Pending>>>>);
+
+impl TunnelEnd {
+    /// Hands over the request's line (by `serve`, before the tunnel runs).
+    pub(crate) fn put(&self, line: Box<Pending>) {
+        *self.0.lock() = Some(line);
+    }
+
+    /// Writes the line, if the log is on: bytes each way.
+    fn write(&self, to_client: u64, to_origin: u64) {
+        if let Some(mut p) = self.0.lock().take() {
+            p.record.tunnel_to_origin = Some(to_origin);
+            p.write(to_client);
+        }
+    }
+}
 
 /// The longest refusal (a non-`101` answer to an upgrade) passed on.
 const REFUSAL_MAX: usize = 64 * 1024;
@@ -105,6 +132,8 @@ impl Pipeline {
                 .headers
                 .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
             self.add_via(&mut parts.headers, http::Version::HTTP_11);
+            parts.extensions = http::Extensions::new();
+            parts.extensions.insert(Outcome::Pass);
             return Ok(Response::from_parts(parts, ProxyBody::Full(Some(bytes))));
         }
         let origin = hyper::upgrade::on(&mut resp);
@@ -114,6 +143,9 @@ impl Pipeline {
         // Upgrade and Connection included: they are this hop's answer.
         *out.headers_mut() = resp.headers().clone();
         self.add_via(out.headers_mut(), http::Version::HTTP_11);
+        let end = TunnelEnd::default();
+        out.extensions_mut().insert(Outcome::Pass);
+        out.extensions_mut().insert(end.clone());
         let counters = self.counters.clone();
         counters.inc(&counters.tunnels_opened);
         let idle = ctx.run.cfg.server.tunnel_idle_timeout;
@@ -122,6 +154,7 @@ impl Pipeline {
                 (Ok(c), Ok(o)) => (c, o),
                 _ => {
                     counters.inc(&counters.tunnels_closed);
+                    end.write(0, 0);
                     return;
                 }
             };
@@ -146,12 +179,11 @@ impl Pipeline {
                     }
                 }
             }
-            counters.add(&counters.tunnel_bytes_to_origin, up.load(Ordering::Relaxed));
-            counters.add(
-                &counters.tunnel_bytes_to_client,
-                down.load(Ordering::Relaxed),
-            );
+            let (up, down) = (up.load(Ordering::Relaxed), down.load(Ordering::Relaxed));
+            counters.add(&counters.tunnel_bytes_to_origin, up);
+            counters.add(&counters.tunnel_bytes_to_client, down);
             counters.inc(&counters.tunnels_closed);
+            end.write(down, up);
         });
         Ok(out)
     }

@@ -26,6 +26,21 @@ pub struct Pending {
     pub started: Instant,
 }
 
+impl Pending {
+    /// Writes the line: `sent` body bytes, and the time since the request
+    /// head.
+    pub fn write(self, sent: u64) {
+        let Pending {
+            log,
+            mut record,
+            started,
+        } = self;
+        record.bytes = sent;
+        record.total = started.elapsed();
+        log.write(record);
+    }
+}
+
 /// A counted response body. See the module docs.
 #[derive(Debug)]
 pub struct Tallied {
@@ -53,14 +68,7 @@ impl Drop for Tallied {
             .client_bytes
             .fetch_add(self.sent, std::sync::atomic::Ordering::Relaxed);
         if let Some(p) = self.pending.take() {
-            let Pending {
-                log,
-                mut record,
-                started,
-            } = *p;
-            record.bytes = self.sent;
-            record.total = started.elapsed();
-            log.write(record);
+            p.write(self.sent);
         }
     }
 }

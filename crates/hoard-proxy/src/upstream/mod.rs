@@ -86,7 +86,8 @@ fn empty() -> ReqBody {
 }
 
 /// A response whose framing cannot be trusted (RFC 9112 §6.3): both
-/// `Transfer-Encoding` and `Content-Length`, or a 204 that declares a body.
+/// `Transfer-Encoding` and `Content-Length`, a 204 that declares a body, or
+/// a `101` nobody asked for.
 fn framing_fault<B>(resp: &Response<B>) -> Option<&'static str> {
     let h = resp.headers();
     let te = h.contains_key(http::header::TRANSFER_ENCODING);
@@ -98,6 +99,11 @@ fn framing_fault<B>(resp: &Response<B>) -> Option<&'static str> {
         && (te || cl.is_some_and(|v| v.as_bytes() != b"0"))
     {
         return Some("204 response that declares a body");
+    }
+    if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+        // Only `send_upgrade` asks for a protocol switch; here the
+        // connection now speaks something else (RFC 9110 §15.2.2).
+        return Some("101 Switching Protocols to a request that asked for no upgrade");
     }
     None
 }

@@ -62,12 +62,19 @@ async fn connect(proxy: &TestProxy) -> tokio_tungstenite::WebSocketStream<TcpStr
 
 // b00095: a WebSocket through hoard: a text message and a 1 MiB binary one
 // come back; the client's close (code 1000) reaches the origin; the
-// tunnel is counted, opened and closed.
+// tunnel is counted, opened and closed, and its access log line is
+// written when it closes (status 101, bytes each way, outcome pass).
 #[tokio::test]
 async fn b00095_websocket_echo_through_the_proxy() {
     let t = Test::new("b00095");
     let (addr, origin) = echo_origin().await;
-    let proxy = proxy_to(&t, addr).await;
+    let log = t.dir().join("access.log");
+    let proxy = t
+        .proxy()
+        .upstream(|u| u.servers = vec![ServerAddr::http(addr.to_string())])
+        .config(|c| c.access_log.target = hoard_proxy::config::LogTarget::File(log.clone()))
+        .start()
+        .await;
     let mut ws = connect(&proxy).await;
     ws.send(Message::text("hello")).await.unwrap();
     assert_eq!(ws.next().await.unwrap().unwrap(), Message::text("hello"));
@@ -90,6 +97,22 @@ async fn b00095_websocket_echo_through_the_proxy() {
     proxy.wait_counter("tunnels_closed", 1).await;
     proxy.expect_counter("tunnels_opened", 1);
     assert!(proxy.counter("tunnel_bytes_to_origin") > 1 << 20);
+    // One line, for the whole tunnel, once it closed.
+    proxy.wait_counter("access_log_lines", 1).await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let line: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(line["status"], 101, "{line}");
+    assert_eq!(line["path"], "/chat");
+    assert_eq!(line["cache"], "pass");
+    let (to_client, to_origin) = (
+        line["bytes"].as_u64().unwrap(),
+        line["tunnel_bytes_to_origin"].as_u64().unwrap(),
+    );
+    assert!(to_client > 1 << 20 && to_origin > 1 << 20, "{line}");
+    assert_eq!(to_origin, proxy.counter("tunnel_bytes_to_origin"));
+    assert_eq!(to_client, proxy.counter("tunnel_bytes_to_client"));
 }
 
 // b00096: the origin closes with its own code: the client gets it.
@@ -270,4 +293,39 @@ async fn b00100_an_idle_tunnel_is_closed() {
     proxy.wait_counter("tunnels_closed", 1).await;
     // The origin's side was closed too.
     assert_eq!(origin.await.unwrap(), None);
+}
+
+// b00101: a `101` the client did not ask for (a plain GET) is the origin's
+// mistake: a 502, nothing tunnelled, and the next request is served.
+#[tokio::test]
+async fn b00101_an_unasked_101_is_a_502() {
+    let t = Test::new("b00101");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/plain");
+            s.txresp(101)
+                .hdr("Upgrade", "websocket")
+                .hdr("Connection", "Upgrade")
+                .send()
+                .await;
+            s.rxreq().await.expect_url("/after");
+            s.txresp(200).body("fine").send().await;
+        })
+        .start()
+        .await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy)
+        .get("/plain")
+        .send()
+        .await
+        .expect_status(502);
+    t.client(&proxy)
+        .get("/after")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("fine");
+    proxy.expect_counter("tunnels_opened", 0);
+    origin.finish().await;
 }
