@@ -78,6 +78,9 @@ counters! {
     origin_tls_errors,
     /// Upgrade tunnels opened (a `101` from the origin).
     tunnels_opened,
+    /// Of those, WebSockets a client opened over HTTP/2 (extended
+    /// CONNECT, RFC 8441).
+    tunnels_opened_http2,
     /// Upgrade tunnels ended (either side closed).
     tunnels_closed,
     /// Bytes from clients to origins through ended tunnels.

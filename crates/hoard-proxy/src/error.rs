@@ -38,6 +38,9 @@ pub enum ErrorKind {
     ExpectationFailed,
     /// No site or route for the request (404).
     NoRoute,
+    /// A method hoard does not serve, e.g. `CONNECT` (405): it is a
+    /// reverse proxy, not a forward one.
+    MethodNotAllowed,
     /// Could not connect to any origin server (502).
     ConnectRefused,
     /// Connecting timed out (504).
@@ -113,6 +116,7 @@ impl ProxyError {
             ErrorKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorKind::ExpectationFailed => StatusCode::EXPECTATION_FAILED,
             ErrorKind::NoRoute => StatusCode::NOT_FOUND,
+            ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorKind::ConnectRefused | ErrorKind::BadResponse | ErrorKind::Tls(_) => {
                 StatusCode::BAD_GATEWAY
             }
@@ -138,6 +142,7 @@ impl ProxyError {
             ErrorKind::BodyTimeout => "body-timeout",
             ErrorKind::ExpectationFailed => "expectation-failed",
             ErrorKind::NoRoute => "no-route",
+            ErrorKind::MethodNotAllowed => "method-not-allowed",
             ErrorKind::ConnectRefused => "connect-refused",
             ErrorKind::ConnectTimeout => "connect-timeout",
             ErrorKind::ReadTimeout => "read-timeout",

@@ -287,6 +287,7 @@ impl Pipeline {
             ));
         }
         let mut parts = parts;
+        tunnel::refuse_connect(&parts)?;
         let authority = request_authority(&parts, tls)?;
         normalise_target(&mut parts.uri)?;
         if let Some(len) = parts
@@ -314,13 +315,14 @@ impl Pipeline {
             ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}"))
         })?;
         let route = &site.routes[route_idx];
-        let upgrade = tunnel::check(&parts, route.upgrade)?
-            .then(|| {
-                let value = parts.headers.get(header::UPGRADE).cloned()?;
-                let on = parts.extensions.remove::<hyper::upgrade::OnUpgrade>()?;
-                Some((value, on))
-            })
-            .flatten();
+        let upgrade = tunnel::check(&parts, route.upgrade)?.and_then(|asked| {
+            if matches!(asked, tunnel::Asked::WebSocketOverHttp2) {
+                // RFC 8441 §5: a GET with an Upgrade, to the origin.
+                parts.method = Method::GET;
+            }
+            let on = parts.extensions.remove::<hyper::upgrade::OnUpgrade>()?;
+            Some((asked, on))
+        });
         let mut headers = parts.headers;
         strip_hop_by_hop(&mut headers);
         // `100-continue` is answered here (hyper sends `100 Continue` when
@@ -353,9 +355,9 @@ impl Pipeline {
                 .get::<crate::server::watch::Interim>()
                 .cloned(),
         };
-        if let Some((value, on)) = upgrade {
+        if let Some((asked, on)) = upgrade {
             drop(body);
-            return self.tunnel(&ctx, value, on).await;
+            return self.tunnel(&ctx, asked, on).await;
         }
         if (ctx.method == Method::GET || ctx.method == Method::HEAD) && route.cache {
             drop(body);

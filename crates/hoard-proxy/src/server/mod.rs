@@ -80,6 +80,8 @@ fn builder(server: &ServerConfig, http2: bool) -> auto::Builder<TokioExecutor> {
     b.http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(server.http2_max_streams)
+        // WebSockets over HTTP/2 (RFC 8441), see `pipeline::tunnel`.
+        .enable_connect_protocol()
         .max_header_list_size(server.max_header_size as u32);
     if http2 {
         b

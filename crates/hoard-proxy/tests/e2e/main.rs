@@ -25,6 +25,7 @@ mod f_target;
 mod g_reload;
 mod h_http2;
 mod h_tls;
+mod h_websocket;
 mod k_keys;
 mod n_races;
 mod n_store;
