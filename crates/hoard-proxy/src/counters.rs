@@ -131,6 +131,16 @@ counters! {
     fills_refused,
     /// Requests a route's bypass rule sent to the origin without a lookup.
     bypass_rule_matches,
+    /// Requests answered with a route's configured redirect.
+    edge_redirects,
+    /// Requests refused 403 by a route's `allow`/`deny`.
+    edge_access_denied,
+    /// Requests refused 401 by a route's `basic_auth` (no or wrong credentials).
+    edge_auth_failed,
+    /// Requests refused 429 by a route's `limit` rate.
+    edge_rate_limited,
+    /// Requests refused 429 by a route's `limit_connections`.
+    edge_connections_limited,
     /// Requests a route's no-store rule kept from being stored.
     no_store_rule_matches,
     /// Client connections that ended (their permit returned).

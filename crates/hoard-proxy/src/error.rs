@@ -55,6 +55,14 @@ pub enum ErrorKind {
     OnlyIfCached,
     /// A limit of hoard's own was reached (503), e.g. `cache.max_fills`.
     Busy,
+    /// The client's address is not let in by the route's `allow`/`deny` (403).
+    AccessDenied,
+    /// No valid credentials for the route's `basic_auth` (401).
+    AuthRequired,
+    /// The client sent more than the route's `limit` rate (429).
+    RateLimited,
+    /// The client has `limit_connections` requests in progress already (429).
+    ConnectionLimit,
     /// A broken invariant in hoard (500); logged as an error.
     Internal,
 }
@@ -124,6 +132,9 @@ impl ProxyError {
                 StatusCode::GATEWAY_TIMEOUT
             }
             ErrorKind::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::AccessDenied => StatusCode::FORBIDDEN,
+            ErrorKind::AuthRequired => StatusCode::UNAUTHORIZED,
+            ErrorKind::RateLimited | ErrorKind::ConnectionLimit => StatusCode::TOO_MANY_REQUESTS,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -150,6 +161,10 @@ impl ProxyError {
             ErrorKind::Tls(f) => f.as_str(),
             ErrorKind::OnlyIfCached => "only-if-cached",
             ErrorKind::Busy => "busy",
+            ErrorKind::AccessDenied => "access-denied",
+            ErrorKind::AuthRequired => "auth-required",
+            ErrorKind::RateLimited => "rate-limited",
+            ErrorKind::ConnectionLimit => "connection-limit",
             ErrorKind::Internal => "internal",
         }
     }

@@ -13,6 +13,7 @@ pub mod body;
 pub mod build_info;
 pub mod config;
 pub mod counters;
+pub mod edge;
 pub mod error;
 pub mod fill;
 pub mod metrics;

@@ -132,8 +132,8 @@ impl UpstreamStats {
 /// Requests by outcome and their time to first byte; bytes sent to clients.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    requests: [AtomicU64; 7],
-    ttfb: [Histogram; 7],
+    requests: [AtomicU64; Outcome::ALL.len()],
+    ttfb: [Histogram; Outcome::ALL.len()],
     /// Body bytes sent to clients.
     pub client_bytes: AtomicU64,
 }

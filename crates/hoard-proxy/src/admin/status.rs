@@ -25,7 +25,7 @@ pub const HISTORY: usize = 300;
 /// Running totals at one instant.
 #[derive(Debug, Clone, Copy, Default)]
 struct Totals {
-    requests: [u64; 7],
+    requests: [u64; Outcome::ALL.len()],
     origin_requests: u64,
     client_bytes: u64,
     origin_bytes: u64,
@@ -34,7 +34,7 @@ struct Totals {
 impl Totals {
     fn read(admin: &Admin) -> Totals {
         let p = &admin.pipeline;
-        let mut requests = [0; 7];
+        let mut requests = [0; Outcome::ALL.len()];
         for o in Outcome::ALL {
             requests[o.index()] = p.metrics.requests(o);
         }
@@ -58,7 +58,7 @@ impl Totals {
 /// Per-second rates of one sample.
 #[derive(Debug, Clone, Copy, Default)]
 struct Rates {
-    requests: [f64; 7],
+    requests: [f64; Outcome::ALL.len()],
     origin_requests: f64,
     client_bytes: f64,
     origin_bytes: f64,

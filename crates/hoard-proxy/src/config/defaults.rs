@@ -115,6 +115,7 @@ impl RouteConfig {
             bypass: Vec::new(),
             no_store: Vec::new(),
             forward_unkeyed: false,
+            edge: None,
         }
     }
 }

@@ -10,6 +10,7 @@
 //! documented in the README's configuration reference.
 
 pub mod defaults;
+mod edge;
 pub mod ops;
 mod raw;
 pub mod rules;
@@ -277,6 +278,8 @@ pub struct SiteConfig {
     pub hosts: Vec<HostMatch>,
     /// Routes, tried in order (shared: a fill holds its route).
     pub routes: Vec<std::sync::Arc<RouteConfig>>,
+    /// Pages for hoard's own errors (`error_pages`), routes inherit them.
+    pub error_pages: Option<std::sync::Arc<crate::edge::error_pages::ErrorPages>>,
 }
 
 /// How a route matches the path.
@@ -342,6 +345,9 @@ pub struct RouteConfig {
     /// What a range request for an object not in the cache fetches.
     /// Default: the whole object.
     pub cold_range: ColdRange,
+    /// Redirect, limits, access, credentials, header edits, error pages
+    /// (see `edge`); `None` when the route sets none of them.
+    pub edge: Option<std::sync::Arc<crate::edge::Edge>>,
 }
 
 /// What a range request for an object not in the cache fetches (route
@@ -491,6 +497,7 @@ impl Config {
             sites: vec![SiteConfig {
                 hosts: Vec::new(),
                 routes: vec![std::sync::Arc::new(route)],
+                error_pages: None,
             }],
             admin: AdminConfig {
                 address: q.admin,
@@ -510,19 +517,9 @@ impl Config {
     }
 
     /// Reads and validates a configuration file's text. `file` names it in errors.
+    /// Relative file names in it are taken from the working directory.
     pub fn from_toml(file: &str, text: &str) -> Result<Config, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|s| line_of(text, s.start));
-            let msg = e.message().to_string();
-            let key = e.span().map(|s| key_at(text, s.start)).unwrap_or_default();
-            ConfigError {
-                file: file.into(),
-                line,
-                key,
-                message: msg,
-            }
-        })?;
-        Resolver { file, text }.resolve(raw)
+        Config::parse(file, text, None)
     }
 
     /// Reads a configuration file.
@@ -534,7 +531,26 @@ impl Config {
             key: String::new(),
             message: format!("cannot read: {e}"),
         })?;
-        Config::from_toml(&name, &text)
+        Config::parse(&name, &text, path.parent())
+    }
+
+    fn parse(
+        file: &str,
+        text: &str,
+        base: Option<&std::path::Path>,
+    ) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start));
+            let msg = e.message().to_string();
+            let key = e.span().map(|s| key_at(text, s.start)).unwrap_or_default();
+            ConfigError {
+                file: file.into(),
+                line,
+                key,
+                message: msg,
+            }
+        })?;
+        Resolver { file, text, base }.resolve(raw)
     }
 }
 
@@ -618,6 +634,8 @@ fn origin_tls(
 struct Resolver<'a> {
     file: &'a str,
     text: &'a str,
+    /// The configuration file's directory (relative file names start there).
+    base: Option<&'a std::path::Path>,
 }
 
 impl Resolver<'_> {
@@ -803,7 +821,13 @@ impl Resolver<'_> {
             };
             upstreams.push(up);
         }
-        if upstreams.is_empty() {
+        // A configuration whose every route redirects needs no origin.
+        let only_redirects = !raw.sites.is_empty()
+            && raw
+                .sites
+                .iter()
+                .all(|s| !s.routes.is_empty() && s.routes.iter().all(|r| r.redirect.is_some()));
+        if upstreams.is_empty() && !only_redirects {
             return Err(self.err(
                 None,
                 "upstream".into(),
@@ -823,24 +847,43 @@ impl Resolver<'_> {
                     }
                 })
                 .collect();
+            let error_pages = self.error_pages(&format!("site[{i}]"), site.error_pages, None)?;
             let mut routes = Vec::new();
+            let mut probes = Vec::new();
             for (j, r) in site.routes.into_iter().enumerate() {
-                routes.push(std::sync::Arc::new(self.route(
+                let (route, probe) = self.route(
                     &format!("site[{i}].route[{j}]"),
                     r,
                     &upstreams,
                     &cache,
-                )?));
+                    error_pages.as_ref(),
+                )?;
+                routes.push(std::sync::Arc::new(route));
+                probes.push(probe);
             }
             if routes.is_empty() {
-                routes.push(std::sync::Arc::new(RouteConfig::catch_all()));
+                let mut route = RouteConfig::catch_all();
+                if let Some(pages) = &error_pages {
+                    route.edge = Some(std::sync::Arc::new(crate::edge::Edge {
+                        error_pages: Some(pages.clone()),
+                        ..Default::default()
+                    }));
+                }
+                routes.push(std::sync::Arc::new(route));
             }
-            sites.push(SiteConfig { hosts, routes });
+            let site = SiteConfig {
+                hosts,
+                routes,
+                error_pages,
+            };
+            self.check_loops(&site, probes)?;
+            sites.push(site);
         }
         if sites.is_empty() {
             sites.push(SiteConfig {
                 hosts: Vec::new(),
                 routes: vec![std::sync::Arc::new(RouteConfig::catch_all())],
+                error_pages: None,
             });
         }
         let admin =
@@ -864,7 +907,8 @@ impl Resolver<'_> {
         r: RawRoute,
         upstreams: &[UpstreamConfig],
         cache: &CacheConfig,
-    ) -> Result<RouteConfig, ConfigError> {
+        site_pages: Option<&std::sync::Arc<crate::edge::error_pages::ErrorPages>>,
+    ) -> Result<(RouteConfig, Option<edge::LoopProbe>), ConfigError> {
         let zone = r
             .zone
             .as_ref()
@@ -921,7 +965,8 @@ impl Resolver<'_> {
             (None, None) => PathMatch::Prefix("/".into()),
         };
         let upstream = match r.upstream {
-            None if upstreams.len() == 1 => 0,
+            // A redirect never reaches an origin.
+            None if upstreams.len() == 1 || r.redirect.is_some() => 0,
             None => {
                 return Err(self.err(
                     None,
@@ -1059,29 +1104,49 @@ impl Resolver<'_> {
             }
         }
         let d = RouteConfig::catch_all();
+        let (edge, probe) = self.edge(
+            at,
+            edge::RawEdge {
+                response_headers: r.response_headers,
+                request_headers: r.request_headers,
+                redirect: r.redirect,
+                allow: r.allow,
+                deny: r.deny,
+                basic_auth: r.basic_auth,
+                limit: r.limit,
+                limit_connections: r.limit_connections,
+                error_pages: r.error_pages,
+            },
+            &path,
+            site_pages,
+        )?;
         let bypass = self.rules(r.bypass, at, rules::RuleKind::Bypass)?;
         let no_store = self.rules(r.no_store, at, rules::RuleKind::NoStore)?;
-        Ok(RouteConfig {
-            bypass,
-            no_store,
-            forward_headers,
-            forward_unkeyed,
-            path,
-            upstream,
-            cache: r.cache.unwrap_or(true),
-            policy,
-            key,
-            coalesce: r.coalesce.unwrap_or(d.coalesce),
-            upgrade: r.upgrade.unwrap_or(d.upgrade),
-            coalesce_timeout: r.coalesce_timeout.map_or(d.coalesce_timeout, |x| x.0),
-            fill_max_age: r.fill_max_age.map_or(d.fill_max_age, |x| x.0),
-            hit_for_pass: r.hit_for_pass.map_or(d.hit_for_pass, |x| x.0),
-            zone,
-            slice,
-            slice_prefetch: r.slice_prefetch.unwrap_or(d.slice_prefetch),
-            slice_direct_max: r.slice_direct_max.map_or(d.slice_direct_max, |x| x.0),
-            cold_range,
-        })
+        Ok((
+            RouteConfig {
+                bypass,
+                no_store,
+                forward_headers,
+                forward_unkeyed,
+                path,
+                upstream,
+                cache: r.cache.unwrap_or(true),
+                policy,
+                key,
+                coalesce: r.coalesce.unwrap_or(d.coalesce),
+                upgrade: r.upgrade.unwrap_or(d.upgrade),
+                coalesce_timeout: r.coalesce_timeout.map_or(d.coalesce_timeout, |x| x.0),
+                fill_max_age: r.fill_max_age.map_or(d.fill_max_age, |x| x.0),
+                hit_for_pass: r.hit_for_pass.map_or(d.hit_for_pass, |x| x.0),
+                zone,
+                slice,
+                slice_prefetch: r.slice_prefetch.unwrap_or(d.slice_prefetch),
+                slice_direct_max: r.slice_direct_max.map_or(d.slice_direct_max, |x| x.0),
+                cold_range,
+                edge,
+            },
+            probe,
+        ))
     }
 }
 

@@ -143,6 +143,7 @@ pub struct RawSite {
     pub hosts: Vec<String>,
     #[serde(default, rename = "route")]
     pub routes: Vec<RawRoute>,
+    pub error_pages: Option<BTreeMap<String, Spanned<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -175,6 +176,15 @@ pub struct RawRoute {
     pub bypass: Vec<super::rules::RawRule>,
     #[serde(default)]
     pub no_store: Vec<super::rules::RawRule>,
+    pub response_headers: Option<Spanned<super::edge::RawHeaderEdits>>,
+    pub request_headers: Option<Spanned<super::edge::RawHeaderEdits>>,
+    pub redirect: Option<Spanned<super::edge::RawRedirect>>,
+    pub allow: Option<Vec<Spanned<String>>>,
+    pub deny: Option<Vec<Spanned<String>>>,
+    pub basic_auth: Option<Spanned<super::edge::RawBasicAuth>>,
+    pub limit: Option<Spanned<super::edge::RawLimit>>,
+    pub limit_connections: Option<Spanned<u32>>,
+    pub error_pages: Option<BTreeMap<String, Spanned<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -120,6 +120,38 @@ pub fn prepare(headers: &mut HeaderMap, hop: Hop<'_>, route_forwards: &[HeaderNa
     }
 }
 
+/// The client's address as the edge rules see it: the peer's, or, from a
+/// peer in `trusted` (a load balancer in front), the last address of
+/// `X-Forwarded-For` that is not itself in `trusted` (nginx's `realip`
+/// with `real_ip_recursive on`). A malformed entry ends the walk at the
+/// address before it.
+pub fn client_addr(
+    peer: std::net::IpAddr,
+    headers: &HeaderMap,
+    trusted: &[crate::config::Cidr],
+) -> std::net::IpAddr {
+    if !trusted.iter().any(|c| c.contains(peer)) {
+        return peer;
+    }
+    let mut client = peer;
+    let hops = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .collect::<Vec<_>>();
+    for hop in hops.iter().rev() {
+        let Ok(ip) = hop.trim().parse::<std::net::IpAddr>() else {
+            break;
+        };
+        client = ip;
+        if !trusted.iter().any(|c| c.contains(ip)) {
+            break;
+        }
+    }
+    client
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

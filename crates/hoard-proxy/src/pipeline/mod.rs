@@ -19,6 +19,7 @@
 //! `slice` and `slice_body`.
 
 pub(crate) mod client_body;
+mod edge;
 mod fetch;
 pub mod forwarding;
 mod hit;
@@ -254,7 +255,13 @@ impl Pipeline {
             }
             _ => None,
         };
-        Response::from_parts(parts, Tallied::new(body, self.metrics.clone(), pending))
+        let mut parts = parts;
+        let held = parts
+            .extensions
+            .remove::<Arc<crate::edge::limit::ConnGuard>>();
+        let mut body = Tallied::new(body, self.metrics.clone(), pending);
+        body.hold(held);
+        Response::from_parts(parts, body)
     }
 
     /// Handles one request; never fails (errors become responses).
@@ -311,10 +318,38 @@ impl Pipeline {
         })?;
         let site = &run.cfg.sites[site_idx];
         let path = parts.uri.path();
-        let route_idx = site.route_for(path).ok_or_else(|| {
-            ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}"))
-        })?;
+        let Some(route_idx) = site.route_for(path) else {
+            let e = ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}"));
+            let mut resp = self.error_response(&e, None);
+            if let Some(pages) = &site.error_pages {
+                crate::edge::replace_error(pages, &mut resp);
+            }
+            return Ok(resp);
+        };
         let route = &site.routes[route_idx];
+        // The route's edge rules (most routes have none: one test).
+        let edge = route.edge.as_deref();
+        let client = match edge {
+            Some(e) if e.needs_client() => {
+                forwarding::client_addr(peer.ip(), &parts.headers, &run.cfg.server.trusted_proxies)
+            }
+            _ => peer.ip(),
+        };
+        let mut held = None;
+        if let Some(edge) = edge {
+            let vars = edge_vars(&parts.uri, &authority, client, tls);
+            let rate = run.rates[site_idx][route_idx].as_ref();
+            match self
+                .admit(edge, rate, &route.path, &vars, &parts.headers)
+                .await
+            {
+                Ok(guard) => held = guard,
+                Err(mut resp) => {
+                    edge.finish(&mut resp, &vars);
+                    return Ok(resp);
+                }
+            }
+        }
         let upgrade = tunnel::check(&parts, route.upgrade)?.and_then(|asked| {
             if matches!(asked, tunnel::Asked::WebSocketOverHttp2) {
                 // RFC 8441 §5: a GET with an Upgrade, to the origin.
@@ -325,6 +360,16 @@ impl Pipeline {
         });
         let mut headers = parts.headers;
         strip_hop_by_hop(&mut headers);
+        if let Some(edge) = edge {
+            if edge.auth.is_some() {
+                // The credentials were hoard's (see `edge::basic_auth`).
+                headers.remove(header::AUTHORIZATION);
+            }
+            if !edge.request_headers.is_empty() {
+                let vars = edge_vars(&parts.uri, &authority, client, tls);
+                edge.request_headers.apply(&mut headers, &vars);
+            }
+        }
         // `100-continue` is answered here (hyper sends `100 Continue` when
         // the body is first read, i.e. when it goes to the origin), so the
         // origin gets a plain request; any other expectation is refused
@@ -355,9 +400,29 @@ impl Pipeline {
                 .get::<crate::server::watch::Interim>()
                 .cloned(),
         };
+        let result = self.route_request(&ctx, upgrade, body).await;
+        let Some(edge) = edge else {
+            return result;
+        };
+        let mut resp = result.unwrap_or_else(|e| self.error_response(&e, None));
+        edge.finish(&mut resp, &edge_vars(&ctx.uri, &ctx.authority, client, tls));
+        if let Some(guard) = held {
+            resp.extensions_mut().insert(guard);
+        }
+        Ok(resp)
+    }
+
+    /// The request after recv: a tunnel, a lookup or a pass.
+    async fn route_request(
+        self: &Arc<Self>,
+        ctx: &Ctx<'_>,
+        upgrade: Option<(tunnel::Asked, hyper::upgrade::OnUpgrade)>,
+        body: Incoming,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
+        let route = ctx.route;
         if let Some((asked, on)) = upgrade {
             drop(body);
-            return self.tunnel(&ctx, asked, on).await;
+            return self.tunnel(ctx, asked, on).await;
         }
         if (ctx.method == Method::GET || ctx.method == Method::HEAD) && route.cache {
             drop(body);
@@ -365,23 +430,24 @@ impl Pipeline {
                 method: &ctx.method,
                 headers: &ctx.headers,
                 query: ctx.uri.query(),
-                peer: peer.ip(),
+                peer: ctx.peer.ip(),
             };
             if let Some(rule) = first_match(&route.bypass, &input) {
                 self.counters.inc(&self.counters.bypass_rule_matches);
                 if !rule.store {
-                    return self.pass(&ctx, None, Some((Fwd::Bypass, rule))).await;
+                    return self.pass(ctx, None, Some((Fwd::Bypass, rule))).await;
                 }
-                return self.cacheable(&ctx, Applied::BypassStore(rule)).await;
+                return self.cacheable(ctx, Applied::BypassStore(rule)).await;
             }
             match first_match(&route.no_store, &input) {
                 Some(rule) => {
                     self.counters.inc(&self.counters.no_store_rule_matches);
-                    self.cacheable(&ctx, Applied::NoStore(rule)).await
+                    self.cacheable(ctx, Applied::NoStore(rule)).await
                 }
-                None => self.cacheable(&ctx, Applied::None).await,
+                None => self.cacheable(ctx, Applied::None).await,
             }
         } else {
+            let limits = &ctx.run.cfg.server;
             let body = if http_body::Body::is_end_stream(&body) {
                 None
             } else {
@@ -392,8 +458,24 @@ impl Pipeline {
                         as ReqBody,
                 )
             };
-            self.pass(&ctx, body, None).await
+            self.pass(ctx, body, None).await
         }
+    }
+}
+
+/// What the variables of a route's edge values stand for in one request.
+fn edge_vars<'a>(
+    uri: &'a Uri,
+    authority: &'a str,
+    client: std::net::IpAddr,
+    tls: bool,
+) -> crate::edge::template::Vars<'a> {
+    crate::edge::template::Vars {
+        host: strip_port(authority),
+        request_uri: uri.path_and_query().map_or("/", |p| p.as_str()),
+        remote_addr: client,
+        scheme: if tls { "https" } else { "http" },
+        path: uri.path(),
     }
 }
 
@@ -593,6 +675,8 @@ impl Pipeline {
         };
         self.add_cache_status(&mut resp, &cs);
         resp.extensions_mut().insert(Outcome::Error);
+        resp.extensions_mut()
+            .insert(crate::edge::error_pages::Generated);
         resp
     }
 

@@ -42,6 +42,27 @@ pub struct Running {
     pub via: Via,
     /// 1 for the configuration the proxy started with, +1 per reload.
     pub generation: u64,
+    /// The rate cells of each route with a `limit`, by site and route.
+    pub rates: Vec<Vec<Option<crate::edge::limit::RateLimiter>>>,
+}
+
+/// The rate cells of every route that has a `limit` (empty at each reload).
+fn rates(
+    cfg: &Config,
+    clock: &Arc<dyn Clock>,
+) -> Vec<Vec<Option<crate::edge::limit::RateLimiter>>> {
+    cfg.sites
+        .iter()
+        .map(|s| {
+            s.routes
+                .iter()
+                .map(|r| {
+                    let spec = r.edge.as_ref()?.rate.as_ref()?;
+                    Some(crate::edge::limit::RateLimiter::new(spec, clock.clone()))
+                })
+                .collect()
+        })
+        .collect()
 }
 
 impl Running {
@@ -55,6 +76,7 @@ impl Running {
         Running {
             via: Via::new(&cfg.server.via),
             upstreams,
+            rates: rates(&cfg, clock),
             cfg,
             generation: 1,
         }
@@ -86,6 +108,7 @@ impl Running {
         Running {
             via: Via::new(&cfg.server.via),
             upstreams,
+            rates: rates(&cfg, clock),
             cfg,
             generation: self.generation + 1,
         }

@@ -48,6 +48,9 @@ pub struct Tallied {
     sent: u64,
     metrics: Arc<Metrics>,
     pending: Option<Box<Pending>>,
+    /// A request in progress of a route's `limit_connections`, given back
+    /// when the body ends.
+    held: Option<Arc<crate::edge::limit::ConnGuard>>,
 }
 
 impl Tallied {
@@ -58,7 +61,13 @@ impl Tallied {
             sent: 0,
             metrics,
             pending,
+            held: None,
         }
+    }
+
+    /// Keeps `guard` until the body ends.
+    pub fn hold(&mut self, guard: Option<Arc<crate::edge::limit::ConnGuard>>) {
+        self.held = guard;
     }
 }
 
@@ -70,6 +79,7 @@ impl Drop for Tallied {
         if let Some(p) = self.pending.take() {
             p.write(self.sent);
         }
+        self.held.take();
     }
 }
 

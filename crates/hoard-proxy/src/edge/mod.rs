@@ -1,0 +1,114 @@
+//! The edge rules of a route: what an nginx operator configures around the
+//! cache (see `docs/nginx.md`).
+//!
+//! ## Where they run
+//! ```text
+//!  recv ─ route chosen ─► redirect? ──► 30x
+//!                         rate / in-progress limit ──► 429 + Retry-After
+//!                         allow / deny ──► 403
+//!                         basic_auth ──► 401 + WWW-Authenticate
+//!                         request_headers edits
+//!                           ▼
+//!                    tunnel / lookup / pass (the pipeline)
+//!                           ▼
+//!               error page (hoard's own errors) ─► response_headers edits ─► client
+//! ```
+//! The order is nginx's: `return` (rewrite phase), then `limit_req` and
+//! `limit_conn` (preaccess), then `allow`/`deny` and `auth_basic` (access).
+//! Every refusal happens before any lookup, so nothing stored reaches a
+//! request that should not have it.
+//!
+//! ## Cost
+//! Everything is built when the configuration is read (and again at a
+//! reload): a route without edge rules has `RouteConfig::edge == None` and
+//! its requests pay one pointer test. Fixed header values are ready
+//! `HeaderValue`s.
+//!
+//! ## Client address
+//! The address the rules see is the peer's (after the PROXY protocol); from
+//! a peer in `server.trusted_proxies`, the last address of
+//! `X-Forwarded-For` that is not itself a trusted proxy
+//! ([`crate::pipeline::forwarding::client_addr`]).
+
+pub mod access;
+pub mod basic_auth;
+pub mod error_pages;
+pub mod headers;
+pub mod htpasswd;
+pub mod limit;
+pub mod redirect;
+pub mod template;
+
+use std::sync::Arc;
+
+use access::Access;
+use basic_auth::BasicAuth;
+use error_pages::{ErrorPages, Generated};
+use headers::HeaderEdits;
+use limit::{ConnLimit, RateSpec};
+use redirect::Redirect;
+
+use crate::body::ProxyBody;
+
+/// A route's edge rules. See the module docs.
+#[derive(Debug, Clone, Default)]
+pub struct Edge {
+    /// Answer every request with this redirect.
+    pub redirect: Option<Redirect>,
+    /// Requests per client address.
+    pub rate: Option<RateSpec>,
+    /// Requests in progress per client address.
+    pub connections: Option<Arc<ConnLimit>>,
+    /// Client addresses let in.
+    pub access: Access,
+    /// Credentials asked for.
+    pub auth: Option<Arc<BasicAuth>>,
+    /// Edits of the request towards the origin.
+    pub request_headers: HeaderEdits,
+    /// Edits of every response of the route.
+    pub response_headers: HeaderEdits,
+    /// Pages for hoard's own errors (the site's, overridden by the route's).
+    pub error_pages: Option<Arc<ErrorPages>>,
+}
+
+impl Edge {
+    /// True when no rule is set (the route then carries no `Edge`).
+    pub fn is_empty(&self) -> bool {
+        self.redirect.is_none()
+            && self.rate.is_none()
+            && self.connections.is_none()
+            && self.access.is_empty()
+            && self.auth.is_none()
+            && self.request_headers.is_empty()
+            && self.response_headers.is_empty()
+            && self.error_pages.is_none()
+    }
+
+    /// True when a rule looks at the client's address.
+    pub fn needs_client(&self) -> bool {
+        self.rate.is_some() || self.connections.is_some() || !self.access.is_empty()
+    }
+
+    /// The last step of every response of the route: an error page for
+    /// hoard's own error, then the response header edits.
+    pub fn finish(&self, resp: &mut http::Response<ProxyBody>, vars: &template::Vars<'_>) {
+        if let Some(pages) = &self.error_pages {
+            replace_error(pages, resp);
+        }
+        self.response_headers.apply(resp.headers_mut(), vars);
+    }
+}
+
+/// Puts the page of `resp`'s status in place of the body of an error hoard
+/// generated.
+pub fn replace_error(pages: &ErrorPages, resp: &mut http::Response<ProxyBody>) {
+    if resp.extensions().get::<Generated>().is_none() {
+        return;
+    }
+    if let Some(page) = pages.get(resp.status()) {
+        *resp.body_mut() = ProxyBody::Full(Some(page.body.clone()));
+        let h = resp.headers_mut();
+        h.insert(http::header::CONTENT_TYPE, page.content_type.clone());
+        h.remove(http::header::CONTENT_LENGTH);
+    }
+}
