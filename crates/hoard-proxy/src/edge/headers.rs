@@ -73,6 +73,23 @@ impl HeaderEdits {
         self.remove.is_empty() && self.set.is_empty() && self.add.is_empty()
     }
 
+    /// Sets and adds again the forwarding fields among the edits (those
+    /// [`crate::pipeline::forwarding::prepare`] removes from what clients
+    /// send), after it ran.
+    pub fn apply_forwarding(&self, headers: &mut HeaderMap, vars: &Vars<'_>) {
+        let owned = |n: &HeaderName| crate::pipeline::forwarding::OWNED.contains(&n.as_str());
+        for (name, value) in self.set.iter().filter(|(n, _)| owned(n)) {
+            if let Some(v) = value.get(vars) {
+                headers.insert(name.clone(), v);
+            }
+        }
+        for (name, value) in self.add.iter().filter(|(n, _)| owned(n)) {
+            if let Some(v) = value.get(vars) {
+                headers.append(name.clone(), v);
+            }
+        }
+    }
+
     /// Applies the edits to `headers`.
     pub fn apply(&self, headers: &mut HeaderMap, vars: &Vars<'_>) {
         for name in &self.remove {

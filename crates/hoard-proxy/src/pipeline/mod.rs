@@ -464,7 +464,7 @@ impl Pipeline {
 }
 
 /// What the variables of a route's edge values stand for in one request.
-fn edge_vars<'a>(
+pub(crate) fn edge_vars<'a>(
     uri: &'a Uri,
     authority: &'a str,
     client: std::net::IpAddr,

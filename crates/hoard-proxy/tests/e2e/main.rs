@@ -30,6 +30,7 @@ mod k_keys;
 mod n_races;
 mod n_store;
 mod o_ops;
+mod q_edge;
 mod r_partial;
 mod r_range;
 mod s_slice;
