@@ -280,6 +280,9 @@ pub struct SiteConfig {
     pub routes: Vec<std::sync::Arc<RouteConfig>>,
     /// Pages for hoard's own errors (`error_pages`), routes inherit them.
     pub error_pages: Option<std::sync::Arc<crate::edge::error_pages::ErrorPages>>,
+    /// `scheme = "http"` (`Some(false)`) or `"https"` (`Some(true)`): the
+    /// site serves only requests that arrived so. `None`: both.
+    pub tls: Option<bool>,
 }
 
 /// How a route matches the path.
@@ -498,6 +501,7 @@ impl Config {
                 hosts: Vec::new(),
                 routes: vec![std::sync::Arc::new(route)],
                 error_pages: None,
+                tls: None,
             }],
             admin: AdminConfig {
                 address: q.admin,
@@ -871,10 +875,27 @@ impl Resolver<'_> {
                 }
                 routes.push(std::sync::Arc::new(route));
             }
+            let tls = match site
+                .scheme
+                .as_ref()
+                .map(|s| (s.get_ref().as_str(), s.span()))
+            {
+                None => None,
+                Some(("http", _)) => Some(false),
+                Some(("https", _)) => Some(true),
+                Some((other, span)) => {
+                    return Err(self.err(
+                        Some(span),
+                        format!("site[{i}].scheme"),
+                        format!("{other:?}: expected \"http\" or \"https\""),
+                    ))
+                }
+            };
             let site = SiteConfig {
                 hosts,
                 routes,
                 error_pages,
+                tls,
             };
             self.check_loops(&site, probes)?;
             sites.push(site);
@@ -884,6 +905,7 @@ impl Resolver<'_> {
                 hosts: Vec::new(),
                 routes: vec![std::sync::Arc::new(RouteConfig::catch_all())],
                 error_pages: None,
+                tls: None,
             });
         }
         let admin =

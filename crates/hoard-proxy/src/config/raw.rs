@@ -144,6 +144,7 @@ pub struct RawSite {
     #[serde(default, rename = "route")]
     pub routes: Vec<RawRoute>,
     pub error_pages: Option<BTreeMap<String, Spanned<String>>>,
+    pub scheme: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -310,7 +310,7 @@ impl Pipeline {
                 ));
             }
         }
-        let site_idx = select_site(&run.cfg, &authority).ok_or_else(|| {
+        let site_idx = select_site(&run.cfg, &authority, tls).ok_or_else(|| {
             ProxyError::client(
                 ErrorKind::NoRoute,
                 format!("no site for host {authority:?}"),
@@ -480,24 +480,28 @@ pub(crate) fn edge_vars<'a>(
 }
 
 /// The site that serves `authority`, which is in normal form (lower case,
-/// see `hoard_policy::target`), if any.
-pub(crate) fn select_site(cfg: &Config, authority: &str) -> Option<usize> {
+/// see `hoard_policy::target`), over TLS or not, if any: the first whose
+/// hosts match, else the first without hosts, among the sites whose
+/// `scheme` admits the request.
+pub(crate) fn select_site(cfg: &Config, authority: &str, tls: bool) -> Option<usize> {
     let sites = &cfg.sites;
     if let [only] = sites.as_slice() {
-        if only.hosts.is_empty() {
+        if only.hosts.is_empty() && only.tls.is_none() {
             return Some(0);
         }
     }
     let host = strip_port(authority);
+    let admits = |s: &SiteConfig| s.tls.is_none_or(|t| t == tls);
     sites
         .iter()
         .position(|s| {
-            s.hosts.iter().any(|m| match m {
-                HostMatch::Exact(h) => h == host,
-                HostMatch::Suffix(suffix) => host.ends_with(suffix.as_str()),
-            })
+            admits(s)
+                && s.hosts.iter().any(|m| match m {
+                    HostMatch::Exact(h) => h == host,
+                    HostMatch::Suffix(suffix) => host.ends_with(suffix.as_str()),
+                })
         })
-        .or_else(|| sites.iter().position(|s| s.hosts.is_empty()))
+        .or_else(|| sites.iter().position(|s| admits(s) && s.hosts.is_empty()))
 }
 
 impl Pipeline {

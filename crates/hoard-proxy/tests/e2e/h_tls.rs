@@ -10,13 +10,13 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 
-fn fixture(name: &str) -> PathBuf {
+pub(super) fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/e2e/fixtures")
         .join(name)
 }
 
-fn connector(alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
+pub(super) fn connector(alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
     connector_trusting(&fixture("ca.pem"), alpn)
 }
 

@@ -638,6 +638,14 @@ async fn q00009_bad_input_names_line_and_key() {
         assert_eq!(e.key, format!("site[0].route[0].{key}"), "{route}: {e}");
         assert!(e.to_string().contains(says), "{route}: {e}");
     }
+    let path = dir.join("scheme.toml");
+    std::fs::write(
+        &path,
+        "[upstream.app]\nservers = [\"http://127.0.0.1:9\"]\n[[site]]\nscheme = \"ftp\"\n",
+    )
+    .unwrap();
+    let e = hoard_proxy::config::Config::from_file(&path).unwrap_err();
+    assert_eq!((e.line, e.key.as_str()), (Some(4), "site[0].scheme"), "{e}");
     // A redirect to a path an earlier route takes is no loop.
     let path = dir.join("ok.toml");
     std::fs::write(
@@ -651,4 +659,86 @@ async fn q00009_bad_input_names_line_and_key() {
         cfg.upstreams.is_empty(),
         "a redirect-only site needs no upstream"
     );
+}
+
+// q00010: the plain listener answers every request with a redirect to
+// HTTPS (a site with `scheme = "http"`), while the TLS listener serves the
+// site itself.
+#[tokio::test]
+async fn q00010_plain_listener_redirects_to_https() {
+    use http_body_util::{BodyExt, Empty};
+    use hyper_util::rt::TokioIo;
+
+    let t = Test::new("q00010");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/page?a=1");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("over tls")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let (cert, key) = (
+        super::h_tls::fixture("server.pem"),
+        super::h_tls::fixture("server.key"),
+    );
+    let cfg = format!(
+        r#"
+[[listener]]
+address = "127.0.0.1:0"
+[[listener]]
+address = "127.0.0.1:0"
+tls = {{ cert = {cert:?}, key = {key:?} }}
+[upstream.app]
+servers = ["http://{{origin}}"]
+[[site]]
+scheme = "http"
+[[site.route]]
+prefix = "/"
+redirect = {{ to = "https://$host$request_uri", status = 308 }}
+[[site]]
+scheme = "https"
+hosts = ["localhost"]
+[[site.route]]
+prefix = "/"
+response_headers = {{ set = {{ "Strict-Transport-Security" = "max-age=63072000" }} }}
+"#
+    );
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    let addrs = proxy.proxy().addrs();
+    t.client(addrs[0])
+        .get("/page?a=1")
+        .hdr("Host", "localhost")
+        .send()
+        .await
+        .expect_status(308)
+        .expect_header("location", "https://localhost/page?a=1");
+    let tcp = tokio::net::TcpStream::connect(addrs[1]).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = super::h_tls::connector(&[b"http/1.1"])
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get("/page?a=1")
+        .header("host", "localhost")
+        .body(Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers()["strict-transport-security"],
+        "max-age=63072000"
+    );
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"over tls");
+    proxy.expect_counter("edge_redirects", 1);
+    origin.finish().await;
 }
