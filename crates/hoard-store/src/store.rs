@@ -143,6 +143,21 @@ impl Store {
                 other => result = other,
             }
         }
+        if self.zones.is_empty() {
+            return result;
+        }
+        // Boxed: the zones' look-ups wait on the I/O pool and take room that
+        // a memory hit (the caller's future holds this one) should not carry.
+        Box::pin(self.lookup_zones(primary, key_text, request, result)).await
+    }
+
+    async fn lookup_zones(
+        &self,
+        primary: Digest,
+        key_text: &str,
+        request: &HeaderMap,
+        mut result: Lookup,
+    ) -> Lookup {
         for (i, z) in self.zones.iter().enumerate() {
             match z.lookup(primary.0, key_text, request).await {
                 ZoneLookup::Hit(obj, repeat) => {

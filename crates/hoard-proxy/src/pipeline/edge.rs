@@ -51,7 +51,7 @@ impl Pipeline {
                 ..Default::default()
             };
             self.add_cache_status(&mut resp, &cs);
-            resp.extensions_mut().insert(Outcome::Redirect);
+            super::note_outcome(Outcome::Redirect);
             return Err(resp);
         }
         if let Some(rate) = rate {

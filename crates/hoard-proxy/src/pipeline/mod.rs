@@ -22,6 +22,8 @@ pub(crate) mod client_body;
 mod edge;
 mod fetch;
 pub mod forwarding;
+#[cfg(test)]
+mod future_sizes;
 mod hit;
 mod origin_request;
 mod partial;
@@ -93,6 +95,41 @@ pub struct Pipeline {
     pub(crate) pressure: tokio::sync::Notify,
     /// Connections waiting for their first byte (only they heed `pressure`).
     pub(crate) silent: std::sync::atomic::AtomicUsize,
+}
+
+/// A request ready for the edge rules and the cache (see `Pipeline::prepare`).
+struct Recv<'r> {
+    ctx: Ctx<'r>,
+    body: Incoming,
+    upgrade: Option<(tunnel::Asked, hyper::upgrade::OnUpgrade)>,
+    /// The client's address as the edge rules see it.
+    client: std::net::IpAddr,
+    /// (site, route) indices.
+    at: (usize, usize),
+}
+
+/// What `prepare` made of a request. Moved once, never kept across a
+/// wait: boxing `Go` would cost every request an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Prepared<'r> {
+    /// On to the edge rules and the cache.
+    Go(Recv<'r>),
+    /// Answered already (no route).
+    Answered(Response<ProxyBody>),
+}
+
+tokio::task_local! {
+    /// The [`Outcome`] of the request the task is serving: set where its
+    /// `Cache-Status` is (`add_cache_status`, `error_response`, a tunnel, a
+    /// redirect), read by `serve` for the metrics and the access log. A
+    /// slot of the request's task rather than a response extension, which
+    /// would cost every request three allocations.
+    static OUTCOME: std::cell::Cell<Option<Outcome>>;
+}
+
+/// Records the request's outcome (see [`OUTCOME`]); the last one wins.
+pub(crate) fn note_outcome(outcome: Outcome) {
+    let _ = OUTCOME.try_with(|c| c.set(Some(outcome)));
 }
 
 /// The route rule that matched a cacheable request, if any.
@@ -198,7 +235,7 @@ impl Pipeline {
         self.running.store(Arc::new(next));
     }
 
-    /// Serves one client request: [`Pipeline::handle`] (or a `PURGE`),
+    /// Serves one client request (or a `PURGE`); errors become responses;
     /// then its outcome and time to first byte go to the metrics and its
     /// body is counted and logged as it is sent.
     pub async fn serve(
@@ -208,30 +245,44 @@ impl Pipeline {
         tls: bool,
     ) -> Response<Tallied> {
         let started = Instant::now();
-        let record = self.access_log.as_ref().map(|_| {
-            Record::start(
-                self.clock.now(),
-                peer,
-                req.method().clone(),
-                req.headers().get(header::HOST).cloned(),
-                req.uri().clone(),
-            )
+        // Boxed, and only with the log on: the request's future keeps it.
+        let line = self.access_log.as_ref().map(|log| {
+            Box::new(Pending {
+                log: log.clone(),
+                record: Record::start(
+                    self.clock.now(),
+                    peer,
+                    req.method().clone(),
+                    req.headers().get(header::HOST).cloned(),
+                    req.uri().clone(),
+                ),
+                started,
+            })
         });
         let purge = req.method().as_str() == "PURGE";
-        let resp = if purge {
-            self.purge_method(req, peer, tls).await
+        let (resp, outcome) = if purge {
+            (Box::pin(self.purge_method(req, peer, tls)).await, None)
         } else {
-            self.clone().handle(req, peer, tls).await
+            self.counters.inc(&self.counters.requests_total);
+            OUTCOME
+                .scope(std::cell::Cell::new(None), async {
+                    let resp = match self.recv(req, peer, tls).await {
+                        Ok(resp) => resp,
+                        Err(e) => self.error_response(&e, None),
+                    };
+                    (resp, OUTCOME.with(std::cell::Cell::get))
+                })
+                .await
         };
         let ttfb = started.elapsed();
-        let outcome = resp.extensions().get::<Outcome>().copied();
         if !purge {
             self.metrics
                 .request(outcome.unwrap_or(Outcome::Error), ttfb);
         }
         let (parts, body) = resp.into_parts();
-        let pending = match (&self.access_log, record) {
-            (Some(log), Some(mut record)) => {
+        let pending = match line {
+            Some(mut line) => {
+                let record = &mut line.record;
                 record.status = parts.status.as_u16();
                 record.cache = match outcome {
                     _ if purge => "purge",
@@ -239,11 +290,6 @@ impl Pipeline {
                     None => Outcome::Error.as_str(),
                 };
                 record.upstream = outcome.is_some_and(Outcome::went_forward).then_some(ttfb);
-                let line = Box::new(Pending {
-                    log: log.clone(),
-                    record,
-                    started,
-                });
                 match parts.extensions.get::<tunnel::TunnelEnd>() {
                     // A tunnel's line is written when it closes.
                     Some(end) => {
@@ -253,7 +299,7 @@ impl Pipeline {
                     None => Some(line),
                 }
             }
-            _ => None,
+            None => None,
         };
         let mut parts = parts;
         let held = parts
@@ -264,28 +310,74 @@ impl Pipeline {
         Response::from_parts(parts, body)
     }
 
-    /// Handles one request; never fails (errors become responses).
-    pub async fn handle(
-        self: Arc<Self>,
-        req: Request<Incoming>,
-        peer: SocketAddr,
-        tls: bool,
-    ) -> Response<ProxyBody> {
-        self.counters.inc(&self.counters.requests_total);
-        match self.recv(req, peer, tls).await {
-            Ok(resp) => resp,
-            Err(e) => self.error_response(&e, None),
-        }
-    }
-
+    /// A request: `prepare`, the route's edge rules, then the cache (or a
+    /// pass, or a tunnel), then the edge rules' last step on the response.
     async fn recv(
         self: &Arc<Self>,
         req: Request<Incoming>,
         peer: SocketAddr,
         tls: bool,
     ) -> Result<Response<ProxyBody>, ProxyError> {
-        let (parts, body) = req.into_parts();
         let run = self.snapshot();
+        let Recv {
+            mut ctx,
+            body,
+            upgrade,
+            client,
+            at,
+        } = match self.prepare(&run, req, peer, tls)? {
+            Prepared::Go(r) => r,
+            Prepared::Answered(resp) => return Ok(resp),
+        };
+        // The route's edge rules (most routes have none: one test).
+        let edge = ctx.route.edge.as_deref();
+        let mut held = None;
+        if let Some(edge) = edge {
+            let vars = edge_vars(&ctx.uri, &ctx.authority, client, tls);
+            let rate = run.rates[at.0][at.1].as_ref();
+            match self
+                .admit(edge, rate, &ctx.route.path, &vars, &ctx.headers)
+                .await
+            {
+                Ok(guard) => held = guard,
+                Err(mut resp) => {
+                    edge.finish(&mut resp, &vars);
+                    return Ok(resp);
+                }
+            }
+            if edge.auth.is_some() {
+                // The credentials were hoard's (see `edge::basic_auth`).
+                ctx.headers.remove(header::AUTHORIZATION);
+            }
+            if !edge.request_headers.is_empty() {
+                let vars = edge_vars(&ctx.uri, &ctx.authority, client, tls);
+                edge.request_headers.apply(&mut ctx.headers, &vars);
+            }
+        }
+        let result = self.route_request(&ctx, upgrade, body).await;
+        let Some(edge) = edge else {
+            return result;
+        };
+        let mut resp = result.unwrap_or_else(|e| self.error_response(&e, None));
+        edge.finish(&mut resp, &edge_vars(&ctx.uri, &ctx.authority, client, tls));
+        if let Some(guard) = held {
+            resp.extensions_mut().insert(guard);
+        }
+        Ok(resp)
+    }
+
+    /// What is done with a request before anything is waited for: limits, the target
+    /// and Host in normal form, site and route, upgrades, hop-by-hop
+    /// fields and `Expect`. A plain function, so that its locals take no
+    /// room in the request's future.
+    fn prepare<'r>(
+        &self,
+        run: &'r running::Running,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+        tls: bool,
+    ) -> Result<Prepared<'r>, ProxyError> {
+        let (mut parts, body) = req.into_parts();
         let limits = &run.cfg.server;
         if parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) > limits.max_uri_length {
             return Err(ProxyError::client(
@@ -293,7 +385,6 @@ impl Pipeline {
                 "request target too long",
             ));
         }
-        let mut parts = parts;
         tunnel::refuse_connect(&parts)?;
         let authority = request_authority(&parts, tls)?;
         normalise_target(&mut parts.uri)?;
@@ -324,32 +415,15 @@ impl Pipeline {
             if let Some(pages) = &site.error_pages {
                 crate::edge::replace_error(pages, &mut resp);
             }
-            return Ok(resp);
+            return Ok(Prepared::Answered(resp));
         };
         let route = &site.routes[route_idx];
-        // The route's edge rules (most routes have none: one test).
-        let edge = route.edge.as_deref();
-        let client = match edge {
+        let client = match route.edge.as_deref() {
             Some(e) if e.needs_client() => {
                 forwarding::client_addr(peer.ip(), &parts.headers, &run.cfg.server.trusted_proxies)
             }
             _ => peer.ip(),
         };
-        let mut held = None;
-        if let Some(edge) = edge {
-            let vars = edge_vars(&parts.uri, &authority, client, tls);
-            let rate = run.rates[site_idx][route_idx].as_ref();
-            match self
-                .admit(edge, rate, &route.path, &vars, &parts.headers)
-                .await
-            {
-                Ok(guard) => held = guard,
-                Err(mut resp) => {
-                    edge.finish(&mut resp, &vars);
-                    return Ok(resp);
-                }
-            }
-        }
         let upgrade = tunnel::check(&parts, route.upgrade)?.and_then(|asked| {
             if matches!(asked, tunnel::Asked::WebSocketOverHttp2) {
                 // RFC 8441 §5: a GET with an Upgrade, to the origin.
@@ -360,16 +434,6 @@ impl Pipeline {
         });
         let mut headers = parts.headers;
         strip_hop_by_hop(&mut headers);
-        if let Some(edge) = edge {
-            if edge.auth.is_some() {
-                // The credentials were hoard's (see `edge::basic_auth`).
-                headers.remove(header::AUTHORIZATION);
-            }
-            if !edge.request_headers.is_empty() {
-                let vars = edge_vars(&parts.uri, &authority, client, tls);
-                edge.request_headers.apply(&mut headers, &vars);
-            }
-        }
         // `100-continue` is answered here (hyper sends `100 Continue` when
         // the body is first read, i.e. when it goes to the origin), so the
         // origin gets a plain request; any other expectation is refused
@@ -386,7 +450,7 @@ impl Pipeline {
             route,
             site,
             upstream: &run.upstreams[route.upstream],
-            run: &run,
+            run,
             peer,
             tls,
             method: parts.method,
@@ -400,16 +464,13 @@ impl Pipeline {
                 .get::<crate::server::watch::Interim>()
                 .cloned(),
         };
-        let result = self.route_request(&ctx, upgrade, body).await;
-        let Some(edge) = edge else {
-            return result;
-        };
-        let mut resp = result.unwrap_or_else(|e| self.error_response(&e, None));
-        edge.finish(&mut resp, &edge_vars(&ctx.uri, &ctx.authority, client, tls));
-        if let Some(guard) = held {
-            resp.extensions_mut().insert(guard);
-        }
-        Ok(resp)
+        Ok(Prepared::Go(Recv {
+            ctx,
+            body,
+            upgrade,
+            client,
+            at: (site_idx, route_idx),
+        }))
     }
 
     /// The request after recv: a tunnel, a lookup or a pass.
@@ -422,7 +483,7 @@ impl Pipeline {
         let route = ctx.route;
         if let Some((asked, on)) = upgrade {
             drop(body);
-            return self.tunnel(ctx, asked, on).await;
+            return Box::pin(self.tunnel(ctx, asked, on)).await;
         }
         if (ctx.method == Method::GET || ctx.method == Method::HEAD) && route.cache {
             drop(body);
@@ -435,7 +496,7 @@ impl Pipeline {
             if let Some(rule) = first_match(&route.bypass, &input) {
                 self.counters.inc(&self.counters.bypass_rule_matches);
                 if !rule.store {
-                    return self.pass(ctx, None, Some((Fwd::Bypass, rule))).await;
+                    return Box::pin(self.pass(ctx, None, Some((Fwd::Bypass, rule)))).await;
                 }
                 return self.cacheable(ctx, Applied::BypassStore(rule)).await;
             }
@@ -458,7 +519,7 @@ impl Pipeline {
                         as ReqBody,
                 )
             };
-            self.pass(ctx, body, None).await
+            Box::pin(self.pass(ctx, body, None)).await
         }
     }
 }
@@ -588,7 +649,7 @@ impl Pipeline {
             if let (None, Some(size)) = (&stale, ctx.route.slice) {
                 // Answered only if every slice it needs is stored (no slice
                 // is fetched for it; see `slice`).
-                if let Some(resp) = self.sliced(ctx, &key, &req_cc, size).await? {
+                if let Some(resp) = Box::pin(self.sliced(ctx, &key, &req_cc, size)).await? {
                     return Ok(resp);
                 }
             }
@@ -601,10 +662,10 @@ impl Pipeline {
         }
         if let Applied::NoStore(rule) = applied {
             self.counters.inc(&self.counters.cache_miss);
-            return self.pass(ctx, None, Some((fwd, rule))).await;
+            return Box::pin(self.pass(ctx, None, Some((fwd, rule)))).await;
         }
         if let (None, Some(size)) = (&stale, ctx.route.slice) {
-            if let Some(resp) = self.sliced(ctx, &key, &req_cc, size).await? {
+            if let Some(resp) = Box::pin(self.sliced(ctx, &key, &req_cc, size)).await? {
                 return Ok(resp);
             }
         }
@@ -613,7 +674,9 @@ impl Pipeline {
         } else {
             self.counters.inc(&self.counters.cache_miss);
         }
-        self.fetch(fetch::Want {
+        // Boxed, as the other steps that go to the origin: a hit's future
+        // has no room for them (see `future_sizes`).
+        Box::pin(self.fetch(fetch::Want {
             ctx,
             key: &key,
             req_cc: &req_cc,
@@ -626,7 +689,7 @@ impl Pipeline {
                 _ => None,
             },
             partial,
-        })
+        }))
         .await
     }
 
@@ -636,7 +699,7 @@ impl Pipeline {
         if let Ok(v) = HeaderValue::from_str(&status.to_header(&self.run().cfg.server.via)) {
             resp.headers_mut().append("cache-status", v);
         }
-        resp.extensions_mut().insert(status.outcome());
+        note_outcome(status.outcome());
     }
 
     /// Appends this hop to `Via` (RFC 9110 §7.6.3).
@@ -678,7 +741,7 @@ impl Pipeline {
             ..Default::default()
         };
         self.add_cache_status(&mut resp, &cs);
-        resp.extensions_mut().insert(Outcome::Error);
+        note_outcome(Outcome::Error);
         resp.extensions_mut()
             .insert(crate::edge::error_pages::Generated);
         resp

@@ -236,7 +236,7 @@ impl Pipeline {
         }
         self.add_via(out.headers_mut(), http::Version::HTTP_11);
         let end = TunnelEnd::default();
-        out.extensions_mut().insert(Outcome::Pass);
+        super::note_outcome(Outcome::Pass);
         out.extensions_mut().insert(end.clone());
         let counters = self.counters.clone();
         counters.inc(&counters.tunnels_opened);
@@ -282,7 +282,7 @@ impl Pipeline {
             .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
         self.add_via(&mut parts.headers, http::Version::HTTP_11);
         parts.extensions = http::Extensions::new();
-        parts.extensions.insert(Outcome::Pass);
+        super::note_outcome(Outcome::Pass);
         Ok(Response::from_parts(parts, ProxyBody::Full(Some(bytes))))
     }
 }

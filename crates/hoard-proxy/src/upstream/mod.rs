@@ -237,7 +237,10 @@ impl Upstream {
         let i = self.pick();
         self.default_host(i, &mut req);
         let started = tokio::time::Instant::now();
-        let result = self.send_to(i, req).await;
+        // Boxed: connecting (TCP, TLS) and the exchange take kilobytes of
+        // future, which would otherwise be room in every request's future,
+        // hits included (see `pipeline::future_sizes`).
+        let result = Box::pin(self.send_to(i, req)).await;
         let took = started.elapsed();
         match &result {
             Ok(resp) => {
@@ -502,7 +505,7 @@ impl Upstream {
         self.default_host(i, &mut req);
         self.counters.inc(&self.counters.origin_requests);
         let authority = self.cfg.servers[i].authority.clone();
-        let mut sender = match self.connect(i).await {
+        let mut sender = match Box::pin(self.connect(i)).await {
             Ok(s) => s,
             Err(e) => {
                 self.health[i].failure(self.clock.now());

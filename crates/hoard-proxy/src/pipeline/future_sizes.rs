@@ -1,0 +1,120 @@
+//! The sizes of the request path's futures, with a budget.
+//!
+//! Every byte of the future hyper holds for a request is moved when the
+//! request starts (hyper boxes the service's future), and an `.await` on a
+//! step makes the caller's future as large as the step's, so one rare,
+//! large step (a fill, a slice, a tunnel) would make every hit pay for its
+//! room. The rare steps are boxed; these cases keep it so.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hoard_policy::cache_control::CacheControl;
+use hoard_policy::key::CacheKey;
+use http::Request;
+use hyper::body::Incoming;
+
+use super::{Applied, Ctx, Pipeline};
+
+#[allow(unreachable_code, unused_variables, clippy::diverging_sub_expression)]
+fn size<A, B, F: Future>(_: impl FnOnce(A, B) -> F) -> usize {
+    std::mem::size_of::<F>()
+}
+
+type P = &'static Arc<Pipeline>;
+type C = &'static Ctx<'static>;
+
+/// (name, bytes) of each step, outermost first.
+#[allow(unreachable_code, unused_variables, clippy::diverging_sub_expression)]
+pub(crate) fn sizes() -> Vec<(&'static str, usize)> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+    vec![
+        (
+            "serve",
+            size(move |p: Arc<Pipeline>, r: Request<Incoming>| p.serve(r, addr, false)),
+        ),
+        (
+            "recv",
+            size(move |p: P, r: Request<Incoming>| p.recv(r, addr, false)),
+        ),
+        (
+            "route_request",
+            size(|p: P, c: C| p.route_request(c, None, unreachable!())),
+        ),
+        (
+            "cacheable",
+            size(|p: P, c: C| p.cacheable(c, Applied::None)),
+        ),
+        ("pass", size(|p: P, c: C| p.pass(c, None, None))),
+        (
+            "purge_method",
+            size(move |p: P, r: Request<Incoming>| p.purge_method(r, addr, false)),
+        ),
+        (
+            "partial_copy",
+            size(|p: P, c: C| {
+                let _k: &'static CacheKey = unreachable!();
+                let _cc: &'static CacheControl = unreachable!();
+                p.partial_copy(c, _k, _cc, std::time::SystemTime::UNIX_EPOCH)
+            }),
+        ),
+        (
+            "sliced",
+            size(|p: P, c: C| {
+                let k: &'static CacheKey = unreachable!();
+                let cc: &'static CacheControl = unreachable!();
+                p.sliced(c, k, cc, 0)
+            }),
+        ),
+        (
+            "fetch",
+            size(|p: P, c: C| {
+                p.fetch(super::fetch::Want {
+                    ctx: c,
+                    key: unreachable!(),
+                    req_cc: unreachable!(),
+                    fwd: hoard_policy::cache_status::Fwd::UriMiss,
+                    stale: None,
+                    variant: None,
+                    hit_for_pass: false,
+                    rule: None,
+                    partial: None,
+                })
+            }),
+        ),
+        (
+            "tunnel",
+            size(|p: P, c: C| p.tunnel(c, unreachable!(), unreachable!())),
+        ),
+        (
+            "upstream.send",
+            size(|c: C, _: ()| c.upstream.send(unreachable!())),
+        ),
+        (
+            "lookup",
+            size(|p: P, _: ()| {
+                p.store
+                    .lookup(unreachable!(), unreachable!(), unreachable!())
+            }),
+        ),
+        (
+            "admit",
+            size(|p: P, e: &'static crate::edge::Edge| {
+                let v: &'static crate::edge::template::Vars<'static> = unreachable!();
+                p.admit(e, None, unreachable!(), v, unreachable!())
+            }),
+        ),
+    ]
+}
+
+#[cfg(test)]
+#[allow(unreachable_code, unused_variables, clippy::diverging_sub_expression)]
+mod tests {
+    #[test]
+    fn print_sizes() {
+        for (name, bytes) in super::sizes() {
+            eprintln!("{name:>14} {bytes:>6}");
+        }
+    }
+}
