@@ -31,7 +31,7 @@ use crate::catalog::Raced;
 use super::format::{encode_slot, BlockSums, Head, Prefix, BLOCK, PREFIX_LEN};
 use super::index::on_disk;
 use super::io::IoKind;
-use super::zone::DiskZone;
+use super::zone::{DiskZone, Victims};
 use crate::events::StoreEvent;
 use crate::object::DiskRef;
 
@@ -339,7 +339,7 @@ impl DiskWriter {
                     // The writer went while this waited: evict nothing for it.
                     return Ok(false);
                 }
-                if !zone.reserve_blocking(exact, dir) {
+                if zone.reserve(exact, dir, Victims::Unlink).is_none() {
                     return Ok(false);
                 }
                 if held.lock().add(exact) {

@@ -33,6 +33,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::file::{check_file, parse_name, Checked, ReadError};
+use super::space::Victims;
 use super::DiskZone;
 use crate::catalog::Raced;
 use crate::disk::format::{decode_table, Head, Reject};
@@ -168,7 +169,9 @@ impl DiskZone {
         let me = self.clone();
         let _ = self
             .io
-            .run(IoKind::Write, move || Ok(me.reserve_blocking(0, 0)))
+            .run(IoKind::Write, move || {
+                Ok(me.reserve(0, 0, Victims::Unlink).is_some())
+            })
             .await;
         self.loading.store(false, Ordering::Release);
         self.tombstones.lock().clear();

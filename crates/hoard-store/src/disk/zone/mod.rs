@@ -87,6 +87,7 @@ mod write;
 
 pub use dirs::{Dir, DirConfig, DIR_RETRY};
 pub use lookup::ZoneLookup;
+pub(crate) use space::Victims;
 
 /// Object files kept open (with their heads) for repeat hits.
 const OPEN_FILES: usize = 4096;

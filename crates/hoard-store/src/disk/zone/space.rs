@@ -5,12 +5,22 @@
 //!
 //! The index's account ([`crate::disk::index`]) counts every file that may
 //! exist on disk. A writer reserves before it writes: without evicting when
-//! the bytes fit ([`DiskZone::try_reserve`], no I/O), else by evicting in
-//! CLOCK order until they fit under `max_size` and `min_free`. Evicted and
-//! removed entries leave the index at once; their bytes leave the account
-//! only when the unlink returned ([`DiskZone::unlink_now`],
-//! [`DiskZone::unlink_later`]). An object unused for `inactive` is removed
-//! by [`DiskZone::sweep_inactive`].
+//! the bytes fit ([`DiskZone::try_reserve`], no I/O), else with
+//! [`DiskZone::reserve`], which evicts in CLOCK order until they fit under
+//! `max_size` and `min_free`. Evicted and removed entries leave the index
+//! at once; their bytes leave the account only when the unlink returned
+//! ([`DiskZone::unlink_now`], [`DiskZone::unlink_later`]), or pass to the
+//! new object that reuses the file. An object unused for `inactive` is
+//! removed by [`DiskZone::sweep_inactive`].
+//!
+//! [`DiskZone::reserve`] is the one victim loop. Its callers differ only in
+//! what its victims may become, the [`Victims`] argument:
+//!
+//! | caller | [`Victims`] | why |
+//! |---|---|---|
+//! | a writer starting ([`super::write`]) | `Reuse { id, serial }` | the bytes are a new file: a victim never served from disk and open nowhere may be overwritten in place as that file |
+//! | a writer growing ([`crate::disk::writer`]) | `Unlink` | its file exists already |
+//! | the loader, done ([`super::load`]) | `Unlink` | no new file: the zone is only evicted down to `max_size` |
 //!
 //! ## Locking
 //!
@@ -27,12 +37,43 @@ use super::DiskZone;
 use crate::events::StoreEvent;
 
 /// Where a new object's file goes, and the bytes held for it.
-pub(super) struct Placed {
+pub(crate) struct Placed {
     pub(super) dir: u8,
     pub(super) reserved: u64,
     /// An evicted object's file, renamed to the new temporary name, to be
     /// overwritten in place; `None`: create a new file.
     pub(super) file: Option<File>,
+}
+
+/// What a reservation may do with the objects it evicts: the one difference
+/// between its callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Victims {
+    /// Unlink every one. For bytes that do not start a file: a writer
+    /// growing the reservation of the file it already has, the loader
+    /// evicting a zone down to its `max_size`.
+    Unlink,
+    /// One may become the file of the new object `id` / `serial` (a writer
+    /// starting): renamed to its `.tmp` name and overwritten in place. Only
+    /// a victim never served from disk (`hits == 0`) qualifies: the pages
+    /// of a file sent with `sendfile` may still sit in a socket's send
+    /// queue after its descriptor is closed. Only one open nowhere is kept
+    /// ([`crate::disk::lease`]); any other is unlinked.
+    Reuse {
+        /// The new object's id.
+        id: u128,
+        /// The new object's write.
+        serial: u64,
+    },
+}
+
+/// An evicted object's file, before it is unlinked or reused.
+struct Victim {
+    dir: u8,
+    path: PathBuf,
+    bytes: u64,
+    /// Never served from disk (`hits == 0`): may be reused.
+    unserved: bool,
 }
 
 /// Takes over an evicted object's file as `tmp`: renamed first (so no
@@ -76,63 +117,29 @@ impl DiskZone {
         }
     }
 
-    /// Takes `bytes` into the account, evicting (and unlinking, on this
-    /// pool thread) until they fit under `max_size` and `min_free`.
-    /// False at once for more than `max_size`, or when even an emptied zone
-    /// has no room.
-    pub(crate) fn reserve_blocking(&self, bytes: u64, dir: u8) -> bool {
+    /// Takes `bytes` into the account, evicting until they fit under
+    /// `max_size` and `min_free` (in `dir`'s file system). Victims are
+    /// popped in CLOCK order, up to 64 per round (8 when free space is
+    /// short, which only unlinks can fix) under the index lock, then
+    /// unlinked on this pool thread after it is released.
+    ///
+    /// `victims` says whether one of them may become the new object's file
+    /// ([`Victims::Reuse`]): then the first victim in service that was
+    /// never served from disk (one in `dir` if the round has one) is not
+    /// unlinked but renamed to the new object's temporary name and handed
+    /// over to be overwritten in place, if nobody has it open
+    /// ([`crate::disk::lease`]). Rewriting allocated, cached pages costs a
+    /// quarter of what a new file costs (block allocation, journal, page
+    /// allocation; see `docs/disk.md`). Its bytes stay in the account and
+    /// become part of the new reservation, so the limit holds throughout;
+    /// the object then lives in the victim's directory ([`Placed::dir`]).
+    ///
+    /// `None` at once for more than `max_size`, or when even an emptied
+    /// zone has no room (a file taken over is then unlinked). Blocking:
+    /// call on the pool.
+    pub(crate) fn reserve(&self, bytes: u64, dir: u8, victims: Victims) -> Option<Placed> {
         if bytes > self.cfg.max_size {
             // Could never fit: evicting everything first would only empty the zone.
-            return false;
-        }
-        loop {
-            let free_ok = self.free_space_ok(&self.dirs[dir as usize].path, bytes);
-            let victims = {
-                let mut ix = self.index.lock();
-                if free_ok && ix.used + bytes <= self.cfg.max_size {
-                    ix.reserve(bytes);
-                    return true;
-                }
-                let mut victims = Vec::new();
-                let mut freed = 0;
-                while victims.len() < 64
-                    && (!free_ok || ix.used - freed + bytes > self.cfg.max_size)
-                {
-                    let Some((id, e)) = ix.pop_victim() else {
-                        break;
-                    };
-                    self.open.remove(&id);
-                    self.account_dir(&e, false);
-                    freed += e.bytes();
-                    victims.push((self.path(e.dir, id, e.serial), e.bytes()));
-                    if !free_ok && victims.len() >= 8 {
-                        break;
-                    }
-                }
-                victims
-            };
-            if victims.is_empty() {
-                return false;
-            }
-            for _ in &victims {
-                self.event(StoreEvent::EvictedSize);
-            }
-            self.unlink_now(victims);
-        }
-    }
-
-    /// Room for a new object's file: like [`DiskZone::reserve_blocking`],
-    /// but when it must evict, the first victim in service (one in `dir` if
-    /// the batch has one) is not unlinked: its file is renamed to the new
-    /// object's temporary name and handed over to be overwritten in place.
-    /// Rewriting allocated, cached pages costs a quarter of what a new file
-    /// costs (block allocation, journal, page allocation; see
-    /// `docs/disk.md`). The victim's bytes stay in the account and become
-    /// part of the new reservation, so the limit holds throughout. A victim
-    /// file that anybody still has open (a reader streaming it) is never
-    /// reused: see [`super::lease`]. Blocking: call on the pool.
-    pub(super) fn reserve_new(&self, bytes: u64, dir: u8, id: u128, serial: u64) -> Option<Placed> {
-        if bytes > self.cfg.max_size {
             return None;
         }
         // A reused victim file: where, its handle, the bytes it holds.
@@ -142,7 +149,7 @@ impl DiskZone {
             let need = bytes.saturating_sub(held);
             let at = reused.as_ref().map_or(dir, |r| r.0);
             let free_ok = self.free_space_ok(&self.dirs[at as usize].path, need);
-            let (victims, candidate) = {
+            let (evicted, candidate) = {
                 let mut ix = self.index.lock();
                 if free_ok && ix.used + need <= self.cfg.max_size {
                     ix.reserve(need);
@@ -159,9 +166,9 @@ impl DiskZone {
                         },
                     });
                 }
-                let mut victims = Vec::new();
+                let mut evicted = Vec::new();
                 let mut freed = 0;
-                while victims.len() < 64 && (!free_ok || ix.used - freed + need > self.cfg.max_size)
+                while evicted.len() < 64 && (!free_ok || ix.used - freed + need > self.cfg.max_size)
                 {
                     let Some((vid, e)) = ix.pop_victim() else {
                         break;
@@ -169,64 +176,60 @@ impl DiskZone {
                     self.open.remove(&vid);
                     self.account_dir(&e, false);
                     freed += e.bytes();
-                    // Only a file never served from disk may be reused: the
-                    // pages of one sent with sendfile may still sit in a
-                    // socket's send queue after its descriptor is closed.
-                    victims.push((
-                        e.dir,
-                        self.path(e.dir, vid, e.serial),
-                        e.bytes(),
-                        e.hits == 0,
-                    ));
-                    if !free_ok && victims.len() >= 8 {
+                    evicted.push(Victim {
+                        dir: e.dir,
+                        path: self.path(e.dir, vid, e.serial),
+                        bytes: e.bytes(),
+                        unserved: e.hits == 0,
+                    });
+                    if !free_ok && evicted.len() >= 8 {
                         break;
                     }
                 }
                 // Reuse needs free space to be fine already: a reused file
                 // frees nothing on the file system.
-                // A served file is never a candidate (see above): `sendfile`
-                // hands the socket references to the page-cache pages, not
-                // copies, so overwriting them in place could change bytes a
-                // client has not received yet; an unlinked file's pages stay
-                // as they are until the last reference goes.
-                let candidate = if reused.is_none() && free_ok {
-                    victims
+                // A served file is never a candidate (see `Victims::Reuse`):
+                // `sendfile` hands the socket references to the page-cache
+                // pages, not copies, so overwriting them in place could
+                // change bytes a client has not received yet; an unlinked
+                // file's pages stay as they are until the last reference goes.
+                let candidate = match victims {
+                    Victims::Reuse { .. } if reused.is_none() && free_ok => evicted
                         .iter()
-                        .position(|v| v.3 && v.0 == dir)
+                        .position(|v| v.unserved && v.dir == dir)
                         .or_else(|| {
-                            victims
+                            evicted
                                 .iter()
-                                .position(|v| v.3 && self.dirs[v.0 as usize].online())
+                                .position(|v| v.unserved && self.dirs[v.dir as usize].online())
                         })
-                        .map(|i| victims.swap_remove(i))
-                } else {
-                    None
+                        .map(|i| evicted.swap_remove(i)),
+                    _ => None,
                 };
-                (victims, candidate)
+                (evicted, candidate)
             };
-            if victims.is_empty() && candidate.is_none() {
-                if let Some((at, _, held)) = reused {
-                    let tmp = self.path(at, id, serial).with_extension("tmp");
-                    self.unlink_now(vec![(tmp, held)]);
+            if evicted.is_empty() && candidate.is_none() {
+                if let (Some((at, _, held)), Victims::Reuse { id, serial }) = (&reused, victims) {
+                    let tmp = self.path(*at, id, serial).with_extension("tmp");
+                    self.unlink_now(vec![(tmp, *held)]);
                 }
                 return None;
             }
-            for _ in 0..victims.len() + usize::from(candidate.is_some()) {
+            for _ in 0..evicted.len() + usize::from(candidate.is_some()) {
                 self.event(StoreEvent::EvictedSize);
             }
-            self.unlink_now(victims.into_iter().map(|(_, p, b, _)| (p, b)).collect());
-            if let Some((at, old, held, _)) = candidate {
-                let tmp = self.path(at, id, serial).with_extension("tmp");
-                match reuse_file(&old, &tmp) {
+            self.unlink_now(evicted.into_iter().map(|v| (v.path, v.bytes)).collect());
+            if let (Some(v), Victims::Reuse { id, serial }) = (candidate, victims) {
+                let tmp = self.path(v.dir, id, serial).with_extension("tmp");
+                match reuse_file(&v.path, &tmp) {
                     Some(f) => {
                         self.event(StoreEvent::DiskRecycled);
-                        reused = Some((at, f, held));
+                        reused = Some((v.dir, f, v.bytes));
                     }
                     // Open elsewhere, or the rename failed: unlink it as
                     // any victim (whichever name it has now).
                     None => {
-                        let gone = if tmp.exists() { tmp } else { old };
-                        self.unlink_now(vec![(gone, held)]);
+                        let gone = if tmp.exists() { tmp } else { v.path };
+                        self.unlink_now(vec![(gone, v.bytes)]);
                     }
                 }
             }

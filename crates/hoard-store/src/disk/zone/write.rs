@@ -25,6 +25,7 @@ use std::sync::Arc;
 use hoard_policy::vary::VaryNames;
 
 use super::file::make_parent;
+use super::space::Victims;
 use super::DiskZone;
 use crate::disk::format::{BLOCK, PREFIX_LEN};
 use crate::disk::index::{object_id, on_disk, Entry};
@@ -64,7 +65,7 @@ impl DiskZone {
                 let first = on_disk(
                     data + expected_len.map_or(256 << 10, |l| l + 8 * l.div_ceil(BLOCK) + 8),
                 );
-                let Some(placed) = zone.reserve_new(first, dir, id, serial) else {
+                let Some(placed) = zone.reserve(first, dir, Victims::Reuse { id, serial }) else {
                     zone.event(StoreEvent::WriteAbandoned);
                     return Ok(None);
                 };
