@@ -16,14 +16,14 @@
 //! | file | concept |
 //! |---|---|
 //! | `mod.rs` | the [`DiskZone`] type, its state, the invariants below, start |
-//! | [`file`] | one object file: its name, the checks every reader applies |
-//! | [`dirs`] | directories: health (out of service, probed back) and placement |
-//! | [`load`] | the loader: indexing a zone's files at start |
-//! | [`space`] | the byte account: reservation, eviction (one victim loop), unlinks |
-//! | [`write`] | a new object: placed, its writer started, published |
-//! | [`lookup`] | finding an object for a request, the open-file cache |
-//! | [`head`] | rewriting a stored head in place (a 304, a soft purge) |
-//! | [`purge`] | removing a key's objects, marking them stale |
+//! | `file.rs` | one object file: its name, the checks every reader applies |
+//! | `dirs.rs` | directories: health (out of service, probed back) and placement |
+//! | `load.rs` | the loader: indexing a zone's files at start |
+//! | `space.rs` | the byte account: reservation, eviction (one victim loop), unlinks |
+//! | `write.rs` | a new object: placed, its writer started, published |
+//! | `lookup.rs` | finding an object for a request, the open-file cache |
+//! | `head.rs` | rewriting a stored head in place (a 304, a soft purge) |
+//! | `purge.rs` | removing a key's objects, marking them stale |
 //!
 //! ## Lifecycle of a file
 //!
@@ -44,9 +44,9 @@
 //! * The index's `used` covers every file of the zone that may exist on
 //!   disk (published, reserved, being unlinked), so the files never add up
 //!   to more than `max_size`. Bytes enter the account before a file is
-//!   written ([`space`]) and leave it only after an unlink returned, or pass
+//!   written (`space.rs`) and leave it only after an unlink returned, or pass
 //!   to the new object that reuses the file.
-//! * An entry leaves the index only through [`DiskZone::take`], which also
+//! * An entry leaves the index only through `DiskZone::take`, which also
 //!   drops its open file from the cache and its directory's counters; its
 //!   file is then unlinked (or reused) by the caller.
 //! * New objects stay out of the zone while the loader runs (the account
