@@ -29,11 +29,10 @@ use crate::busy::{SpillFuture, SpillRead};
 use crate::catalog::Raced;
 
 use super::format::{encode_slot, BlockSums, Head, Prefix, BLOCK, PREFIX_LEN};
-use super::index::on_disk;
+use super::index::{on_disk, DiskRef};
 use super::io::IoKind;
 use super::zone::{DiskZone, Victims};
 use crate::events::StoreEvent;
-use crate::object::DiskRef;
 
 /// Bytes buffered before a write is issued.
 const BATCH: usize = 1024 * 1024;

@@ -24,9 +24,9 @@ use std::sync::atomic::Ordering;
 
 use super::{DiskZone, OpenObject};
 use crate::disk::format::{encode_slot, pick_slot, Head, Reject, PREFIX_LEN};
+use crate::disk::index::DiskRef;
 use crate::disk::io::IoKind;
 use crate::events::StoreEvent;
-use crate::object::DiskRef;
 
 impl DiskZone {
     /// Where an open object's file and current head are.
