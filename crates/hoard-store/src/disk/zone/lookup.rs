@@ -78,12 +78,6 @@ impl DiskZone {
         self.lookup_indexed(primary, key_text, req).await
     }
 
-    /// True when the index has an object or variants for `primary`.
-    pub fn knows(&self, primary: u128) -> bool {
-        let ix = self.index.lock();
-        ix.map.contains_key(&primary) || ix.varies.contains_key(&primary)
-    }
-
     /// Looks on disk (on the pool) for the object of `primary` without
     /// `Vary` and indexes it; true when found. Each directory's fan-out
     /// subdirectory for the id is listed: a small, bounded read.

@@ -11,18 +11,19 @@
 //! `split_clients`: no RAID needed, and removing a directory moves only its
 //! own objects).
 //!
-//! The zone is split by what is done to it:
+//! The zone is split by what is done to it. Besides `mod.rs`, each file
+//! uses only the files above it in this table:
 //!
 //! | file | concept |
 //! |---|---|
 //! | `mod.rs` | the [`DiskZone`] type, its state, the invariants below, start |
 //! | `file.rs` | one object file: its name, the checks every reader applies |
 //! | `dirs.rs` | directories: health (out of service, probed back) and placement |
-//! | `load.rs` | the loader: indexing a zone's files at start |
 //! | `space.rs` | the byte account: reservation, eviction (one victim loop), unlinks |
+//! | `load.rs` | the loader: indexing a zone's files at start |
 //! | `write.rs` | a new object: placed, its writer started, published |
-//! | `lookup.rs` | finding an object for a request, the open-file cache |
 //! | `head.rs` | rewriting a stored head in place (a 304, a soft purge) |
+//! | `lookup.rs` | finding an object for a request, the open-file cache |
 //! | `purge.rs` | removing a key's objects, marking them stale |
 //!
 //! ## Lifecycle of a file
@@ -223,6 +224,12 @@ impl DiskZone {
     /// Objects indexed.
     pub fn objects(&self) -> u64 {
         self.index.lock().map.len() as u64
+    }
+
+    /// True when the index has an object or variants for `primary`.
+    pub fn knows(&self, primary: u128) -> bool {
+        let ix = self.index.lock();
+        ix.map.contains_key(&primary) || ix.varies.contains_key(&primary)
     }
 
     /// Accounted bytes: published files, reservations, files being unlinked.
