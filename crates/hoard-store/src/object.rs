@@ -23,22 +23,8 @@ use http::{HeaderMap, StatusCode};
 
 use crate::disk::reader::FileBody;
 
-/// Where an object's file is, for a head update after a 304.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DiskRef {
-    /// The zone's index in the store.
-    pub zone: usize,
-    /// The object id.
-    pub id: u128,
-    /// The write that made the file.
-    pub serial: u64,
-    /// The head slot in use (0 or 1) and its generation.
-    pub slot: u8,
-    /// Generation of the head in use.
-    pub generation: u64,
-    /// Size of a head slot.
-    pub slot_len: u32,
-}
+/// Re-exported from the disk module, where it is made and used.
+pub use crate::disk::index::DiskRef;
 
 /// Fixed per-object bookkeeping counted against the byte limit.
 pub const OBJECT_OVERHEAD: u64 = 256;

@@ -2,6 +2,9 @@
 //! large, when last used; the variants of keys that vary; and the byte
 //! account that keeps the zone under its limit.
 //!
+//! An object's address outside the zone (kept in its `StoredObject`, given
+//! back for a head update) is a [`DiskRef`].
+//!
 //! ## Size
 //!
 //! One object costs a 16-byte id and a 24-byte [`Entry`] in a hash map
@@ -46,6 +49,25 @@ pub fn object_id(primary: u128, variant: u128) -> u128 {
     } else {
         primary ^ variant.rotate_left(64) ^ 0x9e37_79b9_7f4a_7c15
     }
+}
+
+/// Where an object's file is, for a head update after a 304: made by the
+/// writer that publishes it and by a lookup, used by
+/// [`super::DiskZone::update_head`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskRef {
+    /// The zone's index in the store.
+    pub zone: usize,
+    /// The object id.
+    pub id: u128,
+    /// The write that made the file.
+    pub serial: u64,
+    /// The head slot in use (0 or 1) and its generation.
+    pub slot: u8,
+    /// Generation of the head in use.
+    pub generation: u64,
+    /// Size of a head slot.
+    pub slot_len: u32,
 }
 
 /// Hashes ids, which are already uniformly distributed digests.

@@ -2,11 +2,12 @@
 //!
 //! Linux grants a write lease (`F_SETLEASE` with `F_WRLCK`) only while no
 //! other descriptor has the file open, in this process or any other. An
-//! evicted object's file is overwritten in place for a new object
-//! ([`super::zone::DiskZone`]'s recycling) only when the lease is granted,
-//! so a reader still streaming the old object (through user space or with
-//! `sendfile`) never sees the new object's bytes: its open descriptor makes
-//! the lease fail, and the file is unlinked instead.
+//! evicted object's file is overwritten in place for a new object (a
+//! reservation with `Victims::Reuse`, in [`super::zone::DiskZone`]) only
+//! when the lease is granted, so a reader still streaming the old object
+//! (through user space or with `sendfile`) never sees the new object's
+//! bytes: its open descriptor makes the lease fail, and the file is
+//! unlinked instead.
 //!
 //! The lease is given back at once. It is not needed afterwards: the file
 //! was renamed to a temporary name before the check, so no reader can open

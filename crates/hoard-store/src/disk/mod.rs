@@ -5,12 +5,31 @@
 //! * [`format`](mod@format): the versioned, checksummed file format (pure).
 //! * [`index`]: the in-memory index and the byte account.
 //! * [`io`]: the bounded blocking pool every disk operation runs on.
-//! * [`zone`]: a zone: lookup, placement over directories, eviction,
-//!   loading, directory health.
+//! * [`zone`]: a zone: its type and invariants, with one file per concept
+//!   below it (object files, directory health and placement, the loader,
+//!   reservation and eviction, new objects, lookup, head rewrites, purges).
 //! * [`writer`]: writing one object while its fill streams it.
 //! * [`lease`]: whether an evicted object's file may be overwritten in place.
 //! * [`reader`]: reading a stored body block by block, checked.
 //! * [`resident`]: whether a file range is in the page cache (for sendfile).
+//!
+//! ## Dependencies between these modules
+//!
+//! `format`, `index`, `io`, `lease` and `resident` use none of the others.
+//! Two pairs use each other, on purpose:
+//!
+//! * `zone` and `writer`: the zone builds the [`writer::DiskWriter`] in the
+//!   pool job that reserves room and creates its file, so that a caller
+//!   that stops waiting drops a writer, whose `Drop` removes the file and
+//!   gives the bytes back; the writer calls its zone to grow the
+//!   reservation, to publish, or to discard.
+//! * `zone` and `reader`: a lookup hands out [`reader::FileBody`]s; a body
+//!   whose read fails or whose block fails its checksum tells its zone
+//!   (through a `Weak`), which removes the object or takes the directory
+//!   out of service.
+//!
+//! `crate::object` closes a loop through the second pair: an `ObjectBody`
+//! may be a `FileBody`, and a lookup makes `StoredObject`s.
 //!
 //! `docs/disk-format.md` documents the file format and `docs/disk.md` the
 //! design choices and their numbers.

@@ -29,11 +29,10 @@ use crate::busy::{SpillFuture, SpillRead};
 use crate::catalog::Raced;
 
 use super::format::{encode_slot, BlockSums, Head, Prefix, BLOCK, PREFIX_LEN};
-use super::index::on_disk;
+use super::index::{on_disk, DiskRef};
 use super::io::IoKind;
-use super::zone::DiskZone;
+use super::zone::{DiskZone, Victims};
 use crate::events::StoreEvent;
-use crate::object::DiskRef;
 
 /// Bytes buffered before a write is issued.
 const BATCH: usize = 1024 * 1024;
@@ -339,7 +338,7 @@ impl DiskWriter {
                     // The writer went while this waited: evict nothing for it.
                     return Ok(false);
                 }
-                if !zone.reserve_blocking(exact, dir) {
+                if zone.reserve(exact, dir, Victims::Unlink).is_none() {
                     return Ok(false);
                 }
                 if held.lock().add(exact) {

@@ -1,0 +1,97 @@
+//! Rewriting a stored object's head in place: after a 304, and for a soft
+//! purge.
+//!
+//! ## Model
+//!
+//! A file has two head slots; the one in use has the higher generation
+//! among those written by the file's own write ([`crate::disk::format`]).
+//! An update writes the new head into the *other* slot with the next
+//! generation, so a torn write leaves the old head valid, and the body is
+//! never touched. The slot in use is read from the file itself, never from
+//! the caller's [`DiskRef`]. A head that outgrew its slot, or a slot area
+//! that no longer checks, removes the object instead.
+//!
+//! ## Locking
+//!
+//! `head_epoch` is bumped before and after the write and the open-file
+//! cache entry dropped both times: a lookup that opened the file meanwhile
+//! does not cache a head that may be the old one ([`super::lookup`]).
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
+
+use super::{DiskZone, OpenObject};
+use crate::disk::format::{encode_slot, pick_slot, Head, Reject, PREFIX_LEN};
+use crate::disk::index::DiskRef;
+use crate::disk::io::IoKind;
+use crate::events::StoreEvent;
+
+impl DiskZone {
+    /// Where an open object's file and current head are.
+    pub(super) fn disk_ref(&self, id: u128, serial: u64, open: &OpenObject) -> DiskRef {
+        DiskRef {
+            zone: self.number,
+            id,
+            serial,
+            slot: open.slot,
+            generation: open.generation,
+            slot_len: open.prefix.slot_len,
+        }
+    }
+
+    /// After a 304: writes the new head into the slot not in use, with the
+    /// next generation (the body is not touched). The slot in use is read
+    /// from the file itself, so an update never overwrites it whatever the
+    /// caller's copy of the object says. A head that outgrew its slot
+    /// removes the object instead. True when the new head is written.
+    pub async fn update_head(&self, r: DiskRef, head: &Head) -> bool {
+        let Some(dir) = self
+            .index
+            .lock()
+            .map
+            .get(&r.id)
+            .filter(|e| e.serial == r.serial)
+            .map(|e| e.dir)
+        else {
+            return false;
+        };
+        let head = head.encode();
+        let path = self.path(dir, r.id, r.serial);
+        let (slot_len, serial) = (r.slot_len, r.serial);
+        // Heads read from now on are not cached until the rewrite is done.
+        self.head_epoch.fetch_add(1, Ordering::AcqRel);
+        self.open.remove(&r.id);
+        let written = self
+            .io
+            .run(IoKind::Write, move || {
+                let f = fs::OpenOptions::new().read(true).write(true).open(&path)?;
+                let mut area = vec![0u8; 2 * slot_len as usize];
+                f.read_exact_at(&mut area, PREFIX_LEN)?;
+                let current = pick_slot(&area, slot_len, serial)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                let Some(slot) = encode_slot(serial, current.generation + 1, &head, slot_len)
+                else {
+                    return Ok(false);
+                };
+                let spare = u64::from(1 - current.index.min(1));
+                f.write_all_at(&slot, PREFIX_LEN + spare * u64::from(slot_len))?;
+                Ok(true)
+            })
+            .await;
+        self.head_epoch.fetch_add(1, Ordering::AcqRel);
+        self.open.remove(&r.id);
+        match written {
+            Ok(true) => return true,
+            Ok(false) => self.forget(r.id, r.serial, 1),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                self.event(StoreEvent::Rejected(Reject::BadHead));
+                self.forget(r.id, r.serial, 1);
+            }
+            Err(e) => self.dir_failed(dir, &e),
+        }
+        false
+    }
+}
