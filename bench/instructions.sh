@@ -6,9 +6,12 @@
 # valgrind's callgrind, which is exact and repeatable whatever else the machine
 # does, and system calls with strace -c. Both proxies get the same load: a
 # warm-up, counters zeroed, then wrk with keep-alive for a fixed time; the
-# totals are divided by the requests wrk completed. hoard is measured twice:
-# plain, and with its admin listener and a JSON access log to a file (every
-# thread counted, the log writer's included), for the cost of observability.
+# totals are divided by the requests wrk completed. hoard is measured three
+# times: plain; with its admin listener and a JSON access log to a file (every
+# thread counted, the log writer's included), for the cost of observability;
+# and from a configuration file whose one route has edge rules that pass
+# every request (a per-client rate limit far above the load, an allow list,
+# a response header set and one removed), for the cost of those checks.
 set -euo pipefail
 BENCH_NAME=instr
 # shellcheck source-path=SCRIPTDIR
@@ -57,6 +60,29 @@ http {
 }
 NGX
 
+# The same origin and listener as the plain run, one worker thread, and a
+# route whose edge rules let every request of the load through.
+cat > "$OUT/edge.toml" <<TOML
+[server]
+threads = 1
+
+[[listener]]
+address = "127.0.0.1:$HOARD"
+
+[upstream.origin]
+servers = ["http://127.0.0.1:$ORIGIN"]
+
+[[site]]
+[[site.route]]
+prefix = "/"
+upstream = "origin"
+limit = { rate = "1000000r/s", burst = 1000000 }
+allow = ["127.0.0.0/8"]
+response_headers = { set = { "Strict-Transport-Security" = "max-age=63072000" }, remove = ["X-Powered-By"] }
+TOML
+"$ROOT/target/release/hoard" check --config "$OUT/edge.toml" >/dev/null \
+    || die "hoard rejects $OUT/edge.toml"
+
 wait_port "$ORIGIN" origin "$ORIGIN_PID" "$OUT/origin.log"
 
 # measure NAME PORT CMD...: sets RESULT="requests instructions strace-requests syscalls"
@@ -90,12 +116,14 @@ read -r hr hi hsr hc <<<"$RESULT"
 measure hoard-logged "$HOARD" "$ROOT/target/release/hoard" --upstream "http://127.0.0.1:$ORIGIN" --listen "127.0.0.1:$HOARD" --threads 1 \
     --admin "127.0.0.1:$ADMIN" --access-log "$OUT/access.log"
 read -r lr li lsr lc <<<"$RESULT"
+measure hoard-edge "$HOARD" "$ROOT/target/release/hoard" run --config "$OUT/edge.toml"
+read -r er ei esr ec <<<"$RESULT"
 measure nginx "$NGINX" nginx -c "$OUT/nginx.conf"
 read -r nr ni nsr nc <<<"$RESULT"
 
-python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" "$lr" "$li" "$lsr" "$lc" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
+python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" "$lr" "$li" "$lsr" "$lc" "$er" "$ei" "$esr" "$ec" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
 import sys
-hr, hi, hsr, hc, nr, ni, nsr, nc, lr, li, lsr, lc = map(float, sys.argv[1:])
+hr, hi, hsr, hc, nr, ni, nsr, nc, lr, li, lsr, lc, er, ei, esr, ec = map(float, sys.argv[1:])
 h_ipr, n_ipr = hi / hr, ni / nr
 h_spr, n_spr = hc / hsr, nc / nsr
 print("| proxy | requests (callgrind) | user instructions / 1 KiB hit | syscalls / hit |")
@@ -106,5 +134,8 @@ print(f"| **hoard/nginx** | | **{h_ipr / n_ipr:.2f}x** | **{h_spr / n_spr:.2f}x*
 l_ipr, l_spr = li / lr, lc / lsr
 print(f"| hoard, admin + access log | {int(lr)} | {l_ipr:,.0f} | {l_spr:.2f} |")
 print(f"| **hoard logged/plain** | | **{l_ipr / h_ipr:.2f}x** | **{l_spr / h_spr:.2f}x** |")
+e_ipr, e_spr = ei / er, ec / esr
+print(f"| hoard, edge rules | {int(er)} | {e_ipr:,.0f} | {e_spr:.2f} |")
+print(f"| **hoard edge/plain** | | **{e_ipr / h_ipr:.2f}x** | **{e_spr / h_spr:.2f}x** |")
 PY
 STATUS=0
