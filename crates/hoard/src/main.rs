@@ -7,8 +7,15 @@ mod service;
 /// (a purge dropping 100k objects on a blocking thread must not stall the
 /// serving threads' allocations, as glibc's arena locks do), and small
 /// allocations are faster.
+#[cfg(not(feature = "count-allocs"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[cfg(feature = "count-allocs")]
+mod alloc_count;
+#[cfg(feature = "count-allocs")]
+#[global_allocator]
+static GLOBAL: alloc_count::Counting = alloc_count::Counting;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -17,6 +24,8 @@ use hoard_proxy::{Config, Proxy, SystemClock};
 
 fn main() -> ExitCode {
     let cli = cli::parse();
+    #[cfg(feature = "count-allocs")]
+    alloc_count::report();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("HOARD_LOG")

@@ -97,6 +97,19 @@ pub struct Pipeline {
     pub(crate) silent: std::sync::atomic::AtomicUsize,
 }
 
+/// What the connection knows about a request it hands to [`Pipeline::serve`].
+#[derive(Debug, Clone)]
+pub struct Conn {
+    /// The client's address (after the PROXY protocol).
+    pub peer: SocketAddr,
+    /// Arrived over TLS.
+    pub tls: bool,
+    /// The connection's sendfile queue (plain HTTP/1.x only).
+    pub send: Option<Arc<SendQueue>>,
+    /// Where interim responses to this request go (HTTP/1.1 only).
+    pub interim: Option<crate::server::watch::Interim>,
+}
+
 /// A request ready for the edge rules and the cache (see `Pipeline::prepare`).
 struct Recv<'r> {
     ctx: Ctx<'r>,
@@ -238,12 +251,8 @@ impl Pipeline {
     /// Serves one client request (or a `PURGE`); errors become responses;
     /// then its outcome and time to first byte go to the metrics and its
     /// body is counted and logged as it is sent.
-    pub async fn serve(
-        self: Arc<Self>,
-        req: Request<Incoming>,
-        peer: SocketAddr,
-        tls: bool,
-    ) -> Response<Tallied> {
+    pub async fn serve(self: Arc<Self>, req: Request<Incoming>, conn: Conn) -> Response<Tallied> {
+        let (peer, tls) = (conn.peer, conn.tls);
         let started = Instant::now();
         // Boxed, and only with the log on: the request's future keeps it.
         let line = self.access_log.as_ref().map(|log| {
@@ -266,7 +275,7 @@ impl Pipeline {
             self.counters.inc(&self.counters.requests_total);
             OUTCOME
                 .scope(std::cell::Cell::new(None), async {
-                    let resp = match self.recv(req, peer, tls).await {
+                    let resp = match self.recv(req, conn).await {
                         Ok(resp) => resp,
                         Err(e) => self.error_response(&e, None),
                     };
@@ -315,9 +324,9 @@ impl Pipeline {
     async fn recv(
         self: &Arc<Self>,
         req: Request<Incoming>,
-        peer: SocketAddr,
-        tls: bool,
+        conn: Conn,
     ) -> Result<Response<ProxyBody>, ProxyError> {
+        let tls = conn.tls;
         let run = self.snapshot();
         let Recv {
             mut ctx,
@@ -325,7 +334,7 @@ impl Pipeline {
             upgrade,
             client,
             at,
-        } = match self.prepare(&run, req, peer, tls)? {
+        } = match self.prepare(&run, req, conn)? {
             Prepared::Go(r) => r,
             Prepared::Answered(resp) => return Ok(resp),
         };
@@ -374,9 +383,14 @@ impl Pipeline {
         &self,
         run: &'r running::Running,
         req: Request<Incoming>,
-        peer: SocketAddr,
-        tls: bool,
+        conn: Conn,
     ) -> Result<Prepared<'r>, ProxyError> {
+        let Conn {
+            peer,
+            tls,
+            send,
+            interim,
+        } = conn;
         let (mut parts, body) = req.into_parts();
         let limits = &run.cfg.server;
         if parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) > limits.max_uri_length {
@@ -458,11 +472,8 @@ impl Pipeline {
             version: parts.version,
             headers,
             authority,
-            send: parts.extensions.get::<Arc<SendQueue>>().cloned(),
-            interim: parts
-                .extensions
-                .get::<crate::server::watch::Interim>()
-                .cloned(),
+            send,
+            interim,
         };
         Ok(Prepared::Go(Recv {
             ctx,
@@ -696,7 +707,9 @@ impl Pipeline {
     /// Adds `Cache-Status` (RFC 9211), appended after any upstream cache's
     /// entry, and notes the request's [`Outcome`] for metrics and the log.
     pub(crate) fn add_cache_status(&self, resp: &mut Response<ProxyBody>, status: &CacheStatus) {
-        if let Ok(v) = HeaderValue::from_str(&status.to_header(&self.run().cfg.server.via)) {
+        // The String's buffer becomes the value's: no copy, no allocation.
+        let text = Bytes::from(status.to_header(&self.run().cfg.server.via));
+        if let Ok(v) = HeaderValue::from_maybe_shared(text) {
             resp.headers_mut().append("cache-status", v);
         }
         note_outcome(status.outcome());

@@ -194,7 +194,7 @@ impl Pipeline {
         c.inc(&c.cache_hit);
         resp.headers_mut().insert(
             header::AGE,
-            HeaderValue::from(obj.times.current_age(now).as_secs()),
+            super::hit::age_value(obj.times.current_age(now).as_secs()),
         );
         self.add_cache_status(&mut resp, &cs);
         PartialUse::Served(Box::new(resp))

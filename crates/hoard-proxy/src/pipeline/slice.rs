@@ -645,7 +645,7 @@ impl Pipeline {
         );
         if let Some(age) = age {
             resp.headers_mut()
-                .insert(header::AGE, HeaderValue::from(age.as_secs()));
+                .insert(header::AGE, super::hit::age_value(age.as_secs()));
         }
         self.add_cache_status(&mut resp, &cs);
         Ok(Some(resp))
@@ -690,7 +690,7 @@ impl Pipeline {
         let mut resp = self.respond(ctx, src.status, src.headers, src.body);
         if let Some(age) = age {
             resp.headers_mut()
-                .insert(header::AGE, HeaderValue::from(age.as_secs()));
+                .insert(header::AGE, super::hit::age_value(age.as_secs()));
         }
         self.add_cache_status(&mut resp, &cs);
         resp

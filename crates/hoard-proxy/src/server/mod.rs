@@ -370,7 +370,7 @@ async fn serve_connection(
     let activity = Activity::new(limits);
     let act = activity.clone();
     let counters = pipeline.counters.clone();
-    let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+    let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let p = pipeline.clone();
         let token = act.request();
         let n = served.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
@@ -378,19 +378,23 @@ async fn serve_connection(
         // with `Connection: close` (HTTP/1.x; h2 clients open new streams).
         let last = n >= max_requests && req.version() <= hyper::Version::HTTP_11;
         // Only HTTP/1.x writes chunks as they are (HTTP/2 copies them into frames).
-        if let Some(q) = &q {
-            if req.version() <= hyper::Version::HTTP_11 {
-                req.extensions_mut().insert(q.clone());
-            }
-        }
+        let send = q
+            .as_ref()
+            .filter(|_| req.version() <= hyper::Version::HTTP_11)
+            .cloned();
         // Interim responses go to HTTP/1.1 clients only (never to HTTP/1.0,
         // RFC 9110 §15.2; hyper's HTTP/2 server cannot send them).
         let interim = (req.version() == hyper::Version::HTTP_11).then(|| act.interim(n));
-        if let Some(i) = &interim {
-            req.extensions_mut().insert(i.clone());
-        }
+        // Passed as an argument, not as request extensions (a map each
+        // request would allocate).
+        let conn = crate::pipeline::Conn {
+            peer,
+            tls: is_tls,
+            send,
+            interim: interim.clone(),
+        };
         async move {
-            let mut resp = p.serve(req, peer, is_tls).await;
+            let mut resp = p.serve(req, conn).await;
             if let Some(i) = interim {
                 i.finish().await;
             }
