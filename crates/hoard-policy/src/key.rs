@@ -263,9 +263,9 @@ fn push_host(text: &mut String, host: &str, scheme: &str) {
         ("http", Some((h, "80"))) | ("https", Some((h, "443"))) => h,
         _ => host,
     };
-    for c in host.chars() {
-        text.push(c.to_ascii_lowercase());
-    }
+    let start = text.len();
+    text.push_str(host);
+    text[start..].make_ascii_lowercase();
 }
 
 #[cfg(test)]
