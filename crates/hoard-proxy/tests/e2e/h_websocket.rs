@@ -36,7 +36,7 @@ const ws = new WebSocket("wss://" + location.host + "/ws");
 ws.onopen = () => ws.send("hello over h2");
 ws.onmessage = (e) => { document.body.dataset.echo = "echo:" + e.data; ws.close(1000, "done"); };
 ws.onerror = () => { document.body.dataset.echo = "error"; };
-</script></body></html>"#;
+</script><img src="/wait" alt=""></body></html>"#;
 
 /// What the origin saw: each WebSocket handshake's request fields, and
 /// each close code a client sent.
@@ -48,19 +48,42 @@ enum Seen {
 
 /// An HTTP/1.1 origin (hyper, with upgrades): `/` is the page, `/ws` a
 /// WebSocket echo (a text `close-please` is answered by a close with code
-/// 4000), `/refuse` a 426.
+/// 4000), `/refuse` a 426, `/wait` an empty answer held until a client's
+/// close frame has reached the echo (the page loads it, so that a browser
+/// has not finished loading, and dumps no DOM, before its echo arrived).
 async fn site() -> (SocketAddr, mpsc::UnboundedReceiver<Seen>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
+    let (closed_tx, closed) = tokio::sync::watch::channel(false);
+    let closed_tx = std::sync::Arc::new(closed_tx);
     tokio::spawn(async move {
         loop {
             let (stream, _) = listener.accept().await.unwrap();
             let tx = tx.clone();
+            let closed_tx = closed_tx.clone();
+            let closed = closed.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req| {
                     let tx = tx.clone();
-                    async move { Ok::<_, std::convert::Infallible>(answer(req, tx)) }
+                    let closed_tx = closed_tx.clone();
+                    let mut closed = closed.clone();
+                    async move {
+                        if req.uri().path() == "/wait" {
+                            // Bounded: a failing page shows in the DOM, not as a hang.
+                            let _ = tokio::time::timeout(
+                                std::time::Duration::from_secs(20),
+                                closed.wait_for(|c| *c),
+                            )
+                            .await;
+                            let resp = Response::builder()
+                                .header("cache-control", "no-store")
+                                .body(Full::new(Bytes::new()))
+                                .unwrap();
+                            return Ok::<_, std::convert::Infallible>(resp);
+                        }
+                        Ok::<_, std::convert::Infallible>(answer(req, tx, closed_tx))
+                    }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), svc)
@@ -75,6 +98,7 @@ async fn site() -> (SocketAddr, mpsc::UnboundedReceiver<Seen>) {
 fn answer(
     mut req: Request<hyper::body::Incoming>,
     tx: mpsc::UnboundedSender<Seen>,
+    closed: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
 ) -> Response<Full<Bytes>> {
     let status = |s: u16, body: &'static str| {
         Response::builder()
@@ -122,6 +146,7 @@ fn answer(
                         m @ (Message::Text(_) | Message::Binary(_)) => ws.send(m).await.unwrap(),
                         Message::Close(f) => {
                             let _ = tx.send(Seen::Closed(f.map(|f| u16::from(f.code))));
+                            closed.send_replace(true);
                             return;
                         }
                         _ => {}
