@@ -72,7 +72,7 @@ impl CachePolicy {
     pub fn default_ttl(&self, status: u16) -> Option<Duration> {
         self.default_ttls.iter().find_map(|d| match d.status {
             StatusMatch::Code(c) if c == status => Some(d.ttl),
-            StatusMatch::Any if crate::storable::heuristically_cacheable(status) => Some(d.ttl),
+            StatusMatch::Any if crate::status::heuristically_cacheable(status) => Some(d.ttl),
             _ => None,
         })
     }

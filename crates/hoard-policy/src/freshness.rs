@@ -91,7 +91,7 @@ fn heuristic(
     policy: &CachePolicy,
     response_time: SystemTime,
 ) -> Option<Duration> {
-    if !(crate::storable::heuristically_cacheable(facts.status) || facts.cc.public) {
+    if !(crate::status::heuristically_cacheable(facts.status) || facts.cc.public) {
         return None;
     }
     let lm = facts.last_modified?;

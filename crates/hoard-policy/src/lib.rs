@@ -19,6 +19,7 @@ pub mod headers;
 pub mod key;
 pub mod range;
 pub mod reuse;
+pub mod status;
 pub mod storable;
 pub mod structured;
 pub mod tags;

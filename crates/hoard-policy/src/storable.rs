@@ -9,6 +9,7 @@ use crate::cache_control::CacheControl;
 use crate::config::CachePolicy;
 use crate::facts::ResponseFacts;
 use crate::freshness::{freshness_lifetime, LifetimeSource};
+pub use crate::status::heuristically_cacheable;
 
 /// Why a response was not stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,14 +81,6 @@ impl NotStorable {
             NotStorable::UnexpectedRange => "unexpected-range",
         }
     }
-}
-
-/// Statuses that are heuristically cacheable (RFC 9110 §15.1).
-pub fn heuristically_cacheable(status: u16) -> bool {
-    matches!(
-        status,
-        200 | 203 | 204 | 206 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501
-    )
 }
 
 /// Statuses whose caching semantics hoard implements (RFC 9110 §15).
