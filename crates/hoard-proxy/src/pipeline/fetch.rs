@@ -24,7 +24,7 @@ use hoard_policy::key::{CacheKey, Digest};
 use hoard_policy::reuse::{reuse, stale_if_error, Reuse};
 use hoard_store::object::StoredObject;
 use hoard_store::Lookup;
-use http::header::{self, HeaderMap};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 
 use super::{Ctx, Pipeline};
@@ -77,6 +77,25 @@ impl Mode {
 }
 
 impl Pipeline {
+    /// Where a forwarded range request meets others for the same bytes of
+    /// the same version (`Range` and `If-Range` alike).
+    pub(crate) fn forward_slot(key: &CacheKey, ctx: &Ctx<'_>) -> Mode {
+        let field = |h| {
+            ctx.headers
+                .get(h)
+                .map(|v: &HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .unwrap_or_default()
+        };
+        let text = format!(
+            "{}{}{} if-range={}",
+            key.text,
+            hoard_policy::key::RANGE_MARK,
+            field(header::RANGE),
+            field(header::IF_RANGE)
+        );
+        Mode::Variant(Digest::of(text.as_bytes()), text)
+    }
+
     /// The fill job for `ctx`: a GET to the origin, with the stale copy's validators.
     pub(crate) fn fill_job(
         &self,

@@ -34,7 +34,7 @@ use std::time::SystemTime;
 
 use hoard_policy::cache_control::CacheControl;
 use hoard_policy::cache_status::{ttl_secs, CacheStatus};
-use hoard_policy::key::{CacheKey, Digest};
+use hoard_policy::key::CacheKey;
 use hoard_policy::range::{completion_validator, decide, parse_content_range, RangeDecision};
 use hoard_policy::reuse::{reuse, Reuse};
 use hoard_store::object::StoredObject;
@@ -42,7 +42,6 @@ use hoard_store::Lookup;
 use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 
-use super::fetch::Mode;
 use super::range::partial;
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
@@ -198,25 +197,6 @@ impl Pipeline {
         );
         self.add_cache_status(&mut resp, &cs);
         PartialUse::Served(Box::new(resp))
-    }
-
-    /// Where a forwarded range request meets others for the same bytes of
-    /// the same version (`Range` and `If-Range` alike).
-    pub(crate) fn forward_slot(key: &CacheKey, ctx: &Ctx<'_>) -> Mode {
-        let field = |h| {
-            ctx.headers
-                .get(h)
-                .map(|v: &HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned())
-                .unwrap_or_default()
-        };
-        let text = format!(
-            "{}{}{} if-range={}",
-            key.text,
-            hoard_policy::key::RANGE_MARK,
-            field(header::RANGE),
-            field(header::IF_RANGE)
-        );
-        Mode::Variant(Digest::of(text.as_bytes()), text)
     }
 
     /// Turns a fill job into one that stores (forwarded range) or completes
