@@ -18,9 +18,10 @@ use hoard_store::disk::reader::FileReader;
 use hoard_store::object::{ObjectBody, StoredObject};
 use http_body::{Body, Frame, SizeHint};
 
+use crate::error::BoxError;
 use crate::pipeline::slice_body::SliceBody;
 use crate::server::sendfile::{SendQueue, SPAN_MAX};
-use crate::upstream::{BoxError, OriginBody};
+use crate::upstream::OriginBody;
 
 /// A response body. See the module docs.
 #[derive(Debug)]

@@ -10,6 +10,9 @@ use std::fmt;
 
 use http::StatusCode;
 
+/// Boxed error for bodies.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Where a failure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorSource {

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use crate::upstream::BoxError;
+use crate::error::BoxError;
 
 /// The client stopped sending its body.
 #[derive(Debug)]

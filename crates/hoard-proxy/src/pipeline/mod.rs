@@ -524,7 +524,7 @@ impl Pipeline {
                 None
             } else {
                 let limited = Limited::new(body, limits.max_body_size as usize)
-                    .map_err(|e| e as crate::upstream::BoxError);
+                    .map_err(|e| e as crate::error::BoxError);
                 Some(
                     client_body::ClientBody::new(limited, limits.body_read_timeout).boxed()
                         as ReqBody,

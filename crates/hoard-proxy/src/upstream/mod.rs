@@ -35,8 +35,7 @@ use crate::error::{ErrorKind, ProxyError};
 use crate::metrics::{OriginResult, UpstreamStats};
 use pool::{Pool, PoolReturn};
 
-/// Boxed error for bodies.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use crate::error::BoxError;
 
 /// The body of a request to an origin.
 pub type ReqBody = BoxBody<Bytes, BoxError>;
