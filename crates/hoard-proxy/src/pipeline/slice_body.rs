@@ -15,6 +15,11 @@
 //! and serves the requests that come after. Opening a slice to send it through to its end starts the
 //! prefetch of the next ones (a short range inside one slice does not). A body
 //! that is dropped unpolled (HEAD, 304, 416) opens nothing.
+//!
+//! This module, `super::slice`, `super::range` and `crate::body` import one
+//! another by design: `ProxyBody::Sliced` holds a `SliceBody`, which
+//! opens each slice through the handler's `SliceCtx` and cuts that slice's
+//! `ProxyBody` with `range::partial`.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -30,8 +35,7 @@ use http_body::{Body, Frame, SizeHint};
 use super::range::partial;
 use super::slice::{SliceCtx, SliceSource, Validator};
 use crate::body::{Part, ProxyBody};
-use crate::error::ProxyError;
-use crate::upstream::BoxError;
+use crate::error::{BoxError, ProxyError};
 
 type Opening = Pin<Box<dyn Future<Output = Result<SliceSource, ProxyError>> + Send>>;
 
