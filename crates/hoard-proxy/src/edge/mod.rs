@@ -84,11 +84,6 @@ impl Edge {
             && self.error_pages.is_none()
     }
 
-    /// True when a rule looks at the client's address.
-    pub fn needs_client(&self) -> bool {
-        self.rate.is_some() || self.connections.is_some() || !self.access.is_empty()
-    }
-
     /// The last step of every response of the route: an error page for
     /// hoard's own error, then the response header edits.
     pub fn finish(&self, resp: &mut http::Response<ProxyBody>, vars: &template::Vars<'_>) {

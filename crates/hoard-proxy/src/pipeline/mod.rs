@@ -115,8 +115,6 @@ struct Recv<'r> {
     ctx: Ctx<'r>,
     body: Incoming,
     upgrade: Option<(tunnel::Asked, hyper::upgrade::OnUpgrade)>,
-    /// The client's address as the edge rules see it.
-    client: std::net::IpAddr,
     /// (site, route) indices.
     at: (usize, usize),
 }
@@ -162,6 +160,9 @@ pub(crate) struct Ctx<'a> {
     pub site: &'a SiteConfig,
     pub upstream: &'a Arc<Upstream>,
     pub peer: SocketAddr,
+    /// The client's address as the edge rules and `$remote_addr` see it:
+    /// the peer's, or from `X-Forwarded-For` when the peer is a trusted proxy.
+    pub client: std::net::IpAddr,
     pub tls: bool,
     pub method: Method,
     pub uri: Uri,
@@ -332,7 +333,6 @@ impl Pipeline {
             mut ctx,
             body,
             upgrade,
-            client,
             at,
         } = match self.prepare(&run, req, conn)? {
             Prepared::Go(r) => r,
@@ -342,7 +342,7 @@ impl Pipeline {
         let edge = ctx.route.edge.as_deref();
         let mut held = None;
         if let Some(edge) = edge {
-            let vars = edge_vars(&ctx.uri, &ctx.authority, client, tls);
+            let vars = edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);
             let rate = run.rates[at.0][at.1].as_ref();
             match self
                 .admit(edge, rate, &ctx.route.path, &vars, &ctx.headers)
@@ -359,7 +359,7 @@ impl Pipeline {
                 ctx.headers.remove(header::AUTHORIZATION);
             }
             if !edge.request_headers.is_empty() {
-                let vars = edge_vars(&ctx.uri, &ctx.authority, client, tls);
+                let vars = edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);
                 edge.request_headers.apply(&mut ctx.headers, &vars);
             }
         }
@@ -368,7 +368,10 @@ impl Pipeline {
             return result;
         };
         let mut resp = result.unwrap_or_else(|e| self.error_response(&e, None));
-        edge.finish(&mut resp, &edge_vars(&ctx.uri, &ctx.authority, client, tls));
+        edge.finish(
+            &mut resp,
+            &edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls),
+        );
         if let Some(guard) = held {
             resp.extensions_mut().insert(guard);
         }
@@ -432,12 +435,9 @@ impl Pipeline {
             return Ok(Prepared::Answered(resp));
         };
         let route = &site.routes[route_idx];
-        let client = match route.edge.as_deref() {
-            Some(e) if e.needs_client() => {
-                forwarding::client_addr(peer.ip(), &parts.headers, &run.cfg.server.trusted_proxies)
-            }
-            _ => peer.ip(),
-        };
+        // Costs one look at an empty list unless trusted proxies are set.
+        let client =
+            forwarding::client_addr(peer.ip(), &parts.headers, &run.cfg.server.trusted_proxies);
         let upgrade = tunnel::check(&parts, route.upgrade)?.and_then(|asked| {
             if matches!(asked, tunnel::Asked::WebSocketOverHttp2) {
                 // RFC 8441 §5: a GET with an Upgrade, to the origin.
@@ -466,6 +466,7 @@ impl Pipeline {
             upstream: &run.upstreams[route.upstream],
             run,
             peer,
+            client,
             tls,
             method: parts.method,
             uri: parts.uri,
@@ -479,7 +480,6 @@ impl Pipeline {
             ctx,
             body,
             upgrade,
-            client,
             at: (site_idx, route_idx),
         }))
     }

@@ -75,14 +75,9 @@ impl Pipeline {
             // The route's own values of forwarding fields (`X-Real-IP =
             // "$remote_addr"`) are the operator's, not the client's: set
             // again after the client's copies went.
-            let client = super::forwarding::client_addr(
-                ctx.peer.ip(),
-                &ctx.headers,
-                &ctx.run.cfg.server.trusted_proxies,
-            );
             edge.request_headers.apply_forwarding(
                 &mut headers,
-                &super::edge_vars(&ctx.uri, &ctx.authority, client, ctx.tls),
+                &super::edge_vars(&ctx.uri, &ctx.authority, ctx.client, ctx.tls),
             );
         }
         let uri = ctx

@@ -742,3 +742,36 @@ response_headers = {{ set = {{ "Strict-Transport-Security" = "max-age=63072000" 
     proxy.expect_counter("edge_redirects", 1);
     origin.finish().await;
 }
+
+// q00011: `$remote_addr` is the client a trusted proxy names, also on a
+// route whose only edge key is a header edit.
+#[tokio::test]
+async fn q00011_remote_addr_through_a_trusted_proxy() {
+    let t = Test::new("q00011");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq()
+                .await
+                .expect_header("x-client-addr", "203.0.113.5");
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .body("ok")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let cfg = one_route(
+        "[server]\ntrusted_proxies = [\"127.0.0.1\"]",
+        r#"request_headers = { set = { "X-Client-Addr" = "$remote_addr" } }"#,
+    );
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    t.client(&proxy)
+        .get("/")
+        .hdr("X-Forwarded-For", "203.0.113.5")
+        .send()
+        .await
+        .expect_body("ok");
+    origin.finish().await;
+}
