@@ -147,7 +147,6 @@ impl Resolver<'_> {
         let Some(raw) = raw else {
             return Ok(HeaderEdits::default());
         };
-        let span = raw.span();
         let raw = raw.into_inner();
         let name = |n: &str, span: std::ops::Range<usize>, what: &str| {
             let key = format!("{at}.{what}");
@@ -191,7 +190,6 @@ impl Resolver<'_> {
                 }
             }
         }
-        let _ = span;
         Ok(edits)
     }
 
