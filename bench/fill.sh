@@ -359,7 +359,7 @@ if has "$SCENARIOS" stale; then
 fi
 
 # ---------------------------------------------------- 4. microcaching ----
-declare -A M_RPS M_P50 M_P99 M_MAX M_REQ M_ORIG M_ORPS M_ERR
+declare -A M_RPS M_P50 M_P99 M_MAX M_REQ M_ORIG M_ORPS M_ERR M_STALL
 if has "$SCENARIOS" micro; then
     wrk_report_lua "$RUN/report.lua"
     targets="$PROXIES"
@@ -373,8 +373,14 @@ if has "$SCENARIOS" micro; then
         c0="$(origin_count "$path")"
         f="$RUN/micro-$p.wrk"
         log "micro: $p, wrk -t1 -c$MICRO_CONNS -d${MICRO_DURATION}s (app: $MICRO_WORKERS workers x $MICRO_MS ms)"
+        # The stall probe shares the proxy's CPU: a slow response that
+        # matches its worst wake-up was the machine's stall, not the proxy's.
+        taskset -c "$PROXY_CPU" python3 "$BENCH_DIR/stall_probe.py" "$MICRO_DURATION" >"$f.stall" 2>&1 &
+        probe=$!
         taskset -c "$CLIENT_CPU" wrk -t1 -c"$MICRO_CONNS" -d"${MICRO_DURATION}s" --latency --timeout 10s \
             -s "$RUN/report.lua" "$url" >"$f" 2>&1 || { cat "$f" >&2; die "wrk failed for $url"; }
+        wait "$probe" || true
+        M_STALL[$p]="$(sed -n 's/^STALL max_ms=\([0-9.]*\).*/\1/p' "$f.stall")"
         sleep 0.5
         c1="$(origin_count "$path")"
         line="$(grep '^BENCH ' "$f" || true)"
@@ -399,8 +405,13 @@ if has "$SCENARIOS" micro; then
             awk -v m="${M_MAX[$p]}" -v d="$MICRO_MS" 'BEGIN { exit !(m >= d) }' \
                 && NOTES+=("micro, hoard: max latency ${M_MAX[$p]} ms, i.e. some client waited for the app ($MICRO_MS ms) although stale-while-revalidate should hide refreshes")
             # Every response is a hit or a stale hit: none should wait long.
-            awk -v m="${M_MAX[$p]}" -v d="$MICRO_MAX_MS" 'BEGIN { exit !(m >= d) }' \
-                && NOTES+=("micro, hoard: max latency ${M_MAX[$p]} ms, over the ${MICRO_MAX_MS} ms no-stall target (a stall with a period lands on the same round number run after run)")
+            if awk -v m="${M_MAX[$p]}" -v d="$MICRO_MAX_MS" 'BEGIN { exit !(m >= d) }'; then
+                if awk -v m="${M_MAX[$p]}" -v s="${M_STALL[$p]:-0}" 'BEGIN { exit !(s >= m * 0.8) }'; then
+                    NOTES+=("micro, hoard: max latency ${M_MAX[$p]} ms, over the ${MICRO_MAX_MS} ms target, but the machine itself stalled ${M_STALL[$p]} ms in the same run (stall probe on the proxy's CPU)")
+                else
+                    NOTES+=("micro, hoard: max latency ${M_MAX[$p]} ms, over the ${MICRO_MAX_MS} ms no-stall target while the machine's worst stall was ${M_STALL[$p]:-?} ms: a stall of hoard's own")
+                fi
+            fi
         fi
     done
 fi
@@ -507,14 +518,16 @@ ORDER=""; for p in hoard nginx varnish; do has "$PROXIES" "$p" && ORDER+="$p "; 
         echo "App: $MICRO_WORKERS workers x $MICRO_MS ms (at most $(awk -v w="$MICRO_WORKERS" -v m="$MICRO_MS" 'BEGIN { printf "%.0f", w * 1000 / m }') req/s), no Cache-Control; 1 s TTL and ${SWR} s of stale serving in each proxy."
         echo "Load: wrk -t1 -c$MICRO_CONNS -d${MICRO_DURATION}s --latency on one URL. origin = requests that reached the app during the run."
         echo
-        echo "| target | requests | req/s | p50 | p99 | max | origin | origin req/s | errors |"
-        echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
+        echo "machine stall = the latest wake-up of a 1 ms sleep on the proxy's CPU during that run (\`stall_probe.py\`): a max near it is the machine's, not the proxy's."
+        echo
+        echo "| target | requests | req/s | p50 | p99 | max | machine stall | origin | origin req/s | errors |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
         for p in $ORDER $( [ "$MICRO_BASELINE" = 1 ] && echo origin ); do
             name="$p"; [ "$p" = origin ] && name="no cache (app direct)"
-            echo "| $name | ${M_REQ[$p]} | ${M_RPS[$p]} | $(msfmt "${M_P50[$p]}") | $(msfmt "${M_P99[$p]}") | $(msfmt "${M_MAX[$p]}") | ${M_ORIG[$p]} | ${M_ORPS[$p]} |${M_ERR[$p]} |"
+            echo "| $name | ${M_REQ[$p]} | ${M_RPS[$p]} | $(msfmt "${M_P50[$p]}") | $(msfmt "${M_P99[$p]}") | $(msfmt "${M_MAX[$p]}") | $(msfmt "${M_STALL[$p]:-0}") | ${M_ORIG[$p]} | ${M_ORPS[$p]} |${M_ERR[$p]} |"
         done
         if [ "$both" = 1 ]; then
-            echo "| **hoard/nginx** | | **$(ratio "${M_RPS[hoard]}" "${M_RPS[nginx]}")** | $(ratio "${M_P50[hoard]}" "${M_P50[nginx]}") | **$(ratio "${M_P99[hoard]}" "${M_P99[nginx]}")** | $(ratio "${M_MAX[hoard]}" "${M_MAX[nginx]}") | $(ratio "${M_ORIG[hoard]}" "${M_ORIG[nginx]}") | | |"
+            echo "| **hoard/nginx** | | **$(ratio "${M_RPS[hoard]}" "${M_RPS[nginx]}")** | $(ratio "${M_P50[hoard]}" "${M_P50[nginx]}") | **$(ratio "${M_P99[hoard]}" "${M_P99[nginx]}")** | $(ratio "${M_MAX[hoard]}" "${M_MAX[nginx]}") | | $(ratio "${M_ORIG[hoard]}" "${M_ORIG[nginx]}") | | |"
         fi
     fi
 

@@ -6,6 +6,11 @@
 //! [`crate::pipeline::Pipeline`]; limits (head size, header count, head read
 //! timeout) are enforced by hyper, which answers 431/400 itself.
 //!
+//! HTTP/2 streams are first polled inside the connection's task
+//! ([`inline_exec`]), and an HTTP/2 connection's writes are held back while
+//! it is polled and sent in one write afterwards ([`cork`]): the hits
+//! answered in one poll leave in one TLS record and one `writev`.
+//!
 //! ## Limits
 //!
 //! A connection takes one of `server.max_connections` permits for its whole
@@ -26,6 +31,8 @@
 //! GOAWAY. The loop ends when every connection is closed or after
 //! `server.shutdown_timeout`, whichever comes first.
 
+pub mod cork;
+pub mod inline_exec;
 pub mod proxy_protocol;
 pub mod sendfile;
 pub mod tally;
@@ -38,7 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch as signal;
@@ -46,6 +53,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::ServerConfig;
 use crate::pipeline::Pipeline;
+use inline_exec::InlineExec;
 use sendfile::{SendQueue, SendfileStream};
 use watch::{Activity, Limits, Tracked, Verdict, Watched};
 
@@ -64,8 +72,8 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::from_std(socket.into())
 }
 
-fn builder(server: &ServerConfig, http2: bool) -> auto::Builder<TokioExecutor> {
-    let mut b = auto::Builder::new(TokioExecutor::new());
+fn builder(server: &ServerConfig, http2: bool) -> auto::Builder<InlineExec> {
+    let mut b = auto::Builder::new(InlineExec);
     b.http1()
         .timer(TokioTimer::new())
         .header_read_timeout(server.header_read_timeout)
@@ -124,7 +132,7 @@ pub async fn accept_loop(
     let permits = pipeline.connections.clone();
     let counters = pipeline.counters.clone();
     // Rebuilt when the running configuration or the listener changes.
-    let mut current: Option<(u64, Arc<ListenerState>, Arc<auto::Builder<TokioExecutor>>)> = None;
+    let mut current: Option<(u64, Arc<ListenerState>, Arc<auto::Builder<InlineExec>>)> = None;
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -256,7 +264,7 @@ async fn serve(
     permit: tokio::sync::OwnedSemaphorePermit,
     stream: TcpStream,
     peer: SocketAddr,
-    builder: Arc<auto::Builder<TokioExecutor>>,
+    builder: Arc<auto::Builder<InlineExec>>,
     pipeline: Arc<Pipeline>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     proxy_protocol: Option<Arc<[crate::config::ops::Cidr]>>,
@@ -306,12 +314,15 @@ async fn serve(
         }
     }
     let is_tls = tls.is_some();
+    // A plain connection that opened with the HTTP/2 preface.
+    let mut h2c = false;
     if !is_tls {
         // A client that connects and says nothing is closed on the head
         // timeout, like one that stops in the middle of a head.
         // (`peek` waits for a byte; readiness alone can be spurious.)
         // A shutdown closes it at once (it has no request in flight).
-        let mut first = [0u8; 1];
+        // Three bytes tell an HTTP/2 preface (`PRI * HTTP/2.0`) from a request.
+        let mut first = [0u8; 3];
         let silent = Silent::new(&pipeline.silent);
         let peeked = tokio::select! {
             r = tokio::time::timeout(handshake_timeout, stream.peek(&mut first)) => r,
@@ -324,7 +335,7 @@ async fn serve(
         };
         drop(silent);
         match peeked {
-            Ok(Ok(n)) if n > 0 => {}
+            Ok(Ok(n)) if n > 0 => h2c = n == 3 && &first == b"PRI",
             Ok(_) => return, // closed or failed before a byte
             Err(_) => {
                 pipeline.counters.inc(&pipeline.counters.connections_silent);
@@ -345,6 +356,7 @@ async fn serve(
         handshake_timeout,
         sendfile,
         limits,
+        h2c,
     ))
     .await;
 }
@@ -354,16 +366,17 @@ async fn serve(
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
-    builder: Arc<auto::Builder<TokioExecutor>>,
+    builder: Arc<auto::Builder<InlineExec>>,
     pipeline: Arc<Pipeline>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     mut shutdown: signal::Receiver<bool>,
     handshake_timeout: Duration,
     sendfile: bool,
     limits: Limits,
+    h2c: bool,
 ) {
     let is_tls = tls.is_some();
-    let queue = (!is_tls && sendfile).then(|| SendQueue::new(pipeline.counters.clone()));
+    let queue = (!is_tls && !h2c && sendfile).then(|| SendQueue::new(pipeline.counters.clone()));
     let q = queue.clone();
     let max_requests = pipeline.run().cfg.server.max_requests_per_connection;
     let served = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -411,8 +424,9 @@ async fn serve_connection(
     // shutdown or when the watchdog finds it idle or flooding resets, and
     // at once when the client stopped reading (see `watch`).
     macro_rules! drive {
-        ($io:expr) => {{
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(Watched::new($io, activity.clone())), svc);
+        // The connection future, and how to begin its graceful shutdown.
+        ($conn:expr, |$c:ident| $graceful:expr) => {{
+            let conn = $conn;
             tokio::pin!(conn);
             let mut ticker = tokio::time::interval(limits.tick());
             let mut dog = activity.watchdog();
@@ -423,7 +437,8 @@ async fn serve_connection(
                     r = conn.as_mut() => break r,
                     _ = shutdown.changed(), if !closing => {
                         closing = true;
-                        conn.as_mut().graceful_shutdown();
+                        let $c = conn.as_mut();
+                        $graceful;
                         continue;
                     }
                     // A reset flood, or an interim response to write (the
@@ -447,18 +462,40 @@ async fn serve_connection(
                         });
                         tracing::debug!(%peer, verdict = verdict.as_str(), "closing connection");
                         closing = true;
-                        conn.as_mut().graceful_shutdown();
+                        let $c = conn.as_mut();
+                        $graceful;
                     }
                 }
             }
         }};
+        ($io:expr) => {
+            drive!(
+                builder.serve_connection_with_upgrades(TokioIo::new(Watched::new($io, activity.clone())), svc),
+                |c| c.graceful_shutdown()
+            )
+        };
+    }
+    // HTTP/2: the responses of one poll leave in one write (`cork`).
+    macro_rules! drive_corked {
+        ($io:expr) => {{
+            let (io, handle) = cork::cork(Watched::new($io, activity.clone()));
+            drive!(
+                cork::Corked::new(
+                    builder.serve_connection_with_upgrades(TokioIo::new(io), svc),
+                    handle
+                ),
+                |c| c.inner().graceful_shutdown()
+            )
+        }};
     }
     let result = match (tls, queue) {
+        (None, _) if h2c => drive_corked!(stream),
         (None, Some(queue)) => drive!(SendfileStream::new(stream, queue)),
         (None, None) => drive!(stream),
         // A handshake gets as long as a request head.
         (Some(acceptor), _) => {
             match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                Ok(Ok(s)) if s.get_ref().1.alpn_protocol() == Some(b"h2") => drive_corked!(s),
                 Ok(Ok(s)) => drive!(s),
                 Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "TLS handshake failed");

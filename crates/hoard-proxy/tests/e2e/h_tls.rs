@@ -242,3 +242,134 @@ async fn h00011_reload_reads_renewed_certificates() {
     assert_eq!(before.send_request(get()).await.unwrap().status(), 200);
     origin.finish().await;
 }
+
+// h00012: one HTTP/2 connection over TLS carries 100 concurrent streams: hits
+// of a small and of a 1 MiB object (answered inside the connection's poll,
+// their writes batched; the large bodies fill the batching buffer past its
+// limit) and a miss that waits for the origin meanwhile. (Each body is read
+// by its own task: read one after another, unread bodies would hold the
+// connection's flow-control window and stall the client.) Every body arrives whole and in order, and the
+// origin sees exactly the three fills.
+#[tokio::test]
+async fn h00012_http2_batched_writes_keep_every_stream_whole() {
+    let t = Test::new("h00012");
+    let small: Vec<u8> = (0..1024u32).map(|i| (i % 251) as u8).collect();
+    let big: Vec<u8> = (0..(1u32 << 20))
+        .map(|i| (i.wrapping_mul(7) % 253) as u8)
+        .collect();
+    let (late_asked, late_go) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let origin = {
+        let (small, big) = (small.clone(), big.clone());
+        let (asked, go) = (late_asked.clone(), late_go.clone());
+        t.origin()
+            .script(move |mut s| async move {
+                s.rxreq().await.expect_url("/small");
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body(&small)
+                    .send()
+                    .await;
+                s.rxreq().await.expect_url("/big");
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body(&big)
+                    .send()
+                    .await;
+                s.rxreq().await.expect_url("/late");
+                asked.notify_one();
+                go.notified().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body("late")
+                    .send()
+                    .await;
+            })
+            .start()
+            .await
+    };
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| {
+            c.listeners[0].tls = Some(TlsConfig {
+                cert: fixture("server.pem"),
+                key: fixture("server.key"),
+            });
+        })
+        .start()
+        .await;
+    let tcp = tokio::net::TcpStream::connect(proxy.endpoint())
+        .await
+        .unwrap();
+    let tls = connector(&[b"h2"])
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let (send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let get = |path: &str| {
+        let mut send = send.clone();
+        let req = http::Request::get(format!("https://localhost{path}"))
+            .body(Empty::<bytes::Bytes>::new())
+            .unwrap();
+        async move { send.send_request(req).await.unwrap() }
+    };
+    // Fill both objects.
+    for (path, want) in [("/small", &small), ("/big", &big)] {
+        let resp = get(path).await;
+        assert_eq!(resp.status(), 200);
+        assert_eq!(
+            &resp.into_body().collect().await.unwrap().to_bytes()[..],
+            &want[..]
+        );
+    }
+    proxy.wait_counter("objects_stored", 2).await;
+
+    // The miss first, so that it waits on the origin while the hits go by.
+    let late = tokio::spawn(get("/late"));
+    late_asked.notified().await;
+    let paths: Vec<&str> = (0..99)
+        .map(|i| if i % 3 == 0 { "/big" } else { "/small" })
+        .collect();
+    let pending: Vec<_> = paths
+        .iter()
+        .map(|p| {
+            let resp = get(p);
+            tokio::spawn(async move {
+                let (head, body) = resp.await.into_parts();
+                (head, body.collect().await.unwrap().to_bytes())
+            })
+        })
+        .collect();
+    for (path, done) in paths.iter().zip(pending) {
+        let (head, body) = done.await.unwrap();
+        assert_eq!(head.status, 200, "{path}");
+        assert_eq!(
+            hoard_testkit::cache_status_params(head.headers["cache-status"].to_str().unwrap())
+                .first()
+                .map(String::as_str),
+            Some("hit"),
+            "{path}"
+        );
+        let want = if *path == "/big" { &big } else { &small };
+        assert!(
+            body[..] == want[..],
+            "{path}: {} bytes, not the stored body",
+            body.len()
+        );
+    }
+    late_go.notify_one();
+    let resp = late.await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        &resp.into_body().collect().await.unwrap().to_bytes()[..],
+        b"late"
+    );
+    origin.finish().await;
+}

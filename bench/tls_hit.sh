@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Cache hits over TLS: hoard vs. nginx proxy_cache, HTTP/2 and HTTP/1.1.
+#
+# Both proxies terminate TLS with the same ECDSA P-256 certificate, use both
+# CPUs (nginx: 2 workers; hoard: 2 worker threads) and sit in front of the
+# same nginx origin. h2load drives them (HTTP/2: -c16 -m10; HTTP/1.1:
+# --h1 -c16), sharing the machine with them, the same for both. nginx is at
+# its best setting for the test: `keepalive_requests` raised so that it does
+# not close each HTTP/2 connection after 1,000 requests (its default), and
+# `ssl_session_cache` on. Every measured request is a hit.
+#
+# Environment knobs (all optional):
+#   DURATION=10        seconds per h2load run
+#   RUNS=3             runs per cell, interleaved; the median is shown
+#   OBJECTS="1k"       objects (1k, 64k)
+#   MODES="h2 h1"      protocols
+#   PROXIES="nginx hoard"
+#   HOARD_BIN, SKIP_BUILD=1, KEEP=1, BASE_PORT=18600
+set -euo pipefail
+
+BENCH_NAME=tls_hit
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+DURATION="${DURATION:-10}"
+RUNS="${RUNS:-3}"
+OBJECTS="${OBJECTS:-1k}"
+MODES="${MODES:-h2 h1}"
+PROXIES="${PROXIES:-nginx hoard}"
+KEEP="${KEEP:-0}"
+SKIP_BUILD="${SKIP_BUILD:-0}"
+HOARD_BIN="${HOARD_BIN:-$ROOT/target/release/hoard}"
+NEXT_PORT="${BASE_PORT:-18600}"
+
+require_whole DURATION "a whole number of seconds"
+require_whole RUNS
+require_positive DURATION RUNS
+
+ensure_tools nginx:nginx-light h2load:nghttp2-client openssl:openssl curl:curl
+NCPU="$(nproc)"
+raise_nofile
+has "$PROXIES" hoard && build_hoard
+
+start_run tls
+free_port ORIGIN_PORT
+free_port NGINX_PORT
+free_port HOARD_PORT
+
+# ------------------------------------------------------------- certificate ----
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -keyout "$RUN/key.pem" -out "$RUN/cert.pem" -days 2 -subj /CN=localhost \
+    -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null
+
+# ------------------------------------------------------------------ origin ----
+mkdir -p "$RUN/www"
+head -c 1024 /dev/urandom >"$RUN/www/1k"
+head -c 65536 /dev/urandom >"$RUN/www/64k"
+{
+    nginx_common origin
+    cat <<EOF
+http {
+    access_log off;
+$(nginx_temp_paths origin)
+    server {
+        listen 127.0.0.1:$ORIGIN_PORT;
+        root $RUN/www;
+        location / { add_header Cache-Control "max-age=3600"; }
+    }
+}
+EOF
+} >"$RUN/origin.conf"
+start_nginx origin
+wait_port "$ORIGIN_PORT" origin "$STARTED_PID"
+
+# ------------------------------------------------------------------ proxies ----
+mkdir -p "$RUN/nginx/cache"
+{
+    nginx_common nginx | sed 's/^worker_processes 1;/worker_processes 2;/'
+    cat <<EOF
+http {
+    access_log off;
+    sendfile on;
+    tcp_nodelay on;
+    keepalive_requests 10000000;
+    keepalive_timeout 75s;
+    open_file_cache max=1024 inactive=60s;
+$(nginx_temp_paths nginx)
+    proxy_cache_path $RUN/nginx/cache levels=1:2 keys_zone=bench:16m max_size=256m inactive=1h use_temp_path=off;
+    upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 32; }
+    server {
+        listen 127.0.0.1:$NGINX_PORT ssl http2 backlog=4096;
+        ssl_certificate $RUN/cert.pem;
+        ssl_certificate_key $RUN/key.pem;
+        ssl_session_cache shared:SSL:10m;
+        location / {
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_cache bench;
+            add_header X-Cache \$upstream_cache_status always;
+        }
+    }
+}
+EOF
+} >"$RUN/nginx.conf"
+
+cat >"$RUN/hoard.toml" <<EOF
+[[listener]]
+address = "127.0.0.1:$HOARD_PORT"
+http2 = true
+tls = { cert = "$RUN/cert.pem", key = "$RUN/key.pem" }
+
+[server]
+threads = 2
+http2_max_streams = 128
+
+[cache]
+memory_size = "256MiB"
+
+[upstream.origin]
+servers = ["http://127.0.0.1:$ORIGIN_PORT"]
+
+[[site]]
+hosts = ["localhost"]
+[[site.route]]
+prefix = "/"
+upstream = "origin"
+EOF
+
+declare -A PORT=([nginx]=$NGINX_PORT [hoard]=$HOARD_PORT)
+declare -A PID
+if has "$PROXIES" nginx; then
+    start_nginx nginx
+    PID[nginx]=$STARTED_PID
+    wait_port "$NGINX_PORT" nginx "$STARTED_PID"
+fi
+if has "$PROXIES" hoard; then
+    "$HOARD_BIN" check --config "$RUN/hoard.toml" >/dev/null || die "hoard check failed on $RUN/hoard.toml"
+    spawn "$RUN/hoard.log" "$HOARD_BIN" run --config "$RUN/hoard.toml"
+    PID[hoard]=$STARTED_PID
+    wait_port "$HOARD_PORT" hoard "$STARTED_PID" "$RUN/hoard.log"
+fi
+
+# ------------------------------------------------------------------ warm-up ----
+for p in $PROXIES; do
+    for o in $OBJECTS; do
+        url="https://localhost:${PORT[$p]}/$o"
+        curl -sk --http2 -o /dev/null "$url" || die "$p: $url failed"
+        curl -sk --http2 -o "$RUN/got" -D "$RUN/head" "$url" || die "$p: $url failed"
+        cmp -s "$RUN/got" "$RUN/www/$o" || die "$p: $o body differs from the origin's"
+        grep -Eqi '^(x-cache: HIT|cache-status: .*hit)' "$RUN/head" || die "$p: second $o is not a hit: $(cat "$RUN/head")"
+    done
+done
+
+# ------------------------------------------------------------------ runs ----
+busy_ticks() { # pid: utime+stime of a process and its children threads
+    local t=0 pids="$1" c
+    for c in $(pgrep -P "$1" || true); do pids="$pids $c"; done
+    for c in $pids; do
+        t=$((t + $(awk '{ print $14 + $15 }' "/proc/$c/stat" 2>/dev/null || echo 0)))
+    done
+    echo "$t"
+}
+
+declare -A RESULT
+for run in $(seq "$RUNS"); do
+    for o in $OBJECTS; do
+        for m in $MODES; do
+            for p in $PROXIES; do
+                url="https://localhost:${PORT[$p]}/$o"
+                if [ "$m" = h2 ]; then args=(-c16 -m10); else args=(--h1 -c16); fi
+                before=$(busy_ticks "${PID[$p]}")
+                h2load "${args[@]}" -t1 -D "$DURATION" "$url" >"$RUN/h2load.$p.$o.$m.$run" 2>&1 \
+                    || die "h2load failed against $p ($m, $o): $(tail -3 "$RUN/h2load.$p.$o.$m.$run")"
+                after=$(busy_ticks "${PID[$p]}")
+                out="$RUN/h2load.$p.$o.$m.$run"
+                rps=$(awk '/^finished in/ { gsub(",", "", $4); print int($4) }' "$out")
+                ok=$(awk '/^requests:/ { print $8 }' "$out")
+                total=$(awk '/^requests:/ { print $2 }' "$out")
+                [ "$ok" = "$total" ] || die "$p ($m, $o): $ok of $total requests succeeded"
+                cpu=$(awk -v t=$((after - before)) -v hz="$CLK_TCK" -v n="$total" \
+                    'BEGIN { printf "%.1f", (n > 0 ? t / hz * 1e6 / n : 0) }')
+                RESULT[$p,$o,$m]="${RESULT[$p,$o,$m]:-} $rps:$cpu"
+                log "run $run $o $m $p: $rps req/s, $cpu cpu µs/req"
+            done
+        done
+    done
+done
+
+median() { # "rps:cpu ...": the entry with the median rps
+    tr ' ' '\n' <<<"$1" | grep . | sort -t: -k1,1n | awk '{ a[NR] = $0 } END { print a[int((NR + 1) / 2)] }'
+}
+span() { tr ' ' '\n' <<<"$1" | grep . | cut -d: -f1 | sort -n | awk 'NR == 1 { lo = $0 } { hi = $0 } END { print lo "-" hi }'; }
+
+report_start tls_hit
+{
+    echo "# Cache hits over TLS ($(date -u +%Y-%m-%d))"
+    echo
+    machine_line
+    echo "- hoard $git_rev (2 threads), nginx $(nginx -v 2>&1 | cut -d/ -f2) (2 workers, keepalive_requests 10000000)"
+    echo "- h2load -t1 -D $DURATION: h2 = -c16 -m10, h1 = --h1 -c16; $RUNS runs per cell, median shown"
+    echo
+    echo "| object | protocol | proxy | req/s | req/s range | cpu µs/req |"
+    echo "|---|---|---|---|---|---|"
+    for o in $OBJECTS; do
+        for m in $MODES; do
+            for p in $PROXIES; do
+                r=$(median "${RESULT[$p,$o,$m]}")
+                echo "| $o | $m | $p | ${r%%:*} | $(span "${RESULT[$p,$o,$m]}") | ${r##*:} |"
+            done
+            if has "$PROXIES" nginx && has "$PROXIES" hoard; then
+                h=$(median "${RESULT[hoard,$o,$m]}"); n=$(median "${RESULT[nginx,$o,$m]}")
+                awk -v o="$o" -v m="$m" -v hr="${h%%:*}" -v nr="${n%%:*}" -v hc="${h##*:}" -v nc="${n##*:}" \
+                    'BEGIN { printf "| %s | %s | **hoard/nginx** | **%.2fx** | | %.2fx |\n", o, m, hr / nr, hc / nc }'
+            fi
+        done
+    done
+} >"$REPORT"
+report_done
