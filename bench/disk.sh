@@ -149,9 +149,10 @@ nginx_proxy_conf() { # name port cache-dir: an nginx proxy_cache instance
 http {
     access_log off;
     default_type application/octet-stream;
-    # sendfile for hits from the cache file; no tcp_nopush (it stalls 64 KiB
+    # sendfile for hits from the cache file (NGINX_SENDFILE=off for the
+    # variant that reads and writes); no tcp_nopush (it stalls 64 KiB
     # sendfile responses ~40 ms on loopback, see hit.sh).
-    sendfile on;
+    sendfile ${NGINX_SENDFILE:-on};
     tcp_nodelay on;
     keepalive_timeout 75s;
     keepalive_requests 10000000;
@@ -418,15 +419,24 @@ EOF
 fi
 
 # --------------------------------------------------------- 2. disk hits ----
+# nginx's hits also with sendfile off: on loopback it can beat sendfile on,
+# and hoard is compared with the better of the two.
+HIT_PROXIES="$PROXIES"
+if has "$TESTS" hit && has "$PROXIES" nginx; then
+    free_port p
+    CACHE[nginx-nosf]="$RUN/nginx-nosf/cache"
+    NGINX_SENDFILE=off start_nginx_proxy nginx-nosf "$p" "${CACHE[nginx-nosf]}"
+    HIT_PROXIES="$PROXIES nginx-nosf"
+fi
 if has "$TESTS" hit; then
     for o in $HIT_OBJECTS; do
-        for p in $PROXIES; do
+        for p in $HIT_PROXIES; do
             warm "$p" "/$o/hot-$TAG" "$o"
             log "hit: $p /$o/ warm, second request was a hit"
         done
     done
     for o in $HIT_OBJECTS; do
-        for p in $PROXIES; do
+        for p in $HIT_PROXIES; do
             log "hit: $p /$o/, wrk -t1 -c$HIT_CONNS -d${DURATION}s"
             measure "hit-$p-$o" "${PID[$p]}" "http://127.0.0.1:${PORT[$p]}/$o/hot-$TAG" "$HIT_CONNS" "$RUN/report.lua"
         done
@@ -435,7 +445,7 @@ fi
 
 # The main instances are not needed any more: stop them, so that the restart
 # test runs on a quiet CPU.
-for p in hoard nginx varnish; do
+for p in hoard nginx nginx-nosf varnish; do
     [ -z "${PID[$p]:-}" ] || stop_pid "${PID[$p]}"
 done
 
@@ -671,13 +681,13 @@ mbs() { awk -v r="$1" -v s="$2" 'BEGIN { printf "%.0f", r * s / 1048576 }'; }
         echo "## 2. Disk hits"
         echo
         echo "One URL per object, warmed (second request checked to be a hit), then wrk -t1 -c$HIT_CONNS -d${DURATION}s. hoard reads"
-        echo "every hit from its disk zone (memory tier off), nginx sends the cache file with sendfile, Varnish serves from its"
-        echo "mmap'ed storage file. cpu µs/req = proxy CPU time per request (lower is better)."
+        echo "every hit from its disk zone (memory tier off), nginx sends the cache file with sendfile (nginx-nosf: sendfile off), Varnish"
+        echo "serves from its mmap'ed storage file. cpu µs/req = proxy CPU time per request (lower is better)."
         echo
         echo "| proxy | object | requests | req/s | MiB/s | p50 | p99 | cpu µs/req | proxy cpu | wrk+origin cpu | other cpu |"
         echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         for o in $HIT_OBJECTS; do
-            for p in $PROXIES; do
+            for p in $HIT_PROXIES; do
                 k="hit-$p-$o"
                 R_CPR[$k]="$(awk -v c="${R_PT[$k]}" -v r="${R_REQ[$k]}" 'BEGIN { printf "%.1f", c / r * 1e6 }')"
                 echo "| $p | $o | ${R_REQ[$k]} | ${R_RPS[$k]} | $(mbs "${R_RPS[$k]}" "${OBJ_SIZE[$o]}") | $(ms "${R_P50[$k]}") | $(ms "${R_P99[$k]}") | ${R_CPR[$k]} | ${R_PCPU[$k]}% | ${R_WCPU[$k]}% | ${R_OTH[$k]}% |"
@@ -685,6 +695,8 @@ mbs() { awk -v r="$1" -v s="$2" 'BEGIN { printf "%.0f", r * s / 1048576 }'; }
             if [ "$both" = 1 ]; then
                 h="hit-hoard-$o"; n="hit-nginx-$o"
                 echo "| **hoard/nginx** | $o | | **$(ratio "${R_RPS[$h]}" "${R_RPS[$n]}")** | | $(ratio "${R_P50[$h]}" "${R_P50[$n]}") | $(ratio "${R_P99[$h]}" "${R_P99[$n]}") | **$(ratio "${R_CPR[$h]}" "${R_CPR[$n]}")** | | | |"
+                n="hit-nginx-nosf-$o"
+                echo "| **hoard/nginx-nosf** | $o | | **$(ratio "${R_RPS[$h]}" "${R_RPS[$n]}")** | | $(ratio "${R_P50[$h]}" "${R_P50[$n]}") | $(ratio "${R_P99[$h]}" "${R_P99[$n]}") | **$(ratio "${R_CPR[$h]}" "${R_CPR[$n]}")** | | | |"
             fi
             if [ "$hv" = 1 ]; then
                 h="hit-hoard-$o"; n="hit-varnish-$o"

@@ -1380,3 +1380,92 @@ async fn d00022_a_file_being_read_is_never_reused() {
     }
     origin.finish().await;
 }
+
+// d00023: a small disk hit, once its file is verified, is copied from the
+// page cache and leaves with its head (no sendfile); a larger one still goes
+// by sendfile, whole, its tail included; a small range of the large one is
+// copied too. Over HTTP/2 the same bytes arrive. Every byte is the stored one.
+#[tokio::test]
+async fn d00023_small_disk_hits_are_copied_large_ones_sent() {
+    const TINY: usize = 1000;
+    const LARGE: usize = 300_123;
+    let t = Test::new("d00023");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for (path, len) in [("/tiny", TINY), ("/large", LARGE)] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(body(len, 3))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let dir = t.dir().join("zone");
+    let proxy = disk_proxy(&t, &origin, &dir).await;
+    for (path, len) in [("/tiny", TINY), ("/large", LARGE)] {
+        t.client(&proxy)
+            .get(path)
+            .send()
+            .await
+            .expect_body(body(len, 3));
+    }
+    proxy.wait_counter("disk_stored", 2).await;
+    let mut c = t.client(&proxy).connect().await;
+    // The first hits read and check every block (verifying the files).
+    for (path, len) in [("/tiny", TINY), ("/large", LARGE)] {
+        c.get(path).send().await.expect_body(body(len, 3));
+    }
+    let before = proxy.counter("disk_sendfile_bytes");
+    for _ in 0..3 {
+        c.get("/tiny")
+            .send()
+            .await
+            .expect_cache_status("hit")
+            .expect_body(body(TINY, 3));
+    }
+    proxy.expect_counter("disk_sendfile_bytes", before);
+    c.get("/large")
+        .send()
+        .await
+        .expect_cache_status("hit")
+        .expect_body(body(LARGE, 3));
+    proxy.expect_counter("disk_sendfile_bytes", before + LARGE as u64);
+    c.get("/large")
+        .hdr("Range", "bytes=100000-100099")
+        .send()
+        .await
+        .expect_status(206)
+        .expect_body(&body(LARGE, 3)[100_000..100_100]);
+    proxy.expect_counter("disk_sendfile_bytes", before + LARGE as u64);
+
+    // HTTP/2 (h2c): copied into frames, never sendfile.
+    let stream = tokio::net::TcpStream::connect(hoard_testkit::Endpoint::endpoint(&proxy))
+        .await
+        .unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    for (path, len) in [("/tiny", TINY), ("/large", LARGE)] {
+        let req = http::Request::get(format!("http://localhost{path}"))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let got = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        assert!(got[..] == body(len, 3)[..], "h2 {path} differs");
+    }
+    proxy.expect_counter("disk_sendfile_bytes", before + LARGE as u64);
+    proxy.expect_counter("disk_hits", 9);
+    origin.finish().await;
+}

@@ -67,6 +67,7 @@ impl FileBody {
             end: end.min(self.len),
             pending: None,
             whole: start == 0 && !self.file.is_verified(),
+            untouched: true,
         }
     }
 
@@ -194,6 +195,8 @@ pub struct FileReader {
     /// Reading the whole body through user space from byte 0, on a handle
     /// not yet verified: reaching the end verifies it.
     whole: bool,
+    /// Nothing handed out yet.
+    untouched: bool,
 }
 
 /// Bytes of an open, verified file to send without copying them through
@@ -230,6 +233,11 @@ impl FileReader {
         self.end - self.pos
     }
 
+    /// True until the first byte is handed out.
+    pub fn untouched(&self) -> bool {
+        self.untouched
+    }
+
     /// Length of the whole stored body.
     pub fn body_len(&self) -> u64 {
         self.body.len
@@ -257,11 +265,36 @@ impl FileReader {
         }
         self.pos += len;
         self.whole = false;
+        self.untouched = false;
         Some(FileSpan {
             file: self.body.file.clone(),
             offset,
             len,
         })
+    }
+
+    /// The next up to `max` bytes, read on this thread, if the handle is
+    /// verified and every page of them is in the page cache (see
+    /// [`super::resident::read_resident`]); `None` otherwise (then use
+    /// [`Self::take_span`] or [`Self::poll_chunk`]). A verified handle's
+    /// resident pages are the bytes that were checked, as for a span.
+    pub fn read_resident(&mut self, max: u64) -> Option<Bytes> {
+        if self.pending.is_some() || self.pos >= self.end || !self.body.file.is_verified() {
+            return None;
+        }
+        if self.body.io.gate().is_closed() {
+            return None;
+        }
+        let len = (self.end - self.pos).min(max);
+        let bytes = super::resident::read_resident(
+            &self.body.file,
+            self.body.data + self.pos,
+            len as usize,
+        )?;
+        self.pos += len;
+        self.whole = false;
+        self.untouched = false;
+        Some(Bytes::from(bytes))
     }
 
     /// The next chunk; `None` at the end; an error (I/O or a failed
@@ -280,6 +313,7 @@ impl FileReader {
                 match r {
                     Ok(b) => {
                         self.pos += b.len() as u64;
+                        self.untouched = false;
                         if self.whole && self.pos >= self.body.len {
                             self.body.file.mark_verified();
                         }

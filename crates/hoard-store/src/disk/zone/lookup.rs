@@ -174,7 +174,42 @@ impl DiskZone {
             // A digest collision: another key's object. Not ours to serve.
             return ZoneLookup::Miss;
         }
-        let body = Arc::new(FileBody {
+        if inline.is_none() && open.file.is_verified() {
+            let obj = open
+                .hit
+                .get_or_init(|| {
+                    Arc::new(self.hit_object(
+                        id,
+                        entry.serial,
+                        &open,
+                        ObjectBody::File(self.file_body(id, entry.serial, &open)),
+                    ))
+                })
+                .clone();
+            self.event(StoreEvent::DiskHit);
+            return ZoneLookup::Hit(obj, promote);
+        }
+        let body = self.file_body(id, entry.serial, &open);
+        // A small body is read and checked before the response starts (a
+        // damaged one is a miss, fetched again); a larger one is checked
+        // block by block as it is sent.
+        let body = match inline {
+            Some(b) => ObjectBody::from_chunks(vec![b]),
+            None if body.len() <= INLINE_MAX => match body.read_small().await {
+                Ok(b) => ObjectBody::from_chunks(if b.is_empty() { Vec::new() } else { vec![b] }),
+                // read_failed has counted and removed, or taken the directory out.
+                Err(_) => return ZoneLookup::Miss,
+            },
+            None => ObjectBody::File(body),
+        };
+        let obj = self.hit_object(id, entry.serial, &open, body);
+        self.event(StoreEvent::DiskHit);
+        ZoneLookup::Hit(Arc::new(obj), promote)
+    }
+
+    /// The body of an open object.
+    fn file_body(&self, id: u128, serial: u64, open: &OpenObject) -> Arc<FileBody> {
+        Arc::new(FileBody {
             file: open.file.clone(),
             data: open.prefix.data_offset(),
             len: open.prefix.body_len,
@@ -182,27 +217,20 @@ impl DiskZone {
             io: self.io.clone(),
             zone: self.me.clone(),
             id,
-            serial: entry.serial,
-        });
-        // A small body is read and checked before the response starts (a
-        // damaged one is a miss, fetched again); a larger one is checked
-        // block by block as it is sent.
-        // A body whose file handle has already been read whole and checked
-        // is not checked again: it can be sent with sendfile.
-        let body = match inline {
-            Some(b) => ObjectBody::from_chunks(vec![b]),
-            None if body.len() <= INLINE_MAX && !open.file.is_verified() => match body
-                .read_small()
-                .await
-            {
-                Ok(b) => ObjectBody::from_chunks(if b.is_empty() { Vec::new() } else { vec![b] }),
-                // read_failed has counted and removed, or taken the directory out.
-                Err(_) => return ZoneLookup::Miss,
-            },
-            None => ObjectBody::File(body),
-        };
+            serial,
+        })
+    }
+
+    /// The object a hit on an open file returns, with `body`.
+    fn hit_object(
+        &self,
+        id: u128,
+        serial: u64,
+        open: &OpenObject,
+        body: ObjectBody,
+    ) -> StoredObject {
         let h = open.head.clone();
-        let obj = StoredObject::new(
+        StoredObject::new(
             h.key,
             h.vary,
             h.status,
@@ -212,9 +240,7 @@ impl DiskZone {
             h.rules,
             body,
         )
-        .with_disk(Some(self.disk_ref(id, entry.serial, &open)));
-        self.event(StoreEvent::DiskHit);
-        ZoneLookup::Hit(Arc::new(obj), promote)
+        .with_disk(Some(self.disk_ref(id, serial, open)))
     }
 
     /// Opens an object not in the open-file cache (on the pool): checks its
@@ -262,6 +288,7 @@ impl DiskZone {
             }
         };
         let open = Arc::new(OpenObject {
+            hit: std::sync::OnceLock::new(),
             serial: entry.serial,
             file: {
                 let f = PoolFile::new(o.file, self.io.clone());

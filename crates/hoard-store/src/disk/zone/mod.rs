@@ -144,9 +144,14 @@ pub struct DiskZone {
 }
 
 /// An object file kept open with its checked head and block sums, so a
-/// repeat hit opens, stats and decodes nothing.
+/// repeat hit opens, stats and decodes nothing; once its file is verified,
+/// also the object built from them (`hit`), so a repeat hit builds nothing
+/// either (a head rewrite replaces the whole entry, see `lookup`).
 #[derive(Debug)]
 struct OpenObject {
+    /// The object a hit returns, built at the first hit after the file
+    /// was verified (its body then never needs reading before a response).
+    hit: std::sync::OnceLock<Arc<crate::object::StoredObject>>,
     serial: u64,
     file: Arc<PoolFile>,
     prefix: Prefix,
