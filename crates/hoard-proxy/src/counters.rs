@@ -141,6 +141,18 @@ counters! {
     edge_rate_limited,
     /// Requests refused 429 by a route's `limit_connections`.
     edge_connections_limited,
+    /// Fills sent to their key's owner, another cluster member, instead of the origin.
+    cluster_forwarded,
+    /// Fills whose owner could not be reached (refused, connect timeout, hop dropped before
+    /// the response head) and went to the key's next choice.
+    cluster_forward_retries,
+    /// Requests received from another member (a valid peer field): never forwarded again.
+    cluster_peer_requests,
+    /// Peer fields refused (forged, stale, unknown member) and removed; the request was
+    /// routed like any client's.
+    cluster_peer_refused,
+    /// Purges a member did not acknowledge (timeout or unreachable), one per member and purge.
+    cluster_purge_not_acked,
     /// Requests a route's no-store rule kept from being stored.
     no_store_rule_matches,
     /// Client connections that ended (their permit returned).

@@ -11,6 +11,7 @@ pub mod access_log;
 pub mod admin;
 pub mod body;
 pub mod build_info;
+pub mod cluster;
 pub mod config;
 pub mod counters;
 pub mod edge;

@@ -136,6 +136,9 @@ pub struct Metrics {
     ttfb: [Histogram; Outcome::ALL.len()],
     /// Body bytes sent to clients.
     pub client_bytes: AtomicU64,
+    /// Time from applying a purge here to the last member's acknowledgement
+    /// (or the purge timeout), in a cluster.
+    pub purge_fanout: Histogram,
 }
 
 impl Metrics {
@@ -154,6 +157,11 @@ impl Metrics {
     /// The time-to-first-byte histogram of an outcome.
     pub fn ttfb(&self, outcome: Outcome) -> &Histogram {
         &self.ttfb[outcome.index()]
+    }
+
+    /// Records how long a purge's fan-out to the members took.
+    pub fn purge_fanout(&self, took: Duration) {
+        self.purge_fanout.observe(took);
     }
 
     /// Bytes sent to clients so far.

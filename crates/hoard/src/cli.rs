@@ -165,6 +165,16 @@ struct QuickArgs {
     /// Write the process id here while running.
     #[arg(long)]
     pid_file: Option<PathBuf>,
+    /// This node's name in a cluster (one of --cluster-peers).
+    #[arg(long)]
+    cluster_node: Option<String>,
+    /// Every cluster member, this node included: NAME=HOST:PORT,NAME=HOST:PORT,...
+    /// (each member's main listener; NAME=HOST:PORT*WEIGHT for a larger share).
+    #[arg(long)]
+    cluster_peers: Option<String>,
+    /// File holding the secret that authenticates peer requests (required when a member is not on loopback).
+    #[arg(long)]
+    cluster_secret_file: Option<PathBuf>,
 }
 
 /// Parses the command line (exits with usage on error).
@@ -263,6 +273,9 @@ impl Cli {
                         .as_deref()
                         .map(hoard_proxy::config::LogTarget::parse),
                     upstream_ca: q.upstream_ca.clone(),
+                    cluster_node: q.cluster_node.clone(),
+                    cluster_peers: q.cluster_peers.clone(),
+                    cluster_secret_file: q.cluster_secret_file.clone(),
                 })
             }
         }

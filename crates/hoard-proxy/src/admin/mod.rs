@@ -263,14 +263,11 @@ impl Admin {
             Ok(x) => x,
             Err((field, msg)) => return error(StatusCode::BAD_REQUEST, field, &msg),
         };
-        let n = self
+        let answer = self
             .pipeline
-            .purge(&selector, soft, &format!("admin {peer}"))
+            .purge_everywhere(&selector, soft, &format!("admin {peer}"))
             .await;
-        json_response(
-            StatusCode::OK,
-            format!("{}\n", serde_json::json!({ "purged": n })),
-        )
+        json_response(StatusCode::OK, answer + "\n")
     }
 
     /// Reads `{"url"|"prefix"|"host"|"tag": "...", "soft": bool}`.

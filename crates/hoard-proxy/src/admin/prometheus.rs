@@ -55,6 +55,8 @@ families! {
     PURGES = "hoard_purges_total" "counter" "Purges, by kind.",
     PURGED = "hoard_purged_objects_total" "counter" "Objects removed or made stale by purges.",
     CATALOGUE = "hoard_catalogue_keys" "gauge" "Keys in the purge catalogue.",
+    CLUSTER_UP = "hoard_cluster_member_up" "gauge" "In a cluster: 1 when a member is considered up (this node always is), 0 when down.",
+    CLUSTER_PURGE_SECONDS = "hoard_cluster_purge_seconds" "histogram" "In a cluster: time from a purge applied here to the last member's acknowledgement (or the purge timeout).",
     UPTIME = "hoard_uptime_seconds" "gauge" "Seconds since the admin listener started.",
     EVENTS = "hoard_events_total" "counter" "Internal events by name (see docs/operations.md).",
 }
@@ -158,6 +160,17 @@ pub fn render(admin: &Admin) -> String {
             let labels = [("upstream", u.cfg.name.as_str()), ("server", server)];
             o.sample(UPSTREAM_UP, &labels, u8::from(up));
         }
+    }
+
+    o.head(CLUSTER_UP);
+    if let Some(cluster) = &p.cluster {
+        for (member, up) in cluster.members() {
+            o.sample(CLUSTER_UP, &[("member", member)], u8::from(up));
+        }
+    }
+    o.head(CLUSTER_PURGE_SECONDS);
+    if p.cluster.is_some() {
+        o.histogram(CLUSTER_PURGE_SECONDS, &[], &p.metrics.purge_fanout);
     }
 
     o.head(FILLS);

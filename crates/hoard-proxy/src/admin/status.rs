@@ -252,6 +252,30 @@ pub fn status(admin: &Admin) -> Value {
         "memory": memory,
         "zones": zones,
         "upstreams": upstreams,
+        "cluster": cluster_state(p),
         "history": history,
+    })
+}
+
+/// `null` outside a cluster; else this node, the members with their state,
+/// and what crossed the peer channel.
+fn cluster_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
+    let Some(cluster) = &p.cluster else {
+        return serde_json::Value::Null;
+    };
+    let c = &p.counters;
+    let members: Vec<serde_json::Value> = cluster
+        .members()
+        .into_iter()
+        .map(|(name, up)| json!({ "name": name, "up": up }))
+        .collect();
+    json!({
+        "node": cluster.node(),
+        "members": members,
+        "forwarded": c.cluster_forwarded.load(Ordering::Relaxed),
+        "forward_retries": c.cluster_forward_retries.load(Ordering::Relaxed),
+        "peer_requests": c.cluster_peer_requests.load(Ordering::Relaxed),
+        "peer_refused": c.cluster_peer_refused.load(Ordering::Relaxed),
+        "purges_not_acked": c.cluster_purge_not_acked.load(Ordering::Relaxed),
     })
 }

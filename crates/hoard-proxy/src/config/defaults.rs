@@ -14,6 +14,9 @@ use super::{
     UpstreamConfig,
 };
 
+/// The default name in `Via` and `Cache-Status`.
+pub const VIA: &str = "hoard";
+
 /// The listener when none is configured (`--listen`).
 pub const LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 8000));
 /// Listeners accept HTTP/2 unless told otherwise.
@@ -43,7 +46,7 @@ impl Default for ServerConfig {
             max_headers: 100,
             max_uri_length: 8 << 10,
             max_body_size: 64 << 20,
-            via: "hoard".into(),
+            via: VIA.into(),
             debug_headers: false,
             sendfile: true,
             shutdown_timeout: Duration::from_secs(10),

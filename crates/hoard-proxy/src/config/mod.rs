@@ -9,6 +9,7 @@
 //! Every default lives in this file, next to the field it fills, and is
 //! documented in the README's configuration reference.
 
+pub mod cluster;
 pub mod defaults;
 mod edge;
 pub mod ops;
@@ -27,6 +28,7 @@ use hoard_policy::key::{KeyTemplate, QueryKey};
 use http::HeaderName;
 use regex::Regex;
 
+pub use cluster::{ClusterConfig, Member};
 pub use ops::{AccessLogConfig, AdminConfig, Cidr, LogFormat, LogTarget};
 use raw::{RawConfig, RawRoute};
 
@@ -79,6 +81,9 @@ pub struct Config {
     pub admin: AdminConfig,
     /// The access log.
     pub access_log: AccessLogConfig,
+    /// The cluster this node belongs to, if any (read at start; a reload
+    /// keeps the one the process started with).
+    pub cluster: Option<ClusterConfig>,
 }
 
 /// A listening socket.
@@ -411,6 +416,59 @@ pub struct QuickStart {
     pub access_log: Option<LogTarget>,
     /// `--upstream-ca FILE`: a private CA for an `https://` upstream.
     pub upstream_ca: Option<PathBuf>,
+    /// `--cluster-node NAME`.
+    pub cluster_node: Option<String>,
+    /// `--cluster-peers NAME=HOST:PORT,...`.
+    pub cluster_peers: Option<String>,
+    /// `--cluster-secret-file FILE`.
+    pub cluster_secret_file: Option<PathBuf>,
+}
+
+/// `--cluster-*` of the quick start.
+fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str, String)> {
+    let (node, peers) = match (&q.cluster_node, &q.cluster_peers) {
+        (None, None) => {
+            if q.cluster_secret_file.is_some() {
+                return Err((
+                    "--cluster-secret-file",
+                    "needs --cluster-node and --cluster-peers".into(),
+                ));
+            }
+            return Ok(None);
+        }
+        (Some(n), Some(p)) => (n, p),
+        (None, Some(_)) => {
+            return Err((
+                "--cluster-node",
+                "--cluster-peers needs this node's name".into(),
+            ))
+        }
+        (Some(_), None) => {
+            return Err((
+                "--cluster-peers",
+                "--cluster-node needs the member list".into(),
+            ))
+        }
+    };
+    let members = peers
+        .split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(cluster::parse_member)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|m| ("--cluster-peers", m))?;
+    let secret = match &q.cluster_secret_file {
+        Some(f) => cluster::read_secret(f).map_err(|m| ("--cluster-secret-file", m))?,
+        None => Vec::new(),
+    };
+    cluster::check(node, &members, &secret).map_err(|m| ("--cluster-peers", m))?;
+    Ok(Some(ClusterConfig {
+        node: node.clone(),
+        members,
+        secret,
+        owner_connect_timeout: cluster::OWNER_CONNECT_TIMEOUT,
+        owner_read_timeout: cluster::OWNER_READ_TIMEOUT,
+        purge_timeout: cluster::PURGE_TIMEOUT,
+    }))
 }
 
 impl Config {
@@ -479,9 +537,11 @@ impl Config {
         } else if q.disk_size.is_some() {
             return Err(err("--disk-size", "needs --cache-dir".into()));
         }
+        let cluster = quick_cluster(q).map_err(|(key, m)| err(key, m))?;
         let server_cfg = ServerConfig {
             threads: q.threads.unwrap_or(0),
             debug_headers: q.debug_headers,
+            via: cluster::via_name(cluster.as_ref(), defaults::VIA),
             ..ServerConfig::default()
         };
         Ok(Config {
@@ -513,6 +573,7 @@ impl Config {
                 buffer: defaults::ACCESS_LOG_BUFFER,
                 ..AccessLogConfig::default()
             },
+            cluster,
         })
         .and_then(|c| {
             ops::check_admin(&c.admin).map_err(|m| err("--admin", m))?;
@@ -912,6 +973,10 @@ impl Resolver<'_> {
             ops::admin(raw.admin).map_err(|(span, key, m)| self.err(span, key.into(), m))?;
         let access_log = ops::access_log(raw.access_log)
             .map_err(|(span, key, m)| self.err(span, key.into(), m))?;
+        let cluster = cluster::from_raw(raw.cluster)
+            .map_err(|(span, key, m)| self.err(span, key.into(), m))?;
+        let mut server = server;
+        server.via = cluster::via_name(cluster.as_ref(), &server.via);
         Ok(Config {
             listeners,
             server,
@@ -920,6 +985,7 @@ impl Resolver<'_> {
             sites,
             admin,
             access_log,
+            cluster,
         })
     }
 

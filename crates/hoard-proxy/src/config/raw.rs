@@ -27,6 +27,8 @@ pub struct RawConfig {
     pub admin: super::ops::RawAdmin,
     #[serde(default)]
     pub access_log: super::ops::RawAccessLog,
+    #[serde(default)]
+    pub cluster: Option<super::cluster::RawCluster>,
 }
 
 #[derive(Debug, Default, Deserialize)]

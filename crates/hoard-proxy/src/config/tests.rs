@@ -483,3 +483,43 @@ fn proxy_protocol_listener_keys() {
         "{e}"
     );
 }
+
+#[test]
+fn a_cluster_is_read_and_checked() {
+    let ok = Config::from_toml(
+        "hoard.toml",
+        r#"
+[upstream.app]
+servers = ["http://127.0.0.1:9000"]
+[cluster]
+node = "n2"
+peers = ["n1=127.0.0.1:8081", "n2=127.0.0.1:8082", "n3=127.0.0.1:8083*2"]
+owner_connect_timeout = "150ms"
+"#,
+    )
+    .unwrap();
+    let c = ok.cluster.as_ref().unwrap();
+    assert_eq!(c.node, "n2");
+    assert_eq!(c.members.len(), 3);
+    assert_eq!(c.members[2].weight, 2.0);
+    assert_eq!(c.owner_connect_timeout, Duration::from_millis(150));
+    // The default name in Via and Cache-Status tells the nodes apart.
+    assert_eq!(ok.server.via, "hoard-n2");
+
+    let e = error(
+        r#"[upstream.app]
+servers = ["http://127.0.0.1:9000"]
+[cluster]
+node = "n1"
+peers = ["n1=10.0.0.1:80", "n2=10.0.0.2:80"]
+"#,
+    );
+    assert_eq!(e.key, "cluster");
+    assert!(e.message.contains("secret"), "{e}");
+    assert_eq!(e.line, Some(4));
+    let e = error(
+        "[upstream.app]\nservers = [\"http://127.0.0.1:9000\"]\n[cluster]\nnode = \"n1\"\npeers = [\"n1=127.0.0.1\"]\n",
+    );
+    assert_eq!(e.key, "cluster.peers");
+    assert_eq!(e.line, Some(5));
+}

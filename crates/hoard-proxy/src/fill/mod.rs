@@ -101,6 +101,10 @@ pub struct FillJob {
     pub hold: Option<tokio::sync::OwnedSemaphorePermit>,
     /// How the fill relates to a stored partial copy, if it does.
     pub partial: Option<PartialFill>,
+    /// In a cluster: `Some(the client's scheme is https)` when the fill
+    /// may go to its key's owner; `None` for a request from a peer (one
+    /// hop at most) or outside a cluster.
+    pub cluster_tls: Option<bool>,
 }
 
 /// A fill that stores or completes an object's partial copy: a 206 kept
@@ -166,6 +170,8 @@ pub struct FillEngine {
     pub(crate) hfp: hfp::HitForPass,
     /// Zones and placement rules.
     cache: CacheConfig,
+    /// The cluster, if this node is in one: fills go to their key's owner.
+    pub(crate) cluster: Option<Arc<crate::cluster::Cluster>>,
     via: Via,
     tasks: TaskTracker,
     cancel: CancellationToken,
@@ -188,6 +194,7 @@ impl FillEngine {
             hfp: hfp::HitForPass::default(),
             cache,
             via,
+            cluster: None,
             tasks: TaskTracker::new(),
             cancel: CancellationToken::new(),
         }

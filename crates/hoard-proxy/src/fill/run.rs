@@ -169,7 +169,14 @@ impl FillEngine {
     async fn send(&self, job: &mut FillJob, permit: &mut FillPermit) -> Option<Sent> {
         let request_time = self.clock.now();
         let oreq = job.oreq.take().expect("invariant: a fill job is run once");
-        match job.upstream.send(oreq).await {
+        let sent = match (&self.cluster, job.cluster_tls) {
+            (Some(c), Some(tls)) => {
+                c.send(job.key.text.as_bytes(), tls, oreq, &job.upstream)
+                    .await
+            }
+            _ => job.upstream.send(oreq).await,
+        };
+        match sent {
             Ok(resp) => Some(Sent {
                 resp,
                 request_time,

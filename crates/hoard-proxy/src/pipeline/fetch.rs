@@ -126,6 +126,7 @@ impl Pipeline {
             slice: None,
             hold: None,
             partial: None,
+            cluster_tls: ctx.cluster_tls(),
         }
     }
 

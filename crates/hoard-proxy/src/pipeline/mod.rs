@@ -82,6 +82,8 @@ pub struct Pipeline {
     pub(crate) clock: Arc<dyn Clock>,
     /// Fills: the in-flight table, hit-for-pass marks and the fill tasks.
     pub(crate) fills: Arc<FillEngine>,
+    /// The cluster, if this node is in one (fixed at start).
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The bound on slice prefetches running at once.
     pub(crate) prefetches: Arc<tokio::sync::Semaphore>,
     /// Requests by outcome, bytes to clients.
@@ -177,9 +179,19 @@ pub(crate) struct Ctx<'a> {
     pub interim: Option<crate::server::watch::Interim>,
     /// The running configuration the request is served with.
     pub run: &'a running::Running,
+    /// Sent by another cluster member (a checked peer field): filled
+    /// here, never forwarded again.
+    pub from_peer: bool,
+    /// This node is in a cluster.
+    pub clustered: bool,
 }
 
 impl Ctx<'_> {
+    /// See [`crate::fill::FillJob::cluster_tls`].
+    pub fn cluster_tls(&self) -> Option<bool> {
+        (self.clustered && !self.from_peer).then_some(self.tls)
+    }
+
     pub fn scheme(&self) -> &'static str {
         if self.tls {
             "https"
@@ -209,13 +221,22 @@ impl Pipeline {
     ) -> Pipeline {
         let first = running::Running::first(cfg.clone(), &counters, &clock);
         let via = first.via.clone();
-        let fills = Arc::new(FillEngine::new(
+        let cluster = cfg.cluster.as_ref().map(|c| {
+            Arc::new(crate::cluster::Cluster::new(
+                c,
+                counters.clone(),
+                clock.clone(),
+            ))
+        });
+        let mut fills = FillEngine::new(
             store.clone(),
             counters.clone(),
             clock.clone(),
             cfg.cache.clone(),
             via.clone(),
-        ));
+        );
+        fills.cluster = cluster.clone();
+        let fills = Arc::new(fills);
         let prefetches = Arc::new(tokio::sync::Semaphore::new(cfg.cache.max_prefetches));
         Pipeline {
             prefetches,
@@ -231,6 +252,7 @@ impl Pipeline {
             counters,
             clock,
             fills,
+            cluster,
         }
     }
 
@@ -269,9 +291,15 @@ impl Pipeline {
                 started,
             })
         });
-        let purge = req.method().as_str() == "PURGE";
+        let purge = req.method().as_str() == "PURGE"
+            || (self.cluster.is_some() && req.uri().path() == crate::cluster::purge::PATH);
         let (resp, outcome) = if purge {
-            (Box::pin(self.purge_method(req, peer, tls)).await, None)
+            let resp = if req.method().as_str() == "PURGE" {
+                Box::pin(self.purge_method(req, peer, tls)).await
+            } else {
+                Box::pin(self.peer_purge(req)).await
+            };
+            (resp, None)
         } else {
             self.counters.inc(&self.counters.requests_total);
             OUTCOME
@@ -395,6 +423,13 @@ impl Pipeline {
             interim,
         } = conn;
         let (mut parts, body) = req.into_parts();
+        // A request from another member: its scheme is the client's at the
+        // first node; a forged peer field is removed (see `cluster`).
+        let hop = self
+            .cluster
+            .as_ref()
+            .and_then(|c| c.take_hop(&mut parts.headers, &parts.method, &parts.uri));
+        let tls = hop.as_ref().map_or(tls, |h| h.tls);
         let limits = &run.cfg.server;
         if parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) > limits.max_uri_length {
             return Err(ProxyError::client(
@@ -475,6 +510,8 @@ impl Pipeline {
             authority,
             send,
             interim,
+            from_peer: hop.is_some(),
+            clustered: self.cluster.is_some(),
         };
         Ok(Prepared::Go(Recv {
             ctx,

@@ -111,6 +111,58 @@ impl Pipeline {
         n
     }
 
+    /// Runs a purge here and, in a cluster, on every other member (see
+    /// `cluster::purge`); the JSON answer: `{"purged": N}`, with
+    /// `"nodes": {"n1": "acked", ...}` in a cluster.
+    pub async fn purge_everywhere(&self, selector: &Selector, soft: bool, source: &str) -> String {
+        let n = self.purge(selector, soft, source).await;
+        match &self.cluster {
+            None => serde_json::json!({ "purged": n }).to_string(),
+            Some(c) => {
+                let started = tokio::time::Instant::now();
+                let acks = c.fan_out(selector, soft, c.purge_timeout).await;
+                self.metrics.purge_fanout(started.elapsed());
+                let nodes: serde_json::Map<String, serde_json::Value> = acks
+                    .into_iter()
+                    .map(|(name, ack)| (name, ack.as_str().into()))
+                    .collect();
+                serde_json::json!({ "purged": n, "nodes": nodes }).to_string()
+            }
+        }
+    }
+
+    /// `POST` of `cluster::purge::PATH` on a main listener: a purge another
+    /// member fanned out. Signed by a member, or 403; applied here only.
+    pub(crate) async fn peer_purge(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        let refuse = |msg: &str| {
+            self.counters.inc(&self.counters.purges_refused);
+            json_response(StatusCode::FORBIDDEN, format!("{{\"error\":\"{msg}\"}}\n"))
+        };
+        let Some(cluster) = &self.cluster else {
+            return refuse("not in a cluster");
+        };
+        let (mut parts, body) = req.into_parts();
+        let Some(hop) = cluster.take_hop(&mut parts.headers, &parts.method, &parts.uri) else {
+            return refuse("a member's signature is required");
+        };
+        let body =
+            match http_body_util::BodyExt::collect(http_body_util::Limited::new(body, 64 * 1024))
+                .await
+            {
+                Ok(b) => b.to_bytes(),
+                Err(_) => {
+                    return json_response(StatusCode::BAD_REQUEST, "{\"error\":\"body\"}\n".into())
+                }
+            };
+        let Some((selector, soft)) = crate::cluster::purge::decode(&body) else {
+            return json_response(StatusCode::BAD_REQUEST, "{\"error\":\"selector\"}\n".into());
+        };
+        let n = self
+            .purge(&selector, soft, &format!("member {}", hop.node))
+            .await;
+        json_response(StatusCode::OK, format!("{{\"purged\":{n}}}\n"))
+    }
+
     /// `PURGE /path` on a main listener: allowed from `admin.purge_allow`
     /// only (405 when the list is empty, 403 from elsewhere).
     pub(crate) async fn purge_method(
@@ -148,8 +200,10 @@ impl Pipeline {
             .headers()
             .get(SOFT_PURGE_FIELD)
             .is_some_and(|v| v.as_bytes() == b"1" || v.as_bytes().eq_ignore_ascii_case(b"true"));
-        let n = self.purge(&selector, soft, &peer.to_string()).await;
-        json_response(StatusCode::OK, format!("{{\"purged\":{n}}}\n"))
+        let answer = self
+            .purge_everywhere(&selector, soft, &peer.to_string())
+            .await;
+        json_response(StatusCode::OK, answer + "\n")
     }
 }
 

@@ -81,6 +81,8 @@ pub(crate) struct SliceCtx {
     send: Option<Arc<SendQueue>>,
     /// Slice size in bytes.
     pub size: u64,
+    /// See [`crate::fill::FillJob::cluster_tls`].
+    cluster_tls: Option<bool>,
 }
 
 /// An open slice (or, for the first one, whatever the origin answered).
@@ -263,6 +265,7 @@ impl SliceCtx {
                 whole: self.whole.clone(),
             }),
             hold: None,
+            cluster_tls: self.cluster_tls,
             partial: None,
         }
     }
@@ -595,6 +598,7 @@ impl Pipeline {
             req_cc: req_cc.clone(),
             send: ctx.send.clone(),
             size,
+            cluster_tls: ctx.cluster_tls(),
         });
         let mut idx = first_wanted(&ctx.method, &ctx.headers) / size;
         let (src, validator) = loop {

@@ -1,7 +1,8 @@
 //! End-to-end cases: the real proxy in-process, a strict fake origin, a raw
 //! client. Naming follows varnishtest: b basic proxying, c RFC 9111
 //! semantics, k keys and Vary, w fills, e store limits, f robustness, h HTTP/2,
-//! d disk zones, r ranges, s slice mode, o operations (purge, metrics, logs).
+//! d disk zones, r ranges, s slice mode, o operations (purge, metrics, logs),
+//! i clusters of several proxies.
 
 mod b_basic;
 mod b_origin_tls;
@@ -26,6 +27,7 @@ mod g_reload;
 mod h_http2;
 mod h_tls;
 mod h_websocket;
+mod i_cluster;
 mod k_keys;
 mod n_races;
 mod n_store;

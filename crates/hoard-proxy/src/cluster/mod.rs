@@ -1,0 +1,241 @@
+//! A hoard cluster: any node takes any request, and each object is fetched
+//! from the origin by one node, its owner.
+//!
+//! ## Model
+//!
+//! The members are static (`[cluster]`, `--cluster-peers`), this node among
+//! them. A key's owner is its first choice by weighted rendezvous hashing
+//! ([`ring`]) over the members that are up, by the primary cache key (all
+//! `Vary` variants of a URL have one owner; each slice of a sliced object
+//! is a key of its own, so a large file spreads over the cluster).
+//!
+//! Routing happens where a fill would go to the origin ([`Cluster::send`]):
+//! lookups, coalescing, hit-for-pass and storing stay as on one node. A
+//! fill for a key this node does not own is sent to the owner, signed
+//! ([`peer_auth`]); the owner serves it from its cache or fills it itself,
+//! with its own coalescing, and the bytes stream back through the hop as
+//! they arrive. A request from a peer is never forwarded again (one hop at
+//! most: two nodes that disagree for a moment cost one extra fetch, never
+//! a loop). Passes, bypass rules, hit-for-pass keys and unsafe methods go
+//! to the origin directly, as they never reach a fill. An uncacheable
+//! answer from the owner marks the key hit-for-pass here too, so this node
+//! stops forwarding it.
+//!
+//! ## Failures
+//!
+//! If the owner refuses the connection, does not accept it within
+//! `owner_connect_timeout`, or drops the hop before its response head, the
+//! same fill goes to the key's next choice (a fill is a GET or HEAD without
+//! a body: it can be sent again), and to the origin when the next choice
+//! is this node. Each member is an [`Upstream`] of one server, whose health
+//! (down after consecutive failures, held down with backoff) takes a member
+//! out of the ranking, so its keys go to their second choices, each of
+//! which fetches that share once. If every member looks down, health is
+//! ignored rather than piling everything on this node.
+//!
+//! ## Locking
+//!
+//! None of its own: the ring is immutable, each member's connections and
+//! health are its `Upstream`'s.
+
+pub mod peer_auth;
+pub mod purge;
+pub mod ring;
+
+use std::sync::Arc;
+
+use http::header::{HeaderName, HeaderValue};
+use http::{HeaderMap, Method, Response, Uri};
+
+use crate::config::{ClusterConfig, ServerAddr, UpstreamConfig};
+use crate::counters::Counters;
+use crate::error::{ErrorKind, ProxyError};
+use crate::upstream::{OriginBody, OriginRequest, Upstream};
+use peer_auth::{PeerHop, PeerKey};
+
+/// The cluster as this node sees it. See the module docs.
+#[derive(Debug)]
+pub struct Cluster {
+    me: usize,
+    names: Vec<String>,
+    slots: Vec<ring::Slot>,
+    /// One upstream per member (`None` for this node).
+    peers: Vec<Option<Upstream>>,
+    key: PeerKey,
+    /// How long a purge waits for the members' acknowledgements.
+    pub purge_timeout: std::time::Duration,
+    counters: Arc<Counters>,
+    clock: Arc<dyn hoard_policy::clock::Clock>,
+}
+
+static FIELD: HeaderName = HeaderName::from_static(peer_auth::FIELD);
+
+impl Cluster {
+    /// The cluster of `cfg`, with no connection open yet.
+    pub fn new(
+        cfg: &ClusterConfig,
+        counters: Arc<Counters>,
+        clock: Arc<dyn hoard_policy::clock::Clock>,
+    ) -> Cluster {
+        let me = cfg
+            .members
+            .iter()
+            .position(|m| m.name == cfg.node)
+            .expect("invariant: the configuration checked that this node is a member");
+        let peers = cfg
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                (i != me).then(|| {
+                    let mut u = UpstreamConfig::new(
+                        &format!("cluster member {}", m.name),
+                        vec![ServerAddr::http(m.addr.to_string())],
+                    );
+                    u.connect_timeout = cfg.owner_connect_timeout;
+                    u.read_timeout = cfg.owner_read_timeout;
+                    Upstream::new(u, counters.clone(), clock.clone())
+                })
+            })
+            .collect();
+        Cluster {
+            me,
+            names: cfg.members.iter().map(|m| m.name.clone()).collect(),
+            slots: cfg
+                .members
+                .iter()
+                .map(|m| ring::Slot::new(&m.name, m.weight))
+                .collect(),
+            peers,
+            key: PeerKey::new(&cfg.secret),
+            purge_timeout: cfg.purge_timeout,
+            counters,
+            clock,
+        }
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.names[self.me]
+    }
+
+    /// Every member's name and whether it is up (this node always is).
+    pub fn members(&self) -> Vec<(&str, bool)> {
+        self.names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), self.up(i)))
+            .collect()
+    }
+
+    fn up(&self, i: usize) -> bool {
+        self.peers[i].as_ref().is_none_or(|p| !p.is_down())
+    }
+
+    /// The name of the member that owns `key` now.
+    pub fn owner(&self, key: &[u8]) -> &str {
+        let i = ring::owner(&self.slots, key, |i| self.up(i)).unwrap_or(self.me);
+        &self.names[i]
+    }
+
+    /// Removes the peer field from a request's header fields; the hop it
+    /// names when the field checks out. A refused field is counted and
+    /// logged: the request is then a client's like any other.
+    pub fn take_hop(&self, headers: &mut HeaderMap, method: &Method, uri: &Uri) -> Option<PeerHop> {
+        let value = headers.remove(&FIELD)?;
+        let target = uri.path_and_query().map_or("/", |p| p.as_str());
+        let checked = value
+            .to_str()
+            .map_err(|_| peer_auth::Refused::Malformed)
+            .and_then(|v| {
+                self.key
+                    .verify(v, self.clock.now(), method.as_str(), target, |n| {
+                        n != self.node() && self.names.iter().any(|m| m == n)
+                    })
+            });
+        match checked {
+            Ok(hop) => {
+                self.counters.inc(&self.counters.cluster_peer_requests);
+                Some(hop)
+            }
+            Err(why) => {
+                self.counters.inc(&self.counters.cluster_peer_refused);
+                tracing::info!(
+                    reason = why.as_str(),
+                    "peer field refused and removed; routed as a client request"
+                );
+                None
+            }
+        }
+    }
+
+    /// Sends a fill's request for `key` (asked over TLS if `tls`): to the
+    /// key's owner when that is another member, else to `origin`; on to
+    /// the next choice when the owner cannot be reached. See the module docs.
+    pub async fn send(
+        &self,
+        key: &[u8],
+        tls: bool,
+        req: OriginRequest,
+        origin: &Upstream,
+    ) -> Result<Response<OriginBody>, ProxyError> {
+        let choices = ring::choices(&self.slots, key, |i| self.up(i));
+        let mut req = Some(req);
+        for (n, &i) in choices.iter().enumerate() {
+            let Some(peer) = &self.peers[i] else {
+                let req = req
+                    .take()
+                    .expect("invariant: sent at most once to the origin");
+                return origin.send(req).await;
+            };
+            let last = n + 1 == choices.len();
+            let base = req
+                .as_ref()
+                .expect("invariant: kept until the origin gets it");
+            let mut hop = OriginRequest {
+                method: base.method.clone(),
+                uri: base.uri.clone(),
+                headers: base.headers.clone(),
+                body: None,
+                interim: base.interim.clone(),
+            };
+            let target = hop
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let signed = self.key.sign(
+                self.node(),
+                self.clock.now(),
+                tls,
+                hop.method.as_str(),
+                &target,
+            );
+            if let Ok(v) = HeaderValue::from_str(&signed) {
+                hop.headers.insert(FIELD.clone(), v);
+            }
+            self.counters.inc(&self.counters.cluster_forwarded);
+            match peer.send(hop).await {
+                Ok(resp) => return Ok(resp),
+                Err(e) if !last && unreachable(&e) => {
+                    self.counters.inc(&self.counters.cluster_forward_retries);
+                    tracing::info!(owner = %self.names[i], error = %e, "owner unreachable; next choice");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // Only reached when every choice was an unreachable peer.
+        origin
+            .send(req.take().expect("invariant: not sent yet"))
+            .await
+    }
+}
+
+/// A failure that says the owner never took the request: worth asking the
+/// next choice (a slow origin behind a live owner is not one).
+fn unreachable(e: &ProxyError) -> bool {
+    matches!(
+        e.kind,
+        ErrorKind::ConnectRefused | ErrorKind::ConnectTimeout | ErrorKind::BadResponse
+    )
+}

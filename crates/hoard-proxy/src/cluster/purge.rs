@@ -1,0 +1,185 @@
+//! Purges that reach every member.
+//!
+//! ## Model
+//!
+//! A purge taken by any node (admin `POST /purge`, `PURGE`, `hoard purge`)
+//! is applied here first, then sent to every other member at once over the
+//! peer channel: a signed `POST` of [`PATH`] on the member's main listener,
+//! whose JSON body names the selector as this node resolved it (so every
+//! node removes the same keys). The answer lists each member:
+//!
+//! | state | meaning |
+//! |---|---|
+//! | `acked` | the member answered 200: it applied the purge (what `Pipeline::purge` guarantees locally: from then on no matching object is served as fresh there, fills that raced it included) |
+//! | `timeout` | no answer within `purge_timeout`; it may still apply it |
+//! | `unreachable` | no connection, or an answer other than 200 |
+//!
+//! This node is always `acked`. A member that was down or partitioned
+//! during the purge does not learn of it later in this version: the
+//! invalidation log of the next stage (Redis/Valkey) replays missed purges.
+//! A member's purge endpoint accepts only signed requests from another
+//! member (403 otherwise) and never fans out again.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use hoard_store::catalog::Selector;
+use http::header::{HeaderValue, CONTENT_TYPE};
+use http::{HeaderMap, Method, StatusCode, Uri};
+use http_body_util::BodyExt;
+
+use super::Cluster;
+use crate::upstream::OriginRequest;
+
+/// The peer purge endpoint on every member's main listener.
+pub const PATH: &str = "/.hoard/cluster/purge";
+
+/// How a member took a purge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ack {
+    /// Applied.
+    Acked,
+    /// No answer in time.
+    Timeout,
+    /// Not reached, or refused.
+    Unreachable,
+}
+
+impl Ack {
+    /// As in the purge answer and the logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ack::Acked => "acked",
+            Ack::Timeout => "timeout",
+            Ack::Unreachable => "unreachable",
+        }
+    }
+}
+
+/// The JSON body a member receives.
+pub fn encode(selector: &Selector, soft: bool) -> serde_json::Value {
+    let sel = match selector {
+        Selector::Url {
+            scheme,
+            host,
+            target,
+        } => serde_json::json!({ "url": { "scheme": scheme, "host": host, "target": target } }),
+        Selector::Prefix(p) => serde_json::json!({ "prefix": p }),
+        Selector::Host(h) => serde_json::json!({ "host": h }),
+        Selector::Tag(t) => serde_json::json!({ "tag": t }),
+        Selector::Key(k) => serde_json::json!({ "key": k }),
+    };
+    serde_json::json!({ "selector": sel, "soft": soft })
+}
+
+/// The selector and `soft` of a body made by [`encode`].
+pub fn decode(body: &[u8]) -> Option<(Selector, bool)> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let soft = v.get("soft")?.as_bool()?;
+    let s = v.get("selector")?.as_object()?;
+    let (kind, value) = s.iter().next()?;
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+    let sel = match kind.as_str() {
+        "url" => Selector::Url {
+            scheme: text(value.get("scheme")?)?,
+            host: text(value.get("host")?)?,
+            target: text(value.get("target")?)?,
+        },
+        "prefix" => Selector::Prefix(text(value)?),
+        "host" => Selector::Host(text(value)?),
+        "tag" => Selector::Tag(text(value)?),
+        "key" => Selector::Key(text(value)?),
+        _ => return None,
+    };
+    Some((sel, soft))
+}
+
+impl Cluster {
+    /// Sends a purge to every other member; each one's state, this node's
+    /// (`acked`) included, in member order.
+    pub async fn fan_out(
+        &self,
+        selector: &Selector,
+        soft: bool,
+        timeout: Duration,
+    ) -> Vec<(String, Ack)> {
+        let body = Bytes::from(encode(selector, soft).to_string());
+        let sends = self.peers.iter().enumerate().map(|(i, peer)| {
+            let body = body.clone();
+            async move {
+                let Some(peer) = peer else {
+                    return (self.names[i].clone(), Ack::Acked);
+                };
+                let mut headers = HeaderMap::new();
+                headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                let signed = self
+                    .key
+                    .sign(self.node(), self.clock.now(), false, "POST", PATH);
+                if let Ok(v) = HeaderValue::from_str(&signed) {
+                    headers.insert(super::FIELD.clone(), v);
+                }
+                let req = OriginRequest {
+                    method: Method::POST,
+                    uri: Uri::from_static(PATH),
+                    headers,
+                    body: Some(
+                        http_body_util::Full::new(body)
+                            .map_err(|e| match e {})
+                            .boxed(),
+                    ),
+                    interim: None,
+                };
+                let ack = match tokio::time::timeout(timeout, async {
+                    let resp = peer.send(req).await.ok()?;
+                    let ok = resp.status() == StatusCode::OK;
+                    // Read to the end: the connection goes back to the pool.
+                    let _ = resp.into_body().collect().await;
+                    Some(ok)
+                })
+                .await
+                {
+                    Err(_) => Ack::Timeout,
+                    Ok(Some(true)) => Ack::Acked,
+                    Ok(_) => Ack::Unreachable,
+                };
+                (self.names[i].clone(), ack)
+            }
+        });
+        let acks = futures_util::future::join_all(sends).await;
+        for (name, ack) in &acks {
+            if *ack != Ack::Acked {
+                self.counters.inc(&self.counters.cluster_purge_not_acked);
+                tracing::warn!(member = %name, state = ack.as_str(), "purge not acknowledged by a member");
+            }
+        }
+        acks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_travel_whole() {
+        for (sel, soft) in [
+            (
+                Selector::Url {
+                    scheme: "https".into(),
+                    host: "example.com".into(),
+                    target: "/a?b=1".into(),
+                },
+                false,
+            ),
+            (Selector::Prefix("http://example.com/img/".into()), true),
+            (Selector::Host("example.com".into()), false),
+            (Selector::Tag("product-7".into()), true),
+            (Selector::Key("http|example.com|/x".into()), false),
+        ] {
+            let body = encode(&sel, soft).to_string();
+            assert_eq!(decode(body.as_bytes()), Some((sel, soft)));
+        }
+        assert_eq!(decode(b"{}"), None);
+        assert_eq!(decode(br#"{"selector":{"nope":"x"},"soft":false}"#), None);
+    }
+}

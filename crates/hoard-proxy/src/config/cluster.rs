@@ -1,0 +1,216 @@
+//! `[cluster]` and `--cluster-*`: the members of a hoard cluster.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::units::Dur;
+
+/// A cluster: this node and every member (see `crate::cluster`).
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// This node's name; one of `members`.
+    pub node: String,
+    /// Every member, this node included, by its main listener address.
+    pub members: Vec<Member>,
+    /// The shared secret that signs peer requests (empty: loopback only).
+    pub secret: Vec<u8>,
+    /// How long a connection to a key's owner may take before its second
+    /// choice is asked. Default: 200 ms.
+    pub owner_connect_timeout: Duration,
+    /// How long a forwarded request may wait for the owner's response head
+    /// (the owner may be filling from a slow origin). Default: 60 s.
+    pub owner_read_timeout: Duration,
+    /// How long a purge waits for every member's acknowledgement. Default: 1 s.
+    pub purge_timeout: Duration,
+}
+
+/// One member.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    /// Its name (`--cluster-node` on that machine).
+    pub name: String,
+    /// Its main listener.
+    pub addr: SocketAddr,
+    /// Its share of keys, relative to the others. Default: 1.
+    pub weight: f64,
+}
+
+/// Defaults.
+pub const OWNER_CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
+/// Default of [`ClusterConfig::purge_timeout`].
+pub const PURGE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Default of [`ClusterConfig::owner_read_timeout`].
+pub const OWNER_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `[cluster]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCluster {
+    /// `node = "n1"`.
+    pub node: Option<Spanned<String>>,
+    /// `peers = ["n1=10.0.0.1:80", ...]`.
+    #[serde(default)]
+    pub peers: Vec<Spanned<String>>,
+    /// `secret_file = "/etc/hoard/cluster.secret"`.
+    pub secret_file: Option<Spanned<PathBuf>>,
+    /// `owner_connect_timeout = "200ms"`.
+    pub owner_connect_timeout: Option<Dur>,
+    /// `owner_read_timeout = "60s"`.
+    pub owner_read_timeout: Option<Dur>,
+    /// `purge_timeout = "1s"`.
+    pub purge_timeout: Option<Dur>,
+}
+
+/// The name in `Via` and `Cache-Status`: in a cluster, the default `hoard`
+/// becomes `hoard-NODE`, so that a response shows which node did what.
+pub fn via_name(cluster: Option<&ClusterConfig>, via: &str) -> String {
+    match cluster {
+        Some(c) if via == super::defaults::VIA => format!("{}-{}", super::defaults::VIA, c.node),
+        _ => via.to_string(),
+    }
+}
+
+/// Parses `NAME=HOST:PORT` or `NAME=HOST:PORT*WEIGHT`.
+pub fn parse_member(s: &str) -> Result<Member, String> {
+    let (name, rest) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected NAME=HOST:PORT"))?;
+    let (addr, weight) = match rest.split_once('*') {
+        Some((a, w)) => (
+            a,
+            w.parse::<f64>()
+                .ok()
+                .filter(|w| *w > 0.0 && w.is_finite())
+                .ok_or_else(|| format!("{s:?}: the weight must be a number above 0"))?,
+        ),
+        None => (rest, 1.0),
+    };
+    let name = name.trim();
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(format!(
+            "{s:?}: a member name is letters, digits, '-' and '_'"
+        ));
+    }
+    let addr: SocketAddr = addr
+        .trim()
+        .parse()
+        .map_err(|e| format!("{s:?}: {addr:?} is not HOST:PORT with an IP address ({e})"))?;
+    Ok(Member {
+        name: name.to_string(),
+        addr,
+        weight,
+    })
+}
+
+/// Checks a member list against this node's name and the secret; the
+/// messages name what is wrong.
+pub fn check(node: &str, members: &[Member], secret: &[u8]) -> Result<(), String> {
+    if !members.iter().any(|m| m.name == node) {
+        return Err(format!("this node ({node:?}) is not in the member list"));
+    }
+    for (i, m) in members.iter().enumerate() {
+        if members[..i].iter().any(|o| o.name == m.name) {
+            return Err(format!("member {:?} is listed twice", m.name));
+        }
+    }
+    if secret.is_empty() && members.iter().any(|m| !m.addr.ip().is_loopback()) {
+        return Err(
+            "a member is not on loopback: a shared secret (--cluster-secret-file, \
+             [cluster] secret_file) is required to authenticate peer requests"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// Reads a secret file (its content, surrounding whitespace removed).
+pub fn read_secret(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let s = text.trim_ascii().to_vec();
+    if s.len() < 16 {
+        return Err(format!(
+            "{}: the secret must be at least 16 bytes",
+            path.display()
+        ));
+    }
+    Ok(s)
+}
+
+/// `[cluster]` from the file: `None` when the section is absent.
+pub fn from_raw(
+    raw: Option<RawCluster>,
+) -> Result<Option<ClusterConfig>, (Option<std::ops::Range<usize>>, &'static str, String)> {
+    let Some(raw) = raw else { return Ok(None) };
+    let node = raw.node.ok_or((
+        None,
+        "cluster.node",
+        "this node's name is required".to_string(),
+    ))?;
+    let mut members = Vec::new();
+    for p in &raw.peers {
+        members.push(parse_member(p.get_ref()).map_err(|m| (Some(p.span()), "cluster.peers", m))?);
+    }
+    let secret = match &raw.secret_file {
+        Some(f) => {
+            read_secret(f.get_ref()).map_err(|m| (Some(f.span()), "cluster.secret_file", m))?
+        }
+        None => Vec::new(),
+    };
+    check(node.get_ref(), &members, &secret).map_err(|m| (Some(node.span()), "cluster", m))?;
+    Ok(Some(ClusterConfig {
+        node: node.into_inner(),
+        members,
+        secret,
+        owner_connect_timeout: raw
+            .owner_connect_timeout
+            .map_or(OWNER_CONNECT_TIMEOUT, |d| d.0),
+        owner_read_timeout: raw.owner_read_timeout.map_or(OWNER_READ_TIMEOUT, |d| d.0),
+        purge_timeout: raw.purge_timeout.map_or(PURGE_TIMEOUT, |d| d.0),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_parse_and_are_checked() {
+        let m = parse_member("n1=127.0.0.1:8081").unwrap();
+        assert_eq!(
+            (m.name.as_str(), m.addr.port(), m.weight),
+            ("n1", 8081, 1.0)
+        );
+        assert_eq!(parse_member("big=10.0.0.2:80*2.5").unwrap().weight, 2.5);
+        assert!(parse_member("n1:8081").is_err());
+        assert!(parse_member("n 1=127.0.0.1:1").is_err());
+        assert!(parse_member("n1=localhost:1").is_err());
+        assert!(parse_member("n1=127.0.0.1:1*0").is_err());
+        let local = vec![
+            parse_member("a=127.0.0.1:1").unwrap(),
+            parse_member("b=127.0.0.1:2").unwrap(),
+        ];
+        assert!(check("a", &local, b"").is_ok());
+        assert!(check("c", &local, b"")
+            .unwrap_err()
+            .contains("not in the member list"));
+        let remote = vec![
+            parse_member("a=127.0.0.1:1").unwrap(),
+            parse_member("b=10.0.0.2:2").unwrap(),
+        ];
+        assert!(check("a", &remote, b"").unwrap_err().contains("secret"));
+        assert!(check("a", &remote, b"0123456789abcdef").is_ok());
+        let twice = vec![
+            parse_member("a=127.0.0.1:1").unwrap(),
+            parse_member("a=127.0.0.1:2").unwrap(),
+        ];
+        assert!(check("a", &twice, b"").unwrap_err().contains("twice"));
+    }
+}

@@ -1,0 +1,371 @@
+//! i: a cluster of hoard instances on loopback in front of one strict
+//! origin: each object fetched once whichever node a request lands on.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hoard_proxy::config::{ClusterConfig, Member};
+use hoard_testkit::{Origin, Test, TestProxy};
+
+/// Starts `n` members named n1..nN, each knowing all (ports picked first),
+/// each with its admin listener.
+async fn cluster(t: &Test, origin: &Origin, n: usize) -> Vec<TestProxy> {
+    cluster_with(t, origin, n, &[]).await
+}
+
+/// [`cluster`], with more members (`extra`) that are not started here.
+async fn cluster_with(t: &Test, origin: &Origin, n: usize, extra: &[SocketAddr]) -> Vec<TestProxy> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let mut addrs: Vec<SocketAddr> = held.iter().map(|l| l.local_addr().unwrap()).collect();
+    drop(held);
+    addrs.extend_from_slice(extra);
+    let members: Vec<Member> = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| Member {
+            name: format!("n{}", i + 1),
+            addr: *a,
+            weight: 1.0,
+        })
+        .collect();
+    let mut nodes = Vec::new();
+    for (i, addr) in addrs.iter().enumerate().take(n) {
+        let members = members.clone();
+        let addr = *addr;
+        nodes.push(
+            t.proxy()
+                .origin(origin)
+                .admin()
+                .config(move |c| {
+                    c.listeners[0].address = addr;
+                    c.server.via = format!("hoard-n{}", i + 1);
+                    c.cluster = Some(ClusterConfig {
+                        node: format!("n{}", i + 1),
+                        members,
+                        secret: b"a secret of the test cluster".to_vec(),
+                        owner_connect_timeout: Duration::from_millis(200),
+                        owner_read_timeout: Duration::from_secs(10),
+                        purge_timeout: Duration::from_millis(500),
+                    });
+                })
+                .start()
+                .await,
+        );
+    }
+    nodes
+}
+
+fn total(nodes: &[TestProxy], counter: &str) -> u64 {
+    nodes.iter().map(|n| n.counter(counter)).sum()
+}
+
+fn body_of(path: &str) -> String {
+    format!("body of {path}")
+}
+
+// i00001: twelve objects, each asked of every node in turn: the origin sees
+// each once; the nodes that do not own a key forward it to the owner, which
+// fills once and answers the other from its cache.
+#[tokio::test]
+async fn i00001_each_object_is_fetched_once_per_cluster() {
+    let t = Test::new("i00001");
+    let paths: Vec<String> = (0..12).map(|i| format!("/obj/{i}")).collect();
+    let origin = {
+        let paths = paths.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                for p in &paths {
+                    let req = s.rxreq().await;
+                    req.expect_url(p);
+                    assert_eq!(
+                        req.header("hoard-peer"),
+                        None,
+                        "a peer field reached the origin"
+                    );
+                    s.txresp(200)
+                        .hdr("Cache-Control", "max-age=600")
+                        .body(body_of(p))
+                        .send()
+                        .await;
+                }
+            })
+            .start()
+            .await
+    };
+    let nodes = cluster(&t, &origin, 3).await;
+    let mut two_hops = 0;
+    for p in &paths {
+        for (i, n) in nodes.iter().enumerate() {
+            let r = t.client(n).get(p).send().await;
+            r.expect_status(200).expect_body(body_of(p));
+            // RFC 9211: one entry per cache, the one nearest the origin
+            // first: the owner's, then this node's.
+            let entries: Vec<&str> = r
+                .header_all("cache-status")
+                .into_iter()
+                .flat_map(|v| v.split(','))
+                .map(str::trim)
+                .collect();
+            let me = format!("hoard-n{};", i + 1);
+            assert!(entries.last().unwrap().starts_with(&me), "{entries:?}");
+            assert!(entries.len() <= 2, "{entries:?}");
+            if entries.len() == 2 {
+                assert!(!entries[0].starts_with(&me), "{entries:?}");
+                two_hops += 1;
+            }
+        }
+    }
+    assert_eq!(
+        two_hops, 24,
+        "every forwarded response names its owner first"
+    );
+    // Per key: the two nodes that do not own it forward once each.
+    assert_eq!(total(&nodes, "cluster_forwarded"), 24);
+    assert_eq!(total(&nodes, "cluster_peer_requests"), 24);
+    assert_eq!(total(&nodes, "cluster_forward_retries"), 0);
+    // Every node owns a share.
+    for n in &nodes {
+        assert!(n.counter("cluster_peer_requests") > 0, "a node owns no key");
+    }
+    origin.finish().await;
+}
+
+// i00002: a cold burst of 30 requests for one key, spread over all nodes,
+// makes one origin request: each node collapses its own misses into one
+// fill, the owner collapses the forwarded ones with its own.
+#[tokio::test]
+async fn i00002_a_cold_burst_across_nodes_is_one_origin_request() {
+    let t = Test::new("i00002");
+    let go = Arc::new(tokio::sync::Notify::new());
+    let origin = {
+        let go = go.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                s.rxreq().await.expect_url("/burst");
+                go.notified().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(body_of("/burst"))
+                    .send()
+                    .await;
+            })
+            .start()
+            .await
+    };
+    let nodes = cluster(&t, &origin, 3).await;
+    let mut pending = Vec::new();
+    for i in 0..30 {
+        pending.push(t.client(&nodes[i % 3]).get("/burst").spawn());
+    }
+    // Every request has arrived and waits (10 per node) before the origin answers.
+    for n in &nodes {
+        n.wait_counter("requests_total", 10 + n.counter("cluster_peer_requests"))
+            .await;
+    }
+    origin.wait_requests(1).await;
+    go.notify_one();
+    for p in pending {
+        p.await
+            .unwrap()
+            .expect_status(200)
+            .expect_body(body_of("/burst"));
+    }
+    // The two other nodes forwarded one fill each.
+    assert_eq!(total(&nodes, "cluster_forwarded"), 2);
+    origin.finish().await;
+}
+
+// i00003: a member dies (stopped: its port refuses connections); requests
+// for every key keep coming to the others: each is answered, the dead
+// owner's keys go to their second choice, and each object is still
+// fetched once.
+#[tokio::test]
+async fn i00003_a_dead_owner_costs_no_client_error() {
+    let t = Test::new("i00003");
+    let paths: Vec<String> = (0..12).map(|i| format!("/k/{i}")).collect();
+    let origin = {
+        let paths = paths.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                for p in &paths {
+                    s.rxreq().await.expect_url(p);
+                    s.txresp(200)
+                        .hdr("Cache-Control", "max-age=600")
+                        .body(body_of(p))
+                        .send()
+                        .await;
+                }
+            })
+            .start()
+            .await
+    };
+    let mut nodes = cluster(&t, &origin, 3).await;
+    let dead = nodes.remove(1);
+    dead.stop().await;
+    for p in &paths {
+        for n in &nodes {
+            t.client(n)
+                .get(p)
+                .send()
+                .await
+                .expect_status(200)
+                .expect_body(body_of(p));
+        }
+    }
+    assert!(
+        total(&nodes, "cluster_forward_retries") > 0,
+        "no key of the dead member was asked for"
+    );
+    assert_eq!(total(&nodes, "client_errors"), 0);
+    origin.finish().await;
+}
+
+// i00004: a client cannot pose as a peer: a forged peer field is removed
+// and counted, the request is routed like any other (forwarded to the
+// owner when this node does not own the key), and no peer field reaches
+// the origin.
+#[tokio::test]
+async fn i00004_a_forged_peer_field_is_not_trusted() {
+    let t = Test::new("i00004");
+    let paths: Vec<String> = (0..6).map(|i| format!("/f/{i}")).collect();
+    let origin = {
+        let paths = paths.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                for p in &paths {
+                    let req = s.rxreq().await;
+                    req.expect_url(p);
+                    assert_eq!(req.header("hoard-peer"), None);
+                    s.txresp(200)
+                        .hdr("Cache-Control", "max-age=600")
+                        .body(body_of(p))
+                        .send()
+                        .await;
+                }
+            })
+            .start()
+            .await
+    };
+    let nodes = cluster(&t, &origin, 3).await;
+    let now = t
+        .clock
+        .now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    for p in &paths {
+        t.client(&nodes[0])
+            .get(p)
+            .hdr("hoard-peer", format!("n2 {now} http {}", "ab".repeat(32)))
+            .send()
+            .await
+            .expect_status(200)
+            .expect_body(body_of(p));
+    }
+    nodes[0].expect_counter("cluster_peer_refused", 6);
+    // Keys n1 does not own still went to their owners, signed by n1.
+    assert_eq!(
+        nodes[0].counter("cluster_forwarded"),
+        total(&nodes[1..], "cluster_peer_requests")
+    );
+    assert!(nodes[0].counter("cluster_forwarded") > 0);
+    origin.finish().await;
+}
+
+/// The `nodes` map of a purge answer.
+fn acks(r: &hoard_testkit::Response) -> serde_json::Map<String, serde_json::Value> {
+    r.expect_status(200);
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("purge answer is JSON");
+    v["nodes"].as_object().expect("a nodes map").clone()
+}
+
+// i00005: a purge sent to one node is applied on every member (each held
+// a copy: the owner's, and the copies the others stored from it), each
+// acknowledges, and afterwards no node serves the old body.
+#[tokio::test]
+async fn i00005_a_purge_reaches_and_is_acked_by_every_member() {
+    let t = Test::new("i00005");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for v in ["v1", "v2"] {
+                s.rxreq().await.expect_url("/p");
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(v)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let nodes = cluster(&t, &origin, 3).await;
+    for n in &nodes {
+        t.client(n).get("/p").send().await.expect_body("v1");
+    }
+    let r = crate::o_ops::purge(&t, &nodes[1], r#"{"url": "http://localhost/p"}"#).await;
+    let acked = acks(&r);
+    assert_eq!(acked.len(), 3, "{acked:?}");
+    for name in ["n1", "n2", "n3"] {
+        assert_eq!(acked[name], "acked", "{acked:?}");
+    }
+    // Every node held a copy and removed it.
+    for n in &nodes {
+        assert!(n.counter("purged_objects") >= 1, "a node kept its copy");
+    }
+    for n in &nodes {
+        t.client(n).get("/p").send().await.expect_body("v2");
+    }
+    // A client cannot use the members' purge endpoint.
+    t.client(&nodes[0])
+        .post("/.hoard/cluster/purge")
+        .body(r#"{"selector":{"host":"localhost"},"soft":false}"#)
+        .send()
+        .await
+        .expect_status(403);
+    t.client(&nodes[0]).get("/p").send().await.expect_body("v2");
+    origin.finish().await;
+}
+
+// i00006: a purge while one member is down and another is frozen (it
+// accepts connections and never answers): the answer comes within the
+// purge timeout and names them `unreachable` and `timeout`; the live
+// members acknowledge.
+#[tokio::test]
+async fn i00006_a_purge_names_the_members_that_did_not_ack() {
+    let t = Test::new("i00006");
+    let origin = t.origin().start().await;
+    let frozen = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let frozen_addr = frozen.local_addr().unwrap();
+    // Accepts and holds every connection, says nothing.
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = frozen.accept().await {
+            held.push(s);
+        }
+    });
+    let mut nodes = cluster_with(&t, &origin, 3, &[frozen_addr]).await;
+    let down = nodes.remove(2);
+    down.stop().await;
+    let r = crate::o_ops::purge(&t, &nodes[0], r#"{"tag": "news"}"#).await;
+    let acked = acks(&r);
+    assert_eq!(acked["n1"], "acked", "{acked:?}");
+    assert_eq!(acked["n2"], "acked", "{acked:?}");
+    assert_eq!(acked["n3"], "unreachable", "{acked:?}");
+    assert_eq!(acked["n4"], "timeout", "{acked:?}");
+    nodes[0].expect_counter("cluster_purge_not_acked", 2);
+    // /status shows the members and what the purge found.
+    let status: serde_json::Value =
+        serde_json::from_slice(&t.client(nodes[0].admin()).get("/status").send().await.body)
+            .unwrap();
+    let cluster = &status["cluster"];
+    assert_eq!(cluster["node"], "n1");
+    assert_eq!(cluster["members"].as_array().unwrap().len(), 4);
+    assert_eq!(cluster["purges_not_acked"], 2);
+    nodes[1].expect_counter("purges_tag", 1);
+    holder.abort();
+    origin.finish().await;
+}
