@@ -151,6 +151,13 @@ counters! {
     /// Peer fields refused (forged, stale, unknown member) and removed; the request was
     /// routed like any client's.
     cluster_peer_refused,
+    /// Probes from other members answered (see `cluster::probe`).
+    cluster_probes_answered,
+    /// Times this node found it had stood still past the cluster grace period and fenced what
+    /// it had stored (revalidated before it is served as fresh).
+    cluster_fenced,
+    /// Times a member was found down by its probes (frozen or gone).
+    cluster_members_down,
     /// Purges a member did not acknowledge (timeout or unreachable), one per member and purge.
     cluster_purge_not_acked,
     /// Requests a route's no-store rule kept from being stored.

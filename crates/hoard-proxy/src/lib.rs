@@ -143,6 +143,9 @@ impl Proxy {
             .map_err(StartError::AccessLog)?
             .map(Arc::new);
         let pipeline = Arc::new(pipeline);
+        if let Some(c) = &pipeline.cluster {
+            cluster::probe::start(c);
+        }
         let (tx, rx) = watch::channel(false);
         let mut tasks = Vec::new();
         let admin_addr = match cfg.admin.address {

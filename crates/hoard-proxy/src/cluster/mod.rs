@@ -39,6 +39,7 @@
 //! health are its `Upstream`'s.
 
 pub mod peer_auth;
+pub mod probe;
 pub mod purge;
 pub mod ring;
 
@@ -61,9 +62,14 @@ pub struct Cluster {
     slots: Vec<ring::Slot>,
     /// One upstream per member (`None` for this node).
     peers: Vec<Option<Upstream>>,
+    /// Per member: down by its probes ([`probe`]); never for this node.
+    down: Vec<tokio::sync::watch::Sender<bool>>,
     key: PeerKey,
     /// How long a purge waits for the members' acknowledgements.
     pub purge_timeout: std::time::Duration,
+    /// Unix milliseconds: responses stored before are revalidated before
+    /// they are served as fresh (0: none). See [`probe`].
+    fence_ms: std::sync::atomic::AtomicU64,
     counters: Arc<Counters>,
     clock: Arc<dyn hoard_policy::clock::Clock>,
 }
@@ -106,9 +112,15 @@ impl Cluster {
                 .iter()
                 .map(|m| ring::Slot::new(&m.name, m.weight))
                 .collect(),
+            down: cfg
+                .members
+                .iter()
+                .map(|_| tokio::sync::watch::Sender::new(false))
+                .collect(),
             peers,
             key: PeerKey::new(&cfg.secret),
             purge_timeout: cfg.purge_timeout,
+            fence_ms: std::sync::atomic::AtomicU64::new(0),
             counters,
             clock,
         }
@@ -129,7 +141,25 @@ impl Cluster {
     }
 
     fn up(&self, i: usize) -> bool {
-        self.peers[i].as_ref().is_none_or(|p| !p.is_down())
+        self.peers[i]
+            .as_ref()
+            .is_none_or(|p| !p.is_down() && !*self.down[i].borrow())
+    }
+
+    /// Fences what was stored before `at`: it is revalidated before it is
+    /// served as fresh again (this node stood still and may have missed
+    /// purges).
+    pub fn fence(&self, at: std::time::SystemTime) {
+        self.fence_ms
+            .store(unix_ms(at), std::sync::atomic::Ordering::Relaxed);
+        self.counters.inc(&self.counters.cluster_fenced);
+    }
+
+    /// True when a response received at `response_time` must be
+    /// revalidated before it is served as fresh.
+    pub fn fenced(&self, response_time: std::time::SystemTime) -> bool {
+        let f = self.fence_ms.load(std::sync::atomic::Ordering::Relaxed);
+        f != 0 && unix_ms(response_time) < f
     }
 
     /// The name of the member that owns `key` now.
@@ -215,7 +245,17 @@ impl Cluster {
                 hop.headers.insert(FIELD.clone(), v);
             }
             self.counters.inc(&self.counters.cluster_forwarded);
-            match peer.send(hop).await {
+            // A member found frozen by its probes while this waits for its
+            // response head gives the request up to the next choice.
+            let mut down = self.down[i].subscribe();
+            let sent = tokio::select! {
+                r = peer.send(hop) => r,
+                _ = down.wait_for(|d| *d), if !last => Err(ProxyError::origin(
+                    ErrorKind::ConnectTimeout,
+                    format!("cluster member {}: does not answer probes", self.names[i]),
+                )),
+            };
+            match sent {
                 Ok(resp) => return Ok(resp),
                 Err(e) if !last && unreachable(&e) => {
                     self.counters.inc(&self.counters.cluster_forward_retries);
@@ -229,6 +269,11 @@ impl Cluster {
             .send(req.take().expect("invariant: not sent yet"))
             .await
     }
+}
+
+fn unix_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// A failure that says the owner never took the request: worth asking the

@@ -291,6 +291,11 @@ impl Pipeline {
                 started,
             })
         });
+        if self.cluster.is_some() && req.uri().path() == crate::cluster::probe::PATH {
+            // A member's probe: answered at once, not a request.
+            self.counters.inc(&self.counters.cluster_probes_answered);
+            return Response::new(Tallied::new(ProxyBody::Empty, self.metrics.clone(), None));
+        }
         let purge = req.method().as_str() == "PURGE"
             || (self.cluster.is_some() && req.uri().path() == crate::cluster::purge::PATH);
         let (resp, outcome) = if purge {
@@ -630,7 +635,7 @@ impl Pipeline {
             _ => self.store.lookup(key.digest, &key.text, &ctx.headers).await,
         };
         let (stale, fwd) = match lookup {
-            Lookup::Hit(obj) => match reuse(&obj.times, &obj.rules, &req_cc, now) {
+            Lookup::Hit(obj) => match self.reuse_here(&obj, &req_cc, now) {
                 Reuse::Fresh | Reuse::StaleAllowed => {
                     self.counters.inc(&self.counters.cache_hit);
                     let status = CacheStatus {
@@ -750,6 +755,23 @@ impl Pipeline {
             resp.headers_mut().append("cache-status", v);
         }
         note_outcome(status.outcome());
+    }
+
+    /// RFC 9111's reuse decision, except that in a cluster a response this
+    /// node stored before it stood still is revalidated first (it may have
+    /// missed a purge; see `cluster::probe`).
+    fn reuse_here(
+        &self,
+        obj: &hoard_store::object::StoredObject,
+        req_cc: &hoard_policy::cache_control::CacheControl,
+        now: std::time::SystemTime,
+    ) -> Reuse {
+        match &self.cluster {
+            Some(c) if c.fenced(obj.times.response_time) => {
+                Reuse::Revalidate(hoard_policy::reuse::RevalidateReason::Stale)
+            }
+            _ => reuse(&obj.times, &obj.rules, req_cc, now),
+        }
     }
 
     /// Appends this hop to `Via` (RFC 9110 §7.6.3).

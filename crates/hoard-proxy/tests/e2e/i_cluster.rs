@@ -15,10 +15,28 @@ async fn cluster(t: &Test, origin: &Origin, n: usize) -> Vec<TestProxy> {
 }
 
 /// [`cluster`], with more members (`extra`) that are not started here.
+///
+/// The members' ports are fixed before they start (each must know the
+/// others'), so they are taken below the kernel's ephemeral range
+/// (32768 and up on Linux), where neither `bind(:0)` nor outgoing
+/// connections pick, from a block of 16 that is this case's own (by its
+/// number, `i000NN` → 21000 + 16·NN), skipping any port in use.
 async fn cluster_with(t: &Test, origin: &Origin, n: usize, extra: &[SocketAddr]) -> Vec<TestProxy> {
-    let held: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
+    let case: u16 = t
+        .name()
+        .trim_start_matches('i')
+        .parse()
+        .expect("an iNNNNN case");
+    let mut held = Vec::new();
+    for port in (21000 + 16 * case)..(21000 + 16 * case + 16) {
+        if held.len() == n {
+            break;
+        }
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            held.push(l);
+        }
+    }
+    assert_eq!(held.len(), n, "free ports in this case's block");
     let mut addrs: Vec<SocketAddr> = held.iter().map(|l| l.local_addr().unwrap()).collect();
     drop(held);
     addrs.extend_from_slice(extra);
@@ -367,5 +385,170 @@ async fn i00006_a_purge_names_the_members_that_did_not_ack() {
     assert_eq!(cluster["purges_not_acked"], 2);
     nodes[1].expect_counter("purges_tag", 1);
     holder.abort();
+    origin.finish().await;
+}
+
+/// The member that owns `path` (as `localhost` over plain HTTP) among n1..nN.
+fn owner_of(path: &str, members: usize) -> usize {
+    use hoard_proxy::cluster::ring::{owner, Slot};
+    let slots: Vec<Slot> = (1..=members)
+        .map(|i| Slot::new(&format!("n{i}"), 1.0))
+        .collect();
+    owner(&slots, format!("http|localhost|{path}").as_bytes(), |_| {
+        true
+    })
+    .unwrap()
+}
+
+// i00007: a frozen member (its port accepts, nothing answers) owns some
+// keys: requests for them on a live node wait only until the probes find it
+// down, then go to the second choice; a slow origin behind a live owner is
+// waited for (no second fetch), however long it takes.
+#[tokio::test]
+async fn i00007_a_frozen_owner_is_told_from_a_slow_one() {
+    let t = Test::new("i00007");
+    let frozen_keys: Vec<String> = (0..200)
+        .map(|i| format!("/z/{i}"))
+        .filter(|p| owner_of(p, 4) == 3)
+        .take(3)
+        .collect();
+    let slow = (0..200)
+        .map(|i| format!("/slow/{i}"))
+        .find(|p| owner_of(p, 4) == 1)
+        .unwrap();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let origin = {
+        let (keys, slow, release) = (frozen_keys.clone(), slow.clone(), release.clone());
+        t.origin()
+            .script(move |mut s| async move {
+                for p in &keys {
+                    s.rxreq().await.expect_url(p);
+                    s.txresp(200)
+                        .hdr("Cache-Control", "max-age=600")
+                        .body(body_of(p))
+                        .send()
+                        .await;
+                }
+                s.rxreq().await.expect_url(&slow);
+                release.notified().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(body_of(&slow))
+                    .send()
+                    .await;
+            })
+            .start()
+            .await
+    };
+    let frozen = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let frozen_addr = frozen.local_addr().unwrap();
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = frozen.accept().await {
+            held.push(s);
+        }
+    });
+    let nodes = cluster_with(&t, &origin, 3, &[frozen_addr]).await;
+    for p in &frozen_keys {
+        t.client(&nodes[0])
+            .get(p)
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .expect_status(200)
+            .expect_body(body_of(p));
+    }
+    nodes[0].expect_counter("cluster_members_down", 1);
+    assert!(nodes[0].counter("cluster_forward_retries") >= 1);
+    let retries = nodes[0].counter("cluster_forward_retries");
+
+    // The slow origin: n2 fills while n1 waits; n1's probes of n2 keep
+    // answering, so nothing moves to another member.
+    let waiting = t
+        .client(&nodes[0])
+        .get(&slow)
+        .timeout(Duration::from_secs(20))
+        .spawn();
+    origin.wait_requests(frozen_keys.len() + 1).await;
+    // More probe rounds than it took to find the frozen member down pass
+    // while the origin holds the answer (n1 and n3 each probe n2).
+    let answered = nodes[1].counter("cluster_probes_answered");
+    nodes[1]
+        .wait_counter("cluster_probes_answered", answered + 4 * 2)
+        .await;
+    release.notify_one();
+    waiting
+        .await
+        .unwrap()
+        .expect_status(200)
+        .expect_body(body_of(&slow));
+    nodes[0].expect_counter("cluster_forward_retries", retries);
+    nodes[0].expect_counter("cluster_members_down", 1);
+    holder.abort();
+    origin.finish().await;
+}
+
+// i00008: a node that stood still past the grace period (a frozen process,
+// here its wall clock jumping 10 s between two of its ticks) may have
+// missed purges: what it stored before is revalidated before it is served
+// as fresh again, once, and then served from cache.
+#[tokio::test]
+async fn i00008_a_node_that_stood_still_revalidates_what_it_stored() {
+    let t = Test::new("i00008");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/g");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "\"g1\"")
+                .body("g")
+                .send()
+                .await;
+            let req = s.rxreq().await;
+            req.expect_url("/g");
+            assert_eq!(req.header("if-none-match").as_deref(), Some("\"g1\""));
+            s.txresp(304)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "\"g1\"")
+                .no_body()
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let nodes = cluster(&t, &origin, 2).await;
+    for n in &nodes {
+        t.client(n).get("/g").send().await.expect_body("g");
+    }
+    t.clock.advance(Duration::from_secs(10));
+    for n in &nodes {
+        n.wait_counter("cluster_fenced", 1).await;
+    }
+    // Revalidated (through the owner: one conditional request), then fresh.
+    for n in &nodes {
+        t.client(n)
+            .get("/g")
+            .send()
+            .await
+            .expect_status(200)
+            .expect_body("g");
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        let r = t.client(n).get("/g").send().await;
+        r.expect_body("g");
+        let mine = r
+            .header_all("cache-status")
+            .into_iter()
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .next_back()
+            .unwrap()
+            .to_string();
+        assert!(
+            mine.starts_with(&format!("hoard-n{}; hit", i + 1)),
+            "{mine}"
+        );
+    }
     origin.finish().await;
 }

@@ -1,0 +1,122 @@
+//! Active probes: telling a frozen member from a slow one.
+//!
+//! A member whose kernel still accepts connections while its process never
+//! answers (stopped with SIGSTOP, wedged) looks, to a forwarded request,
+//! exactly like an owner filling from a slow origin. Waiting on it would
+//! hang clients; giving up on a slow owner would fetch twice. Probes tell
+//! the two apart: every [`INTERVAL`] each other member is asked `GET`
+//! [`PATH`], which its serving threads answer at once, whatever its origin
+//! does. A member that fails [`DOWN_AFTER`] probes in a row (no answer
+//! within [`TIMEOUT`]) is *down*: it leaves the ranking, and the forwarded
+//! requests waiting on it are moved to the key's next choice at that
+//! moment (see `Cluster::send`). It is up again after [`UP_AFTER`] answered
+//! probes in a row. So a frozen owner costs a waiting client at most about
+//! `DOWN_AFTER × INTERVAL + TIMEOUT` (about 1.2 s), and a slow origin behind
+//! a live owner costs nothing extra.
+//!
+//! The probe state is one `watch` channel per member (true: down): the
+//! probe task writes it, forwarded requests wait on it. The task holds the
+//! cluster weakly and ends with it.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use http::{HeaderMap, Method, Uri};
+
+use super::Cluster;
+use crate::upstream::OriginRequest;
+
+/// The path every member answers at once.
+pub const PATH: &str = "/.hoard/cluster/ping";
+/// Time between probes of one member.
+pub const INTERVAL: Duration = Duration::from_millis(300);
+/// How long a probe waits for its answer.
+pub const TIMEOUT: Duration = Duration::from_millis(300);
+/// Failed probes in a row that make a member down.
+pub const DOWN_AFTER: u32 = 2;
+/// Answered probes in a row that make it up again.
+pub const UP_AFTER: u32 = 2;
+
+/// A gap this long in this node's own ticking means it was frozen
+/// (SIGSTOP, a suspended VM) and may have missed purges.
+pub const GRACE: Duration = Duration::from_secs(5);
+/// How often this node checks on itself.
+const SELF_TICK: Duration = Duration::from_millis(250);
+
+/// Starts probing every other member, and watching this node for a freeze
+/// (on the current runtime).
+pub fn start(cluster: &Arc<Cluster>) {
+    tokio::spawn(watch_self(Arc::downgrade(cluster)));
+    for i in 0..cluster.peers.len() {
+        if cluster.peers[i].is_some() {
+            tokio::spawn(run(Arc::downgrade(cluster), i));
+        }
+    }
+}
+
+/// Notices that this node itself stood still for longer than [`GRACE`]
+/// (its ticks, read on the wall clock, came that late): purges sent
+/// meanwhile may have found it `timeout`, so everything it stored before
+/// is fenced: revalidated before it is served as fresh again
+/// ([`Cluster::fenced`]). The wall clock (the proxy's `Clock`) is used so
+/// that a frozen process, whose monotonic timers may also stand still, is
+/// seen, and so that tests can move it.
+async fn watch_self(cluster: Weak<Cluster>) {
+    let mut last = match cluster.upgrade() {
+        Some(c) => c.clock.now(),
+        None => return,
+    };
+    let mut tick = tokio::time::interval(SELF_TICK);
+    loop {
+        tick.tick().await;
+        let Some(c) = cluster.upgrade() else { return };
+        let now = c.clock.now();
+        if now.duration_since(last).unwrap_or_default() > GRACE {
+            tracing::warn!(
+                stood_still_ms = now.duration_since(last).unwrap_or_default().as_millis() as u64,
+                "this node stood still past the cluster grace period: what it stored before is revalidated before it is served"
+            );
+            c.fence(now);
+        }
+        last = now;
+    }
+}
+
+async fn run(cluster: Weak<Cluster>, i: usize) {
+    let (mut fails, mut oks) = (0u32, 0u32);
+    let mut tick = tokio::time::interval(INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(c) = cluster.upgrade() else { return };
+        let Some(peer) = &c.peers[i] else { return };
+        let req = OriginRequest {
+            method: Method::GET,
+            uri: Uri::from_static(PATH),
+            headers: HeaderMap::new(),
+            body: None,
+            interim: None,
+        };
+        let answered = matches!(
+            tokio::time::timeout(TIMEOUT, peer.send(req)).await,
+            Ok(Ok(r)) if r.status().is_success()
+        );
+        let down = *c.down[i].borrow();
+        if answered {
+            fails = 0;
+            oks += 1;
+            if down && oks >= UP_AFTER {
+                tracing::info!(member = %c.names[i], "cluster member answers probes again: up");
+                c.down[i].send_replace(false);
+            }
+        } else {
+            oks = 0;
+            fails += 1;
+            if !down && fails >= DOWN_AFTER {
+                tracing::warn!(member = %c.names[i], "cluster member does not answer probes: down");
+                c.counters.inc(&c.counters.cluster_members_down);
+                c.down[i].send_replace(true);
+            }
+        }
+    }
+}
