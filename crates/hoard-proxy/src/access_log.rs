@@ -60,6 +60,9 @@ pub struct Record {
     /// For a tunnel (an upgrade answered `101`): the bytes the client sent
     /// through it (`bytes` counts those it got).
     pub tunnel_to_origin: Option<u64>,
+    /// In a cluster: the member that owns the key of a request that went
+    /// forward to it.
+    pub owner: Option<std::sync::Arc<str>>,
 }
 
 impl Record {
@@ -81,6 +84,7 @@ impl Record {
             bytes: 0,
             cache: Outcome::Error.as_str(),
             upstream: None,
+            owner: None,
             total: Duration::ZERO,
             tunnel_to_origin: None,
         }
@@ -132,6 +136,10 @@ impl Record {
                 if let Some(n) = self.tunnel_to_origin {
                     out.push_str(",\"tunnel_bytes_to_origin\":");
                     out.push_str(num.format(n));
+                }
+                if let Some(owner) = &self.owner {
+                    out.push_str(",\"owner\":");
+                    push_json_str(out, owner);
                 }
                 out.push_str("}\n");
             }

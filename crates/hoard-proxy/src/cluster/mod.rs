@@ -162,6 +162,17 @@ impl Cluster {
         f != 0 && unix_ms(response_time) < f
     }
 
+    /// Member `i`'s name (for the access log).
+    pub fn name(&self, i: usize) -> Arc<str> {
+        Arc::from(self.names[i].as_str())
+    }
+
+    /// The member (index) that owns `key` now, if it is not this node.
+    pub fn other_owner(&self, key: &[u8]) -> Option<u16> {
+        let i = ring::owner(&self.slots, key, |i| self.up(i))?;
+        (i != self.me).then_some(i as u16)
+    }
+
     /// The name of the member that owns `key` now.
     pub fn owner(&self, key: &[u8]) -> &str {
         let i = ring::owner(&self.slots, key, |i| self.up(i)).unwrap_or(self.me);

@@ -136,6 +136,11 @@ impl Pipeline {
         mut want: Want<'_>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let Want { ctx, key, .. } = want;
+        if let (Some(c), Some(_)) = (&self.cluster, ctx.cluster_tls()) {
+            if let Some(owner) = c.other_owner(key.text.as_bytes()) {
+                super::note_owner(owner);
+            }
+        }
         // A known-down origin: answer with the stale copy at once.
         if ctx.upstream.is_down() {
             if let Some(obj) = self.stale_for_error(&want) {

@@ -137,12 +137,35 @@ tokio::task_local! {
     /// redirect), read by `serve` for the metrics and the access log. A
     /// slot of the request's task rather than a response extension, which
     /// would cost every request three allocations.
-    static OUTCOME: std::cell::Cell<Option<Outcome>>;
+    static OUTCOME: std::cell::Cell<Noted>;
+}
+
+/// What a request's task notes for `serve` (see [`OUTCOME`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Noted {
+    /// The cache outcome; the last one wins.
+    pub outcome: Option<Outcome>,
+    /// In a cluster: the member (index) that owns the key of a request
+    /// that went forward to another member, for the access log.
+    pub owner: Option<u16>,
 }
 
 /// Records the request's outcome (see [`OUTCOME`]); the last one wins.
 pub(crate) fn note_outcome(outcome: Outcome) {
-    let _ = OUTCOME.try_with(|c| c.set(Some(outcome)));
+    let _ = OUTCOME.try_with(|c| {
+        let mut n = c.get();
+        n.outcome = Some(outcome);
+        c.set(n);
+    });
+}
+
+/// Records the member that owns the request's key (see [`Noted::owner`]).
+pub(crate) fn note_owner(owner: u16) {
+    let _ = OUTCOME.try_with(|c| {
+        let mut n = c.get();
+        n.owner = Some(owner);
+        c.set(n);
+    });
 }
 
 /// The route rule that matched a cacheable request, if any.
@@ -298,17 +321,17 @@ impl Pipeline {
         }
         let purge = req.method().as_str() == "PURGE"
             || (self.cluster.is_some() && req.uri().path() == crate::cluster::purge::PATH);
-        let (resp, outcome) = if purge {
+        let (resp, noted) = if purge {
             let resp = if req.method().as_str() == "PURGE" {
                 Box::pin(self.purge_method(req, peer, tls)).await
             } else {
                 Box::pin(self.peer_purge(req)).await
             };
-            (resp, None)
+            (resp, Noted::default())
         } else {
             self.counters.inc(&self.counters.requests_total);
             OUTCOME
-                .scope(std::cell::Cell::new(None), async {
+                .scope(std::cell::Cell::new(Noted::default()), async {
                     let resp = match self.recv(req, conn).await {
                         Ok(resp) => resp,
                         Err(e) => self.error_response(&e, None),
@@ -317,6 +340,7 @@ impl Pipeline {
                 })
                 .await
         };
+        let outcome = noted.outcome;
         let ttfb = started.elapsed();
         if !purge {
             self.metrics
@@ -333,6 +357,9 @@ impl Pipeline {
                     None => Outcome::Error.as_str(),
                 };
                 record.upstream = outcome.is_some_and(Outcome::went_forward).then_some(ttfb);
+                record.owner = noted
+                    .owner
+                    .and_then(|i| self.cluster.as_ref().map(|c| c.name(usize::from(i))));
                 match parts.extensions.get::<tunnel::TunnelEnd>() {
                     // A tunnel's line is written when it closes.
                     Some(end) => {

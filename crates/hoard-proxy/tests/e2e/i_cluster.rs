@@ -53,11 +53,13 @@ async fn cluster_with(t: &Test, origin: &Origin, n: usize, extra: &[SocketAddr])
     for (i, addr) in addrs.iter().enumerate().take(n) {
         let members = members.clone();
         let addr = *addr;
+        let log = t.dir().join(format!("access-n{}.log", i + 1));
         nodes.push(
             t.proxy()
                 .origin(origin)
                 .admin()
                 .config(move |c| {
+                    c.access_log.target = hoard_proxy::config::LogTarget::File(log);
                     c.listeners[0].address = addr;
                     c.server.via = format!("hoard-n{}", i + 1);
                     c.cluster = Some(ClusterConfig {
@@ -140,6 +142,28 @@ async fn i00001_each_object_is_fetched_once_per_cluster() {
         two_hops, 24,
         "every forwarded response names its owner first"
     );
+    // The access log names the owner of each request that went to one.
+    for (i, n) in nodes.iter().enumerate() {
+        let lines = 12 + n.counter("cluster_peer_requests");
+        n.wait_counter("access_log_lines", lines).await;
+        let text = std::fs::read_to_string(t.dir().join(format!("access-n{}.log", i + 1))).unwrap();
+        let owners: Vec<String> = text
+            .lines()
+            .filter_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["owner"].as_str().map(str::to_string)
+            })
+            .collect();
+        assert_eq!(
+            owners.len() as u64,
+            n.counter("cluster_forwarded"),
+            "{text}"
+        );
+        assert!(
+            owners.iter().all(|o| *o != format!("n{}", i + 1)),
+            "{owners:?}"
+        );
+    }
     // Per key: the two nodes that do not own it forward once each.
     assert_eq!(total(&nodes, "cluster_forwarded"), 24);
     assert_eq!(total(&nodes, "cluster_peer_requests"), 24);
