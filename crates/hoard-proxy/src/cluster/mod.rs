@@ -58,7 +58,8 @@ use peer_auth::{PeerHop, PeerKey};
 #[derive(Debug)]
 pub struct Cluster {
     me: usize,
-    names: Vec<String>,
+    /// Shared, so that an access log line can name a member without a copy.
+    names: Vec<Arc<str>>,
     slots: Vec<ring::Slot>,
     /// One upstream per member (`None` for this node).
     peers: Vec<Option<Upstream>>,
@@ -106,7 +107,11 @@ impl Cluster {
             .collect();
         Cluster {
             me,
-            names: cfg.members.iter().map(|m| m.name.clone()).collect(),
+            names: cfg
+                .members
+                .iter()
+                .map(|m| Arc::from(m.name.as_str()))
+                .collect(),
             slots: cfg
                 .members
                 .iter()
@@ -136,7 +141,7 @@ impl Cluster {
         self.names
             .iter()
             .enumerate()
-            .map(|(i, n)| (n.as_str(), self.up(i)))
+            .map(|(i, n)| (&**n, self.up(i)))
             .collect()
     }
 
@@ -164,7 +169,7 @@ impl Cluster {
 
     /// Member `i`'s name (for the access log).
     pub fn name(&self, i: usize) -> Arc<str> {
-        Arc::from(self.names[i].as_str())
+        self.names[i].clone()
     }
 
     /// The member (index) that owns `key` now, if it is not this node.
@@ -191,7 +196,7 @@ impl Cluster {
             .and_then(|v| {
                 self.key
                     .verify(v, self.clock.now(), method.as_str(), target, |n| {
-                        n != self.node() && self.names.iter().any(|m| m == n)
+                        n != self.node() && self.names.iter().any(|m| &**m == n)
                     })
             });
         match checked {

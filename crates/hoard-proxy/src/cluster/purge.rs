@@ -108,7 +108,7 @@ impl Cluster {
             let body = body.clone();
             async move {
                 let Some(peer) = peer else {
-                    return (self.names[i].clone(), Ack::Acked);
+                    return (self.names[i].to_string(), Ack::Acked);
                 };
                 let mut headers = HeaderMap::new();
                 headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -142,7 +142,7 @@ impl Cluster {
                     Ok(Some(true)) => Ack::Acked,
                     Ok(_) => Ack::Unreachable,
                 };
-                (self.names[i].clone(), ack)
+                (self.names[i].to_string(), ack)
             }
         });
         let acks = futures_util::future::join_all(sends).await;

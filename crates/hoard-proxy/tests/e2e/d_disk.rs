@@ -1064,6 +1064,83 @@ servers = ["http://{{origin}}"]
     origin.finish().await;
 }
 
+/// Disk objects `(path, len)` (bodies [`body`]`(len, seed)`) stored through a
+/// disk-only proxy, then each read once on a keep-alive connection (which
+/// verifies its open file); that connection is returned for more hits.
+async fn stored_and_verified(
+    t: &Test,
+    objects: &[(&'static str, usize)],
+    seed: u8,
+) -> (Origin, TestProxy, hoard_testkit::Conn) {
+    let list = objects.to_vec();
+    let origin = t
+        .origin()
+        .script(move |mut s| async move {
+            for (path, len) in list {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(body(len, seed))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let proxy = disk_proxy(t, &origin, &t.dir().join("zone")).await;
+    for &(path, len) in objects {
+        t.client(&proxy)
+            .get(path)
+            .send()
+            .await
+            .expect_body(body(len, seed));
+    }
+    proxy
+        .wait_counter("disk_stored", objects.len() as u64)
+        .await;
+    let mut c = t.client(&proxy).connect().await;
+    for &(path, len) in objects {
+        c.get(path)
+            .send()
+            .await
+            .expect_status(200)
+            .expect_body(body(len, seed));
+    }
+    (origin, proxy, c)
+}
+
+/// An HTTP/2 prior-knowledge connection to a proxy.
+struct H2c(hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>);
+
+impl H2c {
+    async fn connect(proxy: &TestProxy) -> H2c {
+        let stream = tokio::net::TcpStream::connect(hoard_testkit::Endpoint::endpoint(proxy))
+            .await
+            .unwrap();
+        let (send, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(stream),
+        )
+        .await
+        .unwrap();
+        tokio::spawn(conn);
+        H2c(send)
+    }
+
+    /// GETs `path`: 200 expected; the body.
+    async fn get(&mut self, path: &str) -> bytes::Bytes {
+        let req = http::Request::get(format!("http://localhost{path}"))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let resp = self.0.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+        http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .unwrap()
+            .to_bytes()
+    }
+}
+
 // d00019: disk hits on plain HTTP/1.1 go out with sendfile once their file
 // handle has been read whole and checked: the bytes are the same, on one
 // keep-alive connection and pipelined, and HTTP/2 is never sent that way.
@@ -1072,41 +1149,10 @@ async fn d00019_disk_hits_are_sent_with_sendfile_once_verified() {
     const BIG: usize = 3 * 1024 * 1024 + 123;
     const SMALL: usize = 40_000;
     let t = Test::new("d00019");
-    let origin = t
-        .origin()
-        .script(|mut s| async move {
-            for (path, len) in [("/big", BIG), ("/small", SMALL)] {
-                s.rxreq().await.expect_url(path);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(body(len, 9))
-                    .send()
-                    .await;
-            }
-        })
-        .start()
-        .await;
-    let dir = t.dir().join("zone");
-    let proxy = disk_proxy(&t, &origin, &dir).await;
-    for (path, len) in [("/big", BIG), ("/small", SMALL)] {
-        t.client(&proxy)
-            .get(path)
-            .send()
-            .await
-            .expect_body(body(len, 9));
-    }
-    proxy.wait_counter("disk_stored", 2).await;
-
-    let mut c = t.client(&proxy).connect().await;
     // The first hits read and check every block (verifying the open file);
     // the next ones are sent from the page cache without a copy.
-    for (path, len) in [("/big", BIG), ("/small", SMALL)] {
-        c.get(path)
-            .send()
-            .await
-            .expect_status(200)
-            .expect_body(body(len, 9));
-    }
+    let (origin, proxy, mut c) =
+        stored_and_verified(&t, &[("/big", BIG), ("/small", SMALL)], 9).await;
     let before = proxy.counter("disk_sendfile_bytes");
     for (path, len) in [("/big", BIG), ("/small", SMALL), ("/big", BIG)] {
         c.get(path)
@@ -1136,26 +1182,11 @@ async fn d00019_disk_hits_are_sent_with_sendfile_once_verified() {
     proxy.expect_counter("disk_sendfile_bytes", sent + (BIG + SMALL) as u64);
 
     // HTTP/2 (h2c) gets the same bytes, copied into frames.
-    let stream = tokio::net::TcpStream::connect(hoard_testkit::Endpoint::endpoint(&proxy))
-        .await
-        .unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
-    let req = http::Request::get("http://localhost/big")
-        .body(http_body_util::Empty::<bytes::Bytes>::new())
-        .unwrap();
-    let resp = send.send_request(req).await.unwrap();
-    assert_eq!(resp.status(), 200);
-    let got = http_body_util::BodyExt::collect(resp.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    assert!(got[..] == body(BIG, 9)[..], "h2 body differs");
+    let mut h2 = H2c::connect(&proxy).await;
+    assert!(
+        h2.get("/big").await[..] == body(BIG, 9)[..],
+        "h2 body differs"
+    );
     proxy.expect_counter("disk_sendfile_bytes", sent + (BIG + SMALL) as u64);
     origin.finish().await;
 }
@@ -1390,35 +1421,8 @@ async fn d00023_small_disk_hits_are_copied_large_ones_sent() {
     const TINY: usize = 1000;
     const LARGE: usize = 300_123;
     let t = Test::new("d00023");
-    let origin = t
-        .origin()
-        .script(|mut s| async move {
-            for (path, len) in [("/tiny", TINY), ("/large", LARGE)] {
-                s.rxreq().await.expect_url(path);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(body(len, 3))
-                    .send()
-                    .await;
-            }
-        })
-        .start()
-        .await;
-    let dir = t.dir().join("zone");
-    let proxy = disk_proxy(&t, &origin, &dir).await;
-    for (path, len) in [("/tiny", TINY), ("/large", LARGE)] {
-        t.client(&proxy)
-            .get(path)
-            .send()
-            .await
-            .expect_body(body(len, 3));
-    }
-    proxy.wait_counter("disk_stored", 2).await;
-    let mut c = t.client(&proxy).connect().await;
-    // The first hits read and check every block (verifying the files).
-    for (path, len) in [("/tiny", TINY), ("/large", LARGE)] {
-        c.get(path).send().await.expect_body(body(len, 3));
-    }
+    let (origin, proxy, mut c) =
+        stored_and_verified(&t, &[("/tiny", TINY), ("/large", LARGE)], 3).await;
     let before = proxy.counter("disk_sendfile_bytes");
     for _ in 0..3 {
         c.get("/tiny")
@@ -1443,27 +1447,12 @@ async fn d00023_small_disk_hits_are_copied_large_ones_sent() {
     proxy.expect_counter("disk_sendfile_bytes", before + LARGE as u64);
 
     // HTTP/2 (h2c): copied into frames, never sendfile.
-    let stream = tokio::net::TcpStream::connect(hoard_testkit::Endpoint::endpoint(&proxy))
-        .await
-        .unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
+    let mut h2 = H2c::connect(&proxy).await;
     for (path, len) in [("/tiny", TINY), ("/large", LARGE)] {
-        let req = http::Request::get(format!("http://localhost{path}"))
-            .body(http_body_util::Empty::<bytes::Bytes>::new())
-            .unwrap();
-        let resp = send.send_request(req).await.unwrap();
-        assert_eq!(resp.status(), 200);
-        let got = http_body_util::BodyExt::collect(resp.into_body())
-            .await
-            .unwrap()
-            .to_bytes();
-        assert!(got[..] == body(len, 3)[..], "h2 {path} differs");
+        assert!(
+            h2.get(path).await[..] == body(len, 3)[..],
+            "h2 {path} differs"
+        );
     }
     proxy.expect_counter("disk_sendfile_bytes", before + LARGE as u64);
     proxy.expect_counter("disk_hits", 9);

@@ -51,33 +51,11 @@ async fn h00010_tls_alpn_h2_and_http1() {
         })
         .start()
         .await;
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .config(|c| {
-            c.listeners[0].tls = Some(TlsConfig {
-                cert: fixture("server.pem"),
-                key: fixture("server.key"),
-            });
-        })
-        .start()
-        .await;
+    let proxy = t.proxy().origin(&origin).config(tls_listener).start().await;
     let name = ServerName::try_from("localhost").unwrap();
 
     // h2 over TLS.
-    let tcp = tokio::net::TcpStream::connect(proxy.endpoint())
-        .await
-        .unwrap();
-    let tls = connector(&[b"h2"])
-        .connect(name.clone(), tcp)
-        .await
-        .unwrap();
-    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
+    let mut send = h2_over_tls(&proxy).await;
     let resp = send
         .send_request(
             http::Request::get("https://localhost/tls")
@@ -123,6 +101,34 @@ async fn h00010_tls_alpn_h2_and_http1() {
         b"secret"
     );
     origin.finish().await;
+}
+
+/// The first listener serves TLS with the test certificate.
+pub(super) fn tls_listener(c: &mut hoard_proxy::config::Config) {
+    c.listeners[0].tls = Some(TlsConfig {
+        cert: fixture("server.pem"),
+        key: fixture("server.key"),
+    });
+}
+
+/// An HTTP/2 connection over TLS to `proxy` (ALPN checked to be h2).
+async fn h2_over_tls(
+    proxy: &hoard_testkit::TestProxy,
+) -> hyper::client::conn::http2::SendRequest<Empty<bytes::Bytes>> {
+    let tcp = tokio::net::TcpStream::connect(proxy.endpoint())
+        .await
+        .unwrap();
+    let tls = connector(&[b"h2"])
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    send
 }
 
 /// GET `path` over HTTP/1.1 on a TLS connection made by `connector`.
@@ -290,29 +296,8 @@ async fn h00012_http2_batched_writes_keep_every_stream_whole() {
             .start()
             .await
     };
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .config(|c| {
-            c.listeners[0].tls = Some(TlsConfig {
-                cert: fixture("server.pem"),
-                key: fixture("server.key"),
-            });
-        })
-        .start()
-        .await;
-    let tcp = tokio::net::TcpStream::connect(proxy.endpoint())
-        .await
-        .unwrap();
-    let tls = connector(&[b"h2"])
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .unwrap();
-    let (send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
+    let proxy = t.proxy().origin(&origin).config(tls_listener).start().await;
+    let send = h2_over_tls(&proxy).await;
     let get = |path: &str| {
         let mut send = send.clone();
         let req = http::Request::get(format!("https://localhost{path}"))

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hoard_proxy::config::{ClusterConfig, Member};
-use hoard_testkit::{Origin, Test, TestProxy};
+use hoard_testkit::{Origin, Script, Test, TestProxy};
 
 /// Starts `n` members named n1..nN, each knowing all (ports picked first),
 /// each with its admin listener.
@@ -86,6 +86,34 @@ fn body_of(path: &str) -> String {
     format!("body of {path}")
 }
 
+/// Answers one request for each of `paths`, in that order, with
+/// [`body_of`] and `max-age=600`; a peer field must never reach it.
+async fn serve_each_once(s: &mut Script, paths: &[String]) {
+    for p in paths {
+        let req = s.rxreq().await;
+        req.expect_url(p);
+        assert_eq!(
+            req.header("hoard-peer"),
+            None,
+            "a peer field reached the origin"
+        );
+        s.txresp(200)
+            .hdr("Cache-Control", "max-age=600")
+            .body(body_of(p))
+            .send()
+            .await;
+    }
+}
+
+/// An origin that expects each of `paths` exactly once, in that order.
+async fn origin_serving_once(t: &Test, paths: &[String]) -> Origin {
+    let paths = paths.to_vec();
+    t.origin()
+        .script(move |mut s| async move { serve_each_once(&mut s, &paths).await })
+        .start()
+        .await
+}
+
 // i00001: twelve objects, each asked of every node in turn: the origin sees
 // each once; the nodes that do not own a key forward it to the owner, which
 // fills once and answers the other from its cache.
@@ -93,28 +121,7 @@ fn body_of(path: &str) -> String {
 async fn i00001_each_object_is_fetched_once_per_cluster() {
     let t = Test::new("i00001");
     let paths: Vec<String> = (0..12).map(|i| format!("/obj/{i}")).collect();
-    let origin = {
-        let paths = paths.clone();
-        t.origin()
-            .script(move |mut s| async move {
-                for p in &paths {
-                    let req = s.rxreq().await;
-                    req.expect_url(p);
-                    assert_eq!(
-                        req.header("hoard-peer"),
-                        None,
-                        "a peer field reached the origin"
-                    );
-                    s.txresp(200)
-                        .hdr("Cache-Control", "max-age=600")
-                        .body(body_of(p))
-                        .send()
-                        .await;
-                }
-            })
-            .start()
-            .await
-    };
+    let origin = origin_serving_once(&t, &paths).await;
     let nodes = cluster(&t, &origin, 3).await;
     let mut two_hops = 0;
     for p in &paths {
@@ -228,22 +235,7 @@ async fn i00002_a_cold_burst_across_nodes_is_one_origin_request() {
 async fn i00003_a_dead_owner_costs_no_client_error() {
     let t = Test::new("i00003");
     let paths: Vec<String> = (0..12).map(|i| format!("/k/{i}")).collect();
-    let origin = {
-        let paths = paths.clone();
-        t.origin()
-            .script(move |mut s| async move {
-                for p in &paths {
-                    s.rxreq().await.expect_url(p);
-                    s.txresp(200)
-                        .hdr("Cache-Control", "max-age=600")
-                        .body(body_of(p))
-                        .send()
-                        .await;
-                }
-            })
-            .start()
-            .await
-    };
+    let origin = origin_serving_once(&t, &paths).await;
     let mut nodes = cluster(&t, &origin, 3).await;
     let dead = nodes.remove(1);
     dead.stop().await;
@@ -273,24 +265,7 @@ async fn i00003_a_dead_owner_costs_no_client_error() {
 async fn i00004_a_forged_peer_field_is_not_trusted() {
     let t = Test::new("i00004");
     let paths: Vec<String> = (0..6).map(|i| format!("/f/{i}")).collect();
-    let origin = {
-        let paths = paths.clone();
-        t.origin()
-            .script(move |mut s| async move {
-                for p in &paths {
-                    let req = s.rxreq().await;
-                    req.expect_url(p);
-                    assert_eq!(req.header("hoard-peer"), None);
-                    s.txresp(200)
-                        .hdr("Cache-Control", "max-age=600")
-                        .body(body_of(p))
-                        .send()
-                        .await;
-                }
-            })
-            .start()
-            .await
-    };
+    let origin = origin_serving_once(&t, &paths).await;
     let nodes = cluster(&t, &origin, 3).await;
     let now = t
         .clock
@@ -445,14 +420,7 @@ async fn i00007_a_frozen_owner_is_told_from_a_slow_one() {
         let (keys, slow, release) = (frozen_keys.clone(), slow.clone(), release.clone());
         t.origin()
             .script(move |mut s| async move {
-                for p in &keys {
-                    s.rxreq().await.expect_url(p);
-                    s.txresp(200)
-                        .hdr("Cache-Control", "max-age=600")
-                        .body(body_of(p))
-                        .send()
-                        .await;
-                }
+                serve_each_once(&mut s, &keys).await;
                 s.rxreq().await.expect_url(&slow);
                 release.notified().await;
                 s.txresp(200)
