@@ -160,6 +160,15 @@ counters! {
     cluster_members_down,
     /// Purges a member did not acknowledge (timeout or unreachable), one per member and purge.
     cluster_purge_not_acked,
+    /// Fills this node sent to the origin in a cluster: as the key's owner, for a peer, or as
+    /// the next choice of an unreachable owner.
+    cluster_owner_fills,
+    /// Copies of other members' objects kept in the near tier.
+    cluster_near_stored,
+    /// Answers from owners not kept here: the key was not forwarded often enough yet.
+    cluster_near_declined,
+    /// Hits on near copies (objects another member owns).
+    cluster_near_hits,
     /// Requests a route's no-store rule kept from being stored.
     no_store_rule_matches,
     /// Client connections that ended (their permit returned).

@@ -132,7 +132,8 @@ impl Proxy {
             counters.clone(),
             clock.clone(),
         )
-        .map_err(StartError::Storage)?;
+        .map_err(StartError::Storage)?
+        .with_near(cfg.cluster.as_ref().map_or(0, |c| c.near_cache_size));
         store.start();
         let store = Arc::new(store);
         let mut pipeline =

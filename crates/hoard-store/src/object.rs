@@ -101,6 +101,9 @@ pub struct StoredObject {
     pub body: ObjectBody,
     /// The object's file, when it is stored in a disk zone.
     pub disk: Option<DiskRef>,
+    /// A copy this node keeps of an object another cluster member owns
+    /// (held in the store's near tier, see [`crate::store`]).
+    pub near: bool,
     weight: u64,
 }
 
@@ -128,6 +131,7 @@ impl StoredObject {
             rules,
             body,
             disk: None,
+            near: false,
             weight,
         }
     }
@@ -135,6 +139,12 @@ impl StoredObject {
     /// The same object, known to be stored at `disk`.
     pub fn with_disk(mut self, disk: Option<DiskRef>) -> StoredObject {
         self.disk = disk;
+        self
+    }
+
+    /// The same object, as a near copy (see [`StoredObject::near`]).
+    pub fn into_near(mut self) -> StoredObject {
+        self.near = true;
         self
     }
 
@@ -146,7 +156,7 @@ impl StoredObject {
         lifetime_source: LifetimeSource,
         rules: StoredRules,
     ) -> StoredObject {
-        StoredObject::new(
+        let mut o = StoredObject::new(
             self.key.clone(),
             self.vary.clone(),
             self.status,
@@ -156,7 +166,9 @@ impl StoredObject {
             rules,
             self.body.clone(),
         )
-        .with_disk(self.disk)
+        .with_disk(self.disk);
+        o.near = self.near;
+        o
     }
 
     /// Bytes this object counts against the store's limit.

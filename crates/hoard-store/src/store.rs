@@ -14,10 +14,16 @@
 //!   inserted into the memory tier as before.
 //! * **Admission**: an object read from disk enters the memory tier on its
 //!   second disk hit (when it fits there).
+//! * **Near tier** (in a cluster): copies of objects another member owns,
+//!   in a memory tier of their own byte limit (`insert_near`), so that the
+//!   objects this node owns are never evicted for them; the caller decides
+//!   what is admitted (by frequency, see `hoard_proxy::cluster::near`).
+//!   Looked up after the memory tier, before the zones.
 //! * **Consistency**: a new object supersedes every older copy of its key
 //!   in every tier: publishing a disk copy removes the key from the memory
-//!   tier and from the other zones, and a memory-only store removes it from
-//!   the zones, so no tier that is asked first can serve an older version.
+//!   tier, the near tier and the other zones, and a memory insert removes it
+//!   from the near tier and the zones (a near insert: from the memory tier
+//!   and the zones), so no tier that is asked first can serve an older version.
 //!   (Variants of one key stored in different tiers lose each other: a
 //!   miss, never a wrong answer.)
 //! * **Purges and invalidations**: every store (memory insert, disk
@@ -45,6 +51,8 @@ use crate::object::{ObjectBody, StoredObject};
 #[derive(Debug)]
 pub struct Store {
     memory: Option<MemoryStore>,
+    /// Copies of objects other cluster members own (see the module docs).
+    near: Option<MemoryStore>,
     zones: Vec<Arc<DiskZone>>,
     max_object: u64,
     catalog: Arc<Catalog>,
@@ -57,6 +65,7 @@ impl Store {
         Store {
             max_object: memory.max_object(),
             memory: Some(memory),
+            near: None,
             zones: Vec::new(),
             catalog: Arc::default(),
         }
@@ -96,10 +105,22 @@ impl Store {
         };
         Ok(Store {
             memory,
+            near: None,
             zones,
             max_object,
             catalog,
         })
+    }
+
+    /// The same store with a near tier of `capacity` bytes (none when 0).
+    pub fn with_near(mut self, capacity: u64) -> Store {
+        self.near = (capacity > 0).then(|| MemoryStore::new(capacity, self.max_object));
+        self
+    }
+
+    /// The near tier, in a cluster.
+    pub fn near(&self) -> Option<&MemoryStore> {
+        self.near.as_ref()
     }
 
     /// Starts each zone's loader (and inactive sweep).
@@ -141,6 +162,15 @@ impl Store {
             match m.lookup(primary, key_text, request) {
                 Lookup::Hit(o) => return Lookup::Hit(o),
                 other => result = other,
+            }
+        }
+        if let Some(n) = &self.near {
+            match n.lookup(primary, key_text, request) {
+                Lookup::Hit(o) => return Lookup::Hit(o),
+                Lookup::VaryMiss(names) if matches!(result, Lookup::UriMiss) => {
+                    result = Lookup::VaryMiss(names);
+                }
+                _ => {}
             }
         }
         if self.zones.is_empty() {
@@ -295,7 +325,7 @@ impl Store {
         tokio::spawn(async move {
             let zone = writer.zone_number();
             writer.finish(&head, purge_epoch).await?;
-            me.supersede(primary, Some(zone));
+            me.supersede(primary, Tier::Zone(zone));
             me.catalogue(primary, &head.key, &head.headers);
             Ok(())
         })
@@ -304,15 +334,20 @@ impl Store {
     }
 
     /// Removes the copies of `primary` that a new object just stored in
-    /// zone `stored_in` (`None`: the memory tier) replaces.
-    fn supersede(&self, primary: Digest, stored_in: Option<usize>) {
-        if stored_in.is_some() {
+    /// `stored_in` replaces.
+    fn supersede(&self, primary: Digest, stored_in: Tier) {
+        if stored_in != Tier::Memory {
             if let Some(m) = &self.memory {
                 m.remove_all(primary);
             }
         }
+        if stored_in != Tier::Near {
+            if let Some(n) = &self.near {
+                n.remove_all(primary);
+            }
+        }
         for (i, z) in self.zones.iter().enumerate() {
-            if Some(i) != stored_in {
+            if stored_in != Tier::Zone(i) {
                 z.remove_all(primary.0);
             }
         }
@@ -333,7 +368,38 @@ impl Store {
         obj: Arc<StoredObject>,
         purge_epoch: u64,
     ) -> Result<(), InsertError> {
-        let Some(m) = &self.memory else {
+        self.insert_in(Tier::Memory, primary, request, obj, purge_epoch)
+    }
+
+    /// Stores a copy of an object another cluster member owns in the near
+    /// tier, as [`Store::insert`] does in the memory tier; older copies of
+    /// the key in the memory tier and the zones go.
+    ///
+    /// # Errors
+    /// As [`Store::insert`] (`NoTier`: there is no near tier).
+    pub fn insert_near(
+        &self,
+        primary: Digest,
+        request: &HeaderMap,
+        obj: Arc<StoredObject>,
+        purge_epoch: u64,
+    ) -> Result<(), InsertError> {
+        self.insert_in(Tier::Near, primary, request, obj, purge_epoch)
+    }
+
+    fn insert_in(
+        &self,
+        tier: Tier,
+        primary: Digest,
+        request: &HeaderMap,
+        obj: Arc<StoredObject>,
+        purge_epoch: u64,
+    ) -> Result<(), InsertError> {
+        let m = match tier {
+            Tier::Near => self.near.as_ref(),
+            _ => self.memory.as_ref(),
+        };
+        let Some(m) = m else {
             return Err(InsertError::NoTier);
         };
         {
@@ -347,7 +413,7 @@ impl Store {
             m.insert(primary, request, obj.clone())?;
             self.catalog.add(primary.0, &obj.key, &obj.headers);
         }
-        self.supersede(primary, None);
+        self.supersede(primary, tier);
         self.catalogue(primary, &obj.key, &obj.headers);
         Ok(())
     }
@@ -374,6 +440,9 @@ impl Store {
         if let Some(m) = &self.memory {
             m.update(primary, request, old, obj.clone());
         }
+        if let Some(n) = self.near.as_ref().filter(|_| old.near) {
+            n.update(primary, request, old, obj.clone());
+        }
         self.catalogue(primary, &obj.key, &obj.headers);
         if let Some(r) = obj.disk {
             if let Some(z) = self.zones.get(r.zone) {
@@ -386,9 +455,16 @@ impl Store {
     /// how many objects went (a memory copy of a disk object is the same
     /// object: with zones, the memory tier only holds such copies).
     pub fn remove_all(&self, primary: Digest) -> usize {
-        let in_memory = self.memory.as_ref().map_or(0, |m| m.remove_all(primary));
+        let in_memory = self.remove_in_memory(primary);
         let on_disk: usize = self.zones.iter().map(|z| z.remove_all(primary.0)).sum();
         in_memory.max(on_disk)
+    }
+
+    /// Removes `primary` from the memory and near tiers (a key is in one
+    /// of them at most). Returns how many objects went.
+    fn remove_in_memory(&self, primary: Digest) -> usize {
+        self.memory.as_ref().map_or(0, |m| m.remove_all(primary))
+            + self.near.as_ref().map_or(0, |n| n.remove_all(primary))
     }
 
     /// The catalogue of stored keys and tags.
@@ -406,6 +482,7 @@ impl Store {
     /// True when some tier holds an object (or variants) of `primary`.
     pub fn holds(&self, primary: Digest) -> bool {
         self.memory.as_ref().is_some_and(|m| m.holds(primary))
+            || self.near.as_ref().is_some_and(|n| n.holds(primary))
             || self.zones.iter().any(|z| z.knows(primary.0))
     }
 
@@ -450,7 +527,7 @@ impl Store {
     /// Removes every variant of `primary` from every tier, unlinking disk
     /// files before it returns (a blocking call). Returns how many objects.
     fn purge_key(&self, primary: Digest) -> usize {
-        let in_memory = self.memory.as_ref().map_or(0, |m| m.remove_all(primary));
+        let in_memory = self.remove_in_memory(primary);
         let on_disk: usize = self.zones.iter().map(|z| z.purge(primary.0)).sum();
         in_memory.max(on_disk)
     }
@@ -462,7 +539,8 @@ impl Store {
         let in_memory = self
             .memory
             .as_ref()
-            .map_or(0, |m| m.mark_stale(primary, now));
+            .map_or(0, |m| m.mark_stale(primary, now))
+            + self.near.as_ref().map_or(0, |n| n.mark_stale(primary, now));
         let mut on_disk = 0;
         for z in &self.zones {
             on_disk += z.mark_stale(primary.0, now).await;
@@ -474,6 +552,14 @@ impl Store {
     pub fn weight(&self) -> u64 {
         self.memory.as_ref().map_or(0, MemoryStore::weight)
     }
+}
+
+/// Where a new object went (see `Store::supersede`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    Memory,
+    Near,
+    Zone(usize),
 }
 
 /// The head of a stored object, for its file.

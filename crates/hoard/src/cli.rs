@@ -175,6 +175,9 @@ struct QuickArgs {
     /// File holding the secret that authenticates peer requests (required when a member is not on loopback).
     #[arg(long)]
     cluster_secret_file: Option<PathBuf>,
+    /// Bytes of the near tier: copies of hot objects other members own (default 64MiB; 0: none).
+    #[arg(long, value_parser = parse_size)]
+    cluster_near_size: Option<u64>,
 }
 
 /// Parses the command line (exits with usage on error).
@@ -276,6 +279,7 @@ impl Cli {
                     cluster_node: q.cluster_node.clone(),
                     cluster_peers: q.cluster_peers.clone(),
                     cluster_secret_file: q.cluster_secret_file.clone(),
+                    cluster_near_size: q.cluster_near_size,
                 })
             }
         }

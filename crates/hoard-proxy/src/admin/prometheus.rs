@@ -56,6 +56,8 @@ families! {
     PURGED = "hoard_purged_objects_total" "counter" "Objects removed or made stale by purges.",
     CATALOGUE = "hoard_catalogue_keys" "gauge" "Keys in the purge catalogue.",
     CLUSTER_UP = "hoard_cluster_member_up" "gauge" "In a cluster: 1 when a member is considered up (this node always is), 0 when down.",
+    CLUSTER_SHARE = "hoard_cluster_member_share" "gauge" "In a cluster: the share of keys a member owns now (0 to 1; 0 when it is left out as down).",
+    NEAR_BYTES = "hoard_cluster_near_bytes" "gauge" "In a cluster: bytes held by the near tier (copies of objects other members own).",
     CLUSTER_PURGE_SECONDS = "hoard_cluster_purge_seconds" "histogram" "In a cluster: time from a purge applied here to the last member's acknowledgement (or the purge timeout).",
     UPTIME = "hoard_uptime_seconds" "gauge" "Seconds since the admin listener started.",
     EVENTS = "hoard_events_total" "counter" "Internal events by name (see docs/operations.md).",
@@ -164,9 +166,19 @@ pub fn render(admin: &Admin) -> String {
 
     o.head(CLUSTER_UP);
     if let Some(cluster) = &p.cluster {
-        for (member, up) in cluster.members() {
-            o.sample(CLUSTER_UP, &[("member", member)], u8::from(up));
+        for m in cluster.members() {
+            o.sample(CLUSTER_UP, &[("member", m.name)], u8::from(m.up));
         }
+    }
+    o.head(CLUSTER_SHARE);
+    if let Some(cluster) = &p.cluster {
+        for m in cluster.members() {
+            o.sample(CLUSTER_SHARE, &[("member", m.name)], m.share);
+        }
+    }
+    o.head(NEAR_BYTES);
+    if let Some(near) = p.store.near() {
+        o.sample(NEAR_BYTES, &[], near.weight());
     }
     o.head(CLUSTER_PURGE_SECONDS);
     if p.cluster.is_some() {

@@ -267,11 +267,30 @@ fn cluster_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
     let members: Vec<serde_json::Value> = cluster
         .members()
         .into_iter()
-        .map(|(name, up)| json!({ "name": name, "up": up }))
+        .map(|m| {
+            json!({
+                "name": m.name,
+                "up": m.up,
+                "state": if m.up { "up" } else { "down" },
+                "share": m.share,
+            })
+        })
         .collect();
+    let near = p.store.near().map_or(serde_json::Value::Null, |n| {
+        json!({
+            "size": n.capacity(),
+            "bytes": n.weight(),
+            "objects": n.len(),
+            "stored": c.cluster_near_stored.load(Ordering::Relaxed),
+            "declined": c.cluster_near_declined.load(Ordering::Relaxed),
+            "hits": c.cluster_near_hits.load(Ordering::Relaxed),
+        })
+    });
     json!({
         "node": cluster.node(),
         "members": members,
+        "owner_fills": c.cluster_owner_fills.load(Ordering::Relaxed),
+        "near": near,
         "forwarded": c.cluster_forwarded.load(Ordering::Relaxed),
         "forward_retries": c.cluster_forward_retries.load(Ordering::Relaxed),
         "peer_requests": c.cluster_peer_requests.load(Ordering::Relaxed),

@@ -19,7 +19,9 @@
 //! a loop). Passes, bypass rules, hit-for-pass keys and unsafe methods go
 //! to the origin directly, as they never reach a fill. An uncacheable
 //! answer from the owner marks the key hit-for-pass here too, so this node
-//! stops forwarding it.
+//! stops forwarding it. Whether this node keeps a copy of what the owner
+//! sent is the near-cache's call ([`near`]): copies of keys forwarded
+//! often enough, in a memory tier of their own size.
 //!
 //! ## Failures
 //!
@@ -30,14 +32,15 @@
 //! is this node. Each member is an [`Upstream`] of one server, whose health
 //! (down after consecutive failures, held down with backoff) takes a member
 //! out of the ranking, so its keys go to their second choices, each of
-//! which fetches that share once. If every member looks down, health is
-//! ignored rather than piling everything on this node.
+//! which fetches that share once. If most members look down at once,
+//! health is ignored rather than piling everything on the few left.
 //!
 //! ## Locking
 //!
 //! None of its own: the ring is immutable, each member's connections and
 //! health are its `Upstream`'s.
 
+pub mod near;
 pub mod peer_auth;
 pub mod probe;
 pub mod purge;
@@ -66,6 +69,8 @@ pub struct Cluster {
     /// Per member: down by its probes ([`probe`]); never for this node.
     down: Vec<tokio::sync::watch::Sender<bool>>,
     key: PeerKey,
+    /// Which owners' answers are kept here (see [`near`]).
+    near: near::Admission,
     /// How long a purge waits for the members' acknowledgements.
     pub purge_timeout: std::time::Duration,
     /// Unix milliseconds: responses stored before are revalidated before
@@ -73,6 +78,33 @@ pub struct Cluster {
     fence_ms: std::sync::atomic::AtomicU64,
     counters: Arc<Counters>,
     clock: Arc<dyn hoard_policy::clock::Clock>,
+}
+
+/// Counters per row of the near-cache sketch: 4 rows of 64 Ki, 256 KiB.
+const NEAR_SKETCH_WIDTH: usize = 64 << 10;
+
+/// One member as `/status` and `/metrics` show it.
+#[derive(Debug, Clone, Copy)]
+pub struct MemberView<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Up (probes answered, no recent failures); this node always is.
+    pub up: bool,
+    /// The share of keys it owns now (0 to 1; 0 when it is left out).
+    pub share: f64,
+}
+
+/// Where a fill's answer came from ([`Cluster::send`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The origin: this node owns the key (or every owner was unreachable).
+    Origin,
+    /// The key's owner, another member; `keep`: this node keeps a near
+    /// copy (see [`near`]).
+    Owner {
+        /// The key was forwarded often enough to be kept.
+        keep: bool,
+    },
 }
 
 static FIELD: HeaderName = HeaderName::from_static(peer_auth::FIELD);
@@ -124,6 +156,7 @@ impl Cluster {
                 .collect(),
             peers,
             key: PeerKey::new(&cfg.secret),
+            near: near::Admission::new(NEAR_SKETCH_WIDTH, cfg.near_admit_after),
             purge_timeout: cfg.purge_timeout,
             fence_ms: std::sync::atomic::AtomicU64::new(0),
             counters,
@@ -136,12 +169,26 @@ impl Cluster {
         &self.names[self.me]
     }
 
-    /// Every member's name and whether it is up (this node always is).
-    pub fn members(&self) -> Vec<(&str, bool)> {
+    /// Every member: its name, whether it is up (this node always is) and
+    /// the share of keys it owns now.
+    pub fn members(&self) -> Vec<MemberView<'_>> {
+        let ranked = self.ranked();
+        let total: f64 = (0..self.names.len())
+            .filter(|&i| ranked(i))
+            .map(|i| self.slots[i].weight())
+            .sum();
         self.names
             .iter()
             .enumerate()
-            .map(|(i, n)| (&**n, self.up(i)))
+            .map(|(i, n)| MemberView {
+                name: n,
+                up: self.up(i),
+                share: if ranked(i) && total > 0.0 {
+                    self.slots[i].weight() / total
+                } else {
+                    0.0
+                },
+            })
             .collect()
     }
 
@@ -149,6 +196,18 @@ impl Cluster {
         self.peers[i]
             .as_ref()
             .is_none_or(|p| !p.is_down() && !*self.down[i].borrow())
+    }
+
+    /// Which members take part in ranking keys: those up, unless most
+    /// members look down at once. That is more likely this node's own
+    /// trouble (a partition, a stall) than most of the cluster dying, and
+    /// sending every key to the few that remain would bury them: health
+    /// is then ignored, and a member that really is gone costs a failed
+    /// connection and the next choice (see [`Cluster::send`]).
+    fn ranked(&self) -> impl Fn(usize) -> bool + '_ {
+        let down = (0..self.names.len()).filter(|&i| !self.up(i)).count();
+        let ignore = down * 2 > self.names.len();
+        move |i| ignore || self.up(i)
     }
 
     /// Fences what was stored before `at`: it is revalidated before it is
@@ -174,13 +233,13 @@ impl Cluster {
 
     /// The member (index) that owns `key` now, if it is not this node.
     pub fn other_owner(&self, key: &[u8]) -> Option<u16> {
-        let i = ring::owner(&self.slots, key, |i| self.up(i))?;
+        let i = ring::owner(&self.slots, key, self.ranked())?;
         (i != self.me).then_some(i as u16)
     }
 
     /// The name of the member that owns `key` now.
     pub fn owner(&self, key: &[u8]) -> &str {
-        let i = ring::owner(&self.slots, key, |i| self.up(i)).unwrap_or(self.me);
+        let i = ring::owner(&self.slots, key, self.ranked()).unwrap_or(self.me);
         &self.names[i]
     }
 
@@ -224,15 +283,15 @@ impl Cluster {
         tls: bool,
         req: OriginRequest,
         origin: &Upstream,
-    ) -> Result<Response<OriginBody>, ProxyError> {
-        let choices = ring::choices(&self.slots, key, |i| self.up(i));
+    ) -> Result<(Response<OriginBody>, Source), ProxyError> {
+        let choices = ring::choices(&self.slots, key, self.ranked());
         let mut req = Some(req);
         for (n, &i) in choices.iter().enumerate() {
             let Some(peer) = &self.peers[i] else {
                 let req = req
                     .take()
                     .expect("invariant: sent at most once to the origin");
-                return origin.send(req).await;
+                return Ok((origin.send(req).await?, Source::Origin));
             };
             let last = n + 1 == choices.len();
             let base = req
@@ -272,7 +331,10 @@ impl Cluster {
                 )),
             };
             match sent {
-                Ok(resp) => return Ok(resp),
+                Ok(resp) => {
+                    let keep = self.near.record(key);
+                    return Ok((resp, Source::Owner { keep }));
+                }
                 Err(e) if !last && unreachable(&e) => {
                     self.counters.inc(&self.counters.cluster_forward_retries);
                     tracing::info!(owner = %self.names[i], error = %e, "owner unreachable; next choice");
@@ -281,9 +343,8 @@ impl Cluster {
             }
         }
         // Only reached when every choice was an unreachable peer.
-        origin
-            .send(req.take().expect("invariant: not sent yet"))
-            .await
+        let req = req.take().expect("invariant: not sent yet");
+        Ok((origin.send(req).await?, Source::Origin))
     }
 }
 

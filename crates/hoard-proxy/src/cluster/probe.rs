@@ -10,7 +10,10 @@
 //! within [`TIMEOUT`]) is *down*: it leaves the ranking, and the forwarded
 //! requests waiting on it are moved to the key's next choice at that
 //! moment (see `Cluster::send`). It is up again after [`UP_AFTER`] answered
-//! probes in a row. So a frozen owner costs a waiting client at most about
+//! probes in a row, doubled for each other time it went down within
+//! [`FLAP_WINDOW`] (at most 32 probes, about 10 s): a flapping member is
+//! held down longer, so its keys do not bounce between it and their second
+//! choices. So a frozen owner costs a waiting client at most about
 //! `DOWN_AFTER × INTERVAL + TIMEOUT` (about 1.2 s), and a slow origin behind
 //! a live owner costs nothing extra.
 //!
@@ -34,8 +37,17 @@ pub const INTERVAL: Duration = Duration::from_millis(300);
 pub const TIMEOUT: Duration = Duration::from_millis(300);
 /// Failed probes in a row that make a member down.
 pub const DOWN_AFTER: u32 = 2;
-/// Answered probes in a row that make it up again.
+/// Answered probes in a row that make it up again (when it has not
+/// flapped, see [`up_after`]).
 pub const UP_AFTER: u32 = 2;
+/// How long a member's going down counts as flapping.
+pub const FLAP_WINDOW: Duration = Duration::from_secs(60);
+
+/// Answered probes in a row that bring a member up again after it went
+/// down `downs` times within [`FLAP_WINDOW`] (this time included).
+pub fn up_after(downs: usize) -> u32 {
+    UP_AFTER << downs.saturating_sub(1).min(4)
+}
 
 /// A gap this long in this node's own ticking means it was frozen
 /// (SIGSTOP, a suspended VM) and may have missed purges.
@@ -84,6 +96,8 @@ async fn watch_self(cluster: Weak<Cluster>) {
 
 async fn run(cluster: Weak<Cluster>, i: usize) {
     let (mut fails, mut oks) = (0u32, 0u32);
+    // When this member went down lately (monotonic: the probes' own pace).
+    let mut downs: std::collections::VecDeque<tokio::time::Instant> = Default::default();
     let mut tick = tokio::time::interval(INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -105,7 +119,11 @@ async fn run(cluster: Weak<Cluster>, i: usize) {
         if answered {
             fails = 0;
             oks += 1;
-            if down && oks >= UP_AFTER {
+            let now = tokio::time::Instant::now();
+            while downs.front().is_some_and(|t| now - *t > FLAP_WINDOW) {
+                downs.pop_front();
+            }
+            if down && oks >= up_after(downs.len()) {
                 tracing::info!(member = %c.names[i], "cluster member answers probes again: up");
                 c.down[i].send_replace(false);
             }
@@ -116,7 +134,23 @@ async fn run(cluster: Weak<Cluster>, i: usize) {
                 tracing::warn!(member = %c.names[i], "cluster member does not answer probes: down");
                 c.counters.inc(&c.counters.cluster_members_down);
                 c.down[i].send_replace(true);
+                downs.push_back(tokio::time::Instant::now());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flapping_member_is_held_down_longer() {
+        assert_eq!(up_after(1), UP_AFTER);
+        assert_eq!(up_after(2), 2 * UP_AFTER);
+        assert_eq!(up_after(3), 4 * UP_AFTER);
+        assert_eq!(up_after(50), 16 * UP_AFTER);
+        // At most about ten seconds of answered probes.
+        assert!(INTERVAL * up_after(50) <= Duration::from_secs(10));
     }
 }

@@ -28,6 +28,11 @@ impl Slot {
         }
     }
 
+    /// Its relative share of keys.
+    pub fn weight(&self) -> f64 {
+        self.weight
+    }
+
     /// This member's score for the key whose hash is `key`.
     fn score(&self, key: &[u8]) -> f64 {
         let h = xxh3_64_with_seed(key, self.seed);

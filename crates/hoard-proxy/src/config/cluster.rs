@@ -26,6 +26,12 @@ pub struct ClusterConfig {
     pub owner_read_timeout: Duration,
     /// How long a purge waits for every member's acknowledgement. Default: 1 s.
     pub purge_timeout: Duration,
+    /// Bytes of the near tier: copies of objects other members own
+    /// (`crate::cluster::near`). Default: 64 MiB; 0: none kept.
+    pub near_cache_size: u64,
+    /// Forwards of a key after which a near copy is kept (1: always).
+    /// Default: 2.
+    pub near_admit_after: u32,
 }
 
 /// One member.
@@ -45,6 +51,10 @@ pub const OWNER_CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
 pub const PURGE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Default of [`ClusterConfig::owner_read_timeout`].
 pub const OWNER_READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default of [`ClusterConfig::near_cache_size`].
+pub const NEAR_CACHE_SIZE: u64 = 64 << 20;
+/// Default of [`ClusterConfig::near_admit_after`].
+pub const NEAR_ADMIT_AFTER: u32 = 2;
 
 /// `[cluster]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -63,6 +73,10 @@ pub struct RawCluster {
     pub owner_read_timeout: Option<Dur>,
     /// `purge_timeout = "1s"`.
     pub purge_timeout: Option<Dur>,
+    /// `near_cache_size = "64MiB"`.
+    pub near_cache_size: Option<super::units::Size>,
+    /// `near_admit_after = 2`.
+    pub near_admit_after: Option<Spanned<u32>>,
 }
 
 /// The name in `Via` and `Cache-Status`: in a cluster, the default `hoard`
@@ -165,6 +179,17 @@ pub fn from_raw(
         None => Vec::new(),
     };
     check(node.get_ref(), &members, &secret).map_err(|m| (Some(node.span()), "cluster", m))?;
+    let near_admit_after = match raw.near_admit_after {
+        Some(n) if !(1..=15).contains(n.get_ref()) => {
+            return Err((
+                Some(n.span()),
+                "cluster.near_admit_after",
+                "a count from 1 (keep every copy) to 15".to_string(),
+            ))
+        }
+        Some(n) => n.into_inner(),
+        None => NEAR_ADMIT_AFTER,
+    };
     Ok(Some(ClusterConfig {
         node: node.into_inner(),
         members,
@@ -174,6 +199,8 @@ pub fn from_raw(
             .map_or(OWNER_CONNECT_TIMEOUT, |d| d.0),
         owner_read_timeout: raw.owner_read_timeout.map_or(OWNER_READ_TIMEOUT, |d| d.0),
         purge_timeout: raw.purge_timeout.map_or(PURGE_TIMEOUT, |d| d.0),
+        near_cache_size: raw.near_cache_size.map_or(NEAR_CACHE_SIZE, |s| s.0),
+        near_admit_after,
     }))
 }
 

@@ -422,6 +422,8 @@ pub struct QuickStart {
     pub cluster_peers: Option<String>,
     /// `--cluster-secret-file FILE`.
     pub cluster_secret_file: Option<PathBuf>,
+    /// `--cluster-near-size SIZE`.
+    pub cluster_near_size: Option<u64>,
 }
 
 /// `--cluster-*` of the quick start.
@@ -431,6 +433,12 @@ fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str,
             if q.cluster_secret_file.is_some() {
                 return Err((
                     "--cluster-secret-file",
+                    "needs --cluster-node and --cluster-peers".into(),
+                ));
+            }
+            if q.cluster_near_size.is_some() {
+                return Err((
+                    "--cluster-near-size",
                     "needs --cluster-node and --cluster-peers".into(),
                 ));
             }
@@ -468,6 +476,8 @@ fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str,
         owner_connect_timeout: cluster::OWNER_CONNECT_TIMEOUT,
         owner_read_timeout: cluster::OWNER_READ_TIMEOUT,
         purge_timeout: cluster::PURGE_TIMEOUT,
+        near_cache_size: q.cluster_near_size.unwrap_or(cluster::NEAR_CACHE_SIZE),
+        near_admit_after: cluster::NEAR_ADMIT_AFTER,
     }))
 }
 

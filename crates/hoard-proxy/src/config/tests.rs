@@ -522,4 +522,35 @@ peers = ["n1=10.0.0.1:80", "n2=10.0.0.2:80"]
     );
     assert_eq!(e.key, "cluster.peers");
     assert_eq!(e.line, Some(5));
+    // The near tier: defaults, sizes, a bad count named with its line.
+    assert_eq!(c.near_cache_size, 64 << 20);
+    assert_eq!(c.near_admit_after, 2);
+    let near = Config::from_toml(
+        "hoard.toml",
+        "[upstream.app]\nservers = [\"http://127.0.0.1:9000\"]\n[cluster]\nnode = \"n1\"\npeers = [\"n1=127.0.0.1:1\"]\nnear_cache_size = \"1MiB\"\nnear_admit_after = 1\n",
+    )
+    .unwrap();
+    let nc = near.cluster.as_ref().unwrap();
+    assert_eq!((nc.near_cache_size, nc.near_admit_after), (1 << 20, 1));
+    let e = error(
+        "[upstream.app]\nservers = [\"http://127.0.0.1:9000\"]\n[cluster]\nnode = \"n1\"\npeers = [\"n1=127.0.0.1:1\"]\nnear_admit_after = 0\n",
+    );
+    assert_eq!(e.key, "cluster.near_admit_after");
+    assert_eq!(e.line, Some(6));
+    let e = Config::quick(&QuickStart {
+        upstream: "http://127.0.0.1:9000".into(),
+        cluster_near_size: Some(1 << 20),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert_eq!(e.key, "--cluster-near-size");
+    let q = Config::quick(&QuickStart {
+        upstream: "http://127.0.0.1:9000".into(),
+        cluster_node: Some("n1".into()),
+        cluster_peers: Some("n1=127.0.0.1:1".into()),
+        cluster_near_size: Some(0),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(q.cluster.unwrap().near_cache_size, 0);
 }

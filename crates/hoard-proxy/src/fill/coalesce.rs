@@ -82,6 +82,9 @@ pub struct FillHead {
     pub variant: Digest,
     /// Freshness left when the head arrived, in seconds (for `Cache-Status`).
     pub ttl: i64,
+    /// The response is stored here once complete (false: an owner's answer
+    /// this node keeps no copy of, see `cluster::near`).
+    pub kept: bool,
 }
 
 /// What a fill tells its waiters. Names appear in logs and metrics.

@@ -26,6 +26,7 @@ use http::{StatusCode, Version};
 use super::body::{compact, read_body, BodyEnd};
 use super::coalesce::{FillHead, FillPermit, Outcome};
 use super::{partial_key, FillEngine, FillJob, PartialFill};
+use crate::cluster::Source;
 use crate::upstream::OriginBody;
 
 type OriginResponse = http::Response<OriginBody>;
@@ -35,6 +36,8 @@ struct Sent {
     resp: OriginResponse,
     request_time: SystemTime,
     response_time: SystemTime,
+    /// The origin, or the key's owner in a cluster.
+    source: Source,
 }
 
 /// What a fill stores besides the response: its status and the purge
@@ -48,6 +51,9 @@ struct Stored {
     /// A partial copy joined to the origin's rest: the object's length,
     /// which the body must reach exactly to be stored.
     joined: Option<u64>,
+    /// Where the response came from: an owner's answer is kept in the
+    /// near tier, if at all.
+    source: Source,
 }
 
 /// A stored partial copy that goes first in the body of a completion
@@ -145,20 +151,26 @@ impl FillEngine {
             }
         };
         self.hfp.clear(job.key.digest);
+        let kept = sent.source != (Source::Owner { keep: false });
         let writer = self.publish(
             &job,
-            status,
+            (status, kept),
             parts,
             &storable,
             sent.response_time,
             &mut permit,
         );
-        let disk = self.open_disk(&job, status, &storable).await;
+        // A copy of another member's object never goes to disk.
+        let disk = match sent.source {
+            Source::Origin => self.open_disk(&job, status, &storable).await,
+            Source::Owner { .. } => None,
+        };
         let stored = Stored {
             status,
             purge_epoch,
             detached: false,
             joined: joined.as_ref().map(|j| j.total),
+            source: sent.source,
         };
         self.read_and_store(job, stored, storable, joined, body, writer, disk, permit)
             .await;
@@ -174,14 +186,20 @@ impl FillEngine {
                 c.send(job.key.text.as_bytes(), tls, oreq, &job.upstream)
                     .await
             }
-            _ => job.upstream.send(oreq).await,
+            _ => job.upstream.send(oreq).await.map(|r| (r, Source::Origin)),
         };
         match sent {
-            Ok(resp) => Some(Sent {
-                resp,
-                request_time,
-                response_time: self.clock.now(),
-            }),
+            Ok((resp, source)) => {
+                if self.cluster.is_some() && source == Source::Origin {
+                    self.counters.inc(&self.counters.cluster_owner_fills);
+                }
+                Some(Sent {
+                    resp,
+                    request_time,
+                    response_time: self.clock.now(),
+                    source,
+                })
+            }
             Err(e) => {
                 if job.stale.is_some() {
                     self.counters.inc(&self.counters.revalidation_failed);
@@ -456,7 +474,7 @@ impl FillEngine {
     fn publish(
         &self,
         job: &FillJob,
-        status: StatusCode,
+        (status, kept): (StatusCode, bool),
         parts: Parts,
         storable: &Storable,
         response_time: SystemTime,
@@ -486,6 +504,7 @@ impl FillEngine {
             variant: storable.vary.variant(&job.request_headers),
             vary: storable.vary.clone(),
             ttl: ttl_secs(storable.times.ttl_millis(response_time)),
+            kept,
         });
         permit.publish(Outcome::Streaming(head));
         writer
@@ -670,6 +689,15 @@ impl FillEngine {
             }
         }
         let storable = &storable;
+        let near = match stored.source {
+            Source::Origin => false,
+            Source::Owner { keep: true } => true,
+            Source::Owner { keep: false } => {
+                // Not forwarded often enough for a copy here.
+                self.counters.inc(&self.counters.cluster_near_declined);
+                return false;
+            }
+        };
         if let Some(w) = disk {
             let head =
                 hoard_store::store::head_of(&storable.object(job, status, ObjectBody::default()));
@@ -701,10 +729,19 @@ impl FillEngine {
         };
         chunks.extend(held.cloned());
         let obj = storable.object(job, status, ObjectBody::from_chunks(compact(chunks)));
-        match self
-            .store
-            .insert(job.key.digest, &job.request_headers, Arc::new(obj), checked)
-        {
+        let inserted = if near {
+            let obj = Arc::new(obj.into_near());
+            self.store
+                .insert_near(job.key.digest, &job.request_headers, obj, checked)
+        } else {
+            self.store
+                .insert(job.key.digest, &job.request_headers, Arc::new(obj), checked)
+        };
+        match inserted {
+            Ok(()) if near => {
+                self.counters.inc(&self.counters.cluster_near_stored);
+                true
+            }
             Ok(()) => {
                 self.counters.inc(&self.counters.objects_stored);
                 true

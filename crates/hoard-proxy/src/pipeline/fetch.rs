@@ -264,7 +264,7 @@ impl Pipeline {
                     return self.alone(want, leader).await;
                 };
                 cs.fwd_status = Some(head.status.as_u16());
-                cs.stored = true;
+                cs.stored = head.kept;
                 cs.ttl = Some(head.ttl);
                 cs.detail = hfp_detail;
                 Ok(self.deliver_fetched(ctx, head.status, headers, ProxyBody::Busy(reader), &cs))

@@ -665,10 +665,15 @@ impl Pipeline {
             Lookup::Hit(obj) => match self.reuse_here(&obj, &req_cc, now) {
                 Reuse::Fresh | Reuse::StaleAllowed => {
                     self.counters.inc(&self.counters.cache_hit);
-                    let status = CacheStatus {
+                    let mut status = CacheStatus {
                         hit: true,
                         ..Default::default()
                     };
+                    if obj.near {
+                        // A copy of an object another member owns.
+                        self.counters.inc(&self.counters.cluster_near_hits);
+                        status.detail = Some("near");
+                    }
                     return Ok(self.serve_stored(ctx, &key, obj, status, now));
                 }
                 // A no-store request takes only what may be served as it is:

@@ -637,6 +637,9 @@ impl Pipeline {
         } else {
             &c.cache_miss
         });
+        if src.stored.as_ref().is_some_and(|o| o.near) {
+            c.inc(&c.cluster_near_hits);
+        }
         let now = self.clock.now();
         let age = src.stored.as_ref().map(|o| o.times.current_age(now));
         let cs = self.slice_status(key, &src);

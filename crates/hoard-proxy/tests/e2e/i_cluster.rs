@@ -22,6 +22,17 @@ async fn cluster(t: &Test, origin: &Origin, n: usize) -> Vec<TestProxy> {
 /// connections pick, from a block of 16 that is this case's own (by its
 /// number, `i000NN` → 21000 + 16·NN), skipping any port in use.
 async fn cluster_with(t: &Test, origin: &Origin, n: usize, extra: &[SocketAddr]) -> Vec<TestProxy> {
+    cluster_sized(t, origin, n, extra, 8 << 20).await
+}
+
+/// [`cluster_with`], with a near tier of `near` bytes on every node.
+async fn cluster_sized(
+    t: &Test,
+    origin: &Origin,
+    n: usize,
+    extra: &[SocketAddr],
+    near: u64,
+) -> Vec<TestProxy> {
     let case: u16 = t
         .name()
         .trim_start_matches('i')
@@ -69,6 +80,8 @@ async fn cluster_with(t: &Test, origin: &Origin, n: usize, extra: &[SocketAddr])
                         owner_connect_timeout: Duration::from_millis(200),
                         owner_read_timeout: Duration::from_secs(10),
                         purge_timeout: Duration::from_millis(500),
+                        near_cache_size: near,
+                        near_admit_after: 2,
                     });
                 })
                 .start()
@@ -320,9 +333,12 @@ async fn i00005_a_purge_reaches_and_is_acked_by_every_member() {
         .start()
         .await;
     let nodes = cluster(&t, &origin, 3).await;
-    for n in &nodes {
+    // Twice on each node: a non-owner keeps a near copy of a key it
+    // forwarded twice.
+    for n in nodes.iter().chain(&nodes) {
         t.client(n).get("/p").send().await.expect_body("v1");
     }
+    assert_eq!(total(&nodes, "cluster_near_stored"), 2);
     let r = crate::o_ops::purge(&t, &nodes[1], r#"{"url": "http://localhost/p"}"#).await;
     let acked = acks(&r);
     assert_eq!(acked.len(), 3, "{acked:?}");
@@ -542,5 +558,168 @@ async fn i00008_a_node_that_stood_still_revalidates_what_it_stored() {
             "{mine}"
         );
     }
+    origin.finish().await;
+}
+
+/// `/status` of a node's admin listener.
+async fn status(t: &Test, node: &TestProxy) -> serde_json::Value {
+    let r = t.client(node.admin()).get("/status").send().await;
+    serde_json::from_slice(&r.expect_status(200).body).expect("/status is JSON")
+}
+
+/// The last `Cache-Status` entry: this node's.
+fn own_entry(r: &hoard_testkit::Response) -> String {
+    r.header_all("cache-status")
+        .into_iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .next_back()
+        .expect("a Cache-Status entry")
+        .to_string()
+}
+
+// i00009: the near-cache. A node keeps a copy of another member's object
+// once it has forwarded the key twice, then serves it itself (`detail=near`);
+// keys asked for once are never copied; the copies never exceed the near
+// tier's own byte limit, and the owner is asked once per copy.
+#[tokio::test]
+async fn i00009_hot_keys_are_kept_near_within_their_own_limit() {
+    let t = Test::new("i00009");
+    // Keys n1 does not own, 8 KiB each; a 64 KiB near tier holds a few.
+    let paths: Vec<String> = (0..100)
+        .map(|i| format!("/n/{i}"))
+        .filter(|p| owner_of(p, 3) != 0)
+        .take(24)
+        .collect();
+    let big = |p: &str| format!("{p}:{}", "x".repeat(8 << 10));
+    let served = paths.clone();
+    let origin = t
+        .origin()
+        .script(move |mut s| async move {
+            for p in &served {
+                s.rxreq().await.expect_url(p);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(big(p))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let nodes = cluster_sized(&t, &origin, 3, &[], 64 << 10).await;
+    let n1 = &nodes[0];
+    let hot = &paths[0];
+    // Forwarded, not kept; forwarded again (a hit on the owner), kept;
+    // then served here.
+    for kept in [false, true] {
+        let r = t.client(n1).get(hot).send().await;
+        r.expect_status(200).expect_body(big(hot));
+        let mine = own_entry(&r);
+        assert!(mine.contains("fwd="), "{mine}");
+        assert_eq!(mine.contains("; stored"), kept, "{mine}");
+    }
+    n1.expect_counter("cluster_near_declined", 1);
+    n1.expect_counter("cluster_near_stored", 1);
+    for _ in 0..3 {
+        let r = t.client(n1).get(hot).send().await;
+        r.expect_status(200).expect_body(big(hot));
+        let mine = own_entry(&r);
+        assert!(
+            mine.starts_with("hoard-n1; hit") && mine.contains("detail=near"),
+            "{mine}"
+        );
+    }
+    n1.expect_counter("cluster_near_hits", 3);
+    n1.expect_counter("cluster_forwarded", 2);
+    // Keys asked for once are not copied.
+    for p in &paths[1..] {
+        t.client(n1).get(p).send().await.expect_body(big(p));
+    }
+    n1.expect_counter("cluster_near_stored", 1);
+    n1.expect_counter("cluster_near_declined", 24);
+    // Asked for again, they are; the near tier stays within its limit
+    // (older copies are evicted), and the memory tier holds none of them.
+    for p in &paths[1..] {
+        t.client(n1).get(p).send().await.expect_body(big(p));
+        let near = &status(&t, n1).await["cluster"]["near"];
+        assert_eq!(near["size"], 64 << 10);
+        assert!(near["bytes"].as_u64().unwrap() <= 64 << 10, "{near}");
+    }
+    n1.expect_counter("cluster_near_stored", 24);
+    let st = status(&t, n1).await;
+    let near = &st["cluster"]["near"];
+    let kept = near["objects"].as_u64().unwrap();
+    assert!((1..24).contains(&kept), "{near}");
+    assert_eq!(st["memory"]["objects"], 0, "{}", st["memory"]);
+    // Every object came from the origin once, through its owner.
+    assert_eq!(total(&nodes, "cluster_owner_fills"), 24);
+    origin.finish().await;
+}
+
+// i00010: most members look down at once (two of three are gone): health
+// is ignored rather than piling every key on the one left, so the shares
+// stay as they were, and requests for the gone members' keys are still
+// answered (their owners refuse, the next choice fills).
+#[tokio::test]
+async fn i00010_when_most_members_look_down_health_is_ignored() {
+    let t = Test::new("i00010");
+    let gone: Vec<SocketAddr> = (0..2)
+        .map(|_| {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        })
+        .collect();
+    let paths: Vec<String> = (0..6).map(|i| format!("/m/{i}")).collect();
+    let origin = origin_serving_once(&t, &paths).await;
+    let nodes = cluster_with(&t, &origin, 1, &gone).await;
+    let n1 = &nodes[0];
+    n1.wait_counter("cluster_members_down", 2).await;
+    let st = status(&t, n1).await;
+    let members = st["cluster"]["members"].as_array().unwrap().clone();
+    let up: Vec<bool> = members.iter().map(|m| m["up"] == true).collect();
+    assert_eq!(up, [true, false, false], "{members:?}");
+    for m in &members {
+        let share = m["share"].as_f64().unwrap();
+        assert!((share - 1.0 / 3.0).abs() < 1e-9, "{members:?}");
+    }
+    for p in &paths {
+        t.client(n1).get(p).send().await.expect_body(body_of(p));
+    }
+    assert!(paths.iter().any(|p| owner_of(p, 3) != 0));
+    assert!(n1.counter("cluster_forward_retries") > 0);
+    n1.expect_counter("client_errors", 0);
+    origin.finish().await;
+}
+
+// i00011: the dashboard (headless Chromium) shows the members with their
+// state and share, and the near tier; every figure is the /status value it
+// names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn i00011_the_dashboard_shows_the_members() {
+    let t = Test::new("i00011");
+    let paths = vec!["/d".to_string()];
+    let origin = origin_serving_once(&t, &paths).await;
+    let nodes = cluster(&t, &origin, 3).await;
+    for n in nodes.iter().chain(&nodes).chain(&nodes) {
+        t.client(n)
+            .get("/d")
+            .send()
+            .await
+            .expect_body(body_of("/d"));
+    }
+    let shown = crate::o_ops::settled_dashboard(&t, &nodes[0]).await;
+    assert_eq!(shown["cluster.node"], "n1");
+    for i in 0..3 {
+        let p = format!("cluster.members.{i}.");
+        assert_eq!(shown[&format!("{p}name")], format!("n{}", i + 1));
+        assert_eq!(shown[&format!("{p}state")], "up");
+        let share: f64 = shown[&format!("{p}share")].parse().unwrap();
+        assert!((share - 1.0 / 3.0).abs() < 1e-9, "{share}");
+    }
+    // n1 served its third request from a near copy unless it owns /d.
+    let near_hits = u64::from(owner_of("/d", 3) != 0);
+    assert_eq!(shown["cluster.near.hits"], near_hits.to_string());
+    assert_eq!(shown["cluster.near.objects"], near_hits.to_string());
     origin.finish().await;
 }

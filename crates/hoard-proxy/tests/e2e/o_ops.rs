@@ -1063,7 +1063,7 @@ fn at_path(v: &serde_json::Value, path: &str) -> String {
 /// Renders the dashboard once the sampler has settled (two samples after
 /// the traffic: rates back to zero) and checks every figure against
 /// `/status`; returns the figures.
-async fn settled_dashboard(t: &Test, proxy: &TestProxy) -> HashMap<String, String> {
+pub(crate) async fn settled_dashboard(t: &Test, proxy: &TestProxy) -> HashMap<String, String> {
     let now = proxy.counter("status_samples");
     proxy.wait_counter("status_samples", now + 2).await;
     let admin = proxy.admin();
