@@ -7,7 +7,9 @@
 //! clean restarts, crashes: a writer frozen mid-way, a torn file, failing
 //! writes, and clock advances) over random configurations (no zone, one or
 //! two zones, one with two directories, tiny zones that evict and recycle
-//! files, with and without a memory tier). After every step it checks:
+//! files, with and without a memory tier, with and without a near tier that
+//! takes a cluster's copies of other members' objects). After every step it
+//! checks:
 //!
 //! 1. a lookup finds the newest completed version of that key and variant,
 //!    exact head and exact bytes, or misses; never an older version,
@@ -16,7 +18,7 @@
 //!    read wrong;
 //! 2. once writes settle, each zone's byte account equals its files, every
 //!    object file is in the index, no `.tmp` is left, and the account
-//!    never exceeds the zone's limit;
+//!    never exceeds the zone's limit, nor the near tier's its own;
 //! 3. a clean restart, or a crash, keeps every object that was served
 //!    from disk just before it (a torn file's object excepted).
 //!
@@ -169,6 +171,8 @@ struct Cfg {
     two_dirs: bool,
     zone_size: u64,
     memory: u64,
+    /// The near tier's size (0: none).
+    near: u64,
 }
 
 impl Cfg {
@@ -184,6 +188,7 @@ impl Cfg {
             } else {
                 r.pick(&[0u64, 0, 256 << 10])
             },
+            near: r.pick(&[0u64, 0, 192 << 10, 1 << 20]),
         }
     }
 }
@@ -202,6 +207,8 @@ enum Op {
         zone: u8,
         memory: bool,
     },
+    /// A copy of another member's object, into the near tier.
+    NearFill { key: u8, var: u8, len: u32 },
     /// A writer dropped after `written` bytes.
     Abandon {
         key: u8,
@@ -270,7 +277,8 @@ fn gen_op(r: &mut Rng, cfg: &Cfg) -> Op {
         _ => r.below(90_000) as u32,
     };
     match r.below(100) {
-        0..=29 => Op::Fill {
+        25..=29 => Op::NearFill { key, var, len },
+        0..=24 => Op::Fill {
             key,
             var,
             len,
@@ -472,7 +480,8 @@ impl World {
             Arc::new(NoEvents),
             self.clock.clone(),
         )
-        .expect("store opens");
+        .expect("store opens")
+        .with_near(self.cfg.near);
         let s = Arc::new(s);
         s.start();
         for z in s.zones() {
@@ -481,6 +490,39 @@ impl World {
             }
         }
         self.store = Some(s);
+    }
+
+    /// A complete object inserted into the memory tier, or (`near`) the
+    /// near tier.
+    fn insert(&mut self, key: u8, var: u8, len: u32, near: bool) {
+        let s = self.store().clone();
+        let epoch = s.catalog().epoch();
+        self.version += 1;
+        let v = self.version;
+        let h = head(key, v, len, self.now());
+        let obj = StoredObject::new(
+            h.key,
+            h.vary,
+            h.status,
+            h.headers,
+            h.times,
+            h.lifetime_source,
+            h.rules,
+            ObjectBody::from_chunks(if len == 0 {
+                Vec::new()
+            } else {
+                vec![body(key, v, len)]
+            }),
+        );
+        let (p, req) = (primary(key), request(key, var));
+        let done = if near {
+            s.insert_near(p, &req, Arc::new(obj.into_near()), epoch)
+        } else {
+            s.insert(p, &req, Arc::new(obj), epoch)
+        };
+        if done.is_ok() {
+            self.stored(key, var, v, len);
+        }
     }
 
     async fn settle(&self) {
@@ -520,6 +562,11 @@ impl World {
             }
             if z.used() > self.cfg.zone_size {
                 return fail(format!("{}: account over the limit", z.name()));
+            }
+        }
+        if let Some(n) = self.store().near() {
+            if n.weight() > self.cfg.near {
+                return fail(format!("near tier holds {} bytes", n.weight()));
             }
         }
         Ok(())
@@ -654,34 +701,14 @@ impl World {
             } => {
                 let var = var_of(key, var);
                 if zones == 0 || (memory && self.cfg.memory > 0) {
-                    let s = self.store().clone();
-                    let epoch = s.catalog().epoch();
-                    self.version += 1;
-                    let v = self.version;
-                    let h = head(key, v, len, self.now());
-                    let obj = StoredObject::new(
-                        h.key,
-                        h.vary,
-                        h.status,
-                        h.headers,
-                        h.times,
-                        h.lifetime_source,
-                        h.rules,
-                        ObjectBody::from_chunks(if len == 0 {
-                            Vec::new()
-                        } else {
-                            vec![body(key, v, len)]
-                        }),
-                    );
-                    if s.insert(primary(key), &request(key, var), Arc::new(obj), epoch)
-                        .is_ok()
-                    {
-                        self.stored(key, var, v, len);
-                    }
+                    self.insert(key, var, len, false);
                 } else {
                     self.fill_disk(key, var, len, chunk, zone as usize % zones)
                         .await;
                 }
+            }
+            Op::NearFill { key, var, len } => {
+                self.insert(key, var_of(key, var), len, true);
             }
             Op::Abandon { key, var, written } => {
                 if zones > 0 {
