@@ -208,7 +208,11 @@ enum Op {
         memory: bool,
     },
     /// A copy of another member's object, into the near tier.
-    NearFill { key: u8, var: u8, len: u32 },
+    NearFill {
+        key: u8,
+        var: u8,
+        len: u32,
+    },
     /// A writer dropped after `written` bytes.
     Abandon {
         key: u8,

@@ -73,6 +73,8 @@ pub struct Cluster {
     near: near::Admission,
     /// How long a purge waits for the members' acknowledgements.
     pub purge_timeout: std::time::Duration,
+    /// A stall of this node longer than this fences what it stored.
+    grace: std::time::Duration,
     /// Unix milliseconds: responses stored before are revalidated before
     /// they are served as fresh (0: none). See [`probe`].
     fence_ms: std::sync::atomic::AtomicU64,
@@ -158,6 +160,7 @@ impl Cluster {
             key: PeerKey::new(&cfg.secret),
             near: near::Admission::new(NEAR_SKETCH_WIDTH, cfg.near_admit_after),
             purge_timeout: cfg.purge_timeout,
+            grace: cfg.grace,
             fence_ms: std::sync::atomic::AtomicU64::new(0),
             counters,
             clock,

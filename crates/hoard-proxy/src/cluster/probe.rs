@@ -49,9 +49,6 @@ pub fn up_after(downs: usize) -> u32 {
     UP_AFTER << downs.saturating_sub(1).min(4)
 }
 
-/// A gap this long in this node's own ticking means it was frozen
-/// (SIGSTOP, a suspended VM) and may have missed purges.
-pub const GRACE: Duration = Duration::from_secs(5);
 /// How often this node checks on itself.
 const SELF_TICK: Duration = Duration::from_millis(250);
 
@@ -66,7 +63,8 @@ pub fn start(cluster: &Arc<Cluster>) {
     }
 }
 
-/// Notices that this node itself stood still for longer than [`GRACE`]
+/// Notices that this node itself stood still for longer than its grace
+/// period (`[cluster] grace`, default 5 s)
 /// (its ticks, read on the wall clock, came that late): purges sent
 /// meanwhile may have found it `timeout`, so everything it stored before
 /// is fenced: revalidated before it is served as fresh again
@@ -83,7 +81,7 @@ async fn watch_self(cluster: Weak<Cluster>) {
         tick.tick().await;
         let Some(c) = cluster.upgrade() else { return };
         let now = c.clock.now();
-        if now.duration_since(last).unwrap_or_default() > GRACE {
+        if now.duration_since(last).unwrap_or_default() > c.grace {
             tracing::warn!(
                 stood_still_ms = now.duration_since(last).unwrap_or_default().as_millis() as u64,
                 "this node stood still past the cluster grace period: what it stored before is revalidated before it is served"

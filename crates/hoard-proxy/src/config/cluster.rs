@@ -32,6 +32,9 @@ pub struct ClusterConfig {
     /// Forwards of a key after which a near copy is kept (1: always).
     /// Default: 2.
     pub near_admit_after: u32,
+    /// A stall of this node longer than this fences what it stored (see
+    /// `crate::cluster::probe`). Default: 5 s.
+    pub grace: Duration,
 }
 
 /// One member.
@@ -55,6 +58,8 @@ pub const OWNER_READ_TIMEOUT: Duration = Duration::from_secs(60);
 pub const NEAR_CACHE_SIZE: u64 = 64 << 20;
 /// Default of [`ClusterConfig::near_admit_after`].
 pub const NEAR_ADMIT_AFTER: u32 = 2;
+/// Default of [`ClusterConfig::grace`].
+pub const GRACE: Duration = Duration::from_secs(5);
 
 /// `[cluster]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -77,6 +82,8 @@ pub struct RawCluster {
     pub near_cache_size: Option<super::units::Size>,
     /// `near_admit_after = 2`.
     pub near_admit_after: Option<Spanned<u32>>,
+    /// `grace = "5s"`.
+    pub grace: Option<Dur>,
 }
 
 /// The name in `Via` and `Cache-Status`: in a cluster, the default `hoard`
@@ -201,6 +208,7 @@ pub fn from_raw(
         purge_timeout: raw.purge_timeout.map_or(PURGE_TIMEOUT, |d| d.0),
         near_cache_size: raw.near_cache_size.map_or(NEAR_CACHE_SIZE, |s| s.0),
         near_admit_after,
+        grace: raw.grace.map_or(GRACE, |d| d.0),
     }))
 }
 

@@ -478,6 +478,7 @@ fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str,
         purge_timeout: cluster::PURGE_TIMEOUT,
         near_cache_size: q.cluster_near_size.unwrap_or(cluster::NEAR_CACHE_SIZE),
         near_admit_after: cluster::NEAR_ADMIT_AFTER,
+        grace: cluster::GRACE,
     }))
 }
 

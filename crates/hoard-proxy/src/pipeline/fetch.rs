@@ -136,11 +136,6 @@ impl Pipeline {
         mut want: Want<'_>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let Want { ctx, key, .. } = want;
-        if let (Some(c), Some(_)) = (&self.cluster, ctx.cluster_tls()) {
-            if let Some(owner) = c.other_owner(key.text.as_bytes()) {
-                super::note_owner(owner);
-            }
-        }
         // A known-down origin: answer with the stale copy at once.
         if ctx.upstream.is_down() {
             if let Some(obj) = self.stale_for_error(&want) {
@@ -162,6 +157,12 @@ impl Pipeline {
         } else {
             Mode::Coalesce
         };
+        // A hit-for-pass key goes to the origin directly (see `cluster`).
+        if let (Some(c), Some(_), false) = (&self.cluster, ctx.cluster_tls(), want.hit_for_pass) {
+            if let Some(owner) = c.other_owner(key.text.as_bytes()) {
+                super::note_owner(owner);
+            }
+        }
         self.fill_and_deliver(&want, mode).await
     }
 
@@ -201,6 +202,11 @@ impl Pipeline {
             Join::Leader(permit) => {
                 let slot = permit.slot().clone();
                 let mut job = self.fill_job(ctx, key, req_cc, stale.clone(), true);
+                if want.hit_for_pass {
+                    // Not through the owner: this node learned (from the
+                    // owner's answer, or its own) that the key is a pass.
+                    job.cluster_tls = None;
+                }
                 if let Some(p) = &want.partial {
                     job = self.with_partial(job, ctx, p);
                 }

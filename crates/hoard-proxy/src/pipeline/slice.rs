@@ -83,6 +83,9 @@ pub(crate) struct SliceCtx {
     pub size: u64,
     /// See [`crate::fill::FillJob::cluster_tls`].
     cluster_tls: Option<bool>,
+    /// Asked by another cluster member for one slice: it prefetches (and
+    /// routes each slice to its owner) itself.
+    from_peer: bool,
 }
 
 /// An open slice (or, for the first one, whatever the origin answered).
@@ -509,7 +512,7 @@ impl SliceCtx {
     /// Starts fills of the `slice_prefetch` slices after `idx` that are
     /// neither stored fresh nor being filled, within the process-wide bound.
     pub fn prefetch(self: &Arc<Self>, idx: u64, total: u64) {
-        if self.req_cc.only_if_cached {
+        if self.req_cc.only_if_cached || self.from_peer {
             return;
         }
         let p = &self.pipeline;
@@ -599,6 +602,7 @@ impl Pipeline {
             send: ctx.send.clone(),
             size,
             cluster_tls: ctx.cluster_tls(),
+            from_peer: ctx.from_peer,
         });
         let mut idx = first_wanted(&ctx.method, &ctx.headers) / size;
         let (src, validator) = loop {

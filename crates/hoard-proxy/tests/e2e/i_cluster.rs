@@ -22,16 +22,18 @@ async fn cluster(t: &Test, origin: &Origin, n: usize) -> Vec<TestProxy> {
 /// connections pick, from a block of 16 that is this case's own (by its
 /// number, `i000NN` → 21000 + 16·NN), skipping any port in use.
 async fn cluster_with(t: &Test, origin: &Origin, n: usize, extra: &[SocketAddr]) -> Vec<TestProxy> {
-    cluster_sized(t, origin, n, extra, 8 << 20).await
+    cluster_sized(t, origin, n, extra, 8 << 20, None).await
 }
 
-/// [`cluster_with`], with a near tier of `near` bytes on every node.
+/// [`cluster_with`], with a near tier of `near` bytes on every node, and
+/// slice mode (slices of that size) when `slice` is set.
 async fn cluster_sized(
     t: &Test,
     origin: &Origin,
     n: usize,
     extra: &[SocketAddr],
     near: u64,
+    slice: Option<u64>,
 ) -> Vec<TestProxy> {
     let case: u16 = t
         .name()
@@ -69,6 +71,11 @@ async fn cluster_sized(
             t.proxy()
                 .origin(origin)
                 .admin()
+                .route(move |r| {
+                    r.slice = slice;
+                    // As in s_slice: ranges are never fetched alone.
+                    r.slice_direct_max = 0;
+                })
                 .config(move |c| {
                     c.access_log.target = hoard_proxy::config::LogTarget::File(log);
                     c.listeners[0].address = addr;
@@ -82,11 +89,17 @@ async fn cluster_sized(
                         purge_timeout: Duration::from_millis(500),
                         near_cache_size: near,
                         near_admit_after: 2,
+                        grace: Duration::from_secs(5),
                     });
                 })
                 .start()
                 .await,
         );
+    }
+    if std::env::var("HOARD_TEST_STORE").as_deref() == Ok("disk") {
+        for node in &nodes {
+            node.wait_counter("disk_load_done", 1).await;
+        }
     }
     nodes
 }
@@ -607,7 +620,7 @@ async fn i00009_hot_keys_are_kept_near_within_their_own_limit() {
         })
         .start()
         .await;
-    let nodes = cluster_sized(&t, &origin, 3, &[], 64 << 10).await;
+    let nodes = cluster_sized(&t, &origin, 3, &[], 64 << 10, None).await;
     let n1 = &nodes[0];
     let hot = &paths[0];
     // Forwarded, not kept; forwarded again (a hit on the owner), kept;
@@ -721,5 +734,193 @@ async fn i00011_the_dashboard_shows_the_members() {
     let near_hits = u64::from(owner_of("/d", 3) != 0);
     assert_eq!(shown["cluster.near.hits"], near_hits.to_string());
     assert_eq!(shown["cluster.near.objects"], near_hits.to_string());
+    origin.finish().await;
+}
+
+// i00012: read-while-write across the hop: a waiter on a node that does not
+// own the key gets the first bytes of a slow fill before the origin has
+// sent the rest, as does a waiter on the owner.
+#[tokio::test]
+async fn i00012_the_first_bytes_cross_the_hop_before_the_fill_ends() {
+    let t = Test::new("i00012");
+    let path = (0..100)
+        .map(|i| format!("/rw/{i}"))
+        .find(|p| owner_of(p, 3) == 1)
+        .unwrap();
+    let first_seen = t.barrier(2);
+    let origin = {
+        let (first_seen, path) = (first_seen.clone(), path.clone());
+        t.origin()
+            .script(move |mut s| async move {
+                s.rxreq().await.expect_url(&path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .chunked()
+                    .send_head()
+                    .await;
+                s.chunk("first\n").await;
+                // Both clients have the first chunk before the second is sent.
+                first_seen.sync().await;
+                s.chunk("second\n").await;
+                s.end().await;
+            })
+            .start()
+            .await
+    };
+    let nodes = cluster(&t, &origin, 3).await;
+    let mut far = t.client(&nodes[0]).connect().await;
+    far.send_raw(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+        .await;
+    let head = far.read_until(b"first\n").await;
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    // A second client, on the owner, joins the same fill.
+    let mut near = t.client(&nodes[1]).connect().await;
+    near.send_raw(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+        .await;
+    near.read_until(b"first\n").await;
+    first_seen.sync().await;
+    for c in [&mut far, &mut near] {
+        let rest = c.read_until(b"0\r\n\r\n").await;
+        assert!(rest.windows(7).any(|w| w == b"second\n"));
+    }
+    nodes[0].expect_counter("cluster_forwarded", 1);
+    nodes[1].expect_counter("cluster_owner_fills", 1);
+    origin.finish().await;
+}
+
+// i00013: a hit-for-pass verdict learned by the owner travels back: the
+// node that forwarded an uncacheable answer marks the key too, and its next
+// request for it goes straight to the origin, not through the owner.
+#[tokio::test]
+async fn i00013_hit_for_pass_travels_back_from_the_owner() {
+    let t = Test::new("i00013");
+    let path = (0..100)
+        .map(|i| format!("/hfp/{i}"))
+        .find(|p| owner_of(p, 3) == 1)
+        .unwrap();
+    let origin = {
+        let path = path.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                for v in ["a", "b"] {
+                    let req = s.rxreq().await;
+                    req.expect_url(&path).expect_no_header("hoard-peer");
+                    s.txresp(200)
+                        .hdr("Cache-Control", "private")
+                        .body(v)
+                        .send()
+                        .await;
+                }
+            })
+            .start()
+            .await
+    };
+    let nodes = cluster(&t, &origin, 3).await;
+    t.client(&nodes[0]).get(&path).send().await.expect_body("a");
+    nodes[0].expect_counter("cluster_forwarded", 1);
+    nodes[0].expect_counter("hit_for_pass_marks", 1);
+    nodes[1].expect_counter("hit_for_pass_marks", 1);
+    let r = t.client(&nodes[0]).get(&path).send().await;
+    r.expect_body("b");
+    let entries = r.header_all("cache-status");
+    assert_eq!(entries.len(), 1, "only this node's entry: {entries:?}");
+    assert!(own_entry(&r).contains("detail=hit-for-pass"), "{entries:?}");
+    // Straight to the origin: not forwarded again, never seen by the owner.
+    nodes[0].expect_counter("cluster_forwarded", 1);
+    nodes[0].expect_counter("hit_for_pass", 1);
+    nodes[1].expect_counter("cluster_peer_requests", 1);
+    origin.finish().await;
+}
+
+// i00014: a purge racing a fill on the owner: the purge (sent to a third
+// node) arrives while the owner waits for the origin; every member acks,
+// the client that asked gets the answer, and no node keeps it: the next
+// requests anywhere fetch the new version.
+#[tokio::test]
+async fn i00014_a_purge_racing_a_fill_on_the_owner_is_not_stored() {
+    let t = Test::new("i00014");
+    let path = (0..100)
+        .map(|i| format!("/race/{i}"))
+        .find(|p| owner_of(p, 3) == 1)
+        .unwrap();
+    let release = t.barrier(2);
+    let origin = {
+        let (release, path) = (release.clone(), path.clone());
+        t.origin()
+            .script(move |mut s| async move {
+                s.rxreq().await.expect_url(&path);
+                release.sync().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body("old")
+                    .send()
+                    .await;
+                s.rxreq().await.expect_url(&path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body("new")
+                    .send()
+                    .await;
+            })
+            .start()
+            .await
+    };
+    let nodes = cluster(&t, &origin, 3).await;
+    let pending = t.client(&nodes[0]).get(&path).spawn();
+    origin.wait_requests(1).await;
+    let r = crate::o_ops::purge(
+        &t,
+        &nodes[2],
+        &format!(r#"{{"url": "http://localhost{path}"}}"#),
+    )
+    .await;
+    let acked = acks(&r);
+    assert!(acked.values().all(|v| v == "acked"), "{acked:?}");
+    release.sync().await;
+    pending.await.unwrap().expect_body("old");
+    nodes[1].wait_counter("purge_raced_fills", 1).await;
+    for n in [&nodes[0], &nodes[1], &nodes[2], &nodes[0]] {
+        t.client(n).get(&path).send().await.expect_body("new");
+    }
+    origin.finish().await;
+}
+
+// i00015: slices of one file are routed one by one: a whole GET on one node
+// has its slices filled by their owners (more than one member), each slice
+// fetched once across the cluster, and the same GET on the other nodes is
+// answered without the origin.
+#[tokio::test]
+async fn i00015_slices_of_one_file_spread_over_their_owners() {
+    use crate::s_slice::{serve, starts, ETAG, SIZE};
+    let t = Test::new("i00015");
+    let full = crate::r_range::body(crate::r_range::LEN);
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let full = crate::r_range::body(crate::r_range::LEN);
+            serve(&mut s, "/v", &full, ETAG, starts(&[0, 1, 2, 3, 4])).await;
+        })
+        .start()
+        .await;
+    let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, Some(SIZE)).await;
+    for n in &nodes {
+        t.client(n)
+            .get("/v")
+            .send()
+            .await
+            .expect_status(200)
+            .expect_body(&full);
+    }
+    assert_eq!(total(&nodes, "cluster_owner_fills"), 5);
+    let filling = nodes
+        .iter()
+        .filter(|n| n.counter("cluster_owner_fills") > 0)
+        .count();
+    assert!(filling >= 2, "every slice on one member");
+    assert!(nodes[0].counter("cluster_forwarded") >= 1);
     origin.finish().await;
 }

@@ -74,3 +74,12 @@ impl Hoard {
         self.child.wait().unwrap();
     }
 }
+
+/// A case that fails half-way leaves no process behind (not even a
+/// stopped one).
+impl Drop for Hoard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
