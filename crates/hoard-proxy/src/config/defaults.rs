@@ -104,6 +104,7 @@ impl RouteConfig {
             cache: true,
             policy: CachePolicy::default(),
             key: KeyTemplate::default(),
+            cluster_key: None,
             coalesce: true,
             upgrade: true,
             coalesce_timeout: Duration::from_secs(30),

@@ -30,7 +30,7 @@ use regex::Regex;
 
 pub use cluster::{ClusterConfig, Member};
 pub use ops::{AccessLogConfig, AdminConfig, Cidr, LogFormat, LogTarget};
-use raw::{RawConfig, RawRoute};
+use raw::{RawConfig, RawKey, RawRoute};
 
 /// An error in the configuration: where it is and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -316,6 +316,10 @@ pub struct RouteConfig {
     pub policy: CachePolicy,
     /// Cache key.
     pub key: KeyTemplate,
+    /// In a cluster: what a key's owner is chosen by, when not the cache
+    /// key without its `Vary` part (`cluster_key`, the same table as `key`;
+    /// e.g. `{ query = "none" }` gives every query of a path one owner).
+    pub cluster_key: Option<KeyTemplate>,
     /// Coalesce concurrent misses into one fill. Default: true.
     pub coalesce: bool,
     /// Forward `Upgrade` requests (WebSockets) and tunnel a `101`.
@@ -1000,6 +1004,44 @@ impl Resolver<'_> {
         })
     }
 
+    /// A key template (`key`, `cluster_key`) from its table at `at`.
+    fn key_template(&self, k: RawKey, at: &str) -> Result<KeyTemplate, ConfigError> {
+        let mut key = KeyTemplate::default();
+        key.scheme = k.scheme.unwrap_or(true);
+        key.host = k.host.unwrap_or(true);
+        key.query = match (
+            k.query.as_ref().map(|q| q.get_ref().as_str()),
+            k.query_params,
+            k.query_exclude,
+        ) {
+            (_, Some(p), _) => QueryKey::Only(p),
+            (_, None, Some(x)) => QueryKey::Except(x),
+            (None | Some("all"), None, None) => QueryKey::All,
+            (Some("sorted"), None, None) => QueryKey::Sorted,
+            (Some("none"), None, None) => QueryKey::None,
+            (Some(other), None, None) => {
+                let span = k.query.as_ref().map(|q| q.span());
+                return Err(self.err(
+                    span,
+                    format!("{at}.query"),
+                    format!("{other:?}: expected \"all\", \"sorted\" or \"none\""),
+                ));
+            }
+        };
+        for h in k.headers.unwrap_or_default() {
+            key.headers
+                .push(HeaderName::from_bytes(h.get_ref().as_bytes()).map_err(|_| {
+                    self.err(
+                        Some(h.span()),
+                        format!("{at}.headers"),
+                        format!("{:?} is not a header name", h.get_ref()),
+                    )
+                })?);
+        }
+        key.cookies = k.cookies.unwrap_or_default();
+        Ok(key)
+    }
+
     fn route(
         &self,
         at: &str,
@@ -1138,41 +1180,14 @@ impl Resolver<'_> {
         }
         policy.stale_while_revalidate = r.stale_while_revalidate.map(|d| d.0);
         policy.stale_if_error = r.stale_if_error.map(|d| d.0);
-        let mut key = KeyTemplate::default();
-        if let Some(k) = r.key {
-            key.scheme = k.scheme.unwrap_or(true);
-            key.host = k.host.unwrap_or(true);
-            key.query = match (
-                k.query.as_ref().map(|q| q.get_ref().as_str()),
-                k.query_params,
-                k.query_exclude,
-            ) {
-                (_, Some(p), _) => QueryKey::Only(p),
-                (_, None, Some(x)) => QueryKey::Except(x),
-                (None | Some("all"), None, None) => QueryKey::All,
-                (Some("sorted"), None, None) => QueryKey::Sorted,
-                (Some("none"), None, None) => QueryKey::None,
-                (Some(other), None, None) => {
-                    let span = k.query.as_ref().map(|q| q.span());
-                    return Err(self.err(
-                        span,
-                        format!("{at}.key.query"),
-                        format!("{other:?}: expected \"all\", \"sorted\" or \"none\""),
-                    ));
-                }
-            };
-            for h in k.headers.unwrap_or_default() {
-                key.headers
-                    .push(HeaderName::from_bytes(h.get_ref().as_bytes()).map_err(|_| {
-                        self.err(
-                            Some(h.span()),
-                            format!("{at}.key.headers"),
-                            format!("{:?} is not a header name", h.get_ref()),
-                        )
-                    })?);
-            }
-            key.cookies = k.cookies.unwrap_or_default();
-        }
+        let mut key = match r.key {
+            Some(k) => self.key_template(k, &format!("{at}.key"))?,
+            None => KeyTemplate::default(),
+        };
+        let cluster_key = match r.cluster_key {
+            Some(k) => Some(self.key_template(k, &format!("{at}.cluster_key"))?),
+            None => None,
+        };
         let mut forward_headers = Vec::new();
         for h in r.forward_headers.unwrap_or_default() {
             let name = HeaderName::from_bytes(h.get_ref().as_bytes()).map_err(|_| {
@@ -1232,6 +1247,7 @@ impl Resolver<'_> {
                 cache: r.cache.unwrap_or(true),
                 policy,
                 key,
+                cluster_key,
                 coalesce: r.coalesce.unwrap_or(d.coalesce),
                 upgrade: r.upgrade.unwrap_or(d.upgrade),
                 coalesce_timeout: r.coalesce_timeout.map_or(d.coalesce_timeout, |x| x.0),

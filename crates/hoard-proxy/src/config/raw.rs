@@ -163,6 +163,7 @@ pub struct RawRoute {
     pub stale_while_revalidate: Option<Dur>,
     pub stale_if_error: Option<Dur>,
     pub key: Option<RawKey>,
+    pub cluster_key: Option<RawKey>,
     pub coalesce: Option<bool>,
     pub upgrade: Option<bool>,
     pub coalesce_timeout: Option<Dur>,

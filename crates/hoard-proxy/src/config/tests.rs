@@ -553,4 +553,21 @@ peers = ["n1=10.0.0.1:80", "n2=10.0.0.2:80"]
     })
     .unwrap();
     assert_eq!(q.cluster.unwrap().near_cache_size, 0);
+    // A route's routing key: the same table as `key`, checked the same way.
+    let site = "[upstream.app]\nservers = [\"http://127.0.0.1:9000\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\nupstream = \"app\"\n";
+    let c = Config::from_toml(
+        "hoard.toml",
+        &format!("{site}cluster_key = {{ query = \"none\" }}\n"),
+    )
+    .unwrap();
+    let k = c.sites[0].routes[0].cluster_key.as_ref().unwrap();
+    assert_eq!(k.query, QueryKey::None);
+    assert!(
+        Config::from_toml("hoard.toml", site).unwrap().sites[0].routes[0]
+            .cluster_key
+            .is_none()
+    );
+    let e = error(&format!("{site}cluster_key = {{ query = \"odd\" }}\n"));
+    assert_eq!(e.key, "site[0].route[0].cluster_key.query");
+    assert_eq!(e.line, Some(7));
 }

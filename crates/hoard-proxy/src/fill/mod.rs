@@ -105,6 +105,9 @@ pub struct FillJob {
     /// may go to its key's owner; `None` for a request from a peer (one
     /// hop at most) or outside a cluster.
     pub cluster_tls: Option<bool>,
+    /// In a cluster, what the owner is chosen by when the route sets
+    /// `cluster_key` (else the cache key's text).
+    pub route_key: Option<Arc<str>>,
 }
 
 /// A fill that stores or completes an object's partial copy: a 206 kept

@@ -183,8 +183,8 @@ impl FillEngine {
         let oreq = job.oreq.take().expect("invariant: a fill job is run once");
         let sent = match (&self.cluster, job.cluster_tls) {
             (Some(c), Some(tls)) => {
-                c.send(job.key.text.as_bytes(), tls, oreq, &job.upstream)
-                    .await
+                let by = job.route_key.as_deref().unwrap_or(&job.key.text);
+                c.send(by.as_bytes(), tls, oreq, &job.upstream).await
             }
             _ => job.upstream.send(oreq).await.map(|r| (r, Source::Origin)),
         };

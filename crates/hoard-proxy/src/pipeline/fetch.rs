@@ -127,6 +127,7 @@ impl Pipeline {
             hold: None,
             partial: None,
             cluster_tls: ctx.cluster_tls(),
+            route_key: ctx.route_key(),
         }
     }
 
@@ -159,7 +160,9 @@ impl Pipeline {
         };
         // A hit-for-pass key goes to the origin directly (see `cluster`).
         if let (Some(c), Some(_), false) = (&self.cluster, ctx.cluster_tls(), want.hit_for_pass) {
-            if let Some(owner) = c.other_owner(key.text.as_bytes()) {
+            let by = ctx.route_key();
+            let by = by.as_deref().unwrap_or(&key.text);
+            if let Some(owner) = c.other_owner(by.as_bytes()) {
                 super::note_owner(owner);
             }
         }

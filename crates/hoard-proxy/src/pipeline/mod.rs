@@ -223,6 +223,20 @@ impl Ctx<'_> {
         }
     }
 
+    /// In a cluster, the key's owner is chosen by this when the route sets
+    /// `cluster_key` (else by the cache key's text).
+    pub fn route_key(&self) -> Option<Arc<str>> {
+        let t = self.route.cluster_key.as_ref().filter(|_| self.clustered)?;
+        let k = t.key(KeyInput {
+            scheme: self.scheme(),
+            host: &self.authority,
+            path: self.uri.path(),
+            query: self.uri.query(),
+            headers: &self.headers,
+        });
+        Some(Arc::from(k.text))
+    }
+
     pub fn key_for(&self, route: &RouteConfig, path: &str, query: Option<&str>) -> CacheKey {
         route.key.key(KeyInput {
             scheme: self.scheme(),

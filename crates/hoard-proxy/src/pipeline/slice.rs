@@ -86,6 +86,8 @@ pub(crate) struct SliceCtx {
     /// Asked by another cluster member for one slice: it prefetches (and
     /// routes each slice to its owner) itself.
     from_peer: bool,
+    /// The route's `cluster_key` for the whole object, if it sets one.
+    route_key: Option<Arc<str>>,
 }
 
 /// An open slice (or, for the first one, whatever the origin answered).
@@ -269,6 +271,11 @@ impl SliceCtx {
             }),
             hold: None,
             cluster_tls: self.cluster_tls,
+            // Each slice of the object on an owner of its own.
+            route_key: self
+                .route_key
+                .as_ref()
+                .map(|r| Arc::from(format!("{r} slice={}:{idx}", self.size))),
             partial: None,
         }
     }
@@ -603,6 +610,7 @@ impl Pipeline {
             size,
             cluster_tls: ctx.cluster_tls(),
             from_peer: ctx.from_peer,
+            route_key: ctx.route_key(),
         });
         let mut idx = first_wanted(&ctx.method, &ctx.headers) / size;
         let (src, validator) = loop {

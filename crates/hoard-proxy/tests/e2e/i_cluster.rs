@@ -22,18 +22,18 @@ async fn cluster(t: &Test, origin: &Origin, n: usize) -> Vec<TestProxy> {
 /// connections pick, from a block of 16 that is this case's own (by its
 /// number, `i000NN` → 21000 + 16·NN), skipping any port in use.
 async fn cluster_with(t: &Test, origin: &Origin, n: usize, extra: &[SocketAddr]) -> Vec<TestProxy> {
-    cluster_sized(t, origin, n, extra, 8 << 20, None).await
+    cluster_sized(t, origin, n, extra, 8 << 20, |_| {}).await
 }
 
 /// [`cluster_with`], with a near tier of `near` bytes on every node, and
-/// slice mode (slices of that size) when `slice` is set.
+/// every node's route set by `route`.
 async fn cluster_sized(
     t: &Test,
     origin: &Origin,
     n: usize,
     extra: &[SocketAddr],
     near: u64,
-    slice: Option<u64>,
+    route: fn(&mut hoard_proxy::config::RouteConfig),
 ) -> Vec<TestProxy> {
     let case: u16 = t
         .name()
@@ -71,11 +71,7 @@ async fn cluster_sized(
             t.proxy()
                 .origin(origin)
                 .admin()
-                .route(move |r| {
-                    r.slice = slice;
-                    // As in s_slice: ranges are never fetched alone.
-                    r.slice_direct_max = 0;
-                })
+                .route(route)
                 .config(move |c| {
                     c.access_log.target = hoard_proxy::config::LogTarget::File(log);
                     c.listeners[0].address = addr;
@@ -620,7 +616,7 @@ async fn i00009_hot_keys_are_kept_near_within_their_own_limit() {
         })
         .start()
         .await;
-    let nodes = cluster_sized(&t, &origin, 3, &[], 64 << 10, None).await;
+    let nodes = cluster_sized(&t, &origin, 3, &[], 64 << 10, |_| {}).await;
     let n1 = &nodes[0];
     let hot = &paths[0];
     // Forwarded, not kept; forwarded again (a hit on the owner), kept;
@@ -906,7 +902,12 @@ async fn i00015_slices_of_one_file_spread_over_their_owners() {
         })
         .start()
         .await;
-    let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, Some(SIZE)).await;
+    let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |r| {
+        r.slice = Some(SIZE);
+        // As in s_slice: ranges are never fetched alone.
+        r.slice_direct_max = 0;
+    })
+    .await;
     for n in &nodes {
         t.client(n)
             .get("/v")
@@ -922,5 +923,35 @@ async fn i00015_slices_of_one_file_spread_over_their_owners() {
         .count();
     assert!(filling >= 2, "every slice on one member");
     assert!(nodes[0].counter("cluster_forwarded") >= 1);
+    origin.finish().await;
+}
+
+// i00016: a route's `cluster_key` chooses owners: with `{ query = "none" }`
+// every query of a path has the path's owner, whichever node takes it, while
+// each stays an object of its own (the cache key keeps the query).
+#[tokio::test]
+async fn i00016_a_routes_cluster_key_chooses_the_owner() {
+    let t = Test::new("i00016");
+    let paths: Vec<String> = (0..6).map(|i| format!("/q?page={i}")).collect();
+    let origin = origin_serving_once(&t, &paths).await;
+    let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |r| {
+        r.cluster_key = Some(hoard_policy::key::KeyTemplate {
+            query: hoard_policy::key::QueryKey::None,
+            ..Default::default()
+        });
+    })
+    .await;
+    for (i, p) in paths.iter().enumerate() {
+        t.client(&nodes[i % 3])
+            .get(p)
+            .send()
+            .await
+            .expect_body(body_of(p));
+    }
+    // One member (the owner of `/q`) filled all six.
+    let owner = owner_of("/q", 3);
+    nodes[owner].expect_counter("cluster_owner_fills", 6);
+    assert_eq!(total(&nodes, "cluster_owner_fills"), 6);
+    assert_eq!(total(&nodes, "cluster_forwarded"), 4);
     origin.finish().await;
 }
