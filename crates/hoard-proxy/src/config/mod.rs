@@ -1006,10 +1006,7 @@ impl Resolver<'_> {
 
     /// A key template (`key`, `cluster_key`) from its table at `at`.
     fn key_template(&self, k: RawKey, at: &str) -> Result<KeyTemplate, ConfigError> {
-        let mut key = KeyTemplate::default();
-        key.scheme = k.scheme.unwrap_or(true);
-        key.host = k.host.unwrap_or(true);
-        key.query = match (
+        let query = match (
             k.query.as_ref().map(|q| q.get_ref().as_str()),
             k.query_params,
             k.query_exclude,
@@ -1028,6 +1025,13 @@ impl Resolver<'_> {
                 ));
             }
         };
+        let mut key = KeyTemplate {
+            scheme: k.scheme.unwrap_or(true),
+            host: k.host.unwrap_or(true),
+            query,
+            headers: Vec::new(),
+            cookies: k.cookies.unwrap_or_default(),
+        };
         for h in k.headers.unwrap_or_default() {
             key.headers
                 .push(HeaderName::from_bytes(h.get_ref().as_bytes()).map_err(|_| {
@@ -1038,7 +1042,6 @@ impl Resolver<'_> {
                     )
                 })?);
         }
-        key.cookies = k.cookies.unwrap_or_default();
         Ok(key)
     }
 
