@@ -169,6 +169,18 @@ counters! {
     cluster_near_declined,
     /// Hits on near copies (objects another member owns).
     cluster_near_hits,
+    /// Entries of the cluster's invalidation log read and applied (or found to be this node's own).
+    cluster_bus_applied,
+    /// Entries applied while this node was catching up (after a start or a loss of the bus).
+    cluster_bus_replayed,
+    /// Times the log no longer reached this node's position (trimmed, or lost with its Redis):
+    /// what it stored before was fenced.
+    cluster_bus_generation_bumps,
+    /// Times the bus was lost past the grace period (stored objects revalidated until caught up).
+    cluster_bus_lost,
+    /// Times this node read the log to its end after a start or a loss of the bus (from then
+    /// on its stored objects are served again).
+    cluster_bus_caught_up,
     /// Requests a route's no-store rule kept from being stored.
     no_store_rule_matches,
     /// Client connections that ended (their permit returned).

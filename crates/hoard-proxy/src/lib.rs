@@ -144,10 +144,13 @@ impl Proxy {
             .map_err(StartError::AccessLog)?
             .map(Arc::new);
         let pipeline = Arc::new(pipeline);
+        let (tx, rx) = watch::channel(false);
         if let Some(c) = &pipeline.cluster {
             cluster::probe::start(c);
+            if c.bus.is_some() {
+                cluster::bus::start(&pipeline, rx.clone());
+            }
         }
-        let (tx, rx) = watch::channel(false);
         let mut tasks = Vec::new();
         let admin_addr = match cfg.admin.address {
             Some(a) => {

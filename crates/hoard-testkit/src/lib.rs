@@ -29,6 +29,7 @@ pub mod client;
 pub mod clock;
 pub mod origin;
 pub mod proxy;
+pub mod redis;
 pub mod transcript;
 mod wire;
 

@@ -178,6 +178,9 @@ struct QuickArgs {
     /// Bytes of the near tier: copies of hot objects other members own (default 64MiB; 0: none).
     #[arg(long, value_parser = parse_size)]
     cluster_near_size: Option<u64>,
+    /// The invalidation log: redis://HOST:PORT/DB (Redis 7 or Valkey); purges are replayed to members that missed them.
+    #[arg(long)]
+    cluster_bus: Option<String>,
 }
 
 /// Parses the command line (exits with usage on error).
@@ -280,6 +283,7 @@ impl Cli {
                     cluster_peers: q.cluster_peers.clone(),
                     cluster_secret_file: q.cluster_secret_file.clone(),
                     cluster_near_size: q.cluster_near_size,
+                    cluster_bus: q.cluster_bus.clone(),
                 })
             }
         }

@@ -286,9 +286,26 @@ fn cluster_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
             "hits": c.cluster_near_hits.load(Ordering::Relaxed),
         })
     });
+    let bus = cluster.bus.as_ref().map_or(serde_json::Value::Null, |b| {
+        let positions: serde_json::Map<String, serde_json::Value> = b
+            .positions()
+            .into_iter()
+            .map(|(node, at)| (node, at.to_string().into()))
+            .collect();
+        json!({
+            "connected": b.connected(),
+            "unsure": b.unsure(),
+            "positions": positions,
+            "applied": c.cluster_bus_applied.load(Ordering::Relaxed),
+            "replayed": c.cluster_bus_replayed.load(Ordering::Relaxed),
+            "generation_bumps": c.cluster_bus_generation_bumps.load(Ordering::Relaxed),
+            "lost": c.cluster_bus_lost.load(Ordering::Relaxed),
+        })
+    });
     json!({
         "node": cluster.node(),
         "members": members,
+        "bus": bus,
         "owner_fills": c.cluster_owner_fills.load(Ordering::Relaxed),
         "near": near,
         "forwarded": c.cluster_forwarded.load(Ordering::Relaxed),

@@ -40,6 +40,7 @@
 //! None of its own: the ring is immutable, each member's connections and
 //! health are its `Upstream`'s.
 
+pub mod bus;
 pub mod near;
 pub mod peer_auth;
 pub mod probe;
@@ -75,6 +76,8 @@ pub struct Cluster {
     pub purge_timeout: std::time::Duration,
     /// A stall of this node longer than this fences what it stored.
     grace: std::time::Duration,
+    /// The invalidation log, when the cluster has one ([`bus`]).
+    pub bus: Option<bus::Bus>,
     /// Unix milliseconds: responses stored before are revalidated before
     /// they are served as fresh (0: none). See [`probe`].
     fence_ms: std::sync::atomic::AtomicU64,
@@ -115,6 +118,7 @@ impl Cluster {
     /// The cluster of `cfg`, with no connection open yet.
     pub fn new(
         cfg: &ClusterConfig,
+        zone_dir: Option<std::path::PathBuf>,
         counters: Arc<Counters>,
         clock: Arc<dyn hoard_policy::clock::Clock>,
     ) -> Cluster {
@@ -161,6 +165,16 @@ impl Cluster {
             near: near::Admission::new(NEAR_SKETCH_WIDTH, cfg.near_admit_after),
             purge_timeout: cfg.purge_timeout,
             grace: cfg.grace,
+            bus: cfg
+                .bus
+                .as_ref()
+                .and_then(|b| match bus::Bus::new(b, zone_dir) {
+                    Ok(bus) => Some(bus),
+                    Err(e) => {
+                        tracing::error!(error = %e, "cluster bus not usable; purges go over HTTP");
+                        None
+                    }
+                }),
             fence_ms: std::sync::atomic::AtomicU64::new(0),
             counters,
             clock,
@@ -226,7 +240,22 @@ impl Cluster {
     /// revalidated before it is served as fresh.
     pub fn fenced(&self, response_time: std::time::SystemTime) -> bool {
         let f = self.fence_ms.load(std::sync::atomic::Ordering::Relaxed);
-        f != 0 && unix_ms(response_time) < f
+        (f != 0 && unix_ms(response_time) < f) || self.bus.as_ref().is_some_and(bus::Bus::unsure)
+    }
+
+    /// The other members' names.
+    pub fn others(&self) -> Vec<String> {
+        self.names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != self.me)
+            .map(|(_, n)| n.to_string())
+            .collect()
+    }
+
+    /// Now, in Unix milliseconds (the proxy's clock).
+    pub fn clock_ms(&self) -> u64 {
+        unix_ms(self.clock.now())
     }
 
     /// Member `i`'s name (for the access log).

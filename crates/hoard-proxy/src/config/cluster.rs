@@ -33,8 +33,61 @@ pub struct ClusterConfig {
     /// Default: 2.
     pub near_admit_after: u32,
     /// A stall of this node longer than this fences what it stored (see
-    /// `crate::cluster::probe`). Default: 5 s.
+    /// `crate::cluster::probe`), and so does a bus lost for longer. Default: 5 s.
     pub grace: Duration,
+    /// The invalidation log (`[cluster.bus]`, `--cluster-bus`), if any.
+    pub bus: Option<BusConfig>,
+}
+
+/// `[cluster.bus]`: purges as a Redis/Valkey stream (see `crate::cluster::bus`).
+#[derive(Debug, Clone)]
+pub struct BusConfig {
+    /// `redis://HOST:PORT/DB`.
+    pub url: String,
+    /// Key prefix of the streams. Default: `hoard`.
+    pub prefix: String,
+    /// Entries older than this are trimmed. Default: 24 h.
+    pub max_age: Duration,
+    /// What a node that lost the bus does with its stored objects.
+    pub on_loss: OnBusLoss,
+}
+
+/// `on_bus_loss`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnBusLoss {
+    /// Revalidate every stored object before serving it (default): a
+    /// purge this node missed may select it.
+    Revalidate,
+    /// Serve as usual (availability first).
+    Serve,
+}
+
+/// Parses a bus URL (only `redis://`).
+pub fn bus(url: &str) -> Result<BusConfig, String> {
+    if !url.starts_with("redis://") {
+        return Err(format!("{url:?}: expected redis://HOST:PORT/DB"));
+    }
+    redis::Client::open(url).map_err(|e| format!("{url:?}: {e}"))?;
+    Ok(BusConfig {
+        url: url.to_string(),
+        prefix: "hoard".into(),
+        max_age: Duration::from_secs(24 * 3600),
+        on_loss: OnBusLoss::Revalidate,
+    })
+}
+
+/// `[cluster.bus]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBus {
+    /// `url = "redis://127.0.0.1:6379/0"`.
+    pub url: Option<Spanned<String>>,
+    /// `prefix = "hoard"`.
+    pub prefix: Option<String>,
+    /// `max_age = "24h"`.
+    pub max_age: Option<Dur>,
+    /// `on_bus_loss = "revalidate" | "serve"`.
+    pub on_bus_loss: Option<Spanned<String>>,
 }
 
 /// One member.
@@ -84,6 +137,8 @@ pub struct RawCluster {
     pub near_admit_after: Option<Spanned<u32>>,
     /// `grace = "5s"`.
     pub grace: Option<Dur>,
+    /// `[cluster.bus]`.
+    pub bus: Option<RawBus>,
 }
 
 /// The name in `Via` and `Cache-Status`: in a cluster, the default `hoard`
@@ -209,7 +264,42 @@ pub fn from_raw(
         near_cache_size: raw.near_cache_size.map_or(NEAR_CACHE_SIZE, |s| s.0),
         near_admit_after,
         grace: raw.grace.map_or(GRACE, |d| d.0),
+        bus: match raw.bus {
+            None => None,
+            Some(b) => Some(bus_from_raw(b)?),
+        },
     }))
+}
+
+fn bus_from_raw(
+    b: RawBus,
+) -> Result<BusConfig, (Option<std::ops::Range<usize>>, &'static str, String)> {
+    let url = b.url.ok_or((
+        None,
+        "cluster.bus.url",
+        "the bus's URL is required (redis://HOST:PORT/DB)".to_string(),
+    ))?;
+    let mut cfg = bus(url.get_ref()).map_err(|m| (Some(url.span()), "cluster.bus.url", m))?;
+    if let Some(p) = b.prefix {
+        cfg.prefix = p;
+    }
+    if let Some(d) = b.max_age {
+        cfg.max_age = d.0;
+    }
+    if let Some(l) = b.on_bus_loss {
+        cfg.on_loss = match l.get_ref().as_str() {
+            "revalidate" => OnBusLoss::Revalidate,
+            "serve" => OnBusLoss::Serve,
+            other => {
+                return Err((
+                    Some(l.span()),
+                    "cluster.bus.on_bus_loss",
+                    format!("{other:?}: expected \"revalidate\" or \"serve\""),
+                ))
+            }
+        };
+    }
+    Ok(cfg)
 }
 
 #[cfg(test)]

@@ -428,6 +428,8 @@ pub struct QuickStart {
     pub cluster_secret_file: Option<PathBuf>,
     /// `--cluster-near-size SIZE`.
     pub cluster_near_size: Option<u64>,
+    /// `--cluster-bus redis://HOST:PORT/DB`.
+    pub cluster_bus: Option<String>,
 }
 
 /// `--cluster-*` of the quick start.
@@ -440,7 +442,7 @@ fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str,
                     "needs --cluster-node and --cluster-peers".into(),
                 ));
             }
-            if q.cluster_near_size.is_some() {
+            if q.cluster_near_size.is_some() || q.cluster_bus.is_some() {
                 return Err((
                     "--cluster-near-size",
                     "needs --cluster-node and --cluster-peers".into(),
@@ -483,6 +485,10 @@ fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str,
         near_cache_size: q.cluster_near_size.unwrap_or(cluster::NEAR_CACHE_SIZE),
         near_admit_after: cluster::NEAR_ADMIT_AFTER,
         grace: cluster::GRACE,
+        bus: match &q.cluster_bus {
+            Some(url) => Some(cluster::bus(url).map_err(|m| ("--cluster-bus", m))?),
+            None => None,
+        },
     }))
 }
 

@@ -259,8 +259,15 @@ impl Pipeline {
         let first = running::Running::first(cfg.clone(), &counters, &clock);
         let via = first.via.clone();
         let cluster = cfg.cluster.as_ref().map(|c| {
+            let zone_dir = cfg
+                .cache
+                .zones
+                .first()
+                .and_then(|z| z.dirs.first())
+                .map(|d| d.path.clone());
             Arc::new(crate::cluster::Cluster::new(
                 c,
+                zone_dir,
                 counters.clone(),
                 clock.clone(),
             ))

@@ -22,26 +22,29 @@ async fn cluster(t: &Test, origin: &Origin, n: usize) -> Vec<TestProxy> {
 /// connections pick, from a block of 16 that is this case's own (by its
 /// number, `i000NN` → 21000 + 16·NN), skipping any port in use.
 async fn cluster_with(t: &Test, origin: &Origin, n: usize, extra: &[SocketAddr]) -> Vec<TestProxy> {
-    cluster_sized(t, origin, n, extra, 8 << 20, |_| {}).await
+    cluster_sized(t, origin, n, extra, 8 << 20, |_| {}, &|_, _| {}).await
 }
 
-/// [`cluster_with`], with a near tier of `near` bytes on every node, and
-/// every node's route set by `route`.
-async fn cluster_sized(
+/// Adjusts node `i`'s configuration (after its cluster is set).
+pub(crate) type Tune = dyn Fn(usize, &mut hoard_proxy::config::Config) + Send + Sync;
+
+/// [`cluster_with`], with a near tier of `near` bytes on every node,
+/// every node's route set by `route` and the rest by `tune`.
+pub(crate) async fn cluster_sized(
     t: &Test,
     origin: &Origin,
     n: usize,
     extra: &[SocketAddr],
     near: u64,
     route: fn(&mut hoard_proxy::config::RouteConfig),
+    tune: &Tune,
 ) -> Vec<TestProxy> {
-    let case: u16 = t
-        .name()
-        .trim_start_matches('i')
-        .parse()
-        .expect("an iNNNNN case");
+    // i cases from port 21000, j cases from 23000.
+    let (series, case) = t.name().split_at(1);
+    let case: u16 = case.parse().expect("an xNNNNN case");
+    let base = if series == "j" { 23_000 } else { 21_000 };
     let mut held = Vec::new();
-    for port in (21000 + 16 * case)..(21000 + 16 * case + 16) {
+    for port in (base + 16 * case)..(base + 16 * case + 16) {
         if held.len() == n {
             break;
         }
@@ -63,34 +66,8 @@ async fn cluster_sized(
         })
         .collect();
     let mut nodes = Vec::new();
-    for (i, addr) in addrs.iter().enumerate().take(n) {
-        let members = members.clone();
-        let addr = *addr;
-        let log = t.dir().join(format!("access-n{}.log", i + 1));
-        nodes.push(
-            t.proxy()
-                .origin(origin)
-                .admin()
-                .route(route)
-                .config(move |c| {
-                    c.access_log.target = hoard_proxy::config::LogTarget::File(log);
-                    c.listeners[0].address = addr;
-                    c.server.via = format!("hoard-n{}", i + 1);
-                    c.cluster = Some(ClusterConfig {
-                        node: format!("n{}", i + 1),
-                        members,
-                        secret: b"a secret of the test cluster".to_vec(),
-                        owner_connect_timeout: Duration::from_millis(200),
-                        owner_read_timeout: Duration::from_secs(10),
-                        purge_timeout: Duration::from_millis(500),
-                        near_cache_size: near,
-                        near_admit_after: 2,
-                        grace: Duration::from_secs(5),
-                    });
-                })
-                .start()
-                .await,
-        );
+    for i in 0..n {
+        nodes.push(member(t, origin, &members, i, near, route, tune).await);
     }
     if std::env::var("HOARD_TEST_STORE").as_deref() == Ok("disk") {
         for node in &nodes {
@@ -100,11 +77,63 @@ async fn cluster_sized(
     nodes
 }
 
-fn total(nodes: &[TestProxy], counter: &str) -> u64 {
+/// Starts member `i` of `members` (n1 is 0), as [`cluster_sized`] does.
+pub(crate) async fn member(
+    t: &Test,
+    origin: &Origin,
+    members: &[Member],
+    i: usize,
+    near: u64,
+    route: fn(&mut hoard_proxy::config::RouteConfig),
+    tune: &Tune,
+) -> TestProxy {
+    let members = members.to_vec();
+    let addr = members[i].addr;
+    let log = t.dir().join(format!("access-n{}.log", i + 1));
+    t.proxy()
+        .origin(origin)
+        .admin()
+        .route(route)
+        .config(move |c| {
+            c.access_log.target = hoard_proxy::config::LogTarget::File(log);
+            c.listeners[0].address = addr;
+            c.server.via = format!("hoard-n{}", i + 1);
+            c.cluster = Some(ClusterConfig {
+                node: format!("n{}", i + 1),
+                members,
+                secret: b"a secret of the test cluster".to_vec(),
+                owner_connect_timeout: Duration::from_millis(200),
+                owner_read_timeout: Duration::from_secs(10),
+                purge_timeout: Duration::from_millis(500),
+                near_cache_size: near,
+                near_admit_after: 2,
+                grace: Duration::from_secs(5),
+                bus: None,
+            });
+            tune(i, c);
+        })
+        .start()
+        .await
+}
+
+/// The member list of a cluster's nodes (n1 first).
+pub(crate) fn members_of(nodes: &[TestProxy]) -> Vec<Member> {
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Member {
+            name: format!("n{}", i + 1),
+            addr: hoard_testkit::Endpoint::endpoint(n),
+            weight: 1.0,
+        })
+        .collect()
+}
+
+pub(crate) fn total(nodes: &[TestProxy], counter: &str) -> u64 {
     nodes.iter().map(|n| n.counter(counter)).sum()
 }
 
-fn body_of(path: &str) -> String {
+pub(crate) fn body_of(path: &str) -> String {
     format!("body of {path}")
 }
 
@@ -315,7 +344,7 @@ async fn i00004_a_forged_peer_field_is_not_trusted() {
 }
 
 /// The `nodes` map of a purge answer.
-fn acks(r: &hoard_testkit::Response) -> serde_json::Map<String, serde_json::Value> {
+pub(crate) fn acks(r: &hoard_testkit::Response) -> serde_json::Map<String, serde_json::Value> {
     r.expect_status(200);
     let v: serde_json::Value = serde_json::from_slice(&r.body).expect("purge answer is JSON");
     v["nodes"].as_object().expect("a nodes map").clone()
@@ -413,7 +442,7 @@ async fn i00006_a_purge_names_the_members_that_did_not_ack() {
 }
 
 /// The member that owns `path` (as `localhost` over plain HTTP) among n1..nN.
-fn owner_of(path: &str, members: usize) -> usize {
+pub(crate) fn owner_of(path: &str, members: usize) -> usize {
     use hoard_proxy::cluster::ring::{owner, Slot};
     let slots: Vec<Slot> = (1..=members)
         .map(|i| Slot::new(&format!("n{i}"), 1.0))
@@ -571,13 +600,13 @@ async fn i00008_a_node_that_stood_still_revalidates_what_it_stored() {
 }
 
 /// `/status` of a node's admin listener.
-async fn status(t: &Test, node: &TestProxy) -> serde_json::Value {
+pub(crate) async fn status(t: &Test, node: &TestProxy) -> serde_json::Value {
     let r = t.client(node.admin()).get("/status").send().await;
     serde_json::from_slice(&r.expect_status(200).body).expect("/status is JSON")
 }
 
 /// The last `Cache-Status` entry: this node's.
-fn own_entry(r: &hoard_testkit::Response) -> String {
+pub(crate) fn own_entry(r: &hoard_testkit::Response) -> String {
     r.header_all("cache-status")
         .into_iter()
         .flat_map(|v| v.split(','))
@@ -616,7 +645,7 @@ async fn i00009_hot_keys_are_kept_near_within_their_own_limit() {
         })
         .start()
         .await;
-    let nodes = cluster_sized(&t, &origin, 3, &[], 64 << 10, |_| {}).await;
+    let nodes = cluster_sized(&t, &origin, 3, &[], 64 << 10, |_| {}, &|_, _| {}).await;
     let n1 = &nodes[0];
     let hot = &paths[0];
     // Forwarded, not kept; forwarded again (a hit on the owner), kept;
@@ -902,11 +931,19 @@ async fn i00015_slices_of_one_file_spread_over_their_owners() {
         })
         .start()
         .await;
-    let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |r| {
-        r.slice = Some(SIZE);
-        // As in s_slice: ranges are never fetched alone.
-        r.slice_direct_max = 0;
-    })
+    let nodes = cluster_sized(
+        &t,
+        &origin,
+        3,
+        &[],
+        8 << 20,
+        |r| {
+            r.slice = Some(SIZE);
+            // As in s_slice: ranges are never fetched alone.
+            r.slice_direct_max = 0;
+        },
+        &|_, _| {},
+    )
     .await;
     for n in &nodes {
         t.client(n)
@@ -934,12 +971,20 @@ async fn i00016_a_routes_cluster_key_chooses_the_owner() {
     let t = Test::new("i00016");
     let paths: Vec<String> = (0..6).map(|i| format!("/q?page={i}")).collect();
     let origin = origin_serving_once(&t, &paths).await;
-    let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |r| {
-        r.cluster_key = Some(hoard_policy::key::KeyTemplate {
-            query: hoard_policy::key::QueryKey::None,
-            ..Default::default()
-        });
-    })
+    let nodes = cluster_sized(
+        &t,
+        &origin,
+        3,
+        &[],
+        8 << 20,
+        |r| {
+            r.cluster_key = Some(hoard_policy::key::KeyTemplate {
+                query: hoard_policy::key::QueryKey::None,
+                ..Default::default()
+            });
+        },
+        &|_, _| {},
+    )
     .await;
     for (i, p) in paths.iter().enumerate() {
         t.client(&nodes[i % 3])

@@ -28,6 +28,7 @@ mod h_http2;
 mod h_tls;
 mod h_websocket;
 mod i_cluster;
+mod j_bus;
 mod k_keys;
 mod n_races;
 mod n_store;

@@ -1,0 +1,509 @@
+//! The invalidation log: purges as entries of a Redis/Valkey stream that
+//! every member reads from its own position, applies in order and
+//! acknowledges.
+//!
+//! ## Model
+//!
+//! Two streams per cluster, named from `[cluster.bus] prefix`:
+//! `PREFIX:purges` (one entry per purge: the selector as the taking node
+//! resolved it, `soft`, the node) and `PREFIX:acks` (one entry per batch a
+//! member applied: its name and the last entry id applied). The hash
+//! `PREFIX:applied` keeps each member's position for `/status` after a
+//! restart.
+//!
+//! * **Purging** ([`Bus::publish`]): the taking node applies the purge
+//!   itself, `XADD`s it (trimming entries older than `max_age`), and waits
+//!   until every other member's acknowledged position reaches the entry, or
+//!   `purge_timeout`. If the bus is unreachable the purge goes over HTTP
+//!   as without a bus (`cluster::purge`), and the answer says so.
+//! * **Reading** ([`run`]): one task per node blocks on `XREAD` over both
+//!   streams from its cursor: purge entries of other nodes are applied
+//!   (`Pipeline::purge`), then the cursor is persisted (a file in the first
+//!   disk zone's directory: a warm restart replays what it missed) and
+//!   acknowledged; ack entries move the members' positions, which waiting
+//!   purges watch.
+//! * **Unsure** ([`Bus::unsure`]): until this node has read the log to its
+//!   end (after a start, and after losing the bus for longer than `grace`),
+//!   no stored object is served as fresh: each is revalidated, since a
+//!   purge this node has not seen may select it (`on_bus_loss = "serve"`
+//!   turns this off). A cursor the stream no longer reaches (trimmed past
+//!   it, or the stream lost with its Redis) is a generation bump: what was
+//!   stored before is fenced for good ([`Cluster::fence`]).
+//!
+//! ## Locking
+//!
+//! None held across awaits: positions are `watch` channels, flags atomics.
+//! Blocking reads use a connection of their own (a blocking command holds
+//! a multiplexed connection for everyone on it), with a response timeout
+//! above the block time (the crate's default of 500 ms would cut them).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use hoard_store::catalog::Selector;
+use redis::aio::MultiplexedConnection;
+use redis::streams::StreamReadReply;
+use redis::AsyncConnectionConfig;
+
+use super::Cluster;
+use crate::config::cluster::{BusConfig, OnBusLoss};
+use crate::pipeline::Pipeline;
+
+/// How long one `XREAD` blocks.
+const BLOCK: Duration = Duration::from_secs(1);
+/// Entries read at once.
+const BATCH: usize = 256;
+/// Pause between attempts to reach an unreachable bus.
+const RETRY: Duration = Duration::from_millis(100);
+/// Connecting and non-blocking commands.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(1);
+/// Ack entries kept (approximately).
+const ACKS_KEPT: usize = 10_000;
+/// The cursor's file name in the first zone's directory.
+const CURSOR_FILE: &str = "cluster-log-cursor";
+
+/// A stream entry id, `MS-SEQ`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct EntryId(pub u64, pub u64);
+
+impl EntryId {
+    /// Parses `MS-SEQ` (or `MS`).
+    pub fn parse(s: &str) -> Option<EntryId> {
+        let (ms, seq) = s.split_once('-').unwrap_or((s, "0"));
+        Some(EntryId(ms.parse().ok()?, seq.parse().ok()?))
+    }
+}
+
+impl std::fmt::Display for EntryId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.0, self.1)
+    }
+}
+
+/// The bus as this node sees it. See the module docs.
+#[derive(Debug)]
+pub struct Bus {
+    client: redis::Client,
+    purges: String,
+    acks: String,
+    applied_hash: String,
+    max_age: Duration,
+    on_loss: OnBusLoss,
+    /// Where the cursor is persisted (none without disk zones).
+    cursor_file: Option<PathBuf>,
+    /// For commands that do not block (XADD, acks), once connected.
+    conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    /// Each member's acknowledged position (this node's included).
+    positions: tokio::sync::watch::Sender<HashMap<String, EntryId>>,
+    /// Not caught up with the log (see the module docs).
+    unsure: AtomicBool,
+    /// The last `XREAD` (or connection) succeeded.
+    connected: AtomicBool,
+}
+
+/// What [`Bus::publish`] found: the entry, and each member's state.
+#[derive(Debug)]
+pub struct Published {
+    /// The entry's id.
+    pub id: EntryId,
+    /// Members whose position reached the entry in time.
+    pub acked: Vec<String>,
+}
+
+impl Bus {
+    /// The bus of `cfg` (nothing connected yet); `zone_dir` holds the
+    /// cursor file.
+    ///
+    /// # Errors
+    /// When the URL is not a Redis URL.
+    pub fn new(cfg: &BusConfig, zone_dir: Option<PathBuf>) -> Result<Bus, String> {
+        let client = redis::Client::open(cfg.url.as_str()).map_err(|e| e.to_string())?;
+        Ok(Bus {
+            client,
+            purges: format!("{}:purges", cfg.prefix),
+            acks: format!("{}:acks", cfg.prefix),
+            applied_hash: format!("{}:applied", cfg.prefix),
+            max_age: cfg.max_age,
+            on_loss: cfg.on_loss,
+            cursor_file: zone_dir.map(|d| d.join(CURSOR_FILE)),
+            conn: tokio::sync::Mutex::new(None),
+            positions: tokio::sync::watch::Sender::new(HashMap::new()),
+            unsure: AtomicBool::new(cfg.on_loss == OnBusLoss::Revalidate),
+            connected: AtomicBool::new(false),
+        })
+    }
+
+    /// True while stored objects must be revalidated before they are
+    /// served as fresh (not caught up with the log).
+    pub fn unsure(&self) -> bool {
+        self.unsure.load(Ordering::Relaxed)
+    }
+
+    /// True when the last read of the log succeeded.
+    pub fn connected(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
+    }
+
+    /// Each member's acknowledged position.
+    pub fn positions(&self) -> HashMap<String, EntryId> {
+        self.positions.borrow().clone()
+    }
+
+    fn config(timeout: Duration) -> AsyncConnectionConfig {
+        AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(COMMAND_TIMEOUT))
+            .set_response_timeout(Some(timeout))
+    }
+
+    /// The shared connection for commands that do not block.
+    async fn conn(&self) -> redis::RedisResult<MultiplexedConnection> {
+        let mut held = self.conn.lock().await;
+        if let Some(c) = held.as_ref() {
+            return Ok(c.clone());
+        }
+        let c = self
+            .client
+            .get_multiplexed_async_connection_with_config(&Self::config(COMMAND_TIMEOUT))
+            .await?;
+        *held = Some(c.clone());
+        Ok(c)
+    }
+
+    async fn forget_conn(&self) {
+        *self.conn.lock().await = None;
+    }
+
+    /// Appends a purge (already applied here) to the log and waits until
+    /// every one of `others` has acknowledged it, or `timeout`.
+    ///
+    /// # Errors
+    /// When the bus cannot be reached: the caller fans the purge out over
+    /// HTTP instead.
+    pub async fn publish(
+        &self,
+        node: &str,
+        selector: &Selector,
+        soft: bool,
+        others: &[String],
+        now_ms: u64,
+        timeout: Duration,
+    ) -> Result<Published, String> {
+        let body = super::purge::encode(selector, soft).to_string();
+        let min_id = now_ms.saturating_sub(self.max_age.as_millis() as u64);
+        let xadd = async {
+            let mut c = self.conn().await?;
+            redis::cmd("XADD")
+                .arg(&self.purges)
+                .arg("MINID")
+                .arg("~")
+                .arg(min_id)
+                .arg("*")
+                .arg("purge")
+                .arg(&body)
+                .arg("from")
+                .arg(node)
+                .query_async::<String>(&mut c)
+                .await
+        };
+        let id = match tokio::time::timeout(COMMAND_TIMEOUT, xadd).await {
+            Ok(Ok(id)) => EntryId::parse(&id).ok_or_else(|| format!("entry id {id:?}"))?,
+            Ok(Err(e)) => {
+                self.forget_conn().await;
+                return Err(e.to_string());
+            }
+            Err(_) => {
+                self.forget_conn().await;
+                return Err("no answer from the bus".into());
+            }
+        };
+        let mut rx = self.positions.subscribe();
+        let all = |m: &HashMap<String, EntryId>| {
+            others.iter().all(|o| m.get(o).is_some_and(|p| *p >= id))
+        };
+        let _ = tokio::time::timeout(timeout, rx.wait_for(all)).await;
+        let positions = self.positions.borrow();
+        let acked = others
+            .iter()
+            .filter(|o| positions.get(*o).is_some_and(|p| *p >= id))
+            .cloned()
+            .collect();
+        Ok(Published { id, acked })
+    }
+
+    fn load_cursor(&self) -> Option<EntryId> {
+        let f = self.cursor_file.as_ref()?;
+        EntryId::parse(std::fs::read_to_string(f).ok()?.trim())
+    }
+
+    fn save_cursor(&self, id: EntryId) {
+        let Some(f) = &self.cursor_file else { return };
+        let tmp = f.with_extension("tmp");
+        let written = std::fs::write(&tmp, id.to_string()).and_then(|()| std::fs::rename(&tmp, f));
+        if let Err(e) = written {
+            tracing::warn!(file = %f.display(), error = %e, "cluster log cursor not persisted");
+        }
+    }
+
+    /// Where to read from after (re)connecting, and whether entries this
+    /// node never read may be gone (a generation bump).
+    async fn resume_point(
+        &self,
+        c: &mut MultiplexedConnection,
+        cursor: Option<EntryId>,
+        warm: bool,
+    ) -> redis::RedisResult<(EntryId, bool)> {
+        let info: redis::RedisResult<HashMap<String, redis::Value>> = redis::cmd("XINFO")
+            .arg("STREAM")
+            .arg(&self.purges)
+            .query_async(c)
+            .await;
+        let id_of = |m: &HashMap<String, redis::Value>, k: &str| {
+            m.get(k)
+                .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+                .and_then(|s| EntryId::parse(&s))
+        };
+        let (last, deleted) = match info {
+            Ok(m) => (
+                id_of(&m, "last-generated-id"),
+                id_of(&m, "max-deleted-entry-id"),
+            ),
+            // No stream yet (or lost with its Redis).
+            Err(e) if matches!(e.kind(), redis::ErrorKind::Server(_)) => (None, None),
+            Err(e) => return Err(e),
+        };
+        Ok(match cursor {
+            // Never read here: start at the end; what a warm store holds
+            // predates any position, so it is fenced.
+            None => (last.unwrap_or_default(), warm),
+            Some(c) => {
+                let lost = match last {
+                    // The stream is behind this node: its history is gone.
+                    None => c != EntryId::default(),
+                    Some(l) if l < c => true,
+                    // Entries after the cursor were trimmed unread.
+                    _ => deleted.is_some_and(|d| d > c),
+                };
+                (c, lost)
+            }
+        })
+    }
+}
+
+/// Starts the reader (on the current runtime). It holds the pipeline
+/// weakly, and ends with it or when `shutdown` turns true.
+pub fn start(pipeline: &Arc<Pipeline>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let reader = run(Arc::downgrade(pipeline));
+    tokio::spawn(async move {
+        tokio::select! {
+            () = reader => {}
+            _ = shutdown.wait_for(|s| *s) => {}
+        }
+    });
+}
+
+/// The reader. See the module docs.
+async fn run(pipeline: Weak<Pipeline>) {
+    let mut cursor = {
+        let Some(p) = pipeline.upgrade() else { return };
+        let Some(bus) = p.cluster.as_ref().and_then(|c| c.bus.as_ref()) else {
+            return;
+        };
+        bus.load_cursor()
+    };
+    let mut acks_from = EntryId::default();
+    let mut last_ok = None;
+    loop {
+        let Some(p) = pipeline.upgrade() else { return };
+        let Some(cluster) = p.cluster.clone() else {
+            return;
+        };
+        let Some(bus) = cluster.bus.as_ref() else {
+            return;
+        };
+        match read_some(&p, &cluster, bus, &mut cursor, &mut acks_from, &mut last_ok).await {
+            Ok(()) => {}
+            Err(e) => {
+                bus.connected.store(false, Ordering::Relaxed);
+                let now = cluster.clock.now();
+                let since = *last_ok.get_or_insert(now);
+                let lost_for = now.duration_since(since).unwrap_or_default();
+                if bus.on_loss == OnBusLoss::Revalidate
+                    && lost_for > cluster.grace
+                    && !bus.unsure.swap(true, Ordering::Relaxed)
+                {
+                    p.counters.inc(&p.counters.cluster_bus_lost);
+                    tracing::warn!(error = %e, lost_ms = lost_for.as_millis() as u64, "cluster bus lost past the grace period: stored objects are revalidated until the log is read again");
+                }
+                drop(p);
+                tokio::time::sleep(RETRY).await;
+            }
+        }
+    }
+}
+
+/// One connection's reads, until it fails.
+async fn read_some(
+    p: &Arc<Pipeline>,
+    cluster: &Cluster,
+    bus: &Bus,
+    cursor: &mut Option<EntryId>,
+    acks_from: &mut EntryId,
+    last_ok: &mut Option<std::time::SystemTime>,
+) -> redis::RedisResult<()> {
+    let mut blocking = bus
+        .client
+        .get_multiplexed_async_connection_with_config(&Bus::config(BLOCK + COMMAND_TIMEOUT))
+        .await?;
+    let warm = p.store.has_zones();
+    let (from, lost) = bus.resume_point(&mut blocking, *cursor, warm).await?;
+    if lost {
+        p.counters.inc(&p.counters.cluster_bus_generation_bumps);
+        tracing::warn!(cursor = ?cursor, "this node's position in the cluster log is unknown or no longer in the log: what it stored before is revalidated before it is served");
+        cluster.fence(cluster.clock.now());
+    }
+    if *cursor != Some(from) {
+        // Recorded at once: a node that stops before it reads any entry
+        // replays from here when it starts again.
+        bus.save_cursor(from);
+    }
+    *cursor = Some(from);
+    if *acks_from == EntryId::default() {
+        // Members' positions as last recorded, then the acks from now on.
+        let mut c = bus.conn().await?;
+        let known: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(&bus.applied_hash)
+            .query_async(&mut c)
+            .await?;
+        bus.positions.send_modify(|m| {
+            for (node, id) in known {
+                if let Some(id) = EntryId::parse(&id) {
+                    m.insert(node, id);
+                }
+            }
+        });
+        *acks_from = EntryId(cluster.clock_ms().saturating_sub(1), 0);
+    }
+    loop {
+        let mut xread = redis::cmd("XREAD");
+        xread.arg("COUNT").arg(BATCH);
+        // Catching up does not wait for new entries: it reads what is there.
+        if !bus.unsure() {
+            xread.arg("BLOCK").arg(BLOCK.as_millis() as u64);
+        }
+        let reply: Option<StreamReadReply> = xread
+            .arg("STREAMS")
+            .arg(&bus.purges)
+            .arg(&bus.acks)
+            .arg(cursor.unwrap_or_default().to_string())
+            .arg(acks_from.to_string())
+            .query_async(&mut blocking)
+            .await?;
+        bus.connected.store(true, Ordering::Relaxed);
+        *last_ok = Some(cluster.clock.now());
+        let mut applied = 0;
+        for key in reply.map(|r| r.keys).unwrap_or_default() {
+            if key.key == bus.purges {
+                applied = key.ids.len();
+                for entry in &key.ids {
+                    let Some(id) = EntryId::parse(&entry.id) else {
+                        continue;
+                    };
+                    let field = |k: &str| {
+                        entry
+                            .map
+                            .get(k)
+                            .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+                    };
+                    let from_me = field("from").as_deref() == Some(cluster.node());
+                    if !from_me {
+                        match field("purge").and_then(|b| super::purge::decode(b.as_bytes())) {
+                            Some((selector, soft)) => {
+                                p.purge(&selector, soft, "cluster log").await;
+                            }
+                            None => {
+                                tracing::warn!(entry = %id, "cluster log entry is not a purge; skipped");
+                            }
+                        }
+                    }
+                    p.counters.inc(&p.counters.cluster_bus_applied);
+                    if bus.unsure() {
+                        p.counters.inc(&p.counters.cluster_bus_replayed);
+                    }
+                    *cursor = Some(id);
+                }
+            } else if key.key == bus.acks {
+                bus.positions.send_modify(|m| {
+                    for entry in &key.ids {
+                        if let Some(id) = EntryId::parse(&entry.id) {
+                            *acks_from = (*acks_from).max(id);
+                        }
+                        let field = |k: &str| {
+                            entry
+                                .map
+                                .get(k)
+                                .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+                        };
+                        if let (Some(node), Some(at)) =
+                            (field("node"), field("at").and_then(|a| EntryId::parse(&a)))
+                        {
+                            let e = m.entry(node).or_default();
+                            *e = (*e).max(at);
+                        }
+                    }
+                });
+            }
+        }
+        if applied > 0 {
+            let at = cursor.unwrap_or_default();
+            bus.save_cursor(at);
+            let mut c = bus.conn().await?;
+            redis::pipe()
+                .cmd("XADD")
+                .arg(&bus.acks)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(ACKS_KEPT)
+                .arg("*")
+                .arg("node")
+                .arg(cluster.node())
+                .arg("at")
+                .arg(at.to_string())
+                .ignore()
+                .cmd("HSET")
+                .arg(&bus.applied_hash)
+                .arg(cluster.node())
+                .arg(at.to_string())
+                .ignore()
+                .query_async::<()>(&mut c)
+                .await?;
+            bus.positions.send_modify(|m| {
+                m.insert(cluster.node().to_string(), at);
+            });
+        }
+        if applied < BATCH && bus.unsure.swap(false, Ordering::Relaxed) {
+            p.counters.inc(&p.counters.cluster_bus_caught_up);
+            tracing::info!(at = %cursor.unwrap_or_default(), "cluster log read to its end: stored objects are served again");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_ids_parse_and_order() {
+        assert_eq!(
+            EntryId::parse("1700000000000-3"),
+            Some(EntryId(1_700_000_000_000, 3))
+        );
+        assert_eq!(EntryId::parse("12"), Some(EntryId(12, 0)));
+        assert_eq!(EntryId::parse("x-1"), None);
+        assert!(EntryId(5, 0) > EntryId(4, 9));
+        assert!(EntryId(5, 1) > EntryId(5, 0));
+        assert_eq!(EntryId(7, 2).to_string(), "7-2");
+    }
+}

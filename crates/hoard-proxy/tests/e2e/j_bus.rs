@@ -1,0 +1,218 @@
+//! j: the cluster's invalidation log on a real `redis-server`: purges
+//! acknowledged through the log, replayed to a member that missed them,
+//! and stored objects revalidated while the bus is lost.
+
+use std::time::Duration;
+
+use hoard_proxy::config::cluster::{BusConfig, OnBusLoss};
+use hoard_testkit::redis::RedisServer;
+use hoard_testkit::{Test, TestProxy};
+
+use crate::i_cluster::{acks, cluster_sized, member, members_of, owner_of, total, Tune};
+
+fn bus(redis: &RedisServer) -> BusConfig {
+    BusConfig {
+        url: redis.url(),
+        prefix: "hoard-test".into(),
+        max_age: Duration::from_secs(3600),
+        on_loss: OnBusLoss::Revalidate,
+    }
+}
+
+/// Waits until every node has read the log to its end once more than
+/// `before` times.
+async fn caught_up(nodes: &[TestProxy]) {
+    for n in nodes {
+        n.wait_counter("cluster_bus_caught_up", 1).await;
+    }
+}
+
+/// A path owned by member `i` of three.
+fn owned_by(i: usize, prefix: &str) -> String {
+    (0..200)
+        .map(|k| format!("{prefix}{k}"))
+        .find(|p| owner_of(p, 3) == i)
+        .unwrap()
+}
+
+// j00001: a purge through the log: every member applies it from the
+// stream and acknowledges; the answer names the entry and every member
+// `acked`; no node serves the old body afterwards.
+#[tokio::test]
+async fn j00001_a_purge_is_acked_by_every_member_through_the_log() {
+    let t = Test::new("j00001");
+    let redis = RedisServer::start(&t.dir().join("redis")).await;
+    let path = owned_by(0, "/p/");
+    let origin = {
+        let path = path.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                for v in ["old", "new"] {
+                    s.rxreq().await.expect_url(&path);
+                    s.txresp(200)
+                        .hdr("Cache-Control", "max-age=600")
+                        .body(v)
+                        .send()
+                        .await;
+                }
+            })
+            .start()
+            .await
+    };
+    let url = bus(&redis);
+    let tune: &Tune = &move |_, c| c.cluster.as_mut().unwrap().bus = Some(url.clone());
+    let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |_| {}, tune).await;
+    caught_up(&nodes).await;
+    // Twice on each node: the others keep near copies.
+    for n in nodes.iter().chain(&nodes) {
+        t.client(n).get(&path).send().await.expect_body("old");
+    }
+    let r = crate::o_ops::purge(
+        &t,
+        &nodes[1],
+        &format!(r#"{{"url": "http://localhost{path}"}}"#),
+    )
+    .await;
+    let acked = acks(&r);
+    assert_eq!(acked.len(), 3, "{acked:?}");
+    assert!(acked.values().all(|v| v == "acked"), "{acked:?}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert!(v["entry"].as_str().is_some_and(|e| e.contains('-')), "{v}");
+    // Applied from the log by the two others (n2 applied it itself).
+    for n in &nodes {
+        n.wait_counter("cluster_bus_applied", 1).await;
+    }
+    assert!(
+        total(&nodes, "purged_objects") >= 3,
+        "the owner's and two near copies"
+    );
+    for n in &nodes {
+        t.client(n).get(&path).send().await.expect_body("new");
+    }
+    // /status shows each member's applied position.
+    let st = crate::i_cluster::status(&t, &nodes[0]).await;
+    let positions = st["cluster"]["bus"]["positions"]
+        .as_object()
+        .unwrap()
+        .clone();
+    assert_eq!(positions.len(), 3, "{positions:?}");
+    origin.finish().await;
+}
+
+// j00002: a member that was down while a purge was taken replays it from
+// its persisted cursor when it starts again from its disk zone, before
+// serving what it stored as fresh.
+#[tokio::test]
+async fn j00002_a_restarted_member_replays_what_it_missed() {
+    let t = Test::new("j00002");
+    let redis = RedisServer::start(&t.dir().join("redis")).await;
+    // n3 owns it: its copy is on its disk.
+    let path = owned_by(2, "/r/");
+    let origin = {
+        let path = path.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                for v in ["old", "new"] {
+                    s.rxreq().await.expect_url(&path);
+                    s.txresp(200)
+                        .hdr("Cache-Control", "max-age=600")
+                        .body(v)
+                        .send()
+                        .await;
+                }
+            })
+            .start()
+            .await
+    };
+    let url = bus(&redis);
+    let dir = t.dir().to_path_buf();
+    let tune = move |i: usize, c: &mut hoard_proxy::config::Config| {
+        c.cluster.as_mut().unwrap().bus = Some(url.clone());
+        c.cache.memory_size = 0;
+        c.cache.zones = vec![hoard_proxy::config::zones::quick_zone(
+            dir.join(format!("zone-n{}", i + 1)),
+            16 << 20,
+            c.cache.max_object_size,
+        )];
+    };
+    let mut nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |_| {}, &tune).await;
+    caught_up(&nodes).await;
+    t.client(&nodes[2])
+        .get(&path)
+        .send()
+        .await
+        .expect_body("old");
+    nodes[2].wait_counter("objects_stored", 1).await;
+    let members = members_of(&nodes);
+    let n3 = nodes.pop().unwrap();
+    n3.stop().await;
+    let r = crate::o_ops::purge(
+        &t,
+        &nodes[0],
+        &format!(r#"{{"url": "http://localhost{path}"}}"#),
+    )
+    .await;
+    let acked = acks(&r);
+    assert_eq!(acked["n2"], "acked", "{acked:?}");
+    assert_ne!(acked["n3"], "acked", "{acked:?}");
+    // n3 again, from its zone and its cursor.
+    let n3 = member(&t, &origin, &members, 2, 8 << 20, |_| {}, &tune).await;
+    n3.wait_counter("disk_load_done", 1).await;
+    n3.wait_counter("cluster_bus_caught_up", 1).await;
+    assert!(n3.counter("cluster_bus_replayed") >= 1);
+    n3.expect_counter("cluster_bus_generation_bumps", 0);
+    t.client(&n3).get(&path).send().await.expect_body("new");
+    origin.finish().await;
+}
+
+// j00003: a member that lost the bus for longer than the grace period
+// revalidates what it stored instead of serving it as fresh; once the bus
+// is back and read to its end, its hits are hits again.
+#[tokio::test]
+async fn j00003_a_member_that_lost_the_bus_revalidates() {
+    let t = Test::new("j00003");
+    let mut redis = RedisServer::start(&t.dir().join("redis")).await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/g");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "\"g1\"")
+                .body("g")
+                .send()
+                .await;
+            // The revalidation while the bus is lost.
+            s.rxreq()
+                .await
+                .expect_url("/g")
+                .expect_header("if-none-match", "\"g1\"");
+            s.txresp(304).hdr("ETag", "\"g1\"").no_body().send().await;
+        })
+        .start()
+        .await;
+    let url = bus(&redis);
+    let tune: &Tune = &move |_, c| c.cluster.as_mut().unwrap().bus = Some(url.clone());
+    let nodes = cluster_sized(&t, &origin, 1, &[], 8 << 20, |_| {}, tune).await;
+    let n1 = &nodes[0];
+    caught_up(&nodes).await;
+    t.client(n1).get("/g").send().await.expect_body("g");
+    let r = t.client(n1).get("/g").send().await;
+    r.expect_body("g");
+    assert!(crate::i_cluster::own_entry(&r).contains("hit"));
+    redis.stop();
+    t.clock.advance(Duration::from_secs(6));
+    n1.wait_counter("cluster_bus_lost", 1).await;
+    let r = t.client(n1).get("/g").send().await;
+    r.expect_body("g");
+    let mine = crate::i_cluster::own_entry(&r);
+    assert!(
+        !mine.contains("; hit"),
+        "served as fresh while the bus is lost: {mine}"
+    );
+    redis.restart().await;
+    n1.wait_counter("cluster_bus_caught_up", 2).await;
+    let r = t.client(n1).get("/g").send().await;
+    assert!(crate::i_cluster::own_entry(&r).contains("hit"));
+    origin.finish().await;
+}
