@@ -181,6 +181,9 @@ counters! {
     /// Times this node read the log to its end after a start or a loss of the bus (from then
     /// on its stored objects are served again).
     cluster_bus_caught_up,
+    /// Peer requests answered as misses: the sending member had applied purges this node had
+    /// not read yet (after waiting briefly for its reader).
+    cluster_bus_behind_misses,
     /// Requests a route's no-store rule kept from being stored.
     no_store_rule_matches,
     /// Client connections that ended (their permit returned).

@@ -147,6 +147,21 @@ impl Bus {
         self.connected.load(Ordering::Relaxed)
     }
 
+    /// Member `node`'s acknowledged position.
+    pub fn position(&self, node: &str) -> Option<EntryId> {
+        self.positions.borrow().get(node).copied()
+    }
+
+    /// True once `node`'s position reaches `at`, waiting up to `wait`.
+    pub async fn reached(&self, node: &str, at: EntryId, wait: Duration) -> bool {
+        let mut rx = self.positions.subscribe();
+        let reached = |m: &HashMap<String, EntryId>| m.get(node).is_some_and(|p| *p >= at);
+        let ok = tokio::time::timeout(wait, rx.wait_for(reached))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        ok
+    }
+
     /// Each member's acknowledged position.
     pub fn positions(&self) -> HashMap<String, EntryId> {
         self.positions.borrow().clone()
@@ -265,14 +280,33 @@ impl Bus {
                 .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
                 .and_then(|s| EntryId::parse(&s))
         };
-        let (last, deleted) = match info {
+        let int_of = |m: &HashMap<String, redis::Value>, k: &str| {
+            m.get(k)
+                .and_then(|v| redis::from_redis_value_ref::<u64>(v).ok())
+        };
+        let (last, trimmed) = match info {
             Ok(m) => (
                 id_of(&m, "last-generated-id"),
-                id_of(&m, "max-deleted-entry-id"),
+                // Entries ever added against those left (Redis 7): equal
+                // when nothing was ever trimmed or deleted.
+                int_of(&m, "entries-added") != int_of(&m, "length"),
             ),
             // No stream yet (or lost with its Redis).
-            Err(e) if matches!(e.kind(), redis::ErrorKind::Server(_)) => (None, None),
+            Err(e) if matches!(e.kind(), redis::ErrorKind::Server(_)) => (None, false),
             Err(e) => return Err(e),
+        };
+        let first = if trimmed {
+            let head: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+                .arg(&self.purges)
+                .arg("-")
+                .arg("+")
+                .arg("COUNT")
+                .arg(1)
+                .query_async(c)
+                .await?;
+            head.ids.first().and_then(|e| EntryId::parse(&e.id))
+        } else {
+            None
         };
         Ok(match cursor {
             // Never read here: start at the end; what a warm store holds
@@ -283,8 +317,13 @@ impl Bus {
                     // The stream is behind this node: its history is gone.
                     None => c != EntryId::default(),
                     Some(l) if l < c => true,
-                    // Entries after the cursor were trimmed unread.
-                    _ => deleted.is_some_and(|d| d > c),
+                    Some(l) if l == c => false,
+                    // Entries were added after the cursor; some were
+                    // trimmed, and the head is past the cursor: what lay
+                    // between may be gone unread (when the head is the
+                    // very next entry this costs a revalidation, never a
+                    // stale answer).
+                    Some(l) => trimmed && first.map_or(l > c, |f| f > c),
                 };
                 (c, lost)
             }

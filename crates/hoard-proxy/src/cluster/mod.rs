@@ -113,6 +113,11 @@ pub enum Source {
 }
 
 static FIELD: HeaderName = HeaderName::from_static(peer_auth::FIELD);
+/// How far a forwarding member had applied the log (with a bus).
+static LOG_FIELD: HeaderName = HeaderName::from_static("hoard-log");
+/// How long an owner behind a forwarding member's log position waits for
+/// its own reader before it answers as a miss.
+const LOG_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl Cluster {
     /// The cluster of `cfg`, with no connection open yet.
@@ -253,6 +258,24 @@ impl Cluster {
             .collect()
     }
 
+    /// Removes the log-position field from a request's header fields (it
+    /// counts only on a checked peer request); its value.
+    pub fn take_log(&self, headers: &mut HeaderMap) -> Option<bus::EntryId> {
+        let v = headers.remove(&LOG_FIELD)?;
+        bus::EntryId::parse(v.to_str().ok()?)
+    }
+
+    /// True once this node has applied the log up to `at` (waiting up to
+    /// [`LOG_WAIT`] for its reader); false when it is still behind, counted.
+    pub async fn caught_up_to(&self, at: bus::EntryId) -> bool {
+        let Some(bus) = &self.bus else { return true };
+        if bus.reached(self.node(), at, LOG_WAIT).await {
+            return true;
+        }
+        self.counters.inc(&self.counters.cluster_bus_behind_misses);
+        false
+    }
+
     /// Now, in Unix milliseconds (the proxy's clock).
     pub fn clock_ms(&self) -> u64 {
         unix_ms(self.clock.now())
@@ -350,6 +373,11 @@ impl Cluster {
             );
             if let Ok(v) = HeaderValue::from_str(&signed) {
                 hop.headers.insert(FIELD.clone(), v);
+            }
+            if let Some(at) = self.bus.as_ref().and_then(|b| b.position(self.node())) {
+                if let Ok(v) = HeaderValue::from_str(&at.to_string()) {
+                    hop.headers.insert(LOG_FIELD.clone(), v);
+                }
             }
             self.counters.inc(&self.counters.cluster_forwarded);
             // A member found frozen by its probes while this waits for its

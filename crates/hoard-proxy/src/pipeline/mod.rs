@@ -205,6 +205,9 @@ pub(crate) struct Ctx<'a> {
     /// Sent by another cluster member (a checked peer field): filled
     /// here, never forwarded again.
     pub from_peer: bool,
+    /// How far the sending member had applied the invalidation log (a
+    /// peer's request, with a bus): see [`crate::cluster::bus`].
+    pub peer_log: Option<crate::cluster::bus::EntryId>,
     /// This node is in a cluster.
     pub clustered: bool,
 }
@@ -483,6 +486,11 @@ impl Pipeline {
             .as_ref()
             .and_then(|c| c.take_hop(&mut parts.headers, &parts.method, &parts.uri));
         let tls = hop.as_ref().map_or(tls, |h| h.tls);
+        let peer_log = self
+            .cluster
+            .as_ref()
+            .and_then(|c| c.take_log(&mut parts.headers))
+            .filter(|_| hop.is_some());
         let limits = &run.cfg.server;
         if parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) > limits.max_uri_length {
             return Err(ProxyError::client(
@@ -564,6 +572,7 @@ impl Pipeline {
             send,
             interim,
             from_peer: hop.is_some(),
+            peer_log,
             clustered: self.cluster.is_some(),
         };
         Ok(Prepared::Go(Recv {
@@ -677,9 +686,17 @@ impl Pipeline {
         let key = ctx.key_for(ctx.route, ctx.uri.path(), ctx.uri.query());
         let now = self.clock.now();
         let mut variant = None;
+        let behind = match (ctx.peer_log, &self.cluster) {
+            // Boxed: a hit's future has no room for the wait.
+            (Some(at), Some(c)) => !Box::pin(c.caught_up_to(at)).await,
+            _ => false,
+        };
         let lookup = match applied {
             // A bypass that stores: no lookup, a fill that replaces the object.
             Applied::BypassStore(_) => Lookup::UriMiss,
+            // The sending member has applied purges this node has not read
+            // yet: what is stored here may be what they removed.
+            _ if behind => Lookup::UriMiss,
             _ => self.store.lookup(key.digest, &key.text, &ctx.headers).await,
         };
         let (stale, fwd) = match lookup {

@@ -216,3 +216,144 @@ async fn j00003_a_member_that_lost_the_bus_revalidates() {
     assert!(crate::i_cluster::own_entry(&r).contains("hit"));
     origin.finish().await;
 }
+
+// j00004: a request forwarded by a member that has applied more of the log
+// than the owner: the owner waits briefly for its reader, then answers as a
+// miss rather than serve what the sender may have purged. (The position is
+// one no member has reached: the owner never catches up to it.)
+#[tokio::test]
+async fn j00004_an_owner_behind_the_sender_answers_as_a_miss() {
+    let t = Test::new("j00004");
+    let redis = RedisServer::start(&t.dir().join("redis")).await;
+    let path = owned_by(1, "/b/");
+    let origin = {
+        let path = path.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                for v in ["old", "new"] {
+                    s.rxreq().await.expect_url(&path);
+                    s.txresp(200)
+                        .hdr("Cache-Control", "max-age=600")
+                        .body(v)
+                        .send()
+                        .await;
+                }
+            })
+            .start()
+            .await
+    };
+    let url = bus(&redis);
+    let tune: &Tune = &move |_, c| c.cluster.as_mut().unwrap().bus = Some(url.clone());
+    let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |_| {}, tune).await;
+    caught_up(&nodes).await;
+    t.client(&nodes[1])
+        .get(&path)
+        .send()
+        .await
+        .expect_body("old");
+    // n1's signed hop, as n1 would send it, with a position ahead of n2.
+    let key = hoard_proxy::cluster::peer_auth::PeerKey::new(b"a secret of the test cluster");
+    let signed = key.sign("n1", t.clock.now(), false, "GET", &path);
+    let r = t
+        .client(&nodes[1])
+        .get(&path)
+        .hdr("hoard-peer", &signed)
+        .hdr("hoard-log", "99999999999999-0")
+        .send()
+        .await;
+    r.expect_body("new");
+    nodes[1].expect_counter("cluster_bus_behind_misses", 1);
+    // From a client, the field counts for nothing: a hit.
+    t.client(&nodes[1])
+        .get(&path)
+        .hdr("hoard-log", "99999999999999-0")
+        .send()
+        .await
+        .expect_body("new");
+    nodes[1].expect_counter("cluster_bus_behind_misses", 1);
+    origin.finish().await;
+}
+
+// j00005: a member whose position the log no longer reaches (entries after
+// it were trimmed while it was down) cannot know what it missed: a
+// generation bump. What it stored before is revalidated, not served as
+// fresh, and nothing is lost (a 304 keeps the copy).
+#[tokio::test]
+async fn j00005_a_position_trimmed_away_makes_a_generation_bump() {
+    let t = Test::new("j00005");
+    let redis = RedisServer::start(&t.dir().join("redis")).await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/t");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("ETag", "\"t1\"")
+                .body("t")
+                .send()
+                .await;
+            s.rxreq()
+                .await
+                .expect_url("/t")
+                .expect_header("if-none-match", "\"t1\"");
+            s.txresp(304).hdr("ETag", "\"t1\"").no_body().send().await;
+        })
+        .start()
+        .await;
+    let url = bus(&redis);
+    let dir = t.dir().to_path_buf();
+    let tune = move |_: usize, c: &mut hoard_proxy::config::Config| {
+        c.cluster.as_mut().unwrap().bus = Some(url.clone());
+        c.cache.memory_size = 0;
+        c.cache.zones = vec![hoard_proxy::config::zones::quick_zone(
+            dir.join("zone"),
+            16 << 20,
+            c.cache.max_object_size,
+        )];
+    };
+    let nodes = cluster_sized(&t, &origin, 1, &[], 8 << 20, |_| {}, &tune).await;
+    caught_up(&nodes).await;
+    t.client(&nodes[0]).get("/t").send().await.expect_body("t");
+    nodes[0].wait_counter("objects_stored", 1).await;
+    let members = members_of(&nodes);
+    for n in nodes {
+        n.stop().await;
+    }
+    // Down for a while.
+    t.clock.advance(Duration::from_secs(60));
+    // Purges by another (now gone) member, then trimmed away unread.
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    for i in 0..3 {
+        let _: String = redis::cmd("XADD")
+            .arg("hoard-test:purges")
+            .arg("*")
+            .arg("purge")
+            .arg(format!(
+                r#"{{"selector":{{"prefix":"http://localhost/gone/{i}"}},"soft":false}}"#
+            ))
+            .arg("from")
+            .arg("n9")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    }
+    let _: u64 = redis::cmd("XTRIM")
+        .arg("hoard-test:purges")
+        .arg("MAXLEN")
+        .arg(0)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let n1 = member(&t, &origin, &members, 0, 8 << 20, |_| {}, &tune).await;
+    n1.wait_counter("disk_load_done", 1).await;
+    n1.wait_counter("cluster_bus_caught_up", 1).await;
+    n1.expect_counter("cluster_bus_generation_bumps", 1);
+    // Revalidated once (the 304), then a hit.
+    let r = t.client(&n1).get("/t").send().await;
+    r.expect_body("t");
+    assert!(!crate::i_cluster::own_entry(&r).contains("; hit"));
+    let r = t.client(&n1).get("/t").send().await;
+    assert!(crate::i_cluster::own_entry(&r).contains("hit"));
+    origin.finish().await;
+}
