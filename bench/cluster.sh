@@ -3,7 +3,8 @@
 # independent hoards, nginx's two-tier consistent hash and Varnish's shard
 # director), purge fan-out latency, a member killed under load, and a hot key
 # through a non-owner (forwarded hit vs. local hit, with and without the
-# near-cache). See bench/README.md.
+# near-cache), and purges through the Redis invalidation log (--cluster-bus)
+# against the HTTP fan-out. See bench/README.md.
 #
 # Environment knobs (all optional):
 #   OBJECTS=200 REQUESTS=2000   objects and requests of the spread test
@@ -33,7 +34,7 @@ require_whole REQUESTS
 require_whole PURGES
 require_positive OBJECTS REQUESTS PURGES LOAD_SECONDS
 
-wanted=(curl:curl python3:python3 wrk:wrk)
+wanted=(curl:curl python3:python3 wrk:wrk redis-server:redis-server)
 ! has "$ANCHORS" nginx || wanted+=(nginx:nginx-light)
 ! has "$ANCHORS" varnish || wanted+=(varnishd:varnish)
 ensure_tools "${wanted[@]}"
@@ -59,6 +60,7 @@ start_nodes() {
         local args=(--upstream "http://127.0.0.1:$ORIGIN_PORT" --listen "127.0.0.1:${ports[i-1]}"
             --admin "127.0.0.1:${admins[i-1]}" --threads 1)
         [ -z "$clustered" ] || args+=(--cluster-node "n$i" --cluster-peers "$peers")
+        [ -z "$clustered" ] || [ -z "${BUS_URL:-}" ] || args+=(--cluster-bus "$BUS_URL")
         spawn "$RUN/$name-n$i.log" "$HOARD_BIN" "${args[@]}"
         NODE_PIDS+=("$STARTED_PID")
         wait_port "${ports[i-1]}" "$name-n$i" "$STARTED_PID" "$RUN/$name-n$i.log"
@@ -199,6 +201,29 @@ log "purge, 5 nodes: $out"
 R[p5]="$out"
 stop_nodes
 
+# ------------------------------- 2b. purges through the Redis log ----
+free_port REDIS_PORT
+mkdir -p "$RUN/redis"
+spawn "$RUN/redis/stdout.log" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$RUN/redis" \
+    --save "" --appendonly yes
+wait_port "$REDIS_PORT" redis "$STARTED_PID" "$RUN/redis/stdout.log"
+BUS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+for n in 3 5; do
+    start_nodes "bus$n" "$n" yes
+    # Every member's position is known to the first node.
+    for _ in $(seq 100); do
+        known="$(curl -sS "http://$ADMIN1/status" | python3 -c 'import json,sys; print(len((json.load(sys.stdin)["cluster"]["bus"] or {}).get("positions", {})))')"
+        [ "$known" -ge "$n" ] && break
+        sleep 0.1
+    done
+    [ "$known" -ge "$n" ] || die "the members' log positions did not reach the first node"
+    out="$(python3 "$BENCH_DIR/cluster_client.py" purge "$ADMIN1" "$PURGES")"
+    log "purge through the log, $n nodes: $out"
+    R[b$n]="$out"
+    stop_nodes
+done
+BUS_URL=""
+
 # ------------------------------ 4. a hot key: local, forwarded, near hits ----
 wrk_report_lua "$RUN/report.lua"
 # wrk_on NODE PATH: one run; prints its BENCH line.
@@ -272,6 +297,8 @@ report_start cluster
     ! has "$ANCHORS" varnish || echo "| the same through 3 Varnish with the \`shard\` director self-routing by URL | ${R[varnish-shard]} |"
     echo "| purge to all-acked, 3 nodes (p50 / p99 / max ms, all acked) | $(field p50_ms "${R[p3]}") / $(field p99_ms "${R[p3]}") / $(field max_ms "${R[p3]}"), $(field all_acked "${R[p3]}") of $PURGES |"
     echo "| purge to all-acked, 5 nodes | $(field p50_ms "${R[p5]}") / $(field p99_ms "${R[p5]}") / $(field max_ms "${R[p5]}"), $(field all_acked "${R[p5]}") of $PURGES |"
+    echo "| purge to all-acked through the Redis log (redis-server $(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p'), appendonly), 3 nodes | $(field p50_ms "${R[b3]}") / $(field p99_ms "${R[b3]}") / $(field max_ms "${R[b3]}"), $(field all_acked "${R[b3]}") of $PURGES |"
+    echo "| the same, 5 nodes | $(field p50_ms "${R[b5]}") / $(field p99_ms "${R[b5]}") / $(field max_ms "${R[b5]}"), $(field all_acked "${R[b5]}") of $PURGES |"
     echo "| member killed (SIGKILL) a third into ${LOAD_SECONDS} s of misses on the two others: requests ok / failed | $(field ok "${R[kill]}") / **$(field bad "${R[kill]}")** (target 0) |"
     echo "| the same: origin requests for those unique URLs (ok requests) | ${R[kill_origin]} ($(field ok "${R[kill]}")) |"
     echo

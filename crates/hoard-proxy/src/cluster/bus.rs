@@ -366,6 +366,8 @@ async fn run(pipeline: Weak<Pipeline>) {
             Ok(()) => {}
             Err(e) => {
                 bus.connected.store(false, Ordering::Relaxed);
+                // The shared connection may be the broken one.
+                bus.forget_conn().await;
                 let now = cluster.clock.now();
                 let since = *last_ok.get_or_insert(now);
                 let lost_for = now.duration_since(since).unwrap_or_default();
@@ -409,6 +411,8 @@ async fn read_some(
         bus.save_cursor(from);
     }
     *cursor = Some(from);
+    // Where this node starts: it has nothing older to apply.
+    acknowledge(bus, cluster.node(), from).await?;
     if *acks_from == EntryId::default() {
         // Members' positions as last recorded, then the acks from now on.
         let mut c = bus.conn().await?;
@@ -498,35 +502,43 @@ async fn read_some(
         if applied > 0 {
             let at = cursor.unwrap_or_default();
             bus.save_cursor(at);
-            let mut c = bus.conn().await?;
-            redis::pipe()
-                .cmd("XADD")
-                .arg(&bus.acks)
-                .arg("MAXLEN")
-                .arg("~")
-                .arg(ACKS_KEPT)
-                .arg("*")
-                .arg("node")
-                .arg(cluster.node())
-                .arg("at")
-                .arg(at.to_string())
-                .ignore()
-                .cmd("HSET")
-                .arg(&bus.applied_hash)
-                .arg(cluster.node())
-                .arg(at.to_string())
-                .ignore()
-                .query_async::<()>(&mut c)
-                .await?;
-            bus.positions.send_modify(|m| {
-                m.insert(cluster.node().to_string(), at);
-            });
+            acknowledge(bus, cluster.node(), at).await?;
         }
         if applied < BATCH && bus.unsure.swap(false, Ordering::Relaxed) {
             p.counters.inc(&p.counters.cluster_bus_caught_up);
             tracing::info!(at = %cursor.unwrap_or_default(), "cluster log read to its end: stored objects are served again");
         }
     }
+}
+
+/// Records that `node` has applied the log up to `at` (an ack entry, its
+/// hash field, and the local map).
+async fn acknowledge(bus: &Bus, node: &str, at: EntryId) -> redis::RedisResult<()> {
+    let mut c = bus.conn().await?;
+    redis::pipe()
+        .cmd("XADD")
+        .arg(&bus.acks)
+        .arg("MAXLEN")
+        .arg("~")
+        .arg(ACKS_KEPT)
+        .arg("*")
+        .arg("node")
+        .arg(node)
+        .arg("at")
+        .arg(at.to_string())
+        .ignore()
+        .cmd("HSET")
+        .arg(&bus.applied_hash)
+        .arg(node)
+        .arg(at.to_string())
+        .ignore()
+        .query_async::<()>(&mut c)
+        .await?;
+    bus.positions.send_modify(|m| {
+        let p = m.entry(node.to_string()).or_default();
+        *p = (*p).max(at);
+    });
+    Ok(())
 }
 
 #[cfg(test)]
