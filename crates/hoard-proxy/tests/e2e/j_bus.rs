@@ -357,3 +357,78 @@ async fn j00005_a_position_trimmed_away_makes_a_generation_bump() {
     assert!(crate::i_cluster::own_entry(&r).contains("hit"));
     origin.finish().await;
 }
+
+// j00006: purges taken while Redis is down go to the members over HTTP
+// (the answer says the bus was unreachable) and are applied everywhere;
+// when Redis is back, the log goes on from where it was (its append-only
+// file kept it) and purges go through it again.
+#[tokio::test]
+async fn j00006_purges_go_over_http_while_redis_is_down() {
+    let t = Test::new("j00006");
+    let mut redis = RedisServer::start(&t.dir().join("redis")).await;
+    let path = owned_by(1, "/d/");
+    let origin = {
+        let path = path.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                for v in ["one", "two", "three"] {
+                    s.rxreq().await.expect_url(&path);
+                    s.txresp(200)
+                        .hdr("Cache-Control", "max-age=600")
+                        .body(v)
+                        .send()
+                        .await;
+                }
+            })
+            .start()
+            .await
+    };
+    let url = bus(&redis);
+    let tune: &Tune = &move |_, c| c.cluster.as_mut().unwrap().bus = Some(url.clone());
+    let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |_| {}, tune).await;
+    caught_up(&nodes).await;
+    let body = format!(r#"{{"url": "http://localhost{path}"}}"#);
+    let purge = |n: usize| crate::o_ops::purge(&t, &nodes[n], &body);
+    t.client(&nodes[1])
+        .get(&path)
+        .send()
+        .await
+        .expect_body("one");
+    redis.stop();
+    let r = purge(0).await;
+    let acked = acks(&r);
+    assert!(acked.values().all(|v| v == "acked"), "{acked:?}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["bus"], "unreachable", "{v}");
+    t.client(&nodes[1])
+        .get(&path)
+        .send()
+        .await
+        .expect_body("two");
+    redis.restart().await;
+    // Back: the log takes purges again.
+    let mut answer = serde_json::Value::Null;
+    for _ in 0..100 {
+        let r = purge(2).await;
+        answer = serde_json::from_slice(&r.body).unwrap();
+        if answer["entry"].is_string() {
+            break;
+        }
+        // The first purges after the restart may still find the old connection.
+        tokio::task::yield_now().await;
+    }
+    assert!(answer["entry"].is_string(), "{answer}");
+    assert!(acks_of(&answer), "{answer}");
+    t.client(&nodes[1])
+        .get(&path)
+        .send()
+        .await
+        .expect_body("three");
+    origin.finish().await;
+}
+
+fn acks_of(answer: &serde_json::Value) -> bool {
+    answer["nodes"]
+        .as_object()
+        .is_some_and(|m| m.values().all(|v| v == "acked"))
+}
