@@ -96,6 +96,17 @@ async fn j00001_a_purge_is_acked_by_every_member_through_the_log() {
         .unwrap()
         .clone();
     assert_eq!(positions.len(), 3, "{positions:?}");
+    // And /metrics how far behind the newest position each one is.
+    let m = t.client(nodes[0].admin()).get("/metrics").send().await;
+    let text = String::from_utf8_lossy(&m.body).to_string();
+    for n in ["n1", "n2", "n3"] {
+        let series = format!("hoard_cluster_bus_behind_ms{{member=\"{n}\"}} ");
+        let value = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .unwrap_or_else(|| panic!("{series} not in /metrics"));
+        assert!(value.parse::<u64>().is_ok(), "{series}{value}");
+    }
     origin.finish().await;
 }
 
