@@ -206,7 +206,8 @@ free_port REDIS_PORT
 mkdir -p "$RUN/redis"
 spawn "$RUN/redis/stdout.log" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$RUN/redis" \
     --save "" --appendonly yes
-wait_port "$REDIS_PORT" redis "$STARTED_PID" "$RUN/redis/stdout.log"
+REDIS_PID="$STARTED_PID"
+wait_port "$REDIS_PORT" redis "$REDIS_PID" "$RUN/redis/stdout.log"
 BUS_URL="redis://127.0.0.1:$REDIS_PORT/0"
 for n in 3 5; do
     start_nodes "bus$n" "$n" yes
@@ -220,6 +221,27 @@ for n in 3 5; do
     out="$(python3 "$BENCH_DIR/cluster_client.py" purge "$ADMIN1" "$PURGES")"
     log "purge through the log, $n nodes: $out"
     R[b$n]="$out"
+    if [ "$n" = 3 ]; then
+        # ---------------- 2c. Redis gone for 10 s under a load of hits ----
+        prefix="/cold/0/busloss-$TAG-"
+        python3 "$BENCH_DIR/cluster_client.py" spread "$NODES" 50 500 "$prefix" >/dev/null
+        before="$(count "$prefix")"
+        python3 "$BENCH_DIR/cluster_client.py" hits "$NODES" 16 "$prefix" 50 >"$RUN/busloss.out" &
+        loader=$!
+        sleep 2
+        stop_pid "$REDIS_PID"
+        log "redis stopped"
+        sleep 10
+        spawn "$RUN/redis/stdout2.log" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$RUN/redis" \
+            --save "" --appendonly yes
+        REDIS_PID="$STARTED_PID"
+        wait_port "$REDIS_PORT" redis "$REDIS_PID" "$RUN/redis/stdout2.log"
+        log "redis back"
+        wait "$loader"
+        R[busloss]="$(cat "$RUN/busloss.out")"
+        R[busloss_origin]="$(( $(count "$prefix") - before ))"
+        log "bus loss: ${R[busloss]}, origin requests meanwhile ${R[busloss_origin]}"
+    fi
     stop_nodes
 done
 BUS_URL=""
@@ -299,6 +321,8 @@ report_start cluster
     echo "| purge to all-acked, 5 nodes | $(field p50_ms "${R[p5]}") / $(field p99_ms "${R[p5]}") / $(field max_ms "${R[p5]}"), $(field all_acked "${R[p5]}") of $PURGES |"
     echo "| purge to all-acked through the Redis log (redis-server $(redis-server --version | sed -n 's/.*v=\([0-9.]*\).*/\1/p'), appendonly), 3 nodes | $(field p50_ms "${R[b3]}") / $(field p99_ms "${R[b3]}") / $(field max_ms "${R[b3]}"), $(field all_acked "${R[b3]}") of $PURGES |"
     echo "| the same, 5 nodes | $(field p50_ms "${R[b5]}") / $(field p99_ms "${R[b5]}") / $(field max_ms "${R[b5]}"), $(field all_acked "${R[b5]}") of $PURGES |"
+    echo "| Redis stopped for 10 s during 16 s of hits on 50 objects over 3 nodes (bus on, grace 5 s): requests ok / failed, served as hits | $(field ok "${R[busloss]}") / **$(field bad "${R[busloss]}")** (target 0), $(field hit "${R[busloss]}") hits |"
+    echo "| the same: origin requests meanwhile (revalidations while a node was not caught up) | ${R[busloss_origin]} |"
     echo "| member killed (SIGKILL) a third into ${LOAD_SECONDS} s of misses on the two others: requests ok / failed | $(field ok "${R[kill]}") / **$(field bad "${R[kill]}")** (target 0) |"
     echo "| the same: origin requests for those unique URLs (ok requests) | ${R[kill_origin]} ($(field ok "${R[kill]}")) |"
     echo

@@ -12,6 +12,10 @@
     load NODES SECONDS PREFIX
         unique URLs (every one a miss) on NODES for SECONDS with 8 threads;
         prints "LOAD ok=.. bad=.." (bad: any error or non-200).
+    hits NODES SECONDS PREFIX OBJECTS
+        GETs of PREFIX<i> (i < OBJECTS, random) on random NODES for SECONDS
+        with 8 threads; prints "HITS ok=.. bad=.. hit=.." (hit: the node's
+        own Cache-Status entry, the last one, says hit).
 """
 
 import http.client
@@ -100,12 +104,50 @@ def load(nodes, seconds, prefix):
     print(f"LOAD ok={res['ok']} bad={res['bad']}", flush=True)
 
 
+def get_hit(conns, node, path):
+    c = conns.get(node) or conn(node)
+    conns[node] = c
+    try:
+        c.request("GET", path, headers={"Host": "localhost"})
+        r = c.getresponse()
+        r.read()
+        status = r.getheader("cache-status") or ""
+        own = status.split(",")[-1]
+        return r.status == 200, "; hit" in own
+    except Exception:
+        conns.pop(node, None)
+        return False, False
+
+
+def hits(nodes, seconds, prefix, objects):
+    end = time.monotonic() + seconds
+    lock = threading.Lock()
+    res = {"ok": 0, "bad": 0, "hit": 0}
+
+    def run():
+        conns = {}
+        while time.monotonic() < end:
+            ok, hit = get_hit(conns, random.choice(nodes), f"{prefix}{random.randrange(objects)}")
+            with lock:
+                res["ok" if ok else "bad"] += 1
+                res["hit"] += int(hit)
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(f"HITS ok={res['ok']} bad={res['bad']} hit={res['hit']}", flush=True)
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "spread":
         spread(sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     elif mode == "purge":
         purge(sys.argv[2], int(sys.argv[3]))
+    elif mode == "hits":
+        hits(sys.argv[2].split(","), float(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
     elif mode == "load":
         load(sys.argv[2].split(","), float(sys.argv[3]), sys.argv[4])
     else:
