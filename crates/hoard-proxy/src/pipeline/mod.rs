@@ -797,6 +797,16 @@ impl Pipeline {
         } else {
             self.counters.inc(&self.counters.cache_miss);
         }
+        // Revalidated because this cluster node may have missed a purge (it
+        // stood still, or is not caught up with the log): Cache-Status says so.
+        let fenced = stale
+            .as_ref()
+            .filter(|o| {
+                self.cluster
+                    .as_ref()
+                    .is_some_and(|c| c.fenced(o.times.response_time))
+            })
+            .map(|_| Arc::<str>::from("cluster-fenced"));
         // Boxed, as the other steps that go to the origin: a hit's future
         // has no room for them (see `future_sizes`).
         Box::pin(self.fetch(fetch::Want {
@@ -809,7 +819,7 @@ impl Pipeline {
             hit_for_pass: false,
             rule: match applied {
                 Applied::BypassStore(rule) => Some(rule.label.clone()),
-                _ => None,
+                _ => fenced,
             },
             partial,
         }))

@@ -221,6 +221,7 @@ async fn j00003_a_member_that_lost_the_bus_revalidates() {
         !mine.contains("; hit"),
         "served as fresh while the bus is lost: {mine}"
     );
+    assert!(mine.contains("detail=cluster-fenced"), "{mine}");
     redis.restart().await;
     n1.wait_counter("cluster_bus_caught_up", 2).await;
     let r = t.client(n1).get("/g").send().await;
