@@ -444,3 +444,28 @@ fn acks_of(answer: &serde_json::Value) -> bool {
         .as_object()
         .is_some_and(|m| m.values().all(|v| v == "acked"))
 }
+
+// j00007: the dashboard (headless Chromium) shows the log: connected,
+// catching up or not, entries applied, and each member's position, every
+// figure the /status value it names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn j00007_the_dashboard_shows_the_log_positions() {
+    let t = Test::new("j00007");
+    let redis = RedisServer::start(&t.dir().join("redis")).await;
+    let origin = t.origin().start().await;
+    let url = bus(&redis);
+    let tune: &Tune = &move |_, c| c.cluster.as_mut().unwrap().bus = Some(url.clone());
+    let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |_| {}, tune).await;
+    caught_up(&nodes).await;
+    let r = crate::o_ops::purge(&t, &nodes[2], r#"{"prefix": "http://localhost/x/"}"#).await;
+    assert!(acks(&r).values().all(|v| v == "acked"));
+    nodes[0].wait_counter("cluster_bus_applied", 1).await;
+    let shown = crate::o_ops::settled_dashboard(&t, &nodes[0]).await;
+    assert_eq!(shown["cluster.bus.connected"], "true");
+    assert_eq!(shown["cluster.bus.unsure"], "false");
+    for n in ["n1", "n2", "n3"] {
+        let at = &shown[&format!("cluster.bus.positions.{n}")];
+        assert!(at.contains('-'), "{n}: {at:?}");
+    }
+    origin.finish().await;
+}
