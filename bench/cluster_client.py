@@ -31,17 +31,24 @@ def conn(node):
     return http.client.HTTPConnection(host, int(port), timeout=10)
 
 
-def get(conns, node, path):
+def get_hit(conns, node, path):
+    """GET path on node; (200?, this node's Cache-Status entry says hit?)."""
     c = conns.get(node) or conn(node)
     conns[node] = c
     try:
         c.request("GET", path, headers={"Host": "localhost"})
         r = c.getresponse()
         r.read()
-        return r.status == 200
+        status = r.getheader("cache-status") or ""
+        own = status.split(",")[-1]
+        return r.status == 200, "; hit" in own
     except Exception:
         conns.pop(node, None)
-        return False
+        return False, False
+
+
+def get(conns, node, path):
+    return get_hit(conns, node, path)[0]
 
 
 def spread(nodes, objects, requests, prefix):
@@ -102,21 +109,6 @@ def load(nodes, seconds, prefix):
     for t in threads:
         t.join()
     print(f"LOAD ok={res['ok']} bad={res['bad']}", flush=True)
-
-
-def get_hit(conns, node, path):
-    c = conns.get(node) or conn(node)
-    conns[node] = c
-    try:
-        c.request("GET", path, headers={"Host": "localhost"})
-        r = c.getresponse()
-        r.read()
-        status = r.getheader("cache-status") or ""
-        own = status.split(",")[-1]
-        return r.status == 200, "; hit" in own
-    except Exception:
-        conns.pop(node, None)
-        return False, False
 
 
 def hits(nodes, seconds, prefix, objects):

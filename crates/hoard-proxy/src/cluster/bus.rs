@@ -454,12 +454,7 @@ async fn read_some(
                     let Some(id) = EntryId::parse(&entry.id) else {
                         continue;
                     };
-                    let field = |k: &str| {
-                        entry
-                            .map
-                            .get(k)
-                            .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
-                    };
+                    let field = |k: &str| text_field(entry, k);
                     let from_me = field("from").as_deref() == Some(cluster.node());
                     if !from_me {
                         match field("purge").and_then(|b| super::purge::decode(b.as_bytes())) {
@@ -483,12 +478,7 @@ async fn read_some(
                         if let Some(id) = EntryId::parse(&entry.id) {
                             *acks_from = (*acks_from).max(id);
                         }
-                        let field = |k: &str| {
-                            entry
-                                .map
-                                .get(k)
-                                .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
-                        };
+                        let field = |k: &str| text_field(entry, k);
                         if let (Some(node), Some(at)) =
                             (field("node"), field("at").and_then(|a| EntryId::parse(&a)))
                         {
@@ -509,6 +499,14 @@ async fn read_some(
             tracing::info!(at = %cursor.unwrap_or_default(), "cluster log read to its end: stored objects are served again");
         }
     }
+}
+
+/// A stream entry's field as text.
+fn text_field(entry: &redis::streams::StreamId, k: &str) -> Option<String> {
+    entry
+        .map
+        .get(k)
+        .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
 }
 
 /// Records that `node` has applied the log up to `at` (an ack entry, its

@@ -73,7 +73,7 @@ pub struct Cluster {
     /// Which owners' answers are kept here (see [`near`]).
     near: near::Admission,
     /// How long a purge waits for the members' acknowledgements.
-    pub purge_timeout: std::time::Duration,
+    purge_timeout: std::time::Duration,
     /// A stall of this node longer than this fences what it stored.
     grace: std::time::Duration,
     /// The invalidation log, when the cluster has one ([`bus`]).

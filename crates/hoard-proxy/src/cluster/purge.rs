@@ -14,13 +14,13 @@
 //! | `timeout` | no answer within `purge_timeout`; it may still apply it |
 //! | `unreachable` | no connection, or an answer other than 200 |
 //!
-//! This node is always `acked`. A member that was down or partitioned
-//! during the purge does not learn of it later in this version: the
-//! invalidation log of the next stage (Redis/Valkey) replays missed purges.
+//! This node is always `acked`. Without a bus, a member that was down or
+//! partitioned during the purge does not learn of it later; with one
+//! ([`super::bus`]) the purge is an entry of the log instead, which every
+//! member reads, applies and acknowledges, and replays after a gap
+//! ([`Cluster::spread`] chooses; HTTP when the bus cannot take it).
 //! A member's purge endpoint accepts only signed requests from another
 //! member (403 otherwise) and never fans out again.
-
-use std::time::Duration;
 
 use bytes::Bytes;
 use hoard_store::catalog::Selector;
@@ -94,15 +94,82 @@ pub fn decode(body: &[u8]) -> Option<(Selector, bool)> {
     Some((sel, soft))
 }
 
+/// Where a purge applied here went: each member's state (this node's,
+/// `acked`, included, in member order), and with a bus the log entry, or
+/// `Err` when the log could not take it (it went over HTTP instead).
+#[derive(Debug)]
+pub struct Spread {
+    /// Each member's state.
+    pub acks: Vec<(String, Ack)>,
+    /// The log entry (with a bus).
+    pub log: Option<Result<super::bus::EntryId, ()>>,
+}
+
 impl Cluster {
-    /// Sends a purge to every other member; each one's state, this node's
-    /// (`acked`) included, in member order.
-    pub async fn fan_out(
-        &self,
-        selector: &Selector,
-        soft: bool,
-        timeout: Duration,
-    ) -> Vec<(String, Ack)> {
+    /// Sends a purge applied here to every other member: through the log
+    /// when the cluster has a bus that takes it, else over HTTP
+    /// ([`Cluster::fan_out`]). Members that did not acknowledge are counted
+    /// and logged.
+    pub async fn spread(&self, selector: &Selector, soft: bool) -> Spread {
+        let spread = match &self.bus {
+            None => Spread {
+                acks: self.fan_out(selector, soft).await,
+                log: None,
+            },
+            Some(bus) => {
+                let published = bus
+                    .publish(
+                        self.node(),
+                        selector,
+                        soft,
+                        &self.others(),
+                        self.clock_ms(),
+                        self.purge_timeout,
+                    )
+                    .await;
+                match published {
+                    Ok(p) => Spread {
+                        acks: self
+                            .members()
+                            .iter()
+                            .map(|m| {
+                                let ack = if m.name == self.node()
+                                    || p.acked.iter().any(|a| a == m.name)
+                                {
+                                    Ack::Acked
+                                } else if !m.up {
+                                    Ack::Unreachable
+                                } else {
+                                    // It applies it when it reads the log.
+                                    Ack::Timeout
+                                };
+                                (m.name.to_string(), ack)
+                            })
+                            .collect(),
+                        log: Some(Ok(p.id)),
+                    },
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cluster bus unreachable: the purge goes to the members over HTTP");
+                        Spread {
+                            acks: self.fan_out(selector, soft).await,
+                            log: Some(Err(())),
+                        }
+                    }
+                }
+            }
+        };
+        for (name, ack) in &spread.acks {
+            if *ack != Ack::Acked {
+                self.counters.inc(&self.counters.cluster_purge_not_acked);
+                tracing::warn!(member = %name, state = ack.as_str(), "purge not acknowledged by a member");
+            }
+        }
+        spread
+    }
+
+    /// Sends a purge to every other member over HTTP; each one's state,
+    /// this node's (`acked`) included, in member order.
+    async fn fan_out(&self, selector: &Selector, soft: bool) -> Vec<(String, Ack)> {
         let body = Bytes::from(encode(selector, soft).to_string());
         let sends = self.peers.iter().enumerate().map(|(i, peer)| {
             let body = body.clone();
@@ -129,7 +196,7 @@ impl Cluster {
                     ),
                     interim: None,
                 };
-                let ack = match tokio::time::timeout(timeout, async {
+                let ack = match tokio::time::timeout(self.purge_timeout, async {
                     let resp = peer.send(req).await.ok()?;
                     let ok = resp.status() == StatusCode::OK;
                     // Read to the end: the connection goes back to the pool.
@@ -145,14 +212,7 @@ impl Cluster {
                 (self.names[i].to_string(), ack)
             }
         });
-        let acks = futures_util::future::join_all(sends).await;
-        for (name, ack) in &acks {
-            if *ack != Ack::Acked {
-                self.counters.inc(&self.counters.cluster_purge_not_acked);
-                tracing::warn!(member = %name, state = ack.as_str(), "purge not acknowledged by a member");
-            }
-        }
-        acks
+        futures_util::future::join_all(sends).await
     }
 }
 

@@ -120,74 +120,21 @@ impl Pipeline {
             None => serde_json::json!({ "purged": n }).to_string(),
             Some(c) => {
                 let started = tokio::time::Instant::now();
-                if let Some(bus) = &c.bus {
-                    let others = c.others();
-                    match bus
-                        .publish(
-                            c.node(),
-                            selector,
-                            soft,
-                            &others,
-                            c.clock_ms(),
-                            c.purge_timeout,
-                        )
-                        .await
-                    {
-                        Ok(p) => {
-                            let down: Vec<String> = c
-                                .members()
-                                .iter()
-                                .filter(|m| !m.up)
-                                .map(|m| m.name.to_string())
-                                .collect();
-                            let acks: Vec<(String, crate::cluster::purge::Ack)> = c
-                                .members()
-                                .iter()
-                                .map(|m| {
-                                    let name = m.name.to_string();
-                                    let ack = if name == c.node() || p.acked.contains(&name) {
-                                        crate::cluster::purge::Ack::Acked
-                                    } else if down.contains(&name) {
-                                        crate::cluster::purge::Ack::Unreachable
-                                    } else {
-                                        crate::cluster::purge::Ack::Timeout
-                                    };
-                                    (name, ack)
-                                })
-                                .collect();
-                            for (name, ack) in &acks {
-                                if *ack != crate::cluster::purge::Ack::Acked {
-                                    self.counters.inc(&self.counters.cluster_purge_not_acked);
-                                    tracing::warn!(member = %name, state = ack.as_str(), entry = %p.id, "purge not acknowledged by a member (it applies it from the log when it reads it)");
-                                }
-                            }
-                            self.metrics.purge_fanout(started.elapsed());
-                            let nodes: serde_json::Map<String, serde_json::Value> = acks
-                                .into_iter()
-                                .map(|(name, ack)| (name, ack.as_str().into()))
-                                .collect();
-                            return serde_json::json!({ "purged": n, "nodes": nodes, "entry": p.id.to_string() })
-                                .to_string();
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "cluster bus unreachable: the purge goes to the members over HTTP");
-                        }
-                    }
-                }
-                let acks = c.fan_out(selector, soft, c.purge_timeout).await;
+                let spread = c.spread(selector, soft).await;
                 self.metrics.purge_fanout(started.elapsed());
-                let nodes: serde_json::Map<String, serde_json::Value> = acks
+                let nodes: serde_json::Map<String, serde_json::Value> = spread
+                    .acks
                     .into_iter()
                     .map(|(name, ack)| (name, ack.as_str().into()))
                     .collect();
-                match c.bus {
+                let mut answer = serde_json::json!({ "purged": n, "nodes": nodes });
+                match spread.log {
+                    Some(Ok(entry)) => answer["entry"] = entry.to_string().into(),
                     // The log could not take it: sent over HTTP instead.
-                    Some(_) => {
-                        serde_json::json!({ "purged": n, "nodes": nodes, "bus": "unreachable" })
-                    }
-                    None => serde_json::json!({ "purged": n, "nodes": nodes }),
+                    Some(Err(())) => answer["bus"] = "unreachable".into(),
+                    None => {}
                 }
-                .to_string()
+                answer.to_string()
             }
         }
     }

@@ -156,6 +156,29 @@ async fn serve_each_once(s: &mut Script, paths: &[String]) {
     }
 }
 
+/// An origin that answers `path` once with each of `bodies`, in that
+/// order (`max-age=600`): one new version per request.
+pub(crate) async fn origin_serving_versions(
+    t: &Test,
+    path: &str,
+    bodies: &[&'static str],
+) -> Origin {
+    let (path, bodies) = (path.to_string(), bodies.to_vec());
+    t.origin()
+        .script(move |mut s| async move {
+            for v in bodies {
+                s.rxreq().await.expect_url(&path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(v)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await
+}
+
 /// An origin that expects each of `paths` exactly once, in that order.
 async fn origin_serving_once(t: &Test, paths: &[String]) -> Origin {
     let paths = paths.to_vec();
@@ -356,20 +379,7 @@ pub(crate) fn acks(r: &hoard_testkit::Response) -> serde_json::Map<String, serde
 #[tokio::test]
 async fn i00005_a_purge_reaches_and_is_acked_by_every_member() {
     let t = Test::new("i00005");
-    let origin = t
-        .origin()
-        .script(|mut s| async move {
-            for v in ["v1", "v2"] {
-                s.rxreq().await.expect_url("/p");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(v)
-                    .send()
-                    .await;
-            }
-        })
-        .start()
-        .await;
+    let origin = origin_serving_versions(&t, "/p", &["v1", "v2"]).await;
     let nodes = cluster(&t, &origin, 3).await;
     // Twice on each node: a non-owner keeps a near copy of a key it
     // forwarded twice.

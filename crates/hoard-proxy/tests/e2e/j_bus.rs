@@ -8,7 +8,9 @@ use hoard_proxy::config::cluster::{BusConfig, OnBusLoss};
 use hoard_testkit::redis::RedisServer;
 use hoard_testkit::{Test, TestProxy};
 
-use crate::i_cluster::{acks, cluster_sized, member, members_of, owner_of, total, Tune};
+use crate::i_cluster::{
+    acks, cluster_sized, member, members_of, origin_serving_versions, owner_of, total, Tune,
+};
 
 fn bus(redis: &RedisServer) -> BusConfig {
     BusConfig {
@@ -43,22 +45,7 @@ async fn j00001_a_purge_is_acked_by_every_member_through_the_log() {
     let t = Test::new("j00001");
     let redis = RedisServer::start(&t.dir().join("redis")).await;
     let path = owned_by(0, "/p/");
-    let origin = {
-        let path = path.clone();
-        t.origin()
-            .script(move |mut s| async move {
-                for v in ["old", "new"] {
-                    s.rxreq().await.expect_url(&path);
-                    s.txresp(200)
-                        .hdr("Cache-Control", "max-age=600")
-                        .body(v)
-                        .send()
-                        .await;
-                }
-            })
-            .start()
-            .await
-    };
+    let origin = origin_serving_versions(&t, &path, &["old", "new"]).await;
     let url = bus(&redis);
     let tune: &Tune = &move |_, c| c.cluster.as_mut().unwrap().bus = Some(url.clone());
     let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |_| {}, tune).await;
@@ -119,22 +106,7 @@ async fn j00002_a_restarted_member_replays_what_it_missed() {
     let redis = RedisServer::start(&t.dir().join("redis")).await;
     // n3 owns it: its copy is on its disk.
     let path = owned_by(2, "/r/");
-    let origin = {
-        let path = path.clone();
-        t.origin()
-            .script(move |mut s| async move {
-                for v in ["old", "new"] {
-                    s.rxreq().await.expect_url(&path);
-                    s.txresp(200)
-                        .hdr("Cache-Control", "max-age=600")
-                        .body(v)
-                        .send()
-                        .await;
-                }
-            })
-            .start()
-            .await
-    };
+    let origin = origin_serving_versions(&t, &path, &["old", "new"]).await;
     let url = bus(&redis);
     let dir = t.dir().to_path_buf();
     let tune = move |i: usize, c: &mut hoard_proxy::config::Config| {
@@ -238,22 +210,7 @@ async fn j00004_an_owner_behind_the_sender_answers_as_a_miss() {
     let t = Test::new("j00004");
     let redis = RedisServer::start(&t.dir().join("redis")).await;
     let path = owned_by(1, "/b/");
-    let origin = {
-        let path = path.clone();
-        t.origin()
-            .script(move |mut s| async move {
-                for v in ["old", "new"] {
-                    s.rxreq().await.expect_url(&path);
-                    s.txresp(200)
-                        .hdr("Cache-Control", "max-age=600")
-                        .body(v)
-                        .send()
-                        .await;
-                }
-            })
-            .start()
-            .await
-    };
+    let origin = origin_serving_versions(&t, &path, &["old", "new"]).await;
     let url = bus(&redis);
     let tune: &Tune = &move |_, c| c.cluster.as_mut().unwrap().bus = Some(url.clone());
     let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |_| {}, tune).await;
@@ -379,22 +336,7 @@ async fn j00006_purges_go_over_http_while_redis_is_down() {
     let t = Test::new("j00006");
     let mut redis = RedisServer::start(&t.dir().join("redis")).await;
     let path = owned_by(1, "/d/");
-    let origin = {
-        let path = path.clone();
-        t.origin()
-            .script(move |mut s| async move {
-                for v in ["one", "two", "three"] {
-                    s.rxreq().await.expect_url(&path);
-                    s.txresp(200)
-                        .hdr("Cache-Control", "max-age=600")
-                        .body(v)
-                        .send()
-                        .await;
-                }
-            })
-            .start()
-            .await
-    };
+    let origin = origin_serving_versions(&t, &path, &["one", "two", "three"]).await;
     let url = bus(&redis);
     let tune: &Tune = &move |_, c| c.cluster.as_mut().unwrap().bus = Some(url.clone());
     let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |_| {}, tune).await;
