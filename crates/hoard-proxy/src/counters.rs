@@ -184,6 +184,22 @@ counters! {
     /// Peer requests answered as misses: the sending member had applied purges this node had
     /// not read yet (after waiting briefly for its reader).
     cluster_bus_behind_misses,
+    /// Members that joined this node's view (discovered, probed and caught up with the log).
+    cluster_members_joined,
+    /// Members that left this node's view (no longer discovered).
+    cluster_members_left,
+    /// Failed resolutions of the member list (DNS, Redis); the view was kept.
+    cluster_discovery_errors,
+    /// Misses this node owns that its previous owner answered while this node ramped up.
+    cluster_rampup_hits,
+    /// Misses asked of the previous owner while ramping up that it did not hold (then fetched).
+    cluster_rampup_misses,
+    /// Misses this node owns that a parent of the tier answered.
+    cluster_parent_fills,
+    /// Parents that could not be reached for a miss (next parent, or the origin).
+    cluster_parent_retries,
+    /// Milliseconds this node spent unsure of the log (revalidating what it stored).
+    cluster_fenced_ms,
     /// Requests a route's no-store rule kept from being stored.
     no_store_rule_matches,
     /// Client connections that ended (their permit returned).

@@ -147,6 +147,7 @@ impl Proxy {
         let (tx, rx) = watch::channel(false);
         if let Some(c) = &pipeline.cluster {
             cluster::probe::start(c);
+            cluster::discover::start(c);
             if c.bus.is_some() {
                 cluster::bus::start(&pipeline, rx.clone());
             }

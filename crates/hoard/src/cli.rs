@@ -181,6 +181,9 @@ struct QuickArgs {
     /// The invalidation log: redis://HOST:PORT/DB (Redis 7 or Valkey); purges are replayed to members that missed them.
     #[arg(long)]
     cluster_bus: Option<String>,
+    /// Members from DNS instead of --cluster-peers: NAME:PORT (A/AAAA records, e.g. a Kubernetes headless Service) or _http._tcp.NAME (SRV records), re-resolved every 5 s.
+    #[arg(long)]
+    cluster_dns: Option<String>,
 }
 
 /// Parses the command line (exits with usage on error).
@@ -284,6 +287,7 @@ impl Cli {
                     cluster_secret_file: q.cluster_secret_file.clone(),
                     cluster_near_size: q.cluster_near_size,
                     cluster_bus: q.cluster_bus.clone(),
+                    cluster_dns: q.cluster_dns.clone(),
                 })
             }
         }

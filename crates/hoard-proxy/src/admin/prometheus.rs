@@ -168,13 +168,13 @@ pub fn render(admin: &Admin) -> String {
     o.head(CLUSTER_UP);
     if let Some(cluster) = &p.cluster {
         for m in cluster.members() {
-            o.sample(CLUSTER_UP, &[("member", m.name)], u8::from(m.up));
+            o.sample(CLUSTER_UP, &[("member", &m.name)], u8::from(m.up));
         }
     }
     o.head(CLUSTER_SHARE);
     if let Some(cluster) = &p.cluster {
         for m in cluster.members() {
-            o.sample(CLUSTER_SHARE, &[("member", m.name)], m.share);
+            o.sample(CLUSTER_SHARE, &[("member", &m.name)], m.share);
         }
     }
     o.head(BUS_BEHIND);

@@ -269,7 +269,8 @@ fn cluster_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
         .into_iter()
         .map(|m| {
             json!({
-                "name": m.name,
+                "name": &*m.name,
+                "addr": m.addr.to_string(),
                 "up": m.up,
                 "state": if m.up { "up" } else { "down" },
                 "share": m.share,

@@ -90,6 +90,8 @@ pub struct Bus {
     purges: String,
     acks: String,
     applied_hash: String,
+    /// Membership heartbeats (`[cluster.members] source = "redis"`).
+    members_hash: String,
     max_age: Duration,
     on_loss: OnBusLoss,
     /// Where the cursor is persisted (none without disk zones).
@@ -126,6 +128,7 @@ impl Bus {
             purges: format!("{}:purges", cfg.prefix),
             acks: format!("{}:acks", cfg.prefix),
             applied_hash: format!("{}:applied", cfg.prefix),
+            members_hash: format!("{}:members", cfg.prefix),
             max_age: cfg.max_age,
             on_loss: cfg.on_loss,
             cursor_file: zone_dir.map(|d| d.join(CURSOR_FILE)),
@@ -189,6 +192,73 @@ impl Bus {
 
     async fn forget_conn(&self) {
         *self.conn.lock().await = None;
+    }
+
+    /// Records that `node` at `addr` is alive at `now_ms`
+    /// (membership by heartbeats, see `cluster::discover`).
+    ///
+    /// # Errors
+    /// When the bus cannot be reached.
+    pub async fn heartbeat(
+        &self,
+        node: &str,
+        addr: std::net::SocketAddr,
+        now_ms: u64,
+    ) -> redis::RedisResult<()> {
+        let mut c = match self.conn().await {
+            Ok(c) => c,
+            Err(e) => {
+                self.forget_conn().await;
+                return Err(e);
+            }
+        };
+        redis::cmd("HSET")
+            .arg(&self.members_hash)
+            .arg(node)
+            .arg(format!("{addr} {now_ms}"))
+            .query_async::<()>(&mut c)
+            .await
+    }
+
+    /// The members whose last heartbeat is within `ttl` of `now_ms`: name
+    /// and address. Entries ten times older are removed.
+    ///
+    /// # Errors
+    /// When the bus cannot be reached.
+    pub async fn members(
+        &self,
+        now_ms: u64,
+        ttl: Duration,
+    ) -> redis::RedisResult<Vec<(String, std::net::SocketAddr)>> {
+        let mut c = self.conn().await?;
+        let all: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(&self.members_hash)
+            .query_async(&mut c)
+            .await?;
+        let ttl = ttl.as_millis() as u64;
+        let mut alive = Vec::new();
+        let mut dead = Vec::new();
+        for (node, v) in all {
+            let parsed = v.split_once(' ').and_then(|(a, ms)| {
+                Some((
+                    a.parse::<std::net::SocketAddr>().ok()?,
+                    ms.parse::<u64>().ok()?,
+                ))
+            });
+            match parsed {
+                Some((addr, ms)) if now_ms.saturating_sub(ms) <= ttl => alive.push((node, addr)),
+                Some((_, ms)) if now_ms.saturating_sub(ms) <= 10 * ttl => {}
+                _ => dead.push(node),
+            }
+        }
+        if !dead.is_empty() {
+            redis::cmd("HDEL")
+                .arg(&self.members_hash)
+                .arg(&dead)
+                .query_async::<()>(&mut c)
+                .await?;
+        }
+        Ok(alive)
     }
 
     /// Appends a purge (already applied here) to the log and waits until

@@ -3,8 +3,9 @@
 //!
 //! ## Model
 //!
-//! The members are static (`[cluster]`, `--cluster-peers`), this node among
-//! them. A key's owner is its first choice by weighted rendezvous hashing
+//! The members are listed (`[cluster] peers`, `--cluster-peers`) or
+//! discovered ([`discover`]: DNS, Redis heartbeats), this node among them;
+//! the current set is a [`member::View`]. A key's owner is its first choice by weighted rendezvous hashing
 //! ([`ring`]) over the members that are up, by the primary cache key (all
 //! `Vary` variants of a URL have one owner; each slice of a sliced object
 //! is a key of its own, so a large file spreads over the cluster).
@@ -35,52 +36,75 @@
 //! which fetches that share once. If most members look down at once,
 //! health is ignored rather than piling everything on the few left.
 //!
+//! ## Joining and tiers
+//!
+//! A node that joins a running cluster first asks a miss of the key's
+//! previous owner, for `rampup` ([`rampup`]); with a parent tier
+//! (`[[cluster.tier]]`) the misses a node owns go to the parent chosen for
+//! the key by the same hashing, which fills from the origin.
+//!
 //! ## Locking
 //!
-//! None of its own: the ring is immutable, each member's connections and
-//! health are its `Upstream`'s.
+//! The view is swapped whole (`ArcSwap`), never modified; each member's
+//! connections and health are its `Upstream`'s.
 
 pub mod bus;
+pub mod discover;
+pub mod member;
 pub mod near;
 pub mod peer_auth;
 pub mod probe;
 pub mod purge;
+pub mod rampup;
 pub mod ring;
 
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Response, Uri};
 
+use crate::config::cluster::{Discovery, Tier};
 use crate::config::{ClusterConfig, ServerAddr, UpstreamConfig};
 use crate::counters::Counters;
 use crate::error::{ErrorKind, ProxyError};
 use crate::upstream::{OriginBody, OriginRequest, Upstream};
+use member::{Member, Names, View};
 use peer_auth::{PeerHop, PeerKey};
 
 /// The cluster as this node sees it. See the module docs.
 #[derive(Debug)]
 pub struct Cluster {
-    me: usize,
-    /// Shared, so that an access log line can name a member without a copy.
-    names: Vec<Arc<str>>,
-    slots: Vec<ring::Slot>,
-    /// One upstream per member (`None` for this node).
-    peers: Vec<Option<Upstream>>,
-    /// Per member: down by its probes ([`probe`]); never for this node.
-    down: Vec<tokio::sync::watch::Sender<bool>>,
+    node: Arc<str>,
+    /// The members now.
+    view: ArcSwap<View>,
+    /// Every member name ever seen, by id.
+    names: Names,
+    /// The parent tier, if any: its name and members.
+    tier: Option<(String, View)>,
+    /// Where the member list comes from.
+    discovery: Discovery,
+    /// Makes the connections to members.
+    dialer: Dialer,
+    /// Peer requests are signed with a secret (else: loopback only).
+    has_secret: bool,
     key: PeerKey,
     /// Which owners' answers are kept here (see [`near`]).
     near: near::Admission,
     /// How long a purge waits for the members' acknowledgements.
-    purge_timeout: std::time::Duration,
+    purge_timeout: Duration,
     /// A stall of this node longer than this fences what it stored.
-    grace: std::time::Duration,
+    grace: Duration,
     /// The invalidation log, when the cluster has one ([`bus`]).
     pub bus: Option<bus::Bus>,
     /// Unix milliseconds: responses stored before are revalidated before
     /// they are served as fresh (0: none). See [`probe`].
-    fence_ms: std::sync::atomic::AtomicU64,
+    fence_ms: AtomicU64,
+    /// Joining: see [`rampup`].
+    rampup: rampup::Rampup,
     counters: Arc<Counters>,
     clock: Arc<dyn hoard_policy::clock::Clock>,
 }
@@ -89,10 +113,12 @@ pub struct Cluster {
 const NEAR_SKETCH_WIDTH: usize = 64 << 10;
 
 /// One member as `/status` and `/metrics` show it.
-#[derive(Debug, Clone, Copy)]
-pub struct MemberView<'a> {
+#[derive(Debug, Clone)]
+pub struct MemberView {
     /// Its name.
-    pub name: &'a str,
+    pub name: Arc<str>,
+    /// Its main listener.
+    pub addr: SocketAddr,
     /// Up (probes answered, no recent failures); this node always is.
     pub up: bool,
     /// The share of keys it owns now (0 to 1; 0 when it is left out).
@@ -110,14 +136,29 @@ pub enum Source {
         /// The key was forwarded often enough to be kept.
         keep: bool,
     },
+    /// The key's previous owner, while this node ramps up ([`rampup`]):
+    /// stored as this node's own.
+    Previous,
+    /// A parent of the tier (`[[cluster.tier]]`): stored as this node's own.
+    Parent,
+}
+
+impl Source {
+    /// True when this node stores the answer as an owner does (not a
+    /// near copy).
+    pub fn owned(self) -> bool {
+        !matches!(self, Source::Owner { .. })
+    }
 }
 
 static FIELD: HeaderName = HeaderName::from_static(peer_auth::FIELD);
 /// How far a forwarding member had applied the log (with a bus).
 static LOG_FIELD: HeaderName = HeaderName::from_static("hoard-log");
+/// The name a member gives in its probe answers.
+static NODE_FIELD: HeaderName = HeaderName::from_static("hoard-node");
 /// How long an owner behind a forwarding member's log position waits for
 /// its own reader before it answers as a miss.
-const LOG_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+const LOG_WAIT: Duration = Duration::from_millis(200);
 
 impl Cluster {
     /// The cluster of `cfg`, with no connection open yet.
@@ -127,45 +168,42 @@ impl Cluster {
         counters: Arc<Counters>,
         clock: Arc<dyn hoard_policy::clock::Clock>,
     ) -> Cluster {
-        let me = cfg
+        let names = Names::default();
+        let dialer = Dialer {
+            node: Arc::from(cfg.node.as_str()),
+            connect_timeout: cfg.owner_connect_timeout,
+            read_timeout: cfg.owner_read_timeout,
+            counters: counters.clone(),
+            clock: clock.clone(),
+        };
+        let mut members: Vec<Arc<Member>> = cfg
             .members
             .iter()
-            .position(|m| m.name == cfg.node)
-            .expect("invariant: the configuration checked that this node is a member");
-        let peers = cfg
-            .members
-            .iter()
-            .enumerate()
-            .map(|(i, m)| {
-                (i != me).then(|| {
-                    let mut u = UpstreamConfig::new(
-                        &format!("cluster member {}", m.name),
-                        vec![ServerAddr::http(m.addr.to_string())],
-                    );
-                    u.connect_timeout = cfg.owner_connect_timeout;
-                    u.read_timeout = cfg.owner_read_timeout;
-                    Upstream::new(u, counters.clone(), clock.clone())
-                })
-            })
+            .map(|m| Arc::new(dialer.member(&names, &m.name, m.addr, m.weight)))
             .collect();
+        if !members.iter().any(|m| *m.name == *cfg.node) {
+            let addr = match &cfg.discovery {
+                Discovery::Redis { advertise, .. } => *advertise,
+                _ => SocketAddr::from(([0, 0, 0, 0], 0)),
+            };
+            members.push(Arc::new(dialer.member(&names, &cfg.node, addr, 1.0)));
+        }
+        let tier = cfg.tiers.first().map(|t: &Tier| {
+            let parents = t
+                .members
+                .iter()
+                .map(|m| Arc::new(dialer.member(&names, &m.name, m.addr, m.weight)))
+                .collect();
+            (t.name.clone(), View::parents(parents))
+        });
         Cluster {
-            me,
-            names: cfg
-                .members
-                .iter()
-                .map(|m| Arc::from(m.name.as_str()))
-                .collect(),
-            slots: cfg
-                .members
-                .iter()
-                .map(|m| ring::Slot::new(&m.name, m.weight))
-                .collect(),
-            down: cfg
-                .members
-                .iter()
-                .map(|_| tokio::sync::watch::Sender::new(false))
-                .collect(),
-            peers,
+            node: dialer.node.clone(),
+            view: ArcSwap::from_pointee(View::new(members, &cfg.node)),
+            names,
+            tier,
+            discovery: cfg.discovery.clone(),
+            dialer,
+            has_secret: !cfg.secret.is_empty(),
             key: PeerKey::new(&cfg.secret),
             near: near::Admission::new(NEAR_SKETCH_WIDTH, cfg.near_admit_after),
             purge_timeout: cfg.purge_timeout,
@@ -180,7 +218,8 @@ impl Cluster {
                         None
                     }
                 }),
-            fence_ms: std::sync::atomic::AtomicU64::new(0),
+            fence_ms: AtomicU64::new(0),
+            rampup: rampup::Rampup::new(cfg.rampup),
             counters,
             clock,
         }
@@ -188,25 +227,32 @@ impl Cluster {
 
     /// This node's name.
     pub fn node(&self) -> &str {
-        &self.names[self.me]
+        &self.node
+    }
+
+    /// The members now.
+    pub fn view(&self) -> Arc<View> {
+        self.view.load_full()
     }
 
     /// Every member: its name, whether it is up (this node always is) and
     /// the share of keys it owns now.
-    pub fn members(&self) -> Vec<MemberView<'_>> {
-        let ranked = self.ranked();
-        let total: f64 = (0..self.names.len())
+    pub fn members(&self) -> Vec<MemberView> {
+        let view = self.view.load();
+        let ranked = view.ranked();
+        let total: f64 = (0..view.members.len())
             .filter(|&i| ranked(i))
-            .map(|i| self.slots[i].weight())
+            .map(|i| view.members[i].slot.weight())
             .sum();
-        self.names
+        view.members
             .iter()
             .enumerate()
-            .map(|(i, n)| MemberView {
-                name: n,
-                up: self.up(i),
+            .map(|(i, m)| MemberView {
+                name: m.name.clone(),
+                addr: m.addr,
+                up: m.up(),
                 share: if ranked(i) && total > 0.0 {
-                    self.slots[i].weight() / total
+                    m.slot.weight() / total
                 } else {
                     0.0
                 },
@@ -214,47 +260,38 @@ impl Cluster {
             .collect()
     }
 
-    fn up(&self, i: usize) -> bool {
-        self.peers[i]
-            .as_ref()
-            .is_none_or(|p| !p.is_down() && !*self.down[i].borrow())
-    }
-
-    /// Which members take part in ranking keys: those up, unless most
-    /// members look down at once. That is more likely this node's own
-    /// trouble (a partition, a stall) than most of the cluster dying, and
-    /// sending every key to the few that remain would bury them: health
-    /// is then ignored, and a member that really is gone costs a failed
-    /// connection and the next choice (see [`Cluster::send`]).
-    fn ranked(&self) -> impl Fn(usize) -> bool + '_ {
-        let down = (0..self.names.len()).filter(|&i| !self.up(i)).count();
-        let ignore = down * 2 > self.names.len();
-        move |i| ignore || self.up(i)
+    /// The parent tier's members (name, up), if there is a tier.
+    pub fn parents(&self) -> Option<(&str, Vec<(Arc<str>, bool)>)> {
+        let (name, v) = self.tier.as_ref()?;
+        Some((
+            name,
+            v.members.iter().map(|m| (m.name.clone(), m.up())).collect(),
+        ))
     }
 
     /// Fences what was stored before `at`: it is revalidated before it is
     /// served as fresh again (this node stood still and may have missed
     /// purges).
     pub fn fence(&self, at: std::time::SystemTime) {
-        self.fence_ms
-            .store(unix_ms(at), std::sync::atomic::Ordering::Relaxed);
+        self.fence_ms.store(unix_ms(at), Ordering::Relaxed);
         self.counters.inc(&self.counters.cluster_fenced);
     }
 
     /// True when a response received at `response_time` must be
     /// revalidated before it is served as fresh.
     pub fn fenced(&self, response_time: std::time::SystemTime) -> bool {
-        let f = self.fence_ms.load(std::sync::atomic::Ordering::Relaxed);
+        let f = self.fence_ms.load(Ordering::Relaxed);
         (f != 0 && unix_ms(response_time) < f) || self.bus.as_ref().is_some_and(bus::Bus::unsure)
     }
 
-    /// The other members' names.
+    /// The other members' names, and the parents': who acknowledges purges.
     pub fn others(&self) -> Vec<String> {
-        self.names
+        let view = self.view.load();
+        view.members
             .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != self.me)
-            .map(|(_, n)| n.to_string())
+            .chain(self.tier.iter().flat_map(|(_, t)| t.members.iter()))
+            .filter(|m| *m.name != *self.node)
+            .map(|m| m.name.to_string())
             .collect()
     }
 
@@ -263,6 +300,20 @@ impl Cluster {
     pub fn take_log(&self, headers: &mut HeaderMap) -> Option<bus::EntryId> {
         let v = headers.remove(&LOG_FIELD)?;
         bus::EntryId::parse(v.to_str().ok()?)
+    }
+
+    /// The header fields of this node's probe answers: its name, and how
+    /// far it has applied the log (a joining member is routed to only
+    /// once it has caught up, see [`discover`]).
+    pub fn probe_answer(&self, headers: &mut HeaderMap) {
+        if let Ok(v) = HeaderValue::from_str(self.node()) {
+            headers.insert(NODE_FIELD.clone(), v);
+        }
+        if let Some(at) = self.bus.as_ref().and_then(|b| b.position(self.node())) {
+            if let Ok(v) = HeaderValue::from_str(&at.to_string()) {
+                headers.insert(LOG_FIELD.clone(), v);
+            }
+        }
     }
 
     /// True once this node has applied the log up to `at` (waiting up to
@@ -281,36 +332,44 @@ impl Cluster {
         unix_ms(self.clock.now())
     }
 
-    /// Member `i`'s name (for the access log).
-    pub fn name(&self, i: usize) -> Arc<str> {
-        self.names[i].clone()
+    /// The name of the member with id `i` (for the access log).
+    pub fn name(&self, i: u16) -> Option<Arc<str>> {
+        self.names.name(i)
     }
 
-    /// The member (index) that owns `key` now, if it is not this node.
+    /// The member (id) that owns `key` now, if it is not this node.
     pub fn other_owner(&self, key: &[u8]) -> Option<u16> {
-        let i = ring::owner(&self.slots, key, self.ranked())?;
-        (i != self.me).then_some(i as u16)
+        let view = self.view.load();
+        let i = ring::owner(&view.slots, key, view.ranked())?;
+        (i != view.me).then(|| view.members[i].id)
     }
 
     /// The name of the member that owns `key` now.
-    pub fn owner(&self, key: &[u8]) -> &str {
-        let i = ring::owner(&self.slots, key, self.ranked()).unwrap_or(self.me);
-        &self.names[i]
+    pub fn owner(&self, key: &[u8]) -> Arc<str> {
+        let view = self.view.load();
+        let i = ring::owner(&view.slots, key, view.ranked()).unwrap_or(view.me);
+        view.members[i].name.clone()
     }
 
     /// Removes the peer field from a request's header fields; the hop it
     /// names when the field checks out. A refused field is counted and
     /// logged: the request is then a client's like any other.
+    ///
+    /// With a secret, any other signer is a peer: the signature proves it
+    /// holds the secret, and a member this node has not discovered yet, or
+    /// an edge node of a tier below, is one. Without (loopback clusters),
+    /// the signer must be a member this node knows.
     pub fn take_hop(&self, headers: &mut HeaderMap, method: &Method, uri: &Uri) -> Option<PeerHop> {
         let value = headers.remove(&FIELD)?;
         let target = uri.path_and_query().map_or("/", |p| p.as_str());
+        let view = self.view.load();
         let checked = value
             .to_str()
             .map_err(|_| peer_auth::Refused::Malformed)
             .and_then(|v| {
                 self.key
                     .verify(v, self.clock.now(), method.as_str(), target, |n| {
-                        n != self.node() && self.names.iter().any(|m| &**m == n)
+                        n != self.node() && (self.has_secret || view.find(n).is_some())
                     })
             });
         match checked {
@@ -329,9 +388,63 @@ impl Cluster {
         }
     }
 
+    /// A copy of a fill's request for another member or a parent: signed,
+    /// with this node's log position.
+    fn hop(&self, base: &OriginRequest, tls: bool) -> OriginRequest {
+        let mut hop = OriginRequest {
+            method: base.method.clone(),
+            uri: base.uri.clone(),
+            headers: base.headers.clone(),
+            body: None,
+            interim: base.interim.clone(),
+        };
+        let target = hop.uri.path_and_query().map_or("/", |p| p.as_str());
+        let signed = self.key.sign(
+            self.node(),
+            self.clock.now(),
+            tls,
+            hop.method.as_str(),
+            target,
+        );
+        if let Ok(v) = HeaderValue::from_str(&signed) {
+            hop.headers.insert(FIELD.clone(), v);
+        }
+        if let Some(at) = self.bus.as_ref().and_then(|b| b.position(self.node())) {
+            if let Ok(v) = HeaderValue::from_str(&at.to_string()) {
+                hop.headers.insert(LOG_FIELD.clone(), v);
+            }
+        }
+        hop
+    }
+
+    /// Sends `hop` to member `m`; a member found frozen by its probes
+    /// while this waits for the response head gives the request up
+    /// (unless it is the `last` choice).
+    async fn ask(
+        &self,
+        m: &Member,
+        hop: OriginRequest,
+        last: bool,
+    ) -> Result<Response<OriginBody>, ProxyError> {
+        let peer = m
+            .peer
+            .as_ref()
+            .expect("invariant: only other members are asked");
+        let mut down = m.down.subscribe();
+        tokio::select! {
+            r = peer.send(hop) => r,
+            _ = down.wait_for(|d| *d), if !last => Err(ProxyError::origin(
+                ErrorKind::ConnectTimeout,
+                format!("cluster member {}: does not answer probes", m.name),
+            )),
+        }
+    }
+
     /// Sends a fill's request for `key` (asked over TLS if `tls`): to the
-    /// key's owner when that is another member, else to `origin`; on to
-    /// the next choice when the owner cannot be reached. See the module docs.
+    /// key's owner when that is another member, else (this node owns it)
+    /// to the previous owner while ramping up, to the parent tier, or to
+    /// `origin`; on to the next choice when the owner cannot be reached.
+    /// See the module docs.
     pub async fn send(
         &self,
         key: &[u8],
@@ -339,72 +452,95 @@ impl Cluster {
         req: OriginRequest,
         origin: &Upstream,
     ) -> Result<(Response<OriginBody>, Source), ProxyError> {
-        let choices = ring::choices(&self.slots, key, self.ranked());
-        let mut req = Some(req);
+        let view = self.view.load_full();
+        let choices = ring::choices(&view.slots, key, view.ranked());
         for (n, &i) in choices.iter().enumerate() {
-            let Some(peer) = &self.peers[i] else {
-                let req = req
-                    .take()
-                    .expect("invariant: sent at most once to the origin");
-                return Ok((origin.send(req).await?, Source::Origin));
-            };
-            let last = n + 1 == choices.len();
-            let base = req
-                .as_ref()
-                .expect("invariant: kept until the origin gets it");
-            let mut hop = OriginRequest {
-                method: base.method.clone(),
-                uri: base.uri.clone(),
-                headers: base.headers.clone(),
-                body: None,
-                interim: base.interim.clone(),
-            };
-            let target = hop
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
-            let signed = self.key.sign(
-                self.node(),
-                self.clock.now(),
-                tls,
-                hop.method.as_str(),
-                &target,
-            );
-            if let Ok(v) = HeaderValue::from_str(&signed) {
-                hop.headers.insert(FIELD.clone(), v);
-            }
-            if let Some(at) = self.bus.as_ref().and_then(|b| b.position(self.node())) {
-                if let Ok(v) = HeaderValue::from_str(&at.to_string()) {
-                    hop.headers.insert(LOG_FIELD.clone(), v);
+            if i == view.me {
+                if n == 0 {
+                    if let Some(&prev) = choices.get(1) {
+                        if let Some(resp) = self.ask_previous(&view.members[prev], tls, &req).await
+                        {
+                            return Ok((resp, Source::Previous));
+                        }
+                    }
                 }
+                return self.beyond(key, tls, req, origin).await;
             }
+            let last = n + 1 == choices.len();
+            let hop = self.hop(&req, tls);
             self.counters.inc(&self.counters.cluster_forwarded);
-            // A member found frozen by its probes while this waits for its
-            // response head gives the request up to the next choice.
-            let mut down = self.down[i].subscribe();
-            let sent = tokio::select! {
-                r = peer.send(hop) => r,
-                _ = down.wait_for(|d| *d), if !last => Err(ProxyError::origin(
-                    ErrorKind::ConnectTimeout,
-                    format!("cluster member {}: does not answer probes", self.names[i]),
-                )),
-            };
-            match sent {
+            match self.ask(&view.members[i], hop, last).await {
                 Ok(resp) => {
                     let keep = self.near.record(key);
                     return Ok((resp, Source::Owner { keep }));
                 }
                 Err(e) if !last && unreachable(&e) => {
                     self.counters.inc(&self.counters.cluster_forward_retries);
-                    tracing::info!(owner = %self.names[i], error = %e, "owner unreachable; next choice");
+                    tracing::info!(owner = %view.members[i].name, error = %e, "owner unreachable; next choice");
                 }
                 Err(e) => return Err(e),
             }
         }
         // Only reached when every choice was an unreachable peer.
-        let req = req.take().expect("invariant: not sent yet");
+        self.beyond(key, tls, req, origin).await
+    }
+
+    /// A miss this node owns: to the parent tier's member for `key` (the
+    /// next one when it cannot be reached), else to the origin.
+    async fn beyond(
+        &self,
+        key: &[u8],
+        tls: bool,
+        req: OriginRequest,
+        origin: &Upstream,
+    ) -> Result<(Response<OriginBody>, Source), ProxyError> {
+        if let Some((tier, parents)) = &self.tier {
+            let choices = ring::choices(&parents.slots, key, parents.ranked());
+            for &i in &choices {
+                let hop = self.hop(&req, tls);
+                let p = &parents.members[i];
+                match self.ask(p, hop, true).await {
+                    Ok(resp) => {
+                        self.counters.inc(&self.counters.cluster_parent_fills);
+                        return Ok((resp, Source::Parent));
+                    }
+                    Err(e) if unreachable(&e) => {
+                        self.counters.inc(&self.counters.cluster_parent_retries);
+                        tracing::info!(tier = %tier, parent = %p.name, error = %e, "parent unreachable; next parent or the origin");
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         Ok((origin.send(req).await?, Source::Origin))
+    }
+}
+
+/// Makes members: their connections, with the cluster's timeouts.
+#[derive(Debug)]
+struct Dialer {
+    node: Arc<str>,
+    connect_timeout: Duration,
+    read_timeout: Duration,
+    counters: Arc<Counters>,
+    clock: Arc<dyn hoard_policy::clock::Clock>,
+}
+
+impl Dialer {
+    /// A member named `name` at `addr` (connections to it, unless it is
+    /// this node).
+    fn member(&self, names: &Names, name: &str, addr: SocketAddr, weight: f64) -> Member {
+        let (id, name) = names.id(name);
+        let peer = (*name != *self.node).then(|| {
+            let mut u = UpstreamConfig::new(
+                &format!("cluster member {name}"),
+                vec![ServerAddr::http(addr.to_string())],
+            );
+            u.connect_timeout = self.connect_timeout;
+            u.read_timeout = self.read_timeout;
+            Upstream::new(u, self.counters.clone(), self.clock.clone())
+        });
+        Member::new(id, name, addr, weight, peer)
     }
 }
 

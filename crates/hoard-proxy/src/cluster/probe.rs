@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, Method, Uri};
 
+use super::member::Member;
 use super::Cluster;
 use crate::upstream::OriginRequest;
 
@@ -52,13 +53,15 @@ pub fn up_after(downs: usize) -> u32 {
 /// How often this node checks on itself.
 const SELF_TICK: Duration = Duration::from_millis(250);
 
-/// Starts probing every other member, and watching this node for a freeze
-/// (on the current runtime).
+/// Starts probing every other member and every parent, and watching this
+/// node for a freeze (on the current runtime).
 pub fn start(cluster: &Arc<Cluster>) {
     tokio::spawn(watch_self(Arc::downgrade(cluster)));
-    for i in 0..cluster.peers.len() {
-        if cluster.peers[i].is_some() {
-            tokio::spawn(run(Arc::downgrade(cluster), i));
+    let view = cluster.view();
+    let parents = cluster.tier.iter().flat_map(|(_, t)| t.members.iter());
+    for m in view.members.iter().chain(parents) {
+        if m.peer.is_some() {
+            tokio::spawn(run(Arc::downgrade(cluster), m.clone()));
         }
     }
 }
@@ -92,28 +95,25 @@ async fn watch_self(cluster: Weak<Cluster>) {
     }
 }
 
-async fn run(cluster: Weak<Cluster>, i: usize) {
+/// Probes member `m` until it leaves the view (or the cluster ends).
+pub(super) async fn run(cluster: Weak<Cluster>, m: Arc<Member>) {
     let (mut fails, mut oks) = (0u32, 0u32);
     // When this member went down lately (monotonic: the probes' own pace).
     let mut downs: std::collections::VecDeque<tokio::time::Instant> = Default::default();
     let mut tick = tokio::time::interval(INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let Some(peer) = &m.peer else { return };
     loop {
         tick.tick().await;
         let Some(c) = cluster.upgrade() else { return };
-        let Some(peer) = &c.peers[i] else { return };
-        let req = OriginRequest {
-            method: Method::GET,
-            uri: Uri::from_static(PATH),
-            headers: HeaderMap::new(),
-            body: None,
-            interim: None,
-        };
+        if m.gone() {
+            return;
+        }
         let answered = matches!(
-            tokio::time::timeout(TIMEOUT, peer.send(req)).await,
+            tokio::time::timeout(TIMEOUT, peer.send(request())).await,
             Ok(Ok(r)) if r.status().is_success()
         );
-        let down = *c.down[i].borrow();
+        let down = *m.down.borrow();
         if answered {
             fails = 0;
             oks += 1;
@@ -122,19 +122,30 @@ async fn run(cluster: Weak<Cluster>, i: usize) {
                 downs.pop_front();
             }
             if down && oks >= up_after(downs.len()) {
-                tracing::info!(member = %c.names[i], "cluster member answers probes again: up");
-                c.down[i].send_replace(false);
+                tracing::info!(member = %m.name, "cluster member answers probes again: up");
+                m.down.send_replace(false);
             }
         } else {
             oks = 0;
             fails += 1;
             if !down && fails >= DOWN_AFTER {
-                tracing::warn!(member = %c.names[i], "cluster member does not answer probes: down");
+                tracing::warn!(member = %m.name, "cluster member does not answer probes: down");
                 c.counters.inc(&c.counters.cluster_members_down);
-                c.down[i].send_replace(true);
+                m.down.send_replace(true);
                 downs.push_back(tokio::time::Instant::now());
             }
         }
+    }
+}
+
+/// A probe's request.
+pub(super) fn request() -> OriginRequest {
+    OriginRequest {
+        method: Method::GET,
+        uri: Uri::from_static(PATH),
+        headers: HeaderMap::new(),
+        body: None,
+        interim: None,
     }
 }
 

@@ -28,6 +28,9 @@ use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Method, StatusCode, Uri};
 use http_body_util::BodyExt;
 
+use std::sync::Arc;
+
+use super::member::Member;
 use super::Cluster;
 use crate::upstream::OriginRequest;
 
@@ -130,14 +133,14 @@ impl Cluster {
                 match published {
                     Ok(p) => Spread {
                         acks: self
-                            .members()
+                            .ack_targets()
                             .iter()
                             .map(|m| {
-                                let ack = if m.name == self.node()
-                                    || p.acked.iter().any(|a| a == m.name)
+                                let ack = if *m.name == *self.node()
+                                    || p.acked.iter().any(|a| *a == *m.name)
                                 {
                                     Ack::Acked
-                                } else if !m.up {
+                                } else if !m.up() {
                                     Ack::Unreachable
                                 } else {
                                     // It applies it when it reads the log.
@@ -167,15 +170,27 @@ impl Cluster {
         spread
     }
 
-    /// Sends a purge to every other member over HTTP; each one's state,
-    /// this node's (`acked`) included, in member order.
+    /// Who a purge reaches: every member (this node included), then the
+    /// parents of the tier.
+    fn ack_targets(&self) -> Vec<Arc<Member>> {
+        let view = self.view();
+        view.members
+            .iter()
+            .chain(self.tier.iter().flat_map(|(_, t)| t.members.iter()))
+            .cloned()
+            .collect()
+    }
+
+    /// Sends a purge to every other member (and the parents) over HTTP;
+    /// each one's state, this node's (`acked`) included, in member order.
     async fn fan_out(&self, selector: &Selector, soft: bool) -> Vec<(String, Ack)> {
         let body = Bytes::from(encode(selector, soft).to_string());
-        let sends = self.peers.iter().enumerate().map(|(i, peer)| {
+        let targets = self.ack_targets();
+        let sends = targets.iter().map(|m| {
             let body = body.clone();
             async move {
-                let Some(peer) = peer else {
-                    return (self.names[i].to_string(), Ack::Acked);
+                let Some(peer) = &m.peer else {
+                    return (m.name.to_string(), Ack::Acked);
                 };
                 let mut headers = HeaderMap::new();
                 headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -209,7 +224,7 @@ impl Cluster {
                     Ok(Some(true)) => Ack::Acked,
                     Ok(_) => Ack::Unreachable,
                 };
-                (self.names[i].to_string(), ack)
+                (m.name.to_string(), ack)
             }
         });
         futures_util::future::join_all(sends).await

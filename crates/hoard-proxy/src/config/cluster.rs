@@ -37,6 +37,134 @@ pub struct ClusterConfig {
     pub grace: Duration,
     /// The invalidation log (`[cluster.bus]`, `--cluster-bus`), if any.
     pub bus: Option<BusConfig>,
+    /// Where the member list comes from (`[cluster.members]`); `members`
+    /// is the whole list only with [`Discovery::Static`].
+    pub discovery: Discovery,
+    /// How long after this node joins a running cluster its misses are
+    /// first asked of their previous owners (`crate::cluster::rampup`).
+    /// Default: 60 s with a discovered member list, 0 with a static one.
+    pub rampup: Duration,
+    /// Parent tiers (`[[cluster.tier]]`): the misses this node owns go to
+    /// the first one's member chosen for the key, not to the origin.
+    pub tiers: Vec<Tier>,
+}
+
+impl ClusterConfig {
+    /// A static cluster of `members` with every other setting at its default.
+    pub fn new(node: &str, members: Vec<Member>, secret: Vec<u8>) -> ClusterConfig {
+        ClusterConfig {
+            node: node.to_string(),
+            members,
+            secret,
+            owner_connect_timeout: OWNER_CONNECT_TIMEOUT,
+            owner_read_timeout: OWNER_READ_TIMEOUT,
+            purge_timeout: PURGE_TIMEOUT,
+            near_cache_size: NEAR_CACHE_SIZE,
+            near_admit_after: NEAR_ADMIT_AFTER,
+            grace: GRACE,
+            bus: None,
+            discovery: Discovery::Static,
+            rampup: Duration::ZERO,
+            tiers: Vec::new(),
+        }
+    }
+}
+
+/// `[cluster.members]`: where the member list comes from (see
+/// `crate::cluster::discover`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Discovery {
+    /// `peers`, as written.
+    Static,
+    /// DNS: the A/AAAA records of `name` with `port`, or its SRV records
+    /// (targets and ports) when `name` starts with `_` (`_http._tcp.hoard...`).
+    Dns {
+        /// The name to resolve.
+        name: String,
+        /// The members' port (A/AAAA records).
+        port: u16,
+        /// The DNS server to ask (default: the system's, `/etc/resolv.conf`).
+        resolver: Option<SocketAddr>,
+        /// Time between resolutions. Default: 5 s.
+        refresh: Duration,
+    },
+    /// Heartbeats in the bus's Redis: every node writes its name and
+    /// address to `PREFIX:members`; members are those seen within `ttl`.
+    Redis {
+        /// This node's address as the others reach it.
+        advertise: SocketAddr,
+        /// Time between heartbeats and reads. Default: 1 s.
+        refresh: Duration,
+        /// A member not seen for this long is gone. Default: 5 s.
+        ttl: Duration,
+    },
+}
+
+/// Default of [`Discovery::Dns`] `refresh`.
+pub const DNS_REFRESH: Duration = Duration::from_secs(5);
+/// Default of [`Discovery::Redis`] `refresh`.
+pub const REDIS_REFRESH: Duration = Duration::from_secs(1);
+/// Default of [`Discovery::Redis`] `ttl`.
+pub const REDIS_TTL: Duration = Duration::from_secs(5);
+/// Default of [`ClusterConfig::rampup`] with a discovered member list.
+pub const RAMPUP: Duration = Duration::from_secs(60);
+
+/// `[[cluster.tier]]`: a tier of parent nodes (a shield).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tier {
+    /// Its name, in logs and `/status`.
+    pub name: String,
+    /// Its members (their own `[cluster]` names, so that an edge chooses
+    /// the parent that owns the key among them).
+    pub members: Vec<Member>,
+}
+
+/// `[cluster.members]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMembers {
+    /// `source = "static" | "dns" | "redis"`.
+    pub source: Option<Spanned<String>>,
+    /// `dns = "hoard.default.svc.cluster.local:8080"` or `"_http._tcp.hoard..."`.
+    pub dns: Option<Spanned<String>>,
+    /// `resolver = "10.96.0.10:53"`.
+    pub resolver: Option<Spanned<String>>,
+    /// `refresh = "5s"`.
+    pub refresh: Option<Dur>,
+    /// `advertise = "10.0.0.5:8080"` (redis).
+    pub advertise: Option<Spanned<String>>,
+    /// `ttl = "5s"` (redis).
+    pub ttl: Option<Dur>,
+}
+
+/// `[[cluster.tier]]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTier {
+    /// `name = "shield"`.
+    pub name: Option<String>,
+    /// `peers = ["p1=10.0.1.1:80", ...]`.
+    #[serde(default)]
+    pub peers: Vec<Spanned<String>>,
+}
+
+/// Parses `NAME:PORT` (or `_SRV._tcp.NAME`) for DNS discovery.
+pub fn dns_target(s: &str) -> Result<(String, u16), String> {
+    if s.starts_with('_') {
+        return Ok((s.to_string(), 0));
+    }
+    let (name, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{s:?}: expected NAME:PORT, or an SRV name (_http._tcp.NAME)"))?;
+    let port: u16 = port
+        .parse()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("{s:?}: {port:?} is not a port"))?;
+    if name.is_empty() {
+        return Err(format!("{s:?}: the name is empty"));
+    }
+    Ok((name.to_string(), port))
 }
 
 /// `[cluster.bus]`: purges as a Redis/Valkey stream (see `crate::cluster::bus`).
@@ -139,6 +267,13 @@ pub struct RawCluster {
     pub grace: Option<Dur>,
     /// `[cluster.bus]`.
     pub bus: Option<RawBus>,
+    /// `rampup = "60s"`.
+    pub rampup: Option<Dur>,
+    /// `[cluster.members]`.
+    pub members: Option<RawMembers>,
+    /// `[[cluster.tier]]`.
+    #[serde(default)]
+    pub tier: Vec<RawTier>,
 }
 
 /// The name in `Via` and `Cache-Status`: in a cluster, the default `hoard`
@@ -240,7 +375,61 @@ pub fn from_raw(
         }
         None => Vec::new(),
     };
-    check(node.get_ref(), &members, &secret).map_err(|m| (Some(node.span()), "cluster", m))?;
+    let discovery = match raw.members {
+        None => Discovery::Static,
+        Some(m) => discovery_from_raw(m, raw.bus.is_some())?,
+    };
+    if discovery == Discovery::Static {
+        check(node.get_ref(), &members, &secret).map_err(|m| (Some(node.span()), "cluster", m))?;
+    } else if !members.is_empty() {
+        return Err((
+            raw.peers.first().map(Spanned::span),
+            "cluster.peers",
+            "a member list from [cluster.members] replaces peers: remove one".to_string(),
+        ));
+    }
+    let mut tiers = Vec::new();
+    for (i, t) in raw.tier.into_iter().enumerate() {
+        let mut tm = Vec::new();
+        for p in &t.peers {
+            tm.push(
+                parse_member(p.get_ref()).map_err(|m| (Some(p.span()), "cluster.tier.peers", m))?,
+            );
+        }
+        if tm.is_empty() {
+            return Err((
+                None,
+                "cluster.tier.peers",
+                "a tier needs at least one member".to_string(),
+            ));
+        }
+        if secret.is_empty() && tm.iter().any(|m| !m.addr.ip().is_loopback()) {
+            return Err((
+                t.peers.first().map(Spanned::span),
+                "cluster.tier.peers",
+                "a parent is not on loopback: [cluster] secret_file is required".to_string(),
+            ));
+        }
+        tiers.push(Tier {
+            name: t.name.unwrap_or_else(|| format!("tier{}", i + 1)),
+            members: tm,
+        });
+    }
+    if tiers.len() > 1 {
+        return Err((
+            None,
+            "cluster.tier",
+            "one parent tier is supported".to_string(),
+        ));
+    }
+    let rampup = raw.rampup.map_or(
+        if discovery == Discovery::Static {
+            Duration::ZERO
+        } else {
+            RAMPUP
+        },
+        |d| d.0,
+    );
     let near_admit_after = match raw.near_admit_after {
         Some(n) if !(1..=15).contains(n.get_ref()) => {
             return Err((
@@ -268,7 +457,79 @@ pub fn from_raw(
             None => None,
             Some(b) => Some(bus_from_raw(b)?),
         },
+        discovery,
+        rampup,
+        tiers,
     }))
+}
+
+type RawError = (Option<std::ops::Range<usize>>, &'static str, String);
+
+fn discovery_from_raw(m: RawMembers, has_bus: bool) -> Result<Discovery, RawError> {
+    let source = m.source.ok_or((
+        None,
+        "cluster.members.source",
+        "expected \"static\", \"dns\" or \"redis\"".to_string(),
+    ))?;
+    match source.get_ref().as_str() {
+        "static" => Ok(Discovery::Static),
+        "dns" => {
+            let dns = m.dns.ok_or((
+                Some(source.span()),
+                "cluster.members.dns",
+                "the name to resolve is required (NAME:PORT or _http._tcp.NAME)".to_string(),
+            ))?;
+            let (name, port) = dns_target(dns.get_ref())
+                .map_err(|e| (Some(dns.span()), "cluster.members.dns", e))?;
+            let resolver = match m.resolver {
+                None => None,
+                Some(r) => Some(r.get_ref().parse::<SocketAddr>().map_err(|e| {
+                    (
+                        Some(r.span()),
+                        "cluster.members.resolver",
+                        format!("{:?}: not IP:PORT ({e})", r.get_ref()),
+                    )
+                })?),
+            };
+            Ok(Discovery::Dns {
+                name,
+                port,
+                resolver,
+                refresh: m.refresh.map_or(DNS_REFRESH, |d| d.0),
+            })
+        }
+        "redis" => {
+            if !has_bus {
+                return Err((
+                    Some(source.span()),
+                    "cluster.members.source",
+                    "\"redis\" needs [cluster.bus] with a redis:// URL".to_string(),
+                ));
+            }
+            let adv = m.advertise.ok_or((
+                Some(source.span()),
+                "cluster.members.advertise",
+                "this node's address as the others reach it is required (IP:PORT)".to_string(),
+            ))?;
+            let advertise = adv.get_ref().parse::<SocketAddr>().map_err(|e| {
+                (
+                    Some(adv.span()),
+                    "cluster.members.advertise",
+                    format!("{:?}: not IP:PORT ({e})", adv.get_ref()),
+                )
+            })?;
+            Ok(Discovery::Redis {
+                advertise,
+                refresh: m.refresh.map_or(REDIS_REFRESH, |d| d.0),
+                ttl: m.ttl.map_or(REDIS_TTL, |d| d.0),
+            })
+        }
+        other => Err((
+            Some(source.span()),
+            "cluster.members.source",
+            format!("{other:?}: expected \"static\", \"dns\" or \"redis\""),
+        )),
+    }
 }
 
 fn bus_from_raw(

@@ -430,11 +430,28 @@ pub struct QuickStart {
     pub cluster_near_size: Option<u64>,
     /// `--cluster-bus redis://HOST:PORT/DB`.
     pub cluster_bus: Option<String>,
+    /// `--cluster-dns NAME:PORT` (or an SRV name): members from DNS.
+    pub cluster_dns: Option<String>,
 }
 
 /// `--cluster-*` of the quick start.
 fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str, String)> {
-    let (node, peers) = match (&q.cluster_node, &q.cluster_peers) {
+    let dns = match &q.cluster_dns {
+        Some(d) => Some(cluster::dns_target(d).map_err(|m| ("--cluster-dns", m))?),
+        None => None,
+    };
+    let peers_or_dns = match (&q.cluster_peers, &dns) {
+        (Some(_), Some(_)) => {
+            return Err((
+                "--cluster-dns",
+                "replaces --cluster-peers: give one of them".into(),
+            ))
+        }
+        (Some(p), None) => Some(p.clone()),
+        (None, Some(_)) => Some(String::new()),
+        (None, None) => None,
+    };
+    let (node, peers) = match (&q.cluster_node, &peers_or_dns) {
         (None, None) => {
             if q.cluster_secret_file.is_some() {
                 return Err((
@@ -474,7 +491,19 @@ fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str,
         Some(f) => cluster::read_secret(f).map_err(|m| ("--cluster-secret-file", m))?,
         None => Vec::new(),
     };
-    cluster::check(node, &members, &secret).map_err(|m| ("--cluster-peers", m))?;
+    let discovery = match dns {
+        Some((name, port)) => cluster::Discovery::Dns {
+            name,
+            port,
+            resolver: None,
+            refresh: cluster::DNS_REFRESH,
+        },
+        None => cluster::Discovery::Static,
+    };
+    let discovery_static = discovery == cluster::Discovery::Static;
+    if discovery_static {
+        cluster::check(node, &members, &secret).map_err(|m| ("--cluster-peers", m))?;
+    }
     Ok(Some(ClusterConfig {
         node: node.clone(),
         members,
@@ -489,6 +518,13 @@ fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str,
             Some(url) => Some(cluster::bus(url).map_err(|m| ("--cluster-bus", m))?),
             None => None,
         },
+        discovery,
+        rampup: if discovery_static {
+            Duration::ZERO
+        } else {
+            cluster::RAMPUP
+        },
+        tiers: Vec::new(),
     }))
 }
 

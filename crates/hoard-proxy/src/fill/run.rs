@@ -162,7 +162,9 @@ impl FillEngine {
         );
         // A copy of another member's object never goes to disk.
         let disk = match sent.source {
-            Source::Origin => self.open_disk(&job, status, &storable).await,
+            Source::Origin | Source::Previous | Source::Parent => {
+                self.open_disk(&job, status, &storable).await
+            }
             Source::Owner { .. } => None,
         };
         let stored = Stored {
@@ -690,7 +692,7 @@ impl FillEngine {
         }
         let storable = &storable;
         let near = match stored.source {
-            Source::Origin => false,
+            Source::Origin | Source::Previous | Source::Parent => false,
             Source::Owner { keep: true } => true,
             Source::Owner { keep: false } => {
                 // Not forwarded often enough for a copy here.

@@ -341,7 +341,12 @@ impl Pipeline {
         if self.cluster.is_some() && req.uri().path() == crate::cluster::probe::PATH {
             // A member's probe: answered at once, not a request.
             self.counters.inc(&self.counters.cluster_probes_answered);
-            return Response::new(Tallied::new(ProxyBody::Empty, self.metrics.clone(), None));
+            let mut resp =
+                Response::new(Tallied::new(ProxyBody::Empty, self.metrics.clone(), None));
+            if let Some(c) = &self.cluster {
+                c.probe_answer(resp.headers_mut());
+            }
+            return resp;
         }
         let purge = req.method().as_str() == "PURGE"
             || (self.cluster.is_some() && req.uri().path() == crate::cluster::purge::PATH);
@@ -383,7 +388,7 @@ impl Pipeline {
                 record.upstream = outcome.is_some_and(Outcome::went_forward).then_some(ttfb);
                 record.owner = noted
                     .owner
-                    .and_then(|i| self.cluster.as_ref().map(|c| c.name(usize::from(i))));
+                    .and_then(|i| self.cluster.as_ref().and_then(|c| c.name(i)));
                 match parts.extensions.get::<tunnel::TunnelEnd>() {
                     // A tunnel's line is written when it closes.
                     Some(end) => {

@@ -109,6 +109,9 @@ pub(crate) async fn member(
                 near_admit_after: 2,
                 grace: Duration::from_secs(5),
                 bus: None,
+                discovery: hoard_proxy::config::cluster::Discovery::Static,
+                rampup: Duration::ZERO,
+                tiers: Vec::new(),
             });
             tune(i, c);
         })

@@ -1,0 +1,325 @@
+//! Membership from what the site already runs: DNS records or heartbeats
+//! in the bus's Redis, instead of a list in every node's configuration.
+//!
+//! ## Model
+//!
+//! A source gives addresses, not members: every `refresh`, the DNS name's
+//! A/AAAA records (with the configured port) or SRV records (targets and
+//! ports; a Kubernetes headless Service, Consul), or the addresses the
+//! nodes wrote to `PREFIX:members` with their heartbeats, recent ones only.
+//! An address becomes a member once it answers a probe: the answer names
+//! the node (`hoard-node`; the name is what the ring hashes, so keys stay
+//! with a node across address changes) and, with a bus, how far it has
+//! applied the log (`hoard-log`). A node behind this node's own position
+//! is not routed to yet: it may still serve what a purge this node has
+//! applied removed; it is asked again at the next refresh. The address
+//! that answers with this node's own name is remembered and skipped. An
+//! address that the source no longer gives leaves the view at once (its
+//! keys go to their second choices, as for a member that is down); a
+//! failed resolution keeps the view as it is.
+//!
+//! The first time this node's view grows beyond itself, it has joined a
+//! cluster: its ramp-up window begins ([`super::rampup`]).
+//!
+//! ## Lifecycle and locking
+//!
+//! One task per node, holding the cluster weakly; it alone replaces the
+//! view ([`super::member`]), so changes never race. Each new member gets
+//! its probe task ([`super::probe`]); a member that left is marked and its
+//! task ends.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use hickory_resolver::config::{ConnectionConfig, NameServerConfig, ResolverConfig};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::proto::rr::RData;
+use hickory_resolver::TokioResolver;
+
+use super::bus::EntryId;
+use super::member::{Member, View};
+use super::{probe, Cluster, LOG_FIELD, NODE_FIELD};
+use crate::config::cluster::Discovery;
+use crate::config::{ServerAddr, UpstreamConfig};
+use crate::upstream::Upstream;
+
+/// Starts the discovery task (with a discovered member list), or begins
+/// the ramp-up window of a static one.
+pub fn start(cluster: &Arc<Cluster>) {
+    match &cluster.discovery {
+        Discovery::Static => cluster.begin_rampup(),
+        Discovery::Dns { .. } | Discovery::Redis { .. } => {
+            tokio::spawn(run(Arc::downgrade(cluster)));
+        }
+    }
+}
+
+/// Where addresses come from.
+enum Finder {
+    Dns {
+        resolver: Box<TokioResolver>,
+        name: String,
+        port: u16,
+    },
+    Redis {
+        advertise: SocketAddr,
+        ttl: Duration,
+    },
+}
+
+impl Finder {
+    fn new(d: &Discovery) -> Result<(Finder, Duration), String> {
+        match d {
+            Discovery::Static => Err("a static member list is not discovered".into()),
+            Discovery::Dns {
+                name,
+                port,
+                resolver,
+                refresh,
+            } => {
+                let config = match resolver {
+                    Some(at) => {
+                        let mut udp = ConnectionConfig::udp();
+                        udp.port = at.port();
+                        let mut tcp = ConnectionConfig::tcp();
+                        tcp.port = at.port();
+                        ResolverConfig::from_name_servers(vec![NameServerConfig::new(
+                            at.ip(),
+                            true,
+                            vec![udp, tcp],
+                        )])
+                    }
+                    None => {
+                        let (config, _) = hickory_resolver::system_conf::read_system_conf()
+                            .map_err(|e| format!("reading the system's DNS configuration: {e}"))?;
+                        config
+                    }
+                };
+                let mut b =
+                    TokioResolver::builder_with_config(config, TokioRuntimeProvider::default());
+                // Every refresh asks: membership changes faster than TTLs say.
+                b.options_mut().cache_size = 0;
+                b.options_mut().timeout = Duration::from_secs(2);
+                b.options_mut().attempts = 1;
+                let resolver = b.build().map_err(|e| format!("DNS resolver: {e}"))?;
+                Ok((
+                    Finder::Dns {
+                        resolver: Box::new(resolver),
+                        name: name.clone(),
+                        port: *port,
+                    },
+                    *refresh,
+                ))
+            }
+            Discovery::Redis {
+                advertise,
+                refresh,
+                ttl,
+            } => Ok((
+                Finder::Redis {
+                    advertise: *advertise,
+                    ttl: *ttl,
+                },
+                *refresh,
+            )),
+        }
+    }
+
+    /// The addresses the source gives now.
+    async fn find(&self, c: &Cluster) -> Result<HashSet<SocketAddr>, String> {
+        match self {
+            Finder::Dns {
+                resolver,
+                name,
+                port,
+            } => {
+                let mut found = HashSet::new();
+                if name.starts_with('_') {
+                    let srv = resolver
+                        .srv_lookup(name.as_str())
+                        .await
+                        .map_err(|e| format!("{name} SRV: {e}"))?;
+                    for r in srv.answers() {
+                        if let RData::SRV(s) = &r.data {
+                            let ips = resolver
+                                .lookup_ip(s.target.clone())
+                                .await
+                                .map_err(|e| format!("{}: {e}", s.target))?;
+                            found.extend(ips.iter().map(|ip| SocketAddr::new(ip, s.port)));
+                        }
+                    }
+                } else {
+                    let ips = resolver
+                        .lookup_ip(name.as_str())
+                        .await
+                        .map_err(|e| format!("{name}: {e}"))?;
+                    found.extend(ips.iter().map(|ip: IpAddr| SocketAddr::new(ip, *port)));
+                }
+                Ok(found)
+            }
+            Finder::Redis { advertise, ttl } => {
+                let bus = c.bus.as_ref().ok_or("redis membership without a bus")?;
+                bus.heartbeat(c.node(), *advertise, c.clock_ms())
+                    .await
+                    .map_err(|e| format!("heartbeat: {e}"))?;
+                let seen = bus
+                    .members(c.clock_ms(), *ttl)
+                    .await
+                    .map_err(|e| format!("reading members: {e}"))?;
+                Ok(seen
+                    .into_iter()
+                    .filter(|(name, _)| name != c.node())
+                    .map(|(_, a)| a)
+                    .collect())
+            }
+        }
+    }
+}
+
+async fn run(cluster: Weak<Cluster>) {
+    let (finder, refresh) = match cluster.upgrade().map(|c| Finder::new(&c.discovery)) {
+        Some(Ok(f)) => f,
+        Some(Err(e)) => {
+            tracing::error!(error = %e, "cluster members cannot be discovered: this node stays alone");
+            return;
+        }
+        None => return,
+    };
+    let mut joins = Joins::default();
+    loop {
+        let Some(c) = cluster.upgrade() else { return };
+        match finder.find(&c).await {
+            Ok(found) => joins.reconcile(&c, found).await,
+            Err(e) => {
+                c.counters.inc(&c.counters.cluster_discovery_errors);
+                tracing::warn!(error = %e, "cluster members not resolved; the member list is kept");
+            }
+        }
+        drop(c);
+        tokio::time::sleep(refresh).await;
+    }
+}
+
+/// What a probe of a new address found.
+enum Candidate {
+    /// This node itself.
+    Me,
+    /// A member that may be routed to.
+    Ready(String),
+    /// A member behind this node's log position, or no answer: asked again.
+    NotYet(&'static str),
+}
+
+/// The discovery task's state.
+#[derive(Default)]
+struct Joins {
+    /// Addresses that turned out to be this node.
+    me: HashSet<SocketAddr>,
+    /// Connections to addresses not yet members (for their probes).
+    probing: HashMap<SocketAddr, Upstream>,
+    /// Addresses refused for good (not on loopback without a secret).
+    refused: HashSet<SocketAddr>,
+}
+
+impl Joins {
+    async fn reconcile(&mut self, c: &Arc<Cluster>, found: HashSet<SocketAddr>) {
+        let view = c.view();
+        let me = view.me;
+        let mut keep: Vec<Arc<Member>> = Vec::new();
+        let mut left = Vec::new();
+        for (i, m) in view.members.iter().enumerate() {
+            if i == me || found.contains(&m.addr) {
+                keep.push(m.clone());
+            } else {
+                left.push(m.clone());
+            }
+        }
+        let mut joined = Vec::new();
+        for addr in found {
+            if self.me.contains(&addr)
+                || self.refused.contains(&addr)
+                || keep.iter().any(|m| m.addr == addr)
+            {
+                continue;
+            }
+            if !c.has_secret && !addr.ip().is_loopback() {
+                tracing::error!(%addr, "a discovered member is not on loopback and the cluster has no secret ([cluster] secret_file): not a member");
+                self.refused.insert(addr);
+                continue;
+            }
+            match self.probe(c, addr).await {
+                Candidate::Me => {
+                    self.me.insert(addr);
+                }
+                Candidate::NotYet(why) => {
+                    tracing::info!(%addr, why, "a discovered member is not routed to yet");
+                }
+                Candidate::Ready(name) => {
+                    self.probing.remove(&addr);
+                    // The same name at a new address replaces the old one.
+                    if let Some(p) = keep.iter().position(|m| *m.name == *name) {
+                        left.push(keep.remove(p));
+                    }
+                    let m = Arc::new(c.dialer.member(&c.names, &name, addr, 1.0));
+                    keep.push(m.clone());
+                    joined.push(m);
+                }
+            }
+        }
+        if joined.is_empty() && left.is_empty() {
+            return;
+        }
+        let grew = view.members.len() == 1 && keep.len() > 1;
+        c.view.store(Arc::new(View::new(keep, c.node())));
+        for m in &left {
+            m.leave();
+            c.counters.inc(&c.counters.cluster_members_left);
+            tracing::warn!(member = %m.name, addr = %m.addr, "cluster member no longer discovered: left");
+        }
+        for m in joined {
+            c.counters.inc(&c.counters.cluster_members_joined);
+            tracing::info!(member = %m.name, addr = %m.addr, "cluster member discovered and caught up: joined");
+            tokio::spawn(probe::run(Arc::downgrade(c), m));
+        }
+        if grew {
+            c.begin_rampup();
+        }
+    }
+
+    /// Probes `addr`: who it is, and whether it has caught up with the log.
+    async fn probe(&mut self, c: &Cluster, addr: SocketAddr) -> Candidate {
+        let up = self.probing.entry(addr).or_insert_with(|| {
+            let mut u = UpstreamConfig::new(
+                &format!("cluster candidate {addr}"),
+                vec![ServerAddr::http(addr.to_string())],
+            );
+            u.connect_timeout = c.dialer.connect_timeout;
+            Upstream::new(u, c.counters.clone(), c.clock.clone())
+        });
+        let resp = match tokio::time::timeout(probe::TIMEOUT, up.send(probe::request())).await {
+            Ok(Ok(r)) if r.status().is_success() => r,
+            _ => return Candidate::NotYet("does not answer probes"),
+        };
+        let field = |n| {
+            resp.headers()
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let Some(name) = field(&NODE_FIELD) else {
+            return Candidate::NotYet("its probe answer names no node");
+        };
+        if name == c.node() {
+            return Candidate::Me;
+        }
+        if let Some(mine) = c.bus.as_ref().and_then(|b| b.position(c.node())) {
+            let theirs = field(&LOG_FIELD).and_then(|v| EntryId::parse(&v));
+            if theirs.is_none_or(|t| t < mine) {
+                return Candidate::NotYet("behind this node in the invalidation log");
+            }
+        }
+        Candidate::Ready(name)
+    }
+}
