@@ -27,6 +27,7 @@ pub mod barrier;
 mod check;
 pub mod client;
 pub mod clock;
+pub mod dns;
 pub mod origin;
 pub mod proxy;
 pub mod redis;

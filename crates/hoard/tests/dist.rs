@@ -72,3 +72,116 @@ fn systemd_unit_verifies() {
         "systemd-analyze verify: {stderr}"
     );
 }
+
+/// `dist/kubernetes/hoard.yaml`, checked without `kubectl`: the kinds,
+/// names and ports fit together, and the ConfigMap's `hoard.toml` passes
+/// `hoard check` (its secret file pointed at a test one).
+#[test]
+fn kubernetes_manifest_fits_together() {
+    use yaml_rust2::{Yaml, YamlLoader};
+    let text = std::fs::read_to_string(repo().join("dist/kubernetes/hoard.yaml")).unwrap();
+    let docs = YamlLoader::load_from_str(&text).expect("valid YAML");
+    let of = |kind: &str, name: &str| -> Yaml {
+        docs.iter()
+            .find(|d| {
+                d["kind"].as_str() == Some(kind) && d["metadata"]["name"].as_str() == Some(name)
+            })
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+            .clone()
+    };
+    let mut kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["ConfigMap", "Service", "Service", "StatefulSet"]);
+    for d in &docs {
+        assert!(d["apiVersion"].as_str().is_some(), "{d:?}");
+    }
+
+    let peers = of("Service", "hoard-peers");
+    assert_eq!(
+        peers["spec"]["clusterIP"].as_str(),
+        Some("None"),
+        "headless"
+    );
+    let peer_port = peers["spec"]["ports"][0]["port"].as_i64().unwrap();
+    let set = of("StatefulSet", "hoard");
+    assert_eq!(set["spec"]["serviceName"].as_str(), Some("hoard-peers"));
+    let labels = &set["spec"]["template"]["metadata"]["labels"];
+    assert_eq!(set["spec"]["selector"]["matchLabels"], *labels);
+    for svc in ["hoard", "hoard-peers"] {
+        let sel = &of("Service", svc)["spec"]["selector"];
+        assert_eq!(*sel, *labels, "{svc} selects the pods");
+        assert_eq!(
+            of("Service", svc)["spec"]["ports"][0]["targetPort"].as_str(),
+            Some("http")
+        );
+    }
+    let c = &set["spec"]["template"]["spec"]["containers"][0];
+    let http = c["ports"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"].as_str() == Some("http"))
+        .expect("an http container port");
+    let container_port = http["containerPort"].as_i64().unwrap();
+    assert_eq!(
+        container_port, peer_port,
+        "members reach each other on the peer Service's port"
+    );
+    assert_eq!(
+        c["readinessProbe"]["httpGet"]["path"].as_str(),
+        Some("/.hoard/cluster/ping")
+    );
+    let mounts: Vec<&str> = c["volumeMounts"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["name"].as_str())
+        .collect();
+    let volumes: Vec<&str> = set["spec"]["template"]["spec"]["volumes"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .chain(
+            set["spec"]["volumeClaimTemplates"]
+                .as_vec()
+                .unwrap()
+                .iter()
+                .filter_map(|v| v["metadata"]["name"].as_str()),
+        )
+        .collect();
+    for m in &mounts {
+        assert!(volumes.contains(m), "mount {m} has no volume");
+    }
+
+    // The configuration: listens on the container port, finds members
+    // through the peer Service's DNS name on that port.
+    let toml = of("ConfigMap", "hoard")["data"]["hoard.toml"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        toml.contains(&format!("address = \"0.0.0.0:{container_port}\"")),
+        "{toml}"
+    );
+    assert!(
+        toml.contains(&format!(
+            "dns = \"hoard-peers.hoard.svc.cluster.local:{peer_port}\""
+        )),
+        "{toml}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("cluster.secret");
+    std::fs::write(&secret, "a secret of at least sixteen bytes").unwrap();
+    let path = dir.path().join("hoard.toml");
+    std::fs::write(
+        &path,
+        toml.replace("/etc/hoard/secret/cluster.secret", secret.to_str().unwrap())
+            .replace(
+                "/var/cache/hoard",
+                dir.path().join("cache").to_str().unwrap(),
+            ),
+    )
+    .unwrap();
+    check(&path);
+}

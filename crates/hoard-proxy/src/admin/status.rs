@@ -303,9 +303,29 @@ fn cluster_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
             "lost": c.cluster_bus_lost.load(Ordering::Relaxed),
         })
     });
+    let tier = cluster
+        .parents()
+        .map_or(serde_json::Value::Null, |(name, parents)| {
+            json!({
+                "name": name,
+                "parents": parents
+                    .iter()
+                    .map(|(n, up)| json!({ "name": &**n, "up": up }))
+                    .collect::<Vec<_>>(),
+                "fills": c.cluster_parent_fills.load(Ordering::Relaxed),
+                "retries": c.cluster_parent_retries.load(Ordering::Relaxed),
+            })
+        });
     json!({
         "node": cluster.node(),
         "members": members,
+        "discovery": cluster.discovery_name(),
+        "joined": c.cluster_members_joined.load(Ordering::Relaxed),
+        "left": c.cluster_members_left.load(Ordering::Relaxed),
+        "rampup_until_ms": cluster.rampup_until_ms(),
+        "rampup_hits": c.cluster_rampup_hits.load(Ordering::Relaxed),
+        "rampup_misses": c.cluster_rampup_misses.load(Ordering::Relaxed),
+        "tier": tier,
         "bus": bus,
         "owner_fills": c.cluster_owner_fills.load(Ordering::Relaxed),
         "near": near,

@@ -157,6 +157,10 @@ impl Finder {
                         .map_err(|e| format!("{name}: {e}"))?;
                     found.extend(ips.iter().map(|ip: IpAddr| SocketAddr::new(ip, *port)));
                 }
+                if found.is_empty() {
+                    // Not even this node: the records are not there (yet).
+                    return Err(format!("{name}: no address"));
+                }
                 Ok(found)
             }
             Finder::Redis { advertise, ttl } => {

@@ -260,6 +260,15 @@ impl Cluster {
             .collect()
     }
 
+    /// Where the member list comes from: `static`, `dns` or `redis`.
+    pub fn discovery_name(&self) -> &'static str {
+        match self.discovery {
+            Discovery::Static => "static",
+            Discovery::Dns { .. } => "dns",
+            Discovery::Redis { .. } => "redis",
+        }
+    }
+
     /// The parent tier's members (name, up), if there is a tier.
     pub fn parents(&self) -> Option<(&str, Vec<(Arc<str>, bool)>)> {
         let (name, v) = self.tier.as_ref()?;
@@ -487,7 +496,7 @@ impl Cluster {
 
     /// A miss this node owns: to the parent tier's member for `key` (the
     /// next one when it cannot be reached), else to the origin.
-    async fn beyond(
+    pub async fn beyond(
         &self,
         key: &[u8],
         tls: bool,
@@ -538,7 +547,9 @@ impl Dialer {
             );
             u.connect_timeout = self.connect_timeout;
             u.read_timeout = self.read_timeout;
-            Upstream::new(u, self.counters.clone(), self.clock.clone())
+            // Judged by probes and connections: an owner passes its
+            // origin's 502-504 on, and an only-if-cached miss is a 504.
+            Upstream::new(u, self.counters.clone(), self.clock.clone()).without_status_health()
         });
         Member::new(id, name, addr, weight, peer)
     }

@@ -321,6 +321,25 @@ pub fn parse_member(s: &str) -> Result<Member, String> {
     })
 }
 
+/// This machine's hostname, as a node name (its first label): the default
+/// of `[cluster] node`, so that the pods of a Kubernetes StatefulSet are
+/// named by their hostnames.
+pub fn hostname_node() -> Result<String, String> {
+    let uts = rustix::system::uname();
+    let host = uts.nodename().to_string_lossy();
+    let name = host.split('.').next().unwrap_or("").to_string();
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(format!(
+            "this node's name is required: the hostname {host:?} is not one (letters, digits, '-', '_')"
+        ));
+    }
+    Ok(name)
+}
+
 /// Checks a member list against this node's name and the secret; the
 /// messages name what is wrong.
 pub fn check(node: &str, members: &[Member], secret: &[u8]) -> Result<(), String> {
@@ -360,11 +379,13 @@ pub fn from_raw(
     raw: Option<RawCluster>,
 ) -> Result<Option<ClusterConfig>, (Option<std::ops::Range<usize>>, &'static str, String)> {
     let Some(raw) = raw else { return Ok(None) };
-    let node = raw.node.ok_or((
-        None,
-        "cluster.node",
-        "this node's name is required".to_string(),
-    ))?;
+    let node = match raw.node {
+        Some(n) => n,
+        None => Spanned::new(
+            0..0,
+            hostname_node().map_err(|m| (None, "cluster.node", m))?,
+        ),
+    };
     let mut members = Vec::new();
     for p in &raw.peers {
         members.push(parse_member(p.get_ref()).map_err(|m| (Some(p.span()), "cluster.peers", m))?);

@@ -571,3 +571,95 @@ peers = ["n1=10.0.0.1:80", "n2=10.0.0.2:80"]
     assert_eq!(e.key, "site[0].route[0].cluster_key.query");
     assert_eq!(e.line, Some(7));
 }
+
+#[test]
+fn cluster_members_tiers_and_rampup() {
+    use super::cluster::Discovery;
+    let up = "[upstream.app]\nservers = [\"http://127.0.0.1:9000\"]\n";
+    let ok = Config::from_toml(
+        "hoard.toml",
+        &format!(
+            "{up}[cluster]\nnode = \"n1\"\n[cluster.members]\nsource = \"dns\"\ndns = \"hoard-peers.default.svc:8080\"\nresolver = \"127.0.0.1:5353\"\nrefresh = \"2s\"\n[[cluster.tier]]\nname = \"shield\"\npeers = [\"p1=127.0.0.1:9001\"]\n"
+        ),
+    )
+    .unwrap();
+    let c = ok.cluster.unwrap();
+    assert_eq!(
+        c.discovery,
+        Discovery::Dns {
+            name: "hoard-peers.default.svc".into(),
+            port: 8080,
+            resolver: Some("127.0.0.1:5353".parse().unwrap()),
+            refresh: Duration::from_secs(2),
+        }
+    );
+    assert_eq!(
+        c.rampup,
+        Duration::from_secs(60),
+        "the default with discovery"
+    );
+    assert_eq!(c.tiers[0].name, "shield");
+    assert_eq!(c.tiers[0].members[0].name, "p1");
+    // A static list ramps up only when told to.
+    let st = Config::from_toml(
+        "hoard.toml",
+        &format!("{up}[cluster]\nnode = \"n1\"\npeers = [\"n1=127.0.0.1:1\"]\n"),
+    )
+    .unwrap();
+    assert_eq!(st.cluster.unwrap().rampup, Duration::ZERO);
+    // SRV names need no port.
+    let srv = Config::quick(&QuickStart {
+        upstream: "http://127.0.0.1:9000".into(),
+        cluster_node: Some("n1".into()),
+        cluster_dns: Some("_http._tcp.hoard.service.consul".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(matches!(
+        srv.cluster.unwrap().discovery,
+        Discovery::Dns { port: 0, .. }
+    ));
+    // Errors name the key and the line.
+    let e = error(&format!(
+        "{up}[cluster]\nnode = \"n1\"\n[cluster.members]\nsource = \"dns\"\ndns = \"hoard-peers\"\n"
+    ));
+    assert_eq!(
+        (e.key.as_str(), e.line),
+        ("cluster.members.dns", Some(7)),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{up}[cluster]\nnode = \"n1\"\n[cluster.members]\nsource = \"gossip\"\n"
+    ));
+    assert_eq!(
+        (e.key.as_str(), e.line),
+        ("cluster.members.source", Some(6)),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{up}[cluster]\nnode = \"n1\"\n[cluster.members]\nsource = \"redis\"\nadvertise = \"127.0.0.1:1\"\n"
+    ));
+    assert_eq!(e.key, "cluster.members.source");
+    assert!(e.message.contains("[cluster.bus]"), "{e}");
+    let e = error(&format!(
+        "{up}[cluster]\nnode = \"n1\"\npeers = [\"n1=127.0.0.1:1\"]\n[cluster.members]\nsource = \"dns\"\ndns = \"h:1\"\n"
+    ));
+    assert_eq!(e.key, "cluster.peers");
+    let e = error(&format!(
+        "{up}[cluster]\nnode = \"n1\"\npeers = [\"n1=127.0.0.1:1\"]\n[[cluster.tier]]\npeers = [\"p1=10.0.0.1:80\"]\n"
+    ));
+    assert_eq!(
+        (e.key.as_str(), e.line),
+        ("cluster.tier.peers", Some(7)),
+        "{e}"
+    );
+    let e = Config::quick(&QuickStart {
+        upstream: "http://127.0.0.1:9000".into(),
+        cluster_node: Some("n1".into()),
+        cluster_peers: Some("n1=127.0.0.1:1".into()),
+        cluster_dns: Some("h:1".into()),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert_eq!(e.key, "--cluster-dns");
+}

@@ -105,6 +105,9 @@ pub struct FillJob {
     /// may go to its key's owner; `None` for a request from a peer (one
     /// hop at most) or outside a cluster.
     pub cluster_tls: Option<bool>,
+    /// In a cluster with a parent tier: `Some(https)` for a request from a
+    /// peer, whose fill goes to the tier (not to another member).
+    pub tier_tls: Option<bool>,
     /// In a cluster, what the owner is chosen by when the route sets
     /// `cluster_key` (else the cache key's text).
     pub route_key: Option<Arc<str>>,

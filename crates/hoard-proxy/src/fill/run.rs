@@ -188,6 +188,11 @@ impl FillEngine {
                 let by = job.route_key.as_deref().unwrap_or(&job.key.text);
                 c.send(by.as_bytes(), tls, oreq, &job.upstream).await
             }
+            (Some(c), None) if job.tier_tls.is_some() => {
+                let by = job.route_key.as_deref().unwrap_or(&job.key.text);
+                let tls = job.tier_tls.unwrap_or(false);
+                c.beyond(by.as_bytes(), tls, oreq, &job.upstream).await
+            }
             _ => job.upstream.send(oreq).await.map(|r| (r, Source::Origin)),
         };
         match sent {

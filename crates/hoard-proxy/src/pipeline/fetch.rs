@@ -127,6 +127,7 @@ impl Pipeline {
             hold: None,
             partial: None,
             cluster_tls: ctx.cluster_tls(),
+            tier_tls: ctx.tier_tls(),
             route_key: ctx.route_key(),
         }
     }
@@ -209,6 +210,7 @@ impl Pipeline {
                     // Not through the owner: this node learned (from the
                     // owner's answer, or its own) that the key is a pass.
                     job.cluster_tls = None;
+                    job.tier_tls = None;
                 }
                 if let Some(p) = &want.partial {
                     job = self.with_partial(job, ctx, p);

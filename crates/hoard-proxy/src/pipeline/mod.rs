@@ -218,6 +218,11 @@ impl Ctx<'_> {
         (self.clustered && !self.from_peer).then_some(self.tls)
     }
 
+    /// See [`crate::fill::FillJob::tier_tls`].
+    pub fn tier_tls(&self) -> Option<bool> {
+        (self.clustered && self.from_peer).then_some(self.tls)
+    }
+
     pub fn scheme(&self) -> &'static str {
         if self.tls {
             "https"

@@ -83,6 +83,8 @@ pub(crate) struct SliceCtx {
     pub size: u64,
     /// See [`crate::fill::FillJob::cluster_tls`].
     cluster_tls: Option<bool>,
+    /// See [`crate::fill::FillJob::tier_tls`].
+    tier_tls: Option<bool>,
     /// Asked by another cluster member for one slice: it prefetches (and
     /// routes each slice to its owner) itself.
     from_peer: bool,
@@ -271,6 +273,7 @@ impl SliceCtx {
             }),
             hold: None,
             cluster_tls: self.cluster_tls,
+            tier_tls: self.tier_tls,
             // Each slice of the object on an owner of its own.
             route_key: self
                 .route_key
@@ -609,6 +612,7 @@ impl Pipeline {
             send: ctx.send.clone(),
             size,
             cluster_tls: ctx.cluster_tls(),
+            tier_tls: ctx.tier_tls(),
             from_peer: ctx.from_peer,
             route_key: ctx.route_key(),
         });

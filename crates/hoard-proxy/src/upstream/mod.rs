@@ -119,6 +119,10 @@ pub struct Upstream {
     clock: Arc<dyn hoard_policy::clock::Clock>,
     /// Results, timings and bytes, for metrics.
     pub stats: Arc<UpstreamStats>,
+    /// 502-504 answers count as failures of the server (not for a cluster
+    /// member, which passes on its origin's errors and is judged by its
+    /// probes and connections).
+    status_health: bool,
 }
 
 impl Upstream {
@@ -146,7 +150,14 @@ impl Upstream {
             counters,
             clock,
             stats: Arc::default(),
+            status_health: true,
         }
+    }
+
+    /// This upstream, with 502-504 answers not counted against its health.
+    pub fn without_status_health(mut self) -> Upstream {
+        self.status_health = false;
+        self
     }
 
     /// The same upstream under a reloaded configuration: a server that was
@@ -210,7 +221,7 @@ impl Upstream {
     /// Records the status of a response from server `i` in its health.
     fn record_status(&self, i: usize, status: http::StatusCode) {
         match status.as_u16() {
-            502..=504 => self.health[i].failure(self.clock.now()),
+            502..=504 if self.status_health => self.health[i].failure(self.clock.now()),
             _ => self.health[i].success(),
         }
     }

@@ -29,6 +29,7 @@ mod h_tls;
 mod h_websocket;
 mod i_cluster;
 mod j_bus;
+mod j_members;
 mod k_keys;
 mod n_races;
 mod n_store;
