@@ -186,6 +186,9 @@ counters! {
     cluster_bus_behind_misses,
     /// Members that joined this node's view (discovered, probed and caught up with the log).
     cluster_members_joined,
+    /// Probes of a discovered address that did not make it a member yet: no answer, or behind
+    /// this node in the invalidation log (asked again at the next refresh).
+    cluster_members_not_ready,
     /// Members that left this node's view (no longer discovered).
     cluster_members_left,
     /// Failed resolutions of the member list (DNS, Redis); the view was kept.

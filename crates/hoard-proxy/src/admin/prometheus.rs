@@ -58,6 +58,7 @@ families! {
     CLUSTER_UP = "hoard_cluster_member_up" "gauge" "In a cluster: 1 when a member is considered up (this node always is), 0 when down.",
     CLUSTER_SHARE = "hoard_cluster_member_share" "gauge" "In a cluster: the share of keys a member owns now (0 to 1; 0 when it is left out as down).",
     BUS_BEHIND = "hoard_cluster_bus_behind_ms" "gauge" "With a cluster bus: how far each member's applied log position is behind the newest position known here (milliseconds of entry ids).",
+    BUS_BEHIND_ENTRIES = "hoard_cluster_bus_behind_entries" "gauge" "With a cluster bus: how many purge entries each member has not applied yet that this node has (counted among the last 10,000 entries read).",
     NEAR_BYTES = "hoard_cluster_near_bytes" "gauge" "In a cluster: bytes held by the near tier (copies of objects other members own).",
     CLUSTER_PURGE_SECONDS = "hoard_cluster_purge_seconds" "histogram" "In a cluster: time from a purge applied here to the last member's acknowledgement (or the purge timeout).",
     UPTIME = "hoard_uptime_seconds" "gauge" "Seconds since the admin listener started.",
@@ -187,6 +188,18 @@ pub fn render(admin: &Admin) -> String {
                 BUS_BEHIND,
                 &[("member", member)],
                 newest.saturating_sub(at.0),
+            );
+        }
+    }
+    o.head(BUS_BEHIND_ENTRIES);
+    if let Some(bus) = p.cluster.as_ref().and_then(|c| c.bus.as_ref()) {
+        let mut positions: Vec<_> = bus.positions().into_iter().collect();
+        positions.sort();
+        for (member, at) in &positions {
+            o.sample(
+                BUS_BEHIND_ENTRIES,
+                &[("member", member)],
+                bus.entries_after(*at),
             );
         }
     }

@@ -104,7 +104,16 @@ pub struct Bus {
     unsure: AtomicBool,
     /// The last `XREAD` (or connection) succeeded.
     connected: AtomicBool,
+    /// Since when (Unix ms) this node has been unsure (0: it is not, or
+    /// the time is not known yet); for `cluster_fenced_ms`.
+    unsure_since_ms: std::sync::atomic::AtomicU64,
+    /// The ids of the last [`RECENT`] purge entries read, oldest first:
+    /// how many entries a member is behind ([`Bus::entries_after`]).
+    recent: parking_lot::Mutex<std::collections::VecDeque<EntryId>>,
 }
+
+/// Purge entry ids kept to count members' lag in entries.
+const RECENT: usize = 10_000;
 
 /// What [`Bus::publish`] found: the entry, and each member's state.
 #[derive(Debug)]
@@ -136,6 +145,8 @@ impl Bus {
             positions: tokio::sync::watch::Sender::new(HashMap::new()),
             unsure: AtomicBool::new(cfg.on_loss == OnBusLoss::Revalidate),
             connected: AtomicBool::new(false),
+            unsure_since_ms: std::sync::atomic::AtomicU64::new(0),
+            recent: parking_lot::Mutex::new(std::collections::VecDeque::new()),
         })
     }
 
@@ -163,6 +174,13 @@ impl Bus {
             .await
             .is_ok_and(|r| r.is_ok());
         ok
+    }
+
+    /// How many of the purge entries this node has read come after `at`
+    /// (among the last [`RECENT`]).
+    pub fn entries_after(&self, at: EntryId) -> u64 {
+        let recent = self.recent.lock();
+        (recent.len() - recent.partition_point(|id| *id <= at)) as u64
     }
 
     /// Each member's acknowledged position.
@@ -422,6 +440,11 @@ async fn run(pipeline: Weak<Pipeline>) {
         };
         bus.load_cursor()
     };
+    if let Some(c) = pipeline.upgrade().and_then(|p| p.cluster.clone()) {
+        if let Some(bus) = c.bus.as_ref().filter(|b| b.unsure()) {
+            bus.unsure_since_ms.store(c.clock_ms(), Ordering::Relaxed);
+        }
+    }
     let mut acks_from = EntryId::default();
     let mut last_ok = None;
     loop {
@@ -446,6 +469,8 @@ async fn run(pipeline: Weak<Pipeline>) {
                     && !bus.unsure.swap(true, Ordering::Relaxed)
                 {
                     p.counters.inc(&p.counters.cluster_bus_lost);
+                    bus.unsure_since_ms
+                        .store(cluster.clock_ms(), Ordering::Relaxed);
                     tracing::warn!(error = %e, lost_ms = lost_for.as_millis() as u64, "cluster bus lost past the grace period: stored objects are revalidated until the log is read again");
                 }
                 drop(p);
@@ -536,6 +561,15 @@ async fn read_some(
                             }
                         }
                     }
+                    {
+                        let mut recent = bus.recent.lock();
+                        if recent.back().is_none_or(|last| *last < id) {
+                            recent.push_back(id);
+                        }
+                        if recent.len() > RECENT {
+                            recent.pop_front();
+                        }
+                    }
                     p.counters.inc(&p.counters.cluster_bus_applied);
                     if bus.unsure() {
                         p.counters.inc(&p.counters.cluster_bus_replayed);
@@ -566,6 +600,13 @@ async fn read_some(
         }
         if applied < BATCH && bus.unsure.swap(false, Ordering::Relaxed) {
             p.counters.inc(&p.counters.cluster_bus_caught_up);
+            let since = bus.unsure_since_ms.swap(0, Ordering::Relaxed);
+            if since != 0 {
+                p.counters.add(
+                    &p.counters.cluster_fenced_ms,
+                    cluster.clock_ms().saturating_sub(since),
+                );
+            }
             tracing::info!(at = %cursor.unwrap_or_default(), "cluster log read to its end: stored objects are served again");
         }
     }

@@ -258,6 +258,7 @@ impl Joins {
                     self.me.insert(addr);
                 }
                 Candidate::NotYet(why) => {
+                    c.counters.inc(&c.counters.cluster_members_not_ready);
                     tracing::info!(%addr, why, "a discovered member is not routed to yet");
                 }
                 Candidate::Ready(name) => {

@@ -87,6 +87,12 @@ async fn j00001_a_purge_is_acked_by_every_member_through_the_log() {
     let m = t.client(nodes[0].admin()).get("/metrics").send().await;
     let text = String::from_utf8_lossy(&m.body).to_string();
     for n in ["n1", "n2", "n3"] {
+        // Every member applied the one entry: none is behind in entries.
+        let entries = format!("hoard_cluster_bus_behind_entries{{member=\"{n}\"}} 0");
+        assert!(
+            text.lines().any(|l| l == entries),
+            "{entries} not in /metrics"
+        );
         let series = format!("hoard_cluster_bus_behind_ms{{member=\"{n}\"}} ");
         let value = text
             .lines()
@@ -194,8 +200,15 @@ async fn j00003_a_member_that_lost_the_bus_revalidates() {
         "served as fresh while the bus is lost: {mine}"
     );
     assert!(mine.contains("detail=cluster-fenced"), "{mine}");
+    // Two more seconds unsure: counted as fenced time once caught up.
+    t.clock.advance(Duration::from_secs(2));
     redis.restart().await;
     n1.wait_counter("cluster_bus_caught_up", 2).await;
+    assert!(
+        n1.counter("cluster_fenced_ms") >= 2_000,
+        "{}",
+        n1.counter("cluster_fenced_ms")
+    );
     let r = t.client(n1).get("/g").send().await;
     assert!(crate::i_cluster::own_entry(&r).contains("hit"));
     origin.finish().await;

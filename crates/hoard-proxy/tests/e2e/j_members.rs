@@ -421,3 +421,54 @@ async fn j00011_redis_heartbeats_make_the_member_list() {
     assert!(acked.values().all(|v| v == "acked"), "{acked:?}");
     origin.finish().await;
 }
+
+// j00012: a member that appears is routed to only once it has caught up
+// with the log: a third node that starts while the bus is down answers
+// probes but has applied nothing, so the others leave it out; once the bus
+// is back it reads the log, and they take it in.
+#[tokio::test]
+async fn j00012_a_member_behind_the_log_is_not_routed_to() {
+    let t = Test::new("j00012");
+    let mut redis = RedisServer::start(&t.dir().join("redis")).await;
+    let p = ports(&t, 3, &[Ipv4Addr::LOCALHOST]);
+    let dns = Dns::start().await;
+    let srv = "_http._tcp.hoard.test";
+    let targets: Vec<(String, u16)> = (0..3).map(|i| (format!("n{}.test", i + 1), p[i])).collect();
+    let all: Vec<(&str, u16)> = targets.iter().map(|(h, p)| (h.as_str(), *p)).collect();
+    dns.set_srv(srv, &all[..2]);
+    let origin = t.origin().start().await;
+    let at = |i: usize| SocketAddr::from(([127, 0, 0, 1], p[i]));
+    let url = redis.url();
+    let cfg = |i: usize| {
+        let mut c = dns_cluster(&format!("n{}", i + 1), &dns, srv, 0);
+        let mut bus = hoard_proxy::config::cluster::bus(&url).unwrap();
+        bus.prefix = "hoard-j12".into();
+        c.bus = Some(bus);
+        c
+    };
+    let n1 = node(&t, &origin, at(0), cfg(0)).await;
+    let n2 = node(&t, &origin, at(1), cfg(1)).await;
+    for n in [&n1, &n2] {
+        n.wait_counter("cluster_members_joined", 1).await;
+        n.wait_counter("cluster_bus_caught_up", 1).await;
+    }
+    // A purge: the log has an entry both applied.
+    let r = crate::o_ops::purge(&t, &n1, r#"{"host": "localhost"}"#).await;
+    assert!(acks(&r).values().all(|v| v == "acked"), "{:?}", acks(&r));
+
+    redis.stop();
+    dns.set_srv(srv, &all);
+    let n3 = node(&t, &origin, at(2), cfg(2)).await;
+    // Probed, answering, and left out: it has applied nothing.
+    n1.wait_counter("cluster_members_not_ready", 2).await;
+    n2.wait_counter("cluster_members_not_ready", 2).await;
+    assert_eq!(names(&t, &n1).await, ["n1", "n2"]);
+    assert_eq!(n3.counter("cluster_bus_caught_up"), 0);
+
+    redis.restart().await;
+    n3.wait_counter("cluster_bus_caught_up", 1).await;
+    n1.wait_counter("cluster_members_joined", 2).await;
+    n2.wait_counter("cluster_members_joined", 2).await;
+    assert_eq!(names(&t, &n1).await, ["n1", "n2", "n3"]);
+    origin.finish().await;
+}
