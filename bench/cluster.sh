@@ -12,6 +12,7 @@
 #   LOAD_SECONDS=6              the kill test's length (the kill at a third)
 #   HOT_SECONDS=5               each hot-key run (wrk -t1 -c16)
 #   ANCHORS="nginx varnish"     which anchors run the spread test
+#   JOIN_OBJECTS=400            objects held when a fourth node joins
 #   HOARD_BIN, SKIP_BUILD=1, KEEP=1, BASE_PORT=18800
 set -euo pipefail
 
@@ -48,6 +49,7 @@ free_port ORIGIN_PORT
 spawn "$RUN/origin.log" python3 "$BENCH_DIR/fill_origin.py" --port "$ORIGIN_PORT" --body-size 4096
 wait_port "$ORIGIN_PORT" origin "$STARTED_PID" "$RUN/origin.log"
 count() { curl -sS "http://127.0.0.1:$ORIGIN_PORT/__count?prefix=$1"; }
+stat_of() { curl -sS "http://$1/status" | python3 -c "import json,sys; s=json.load(sys.stdin); print(eval(sys.argv[1]))" "$2"; }
 
 # start_nodes NAME N [cluster]: N hoards; sets NODES (host:port list),
 # ADMIN1 (the first one's admin) and NODE_PIDS.
@@ -244,6 +246,62 @@ for n in 3 5; do
     fi
     stop_nodes
 done
+
+# ------------------ 2d. a fourth node joins a warm cluster under load ----
+# Members from heartbeats on the bus (--cluster-advertise): three nodes hold
+# JOIN_OBJECTS objects, a load of hits runs on them, a fourth node starts
+# and joins; then every object is asked once more through the new node.
+# The keys that moved to it are counted on it (answered by their previous
+# owner during its ramp-up, or fetched), and the origin requests the join
+# caused are counted at the origin. Twice: ramp-up on (the default for a
+# discovered member list) and off (--cluster-rampup 0s, what a plain
+# consistent-hash cluster does).
+start_member() { # I RAMPUP
+    local i="$1" rampup="$2" p a
+    free_port p; free_port a
+    spawn "$RUN/join-$rampup-n$i.log" "$HOARD_BIN" --upstream "http://127.0.0.1:$ORIGIN_PORT" \
+        --listen "127.0.0.1:$p" --admin "127.0.0.1:$a" --threads 1 --cluster-node "n$i" \
+        --cluster-bus "$BUS_URL" --cluster-advertise "127.0.0.1:$p" --cluster-rampup "$rampup"
+    NODE_PIDS+=("$STARTED_PID")
+    wait_port "$p" "join-n$i" "$STARTED_PID" "$RUN/join-$rampup-n$i.log"
+    NODES+="${NODES:+,}127.0.0.1:$p"
+    JOIN_ADMINS+=("127.0.0.1:$a")
+}
+wait_members() { # N ADMIN...: until each routes to N members
+    local n="$1" a k seen; shift
+    for a in "$@"; do
+        for k in $(seq 200); do
+            seen="$(stat_of "$a" "len(s['cluster']['members'])")"
+            [ "$seen" -ge "$n" ] && break
+            sleep 0.05
+        done
+        [ "$seen" -ge "$n" ] || die "$a routes to $seen members, not $n"
+    done
+}
+JOIN_OBJECTS="${JOIN_OBJECTS:-400}"
+for rampup in 60s 0s; do
+    redis-cli -p "$REDIS_PORT" DEL hoard:members >/dev/null
+    NODES=""; NODE_PIDS=(); JOIN_ADMINS=()
+    for i in 1 2 3; do start_member "$i" "$rampup"; done
+    wait_members 3 "${JOIN_ADMINS[@]}"
+    prefix="/cold/0/join-$rampup-$TAG-"
+    python3 "$BENCH_DIR/cluster_client.py" spread "$NODES" "$JOIN_OBJECTS" "$JOIN_OBJECTS" "$prefix" >/dev/null
+    warm="$(count "$prefix")"
+    python3 "$BENCH_DIR/cluster_client.py" hits "$NODES" 8 "$prefix" "$JOIN_OBJECTS" >"$RUN/join-$rampup.out" &
+    loader=$!
+    sleep 2
+    start_member 4 "$rampup"
+    wait_members 4 "${JOIN_ADMINS[@]}"
+    wait "$loader"
+    python3 "$BENCH_DIR/cluster_client.py" spread "${NODES##*,}" "$JOIN_OBJECTS" "$JOIN_OBJECTS" "$prefix" >/dev/null
+    R[join_caused_$rampup]="$(( $(count "$prefix") - warm ))"
+    R[join_moved_$rampup]="$(stat_of "${JOIN_ADMINS[3]}" "s['cluster']['rampup_hits'] + s['cluster']['owner_fills']")"
+    R[join_hits_$rampup]="$(stat_of "${JOIN_ADMINS[3]}" "s['cluster']['rampup_hits']")"
+    R[join_misses_$rampup]="$(stat_of "${JOIN_ADMINS[3]}" "s['cluster']['rampup_misses']")"
+    R[join_load_$rampup]="$(cat "$RUN/join-$rampup.out")"
+    log "join, rampup $rampup: warm $warm, origin requests caused ${R[join_caused_$rampup]}, keys moved ${R[join_moved_$rampup]}, from previous owners ${R[join_hits_$rampup]} (not held there: ${R[join_misses_$rampup]}), load ${R[join_load_$rampup]}"
+    stop_nodes
+done
 BUS_URL=""
 
 # ------------------------------ 4. a hot key: local, forwarded, near hits ----
@@ -257,7 +315,6 @@ wrk_on() { # NODE PATH [connections]
 }
 ms() { awk -v u="$(field "$2" "$1")" 'BEGIN { printf "%.2f", u / 1000 }'; }
 rps() { awk -v r="$(field requests "$1")" -v d="$(field duration_us "$1")" 'BEGIN { printf "%.0f", r / (d / 1e6) }'; }
-stat_of() { curl -sS "http://$1/status" | python3 -c "import json,sys; s=json.load(sys.stdin); print(eval(sys.argv[1]))" "$2"; }
 for near in default 0; do
     extra=()
     [ "$near" = default ] || extra=(--cluster-near-size "$near")
@@ -323,6 +380,9 @@ report_start cluster
     echo "| the same, 5 nodes | $(field p50_ms "${R[b5]}") / $(field p99_ms "${R[b5]}") / $(field max_ms "${R[b5]}"), $(field all_acked "${R[b5]}") of $PURGES |"
     echo "| Redis stopped for 10 s during 16 s of hits on 50 objects over 3 nodes (bus on, grace 5 s): requests ok / failed, served as hits | $(field ok "${R[busloss]}") / **$(field bad "${R[busloss]}")** (target 0), $(field hit "${R[busloss]}") hits |"
     echo "| the same: origin requests meanwhile (revalidations while a node was not caught up) | ${R[busloss_origin]} |"
+    for r in 60s 0s; do
+        echo "| a 4th node joins 3 holding $JOIN_OBJECTS objects under hits (members from Redis heartbeats, ramp-up $r): origin requests the join caused / keys that moved to it (answered by their previous owner) | **${R[join_caused_$r]}** / ${R[join_moved_$r]} ($(awk -v c="${R[join_caused_$r]}" -v m="${R[join_moved_$r]}" 'BEGIN { printf "%.1f%%", m ? 100 * c / m : 0 }'); ${R[join_hits_$r]} from previous owners); hits during the join ok / failed $(field ok "${R[join_load_$r]}") / $(field bad "${R[join_load_$r]}") |"
+    done
     echo "| member killed (SIGKILL) a third into ${LOAD_SECONDS} s of misses on the two others: requests ok / failed | $(field ok "${R[kill]}") / **$(field bad "${R[kill]}")** (target 0) |"
     echo "| the same: origin requests for those unique URLs (ok requests) | ${R[kill_origin]} ($(field ok "${R[kill]}")) |"
     echo

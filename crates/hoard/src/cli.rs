@@ -184,6 +184,12 @@ struct QuickArgs {
     /// Members from DNS instead of --cluster-peers: NAME:PORT (A/AAAA records, e.g. a Kubernetes headless Service) or _http._tcp.NAME (SRV records), re-resolved every 5 s.
     #[arg(long)]
     cluster_dns: Option<String>,
+    /// Members from heartbeats on the bus instead of --cluster-peers: this node's address as the others reach it (IP:PORT); needs --cluster-bus.
+    #[arg(long)]
+    cluster_advertise: Option<std::net::SocketAddr>,
+    /// How long after joining a running cluster a miss is first asked of the key's previous owner (default 60s with a discovered member list, 0 with --cluster-peers).
+    #[arg(long, value_parser = parse_duration)]
+    cluster_rampup: Option<std::time::Duration>,
 }
 
 /// Parses the command line (exits with usage on error).
@@ -288,6 +294,8 @@ impl Cli {
                     cluster_near_size: q.cluster_near_size,
                     cluster_bus: q.cluster_bus.clone(),
                     cluster_dns: q.cluster_dns.clone(),
+                    cluster_advertise: q.cluster_advertise,
+                    cluster_rampup: q.cluster_rampup,
                 })
             }
         }

@@ -18,6 +18,10 @@
 //! keys go to their second choices, as for a member that is down); a
 //! failed resolution keeps the view as it is.
 //!
+//! Until its first resolution has been tried, this node answers
+//! probes with 503: others do not route to a node that does not know the
+//! members yet (it could not ask a key's previous owner).
+//!
 //! The first time this node's view grows beyond itself, it has joined a
 //! cluster: its ramp-up window begins ([`super::rampup`]).
 //!
@@ -201,6 +205,10 @@ async fn run(cluster: Weak<Cluster>) {
                 tracing::warn!(error = %e, "cluster members not resolved; the member list is kept");
             }
         }
+        // From now on this node answers probes: it knows the others, or
+        // cannot learn them yet (a first failure must not keep it out for
+        // good: a headless Service may list only ready pods).
+        c.discovered.store(true, std::sync::atomic::Ordering::Relaxed);
         drop(c);
         tokio::time::sleep(refresh).await;
     }

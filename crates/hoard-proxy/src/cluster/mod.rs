@@ -105,6 +105,8 @@ pub struct Cluster {
     fence_ms: AtomicU64,
     /// Joining: see [`rampup`].
     rampup: rampup::Rampup,
+    /// The member list has been read (always, for a static one).
+    discovered: std::sync::atomic::AtomicBool,
     counters: Arc<Counters>,
     clock: Arc<dyn hoard_policy::clock::Clock>,
 }
@@ -220,6 +222,7 @@ impl Cluster {
                 }),
             fence_ms: AtomicU64::new(0),
             rampup: rampup::Rampup::new(cfg.rampup),
+            discovered: std::sync::atomic::AtomicBool::new(cfg.discovery == Discovery::Static),
             counters,
             clock,
         }
@@ -313,8 +316,10 @@ impl Cluster {
 
     /// The header fields of this node's probe answers: its name, and how
     /// far it has applied the log (a joining member is routed to only
-    /// once it has caught up, see [`discover`]).
-    pub fn probe_answer(&self, headers: &mut HeaderMap) {
+    /// once it has caught up, see [`discover`]); and the status: 503 until
+    /// a discovered member list has been read once (a node that does not
+    /// know the other members yet could not find a key's previous owner).
+    pub fn probe_answer(&self, headers: &mut HeaderMap) -> http::StatusCode {
         if let Ok(v) = HeaderValue::from_str(self.node()) {
             headers.insert(NODE_FIELD.clone(), v);
         }
@@ -322,6 +327,11 @@ impl Cluster {
             if let Ok(v) = HeaderValue::from_str(&at.to_string()) {
                 headers.insert(LOG_FIELD.clone(), v);
             }
+        }
+        if self.discovered.load(Ordering::Relaxed) {
+            http::StatusCode::OK
+        } else {
+            http::StatusCode::SERVICE_UNAVAILABLE
         }
     }
 

@@ -432,6 +432,11 @@ pub struct QuickStart {
     pub cluster_bus: Option<String>,
     /// `--cluster-dns NAME:PORT` (or an SRV name): members from DNS.
     pub cluster_dns: Option<String>,
+    /// `--cluster-advertise IP:PORT`: members from heartbeats on the bus,
+    /// this node reached at that address.
+    pub cluster_advertise: Option<std::net::SocketAddr>,
+    /// `--cluster-rampup 60s`: see [`ClusterConfig::rampup`].
+    pub cluster_rampup: Option<Duration>,
 }
 
 /// `--cluster-*` of the quick start.
@@ -440,16 +445,29 @@ fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str,
         Some(d) => Some(cluster::dns_target(d).map_err(|m| ("--cluster-dns", m))?),
         None => None,
     };
-    let peers_or_dns = match (&q.cluster_peers, &dns) {
-        (Some(_), Some(_)) => {
+    let discovered = dns.is_some() || q.cluster_advertise.is_some();
+    if dns.is_some() && q.cluster_advertise.is_some() {
+        return Err((
+            "--cluster-advertise",
+            "members come from DNS (--cluster-dns) or from the bus (--cluster-advertise): give one".into(),
+        ));
+    }
+    if q.cluster_advertise.is_some() && q.cluster_bus.is_none() {
+        return Err((
+            "--cluster-advertise",
+            "members from heartbeats need the bus (--cluster-bus)".into(),
+        ));
+    }
+    let peers_or_dns = match (&q.cluster_peers, discovered) {
+        (Some(_), true) => {
             return Err((
-                "--cluster-dns",
-                "replaces --cluster-peers: give one of them".into(),
+                "--cluster-peers",
+                "a discovered member list (--cluster-dns, --cluster-advertise) replaces it: give one".into(),
             ))
         }
-        (Some(p), None) => Some(p.clone()),
-        (None, Some(_)) => Some(String::new()),
-        (None, None) => None,
+        (Some(p), false) => Some(p.clone()),
+        (None, true) => Some(String::new()),
+        (None, false) => None,
     };
     let (node, peers) = match (&q.cluster_node, &peers_or_dns) {
         (None, None) => {
@@ -491,14 +509,19 @@ fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str,
         Some(f) => cluster::read_secret(f).map_err(|m| ("--cluster-secret-file", m))?,
         None => Vec::new(),
     };
-    let discovery = match dns {
-        Some((name, port)) => cluster::Discovery::Dns {
+    let discovery = match (dns, q.cluster_advertise) {
+        (Some((name, port)), _) => cluster::Discovery::Dns {
             name,
             port,
             resolver: None,
             refresh: cluster::DNS_REFRESH,
         },
-        None => cluster::Discovery::Static,
+        (None, Some(advertise)) => cluster::Discovery::Redis {
+            advertise,
+            refresh: cluster::REDIS_REFRESH,
+            ttl: cluster::REDIS_TTL,
+        },
+        (None, None) => cluster::Discovery::Static,
     };
     let discovery_static = discovery == cluster::Discovery::Static;
     if discovery_static {
@@ -519,11 +542,11 @@ fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str,
             None => None,
         },
         discovery,
-        rampup: if discovery_static {
+        rampup: q.cluster_rampup.unwrap_or(if discovery_static {
             Duration::ZERO
         } else {
             cluster::RAMPUP
-        },
+        }),
         tiers: Vec::new(),
     }))
 }

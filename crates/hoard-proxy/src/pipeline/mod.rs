@@ -349,7 +349,7 @@ impl Pipeline {
             let mut resp =
                 Response::new(Tallied::new(ProxyBody::Empty, self.metrics.clone(), None));
             if let Some(c) = &self.cluster {
-                c.probe_answer(resp.headers_mut());
+                *resp.status_mut() = c.probe_answer(resp.headers_mut());
             }
             return resp;
         }
