@@ -5,8 +5,10 @@
 //!
 //! A source gives addresses, not members: every `refresh`, the DNS name's
 //! A/AAAA records (with the configured port) or SRV records (targets and
-//! ports; a Kubernetes headless Service, Consul), or the addresses the
-//! nodes wrote to `PREFIX:members` with their heartbeats, recent ones only.
+//! ports; a Kubernetes headless Service, Consul), the ready endpoints of a
+//! Service's EndpointSlices from the Kubernetes API ([`super::kubernetes`]),
+//! or the addresses the nodes wrote to `PREFIX:members` with their
+//! heartbeats, recent ones only.
 //! An address becomes a member once it answers a probe: the answer names
 //! the node (`hoard-node`; the name is what the ring hashes, so keys stay
 //! with a node across address changes) and, with a bus, how far it has
@@ -54,7 +56,7 @@ use crate::upstream::Upstream;
 pub fn start(cluster: &Arc<Cluster>) {
     match &cluster.discovery {
         Discovery::Static => cluster.begin_rampup(),
-        Discovery::Dns { .. } | Discovery::Redis { .. } => {
+        Discovery::Dns { .. } | Discovery::Redis { .. } | Discovery::Kubernetes(_) => {
             tokio::spawn(run(Arc::downgrade(cluster)));
         }
     }
@@ -71,6 +73,7 @@ enum Finder {
         advertise: SocketAddr,
         ttl: Duration,
     },
+    Kubernetes(Box<super::kubernetes::EndpointSlices>),
 }
 
 impl Finder {
@@ -128,6 +131,10 @@ impl Finder {
                 },
                 *refresh,
             )),
+            Discovery::Kubernetes(k) => Ok((
+                Finder::Kubernetes(Box::new(super::kubernetes::EndpointSlices::new(k)?)),
+                k.refresh,
+            )),
         }
     }
 
@@ -167,6 +174,7 @@ impl Finder {
                 }
                 Ok(found)
             }
+            Finder::Kubernetes(k) => k.ready().await,
             Finder::Redis { advertise, ttl } => {
                 let bus = c.bus.as_ref().ok_or("redis membership without a bus")?;
                 bus.heartbeat(c.node(), *advertise, c.clock_ms())
@@ -208,7 +216,8 @@ async fn run(cluster: Weak<Cluster>) {
         // From now on this node answers probes: it knows the others, or
         // cannot learn them yet (a first failure must not keep it out for
         // good: a headless Service may list only ready pods).
-        c.discovered.store(true, std::sync::atomic::Ordering::Relaxed);
+        c.discovered
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         drop(c);
         tokio::time::sleep(refresh).await;
     }

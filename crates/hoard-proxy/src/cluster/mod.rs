@@ -50,6 +50,7 @@
 
 pub mod bus;
 pub mod discover;
+pub mod kubernetes;
 pub mod member;
 pub mod near;
 pub mod peer_auth;
@@ -269,6 +270,7 @@ impl Cluster {
             Discovery::Static => "static",
             Discovery::Dns { .. } => "dns",
             Discovery::Redis { .. } => "redis",
+            Discovery::Kubernetes(_) => "kubernetes",
         }
     }
 

@@ -98,7 +98,33 @@ pub enum Discovery {
         /// A member not seen for this long is gone. Default: 5 s.
         ttl: Duration,
     },
+    /// The EndpointSlices of a Service, read from the Kubernetes API:
+    /// the ready endpoints' addresses, with the Service's port.
+    Kubernetes(KubernetesSource),
 }
+
+/// `source = "kubernetes"` (see `crate::cluster::discover`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubernetesSource {
+    /// The API server: `https://HOST:PORT` (default: from
+    /// `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT`).
+    pub api: String,
+    /// The Service's namespace (default: the pod's, from its service account).
+    pub namespace: String,
+    /// The Service whose endpoints are the members.
+    pub service: String,
+    /// The port's name or number in the EndpointSlices (default: the first).
+    pub port: Option<String>,
+    /// The bearer token (re-read every time: tokens are rotated).
+    pub token_file: PathBuf,
+    /// The CA that signs the API server's certificate.
+    pub ca_file: PathBuf,
+    /// Time between reads. Default: 5 s.
+    pub refresh: Duration,
+}
+
+/// Where a pod's service account is mounted.
+pub const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// Default of [`Discovery::Dns`] `refresh`.
 pub const DNS_REFRESH: Duration = Duration::from_secs(5);
@@ -123,7 +149,7 @@ pub struct Tier {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawMembers {
-    /// `source = "static" | "dns" | "redis"`.
+    /// `source = "static" | "dns" | "kubernetes" | "redis"`.
     pub source: Option<Spanned<String>>,
     /// `dns = "hoard.default.svc.cluster.local:8080"` or `"_http._tcp.hoard..."`.
     pub dns: Option<Spanned<String>>,
@@ -135,6 +161,18 @@ pub struct RawMembers {
     pub advertise: Option<Spanned<String>>,
     /// `ttl = "5s"` (redis).
     pub ttl: Option<Dur>,
+    /// `service = "hoard-peers"` (kubernetes).
+    pub service: Option<Spanned<String>>,
+    /// `namespace = "hoard"` (kubernetes).
+    pub namespace: Option<String>,
+    /// `port = "http"` (kubernetes).
+    pub port: Option<String>,
+    /// `api = "https://10.96.0.1:443"` (kubernetes).
+    pub api: Option<Spanned<String>>,
+    /// `token_file = ".../token"` (kubernetes).
+    pub token_file: Option<PathBuf>,
+    /// `ca_file = ".../ca.crt"` (kubernetes).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// `[[cluster.tier]]` as written.
@@ -545,10 +583,66 @@ fn discovery_from_raw(m: RawMembers, has_bus: bool) -> Result<Discovery, RawErro
                 ttl: m.ttl.map_or(REDIS_TTL, |d| d.0),
             })
         }
+        "kubernetes" => {
+            let service = m.service.ok_or((
+                Some(source.span()),
+                "cluster.members.service",
+                "the Service whose endpoints are the members is required".to_string(),
+            ))?;
+            let sa = std::path::Path::new(SERVICE_ACCOUNT);
+            let api =
+                match m.api {
+                    Some(a) => {
+                        let v = a.get_ref().trim_end_matches('/').to_string();
+                        if !(v.starts_with("https://") || v.starts_with("http://")) {
+                            return Err((
+                                Some(a.span()),
+                                "cluster.members.api",
+                                format!("{v:?}: expected https://HOST:PORT"),
+                            ));
+                        }
+                        v
+                    }
+                    None => match (
+                        std::env::var("KUBERNETES_SERVICE_HOST"),
+                        std::env::var("KUBERNETES_SERVICE_PORT"),
+                    ) {
+                        (Ok(h), Ok(p)) if h.contains(':') => format!("https://[{h}]:{p}"),
+                        (Ok(h), Ok(p)) => format!("https://{h}:{p}"),
+                        _ => return Err((
+                            Some(source.span()),
+                            "cluster.members.api",
+                            "not in a pod (no KUBERNETES_SERVICE_HOST): give the API server's URL"
+                                .to_string(),
+                        )),
+                    },
+                };
+            let namespace = match m.namespace {
+                Some(n) => n,
+                None => std::fs::read_to_string(sa.join("namespace"))
+                    .map(|n| n.trim().to_string())
+                    .map_err(|e| {
+                        (
+                            Some(source.span()),
+                            "cluster.members.namespace",
+                            format!("not given, and the pod's is not readable ({e})"),
+                        )
+                    })?,
+            };
+            Ok(Discovery::Kubernetes(KubernetesSource {
+                api,
+                namespace,
+                service: service.into_inner(),
+                port: m.port,
+                token_file: m.token_file.unwrap_or_else(|| sa.join("token")),
+                ca_file: m.ca_file.unwrap_or_else(|| sa.join("ca.crt")),
+                refresh: m.refresh.map_or(DNS_REFRESH, |d| d.0),
+            }))
+        }
         other => Err((
             Some(source.span()),
             "cluster.members.source",
-            format!("{other:?}: expected \"static\", \"dns\" or \"redis\""),
+            format!("{other:?}: expected \"static\", \"dns\", \"kubernetes\" or \"redis\""),
         )),
     }
 }

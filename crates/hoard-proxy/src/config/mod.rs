@@ -449,7 +449,8 @@ fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str,
     if dns.is_some() && q.cluster_advertise.is_some() {
         return Err((
             "--cluster-advertise",
-            "members come from DNS (--cluster-dns) or from the bus (--cluster-advertise): give one".into(),
+            "members come from DNS (--cluster-dns) or from the bus (--cluster-advertise): give one"
+                .into(),
         ));
     }
     if q.cluster_advertise.is_some() && q.cluster_bus.is_none() {
@@ -459,12 +460,11 @@ fn quick_cluster(q: &QuickStart) -> Result<Option<ClusterConfig>, (&'static str,
         ));
     }
     let peers_or_dns = match (&q.cluster_peers, discovered) {
-        (Some(_), true) => {
-            return Err((
-                "--cluster-peers",
-                "a discovered member list (--cluster-dns, --cluster-advertise) replaces it: give one".into(),
-            ))
-        }
+        (Some(_), true) => return Err((
+            "--cluster-peers",
+            "a discovered member list (--cluster-dns, --cluster-advertise) replaces it: give one"
+                .into(),
+        )),
         (Some(p), false) => Some(p.clone()),
         (None, true) => Some(String::new()),
         (None, false) => None,

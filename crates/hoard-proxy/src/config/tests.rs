@@ -661,5 +661,47 @@ fn cluster_members_tiers_and_rampup() {
         ..Default::default()
     })
     .unwrap_err();
-    assert_eq!(e.key, "--cluster-dns");
+    assert_eq!(e.key, "--cluster-peers");
+    // Kubernetes: the Service is required, the API URL is checked.
+    let k = Config::from_toml(
+        "hoard.toml",
+        &format!(
+            "{up}[cluster]\nnode = \"n1\"\n[cluster.members]\nsource = \"kubernetes\"\nservice = \"hoard-peers\"\nnamespace = \"edge\"\napi = \"https://10.96.0.1:443\"\nport = \"http\"\n"
+        ),
+    )
+    .unwrap();
+    match k.cluster.unwrap().discovery {
+        Discovery::Kubernetes(s) => {
+            assert_eq!(
+                (s.service.as_str(), s.namespace.as_str()),
+                ("hoard-peers", "edge")
+            );
+            assert!(s.token_file.ends_with("serviceaccount/token"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = error(&format!(
+        "{up}[cluster]\nnode = \"n1\"\n[cluster.members]\nsource = \"kubernetes\"\nnamespace = \"edge\"\n"
+    ));
+    assert_eq!(
+        (e.key.as_str(), e.line),
+        ("cluster.members.service", Some(6)),
+        "{e}"
+    );
+    let e = error(&format!(
+        "{up}[cluster]\nnode = \"n1\"\n[cluster.members]\nsource = \"kubernetes\"\nservice = \"s\"\nnamespace = \"edge\"\napi = \"10.96.0.1\"\n"
+    ));
+    assert_eq!(
+        (e.key.as_str(), e.line),
+        ("cluster.members.api", Some(9)),
+        "{e}"
+    );
+    let e = Config::quick(&QuickStart {
+        upstream: "http://127.0.0.1:9000".into(),
+        cluster_node: Some("n1".into()),
+        cluster_advertise: Some("127.0.0.1:1".parse().unwrap()),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert_eq!(e.key, "--cluster-advertise");
 }

@@ -472,3 +472,169 @@ async fn j00012_a_member_behind_the_log_is_not_routed_to() {
     assert_eq!(names(&t, &n1).await, ["n1", "n2", "n3"]);
     origin.finish().await;
 }
+
+// j00013: both tiers on one invalidation log: a purge taken by an edge is
+// an entry every edge and every parent applies and acknowledges (the
+// answer names all four and the entry); afterwards neither tier serves the
+// old body, so the edge's refetch through the parent gets the new one.
+#[tokio::test]
+async fn j00013_both_tiers_apply_purges_from_one_log() {
+    let t = Test::new("j00013");
+    let redis = RedisServer::start(&t.dir().join("redis")).await;
+    let p = ports(&t, 4, &[Ipv4Addr::LOCALHOST]);
+    let at = |i: usize| SocketAddr::from(([127, 0, 0, 1], p[i]));
+    let member = |name: &str, i: usize| Member {
+        name: name.into(),
+        addr: at(i),
+        weight: 1.0,
+    };
+    let edges = vec![member("e1", 0), member("e2", 1)];
+    let parents = vec![member("p1", 2), member("p2", 3)];
+    let origin = crate::i_cluster::origin_serving_versions(&t, "/l", &["old", "new"]).await;
+    let mut bus = hoard_proxy::config::cluster::bus(&redis.url()).unwrap();
+    bus.prefix = "hoard-j13".into();
+    let mut nodes = Vec::new();
+    for (i, m) in edges.iter().chain(&parents).enumerate() {
+        let tier = if i < 2 { &edges } else { &parents };
+        let mut c = ClusterConfig::new(&m.name, tier.clone(), SECRET.to_vec());
+        if i < 2 {
+            c.tiers = vec![Tier {
+                name: "shield".into(),
+                members: parents.clone(),
+            }];
+        }
+        c.bus = Some(bus.clone());
+        c.purge_timeout = Duration::from_secs(2);
+        nodes.push(node(&t, &origin, at(i), c).await);
+    }
+    for n in &nodes {
+        n.wait_counter("cluster_bus_caught_up", 1).await;
+    }
+    for n in &nodes[..2] {
+        t.client(n).get("/l").send().await.expect_body("old");
+    }
+    let r = crate::o_ops::purge(&t, &nodes[0], r#"{"url": "http://localhost/l"}"#).await;
+    let acked = acks(&r);
+    assert_eq!(
+        acked.keys().cloned().collect::<Vec<_>>(),
+        ["e1", "e2", "p1", "p2"],
+        "{acked:?}"
+    );
+    assert!(acked.values().all(|v| v == "acked"), "{acked:?}");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert!(v["entry"].as_str().is_some(), "{v}");
+    for n in &nodes[1..] {
+        n.wait_counter("cluster_bus_applied", 1).await;
+    }
+    for n in &nodes[..2] {
+        t.client(n).get("/l").send().await.expect_body("new");
+    }
+    assert_eq!(origin.requests(), 2, "one fetch per version for both tiers");
+    origin.finish().await;
+}
+
+/// An `EndpointSliceList` of `ready` and not-ready addresses on `port`
+/// (named `http`).
+fn slices(port: u16, ready: &[Ipv4Addr], not_ready: &[Ipv4Addr]) -> String {
+    let endpoint = |ip: &Ipv4Addr, r: bool| serde_json::json!({"addresses": [ip.to_string()], "conditions": {"ready": r}});
+    let endpoints: Vec<_> = ready
+        .iter()
+        .map(|ip| endpoint(ip, true))
+        .chain(not_ready.iter().map(|ip| endpoint(ip, false)))
+        .collect();
+    serde_json::json!({
+        "kind": "EndpointSliceList",
+        "apiVersion": "discovery.k8s.io/v1",
+        "items": [{
+            "addressType": "IPv4",
+            "ports": [{"name": "metrics", "port": 9100}, {"name": "http", "port": port}],
+            "endpoints": endpoints
+        }]
+    })
+    .to_string()
+}
+
+// j00014: members from the Kubernetes API: the ready endpoints of a
+// Service's EndpointSlices (a fake API server that checks the path, the
+// label selector and the bearer token). A not-ready endpoint is left out
+// until the API says it is ready; then every node routes to it.
+#[tokio::test]
+async fn j00014_kubernetes_endpoint_slices_make_the_member_list() {
+    use hoard_proxy::config::cluster::KubernetesSource;
+    let t = Test::new("j00014");
+    let ips = [
+        Ipv4Addr::new(127, 0, 0, 2),
+        Ipv4Addr::new(127, 0, 0, 3),
+        Ipv4Addr::new(127, 0, 0, 4),
+    ];
+    let port = ports(&t, 1, &ips)[0];
+    let list = std::sync::Arc::new(parking_lot::Mutex::new(slices(port, &ips[..2], &ips[2..])));
+    let stop = std::sync::Arc::new(tokio::sync::Notify::new());
+    let api = {
+        let (list, stop) = (list.clone(), stop.clone());
+        t.origin()
+            .script(move |mut s| async move {
+                loop {
+                    let req = tokio::select! {
+                        r = s.rxreq() => r,
+                        () = stop.notified() => return,
+                    };
+                    req.expect_url(
+                        "/apis/discovery.k8s.io/v1/namespaces/edge/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dhoard-peers",
+                    );
+                    assert_eq!(req.header("authorization").as_deref(), Some("Bearer the-token"));
+                    let body = list.lock().clone();
+                    s.txresp(200)
+                        .hdr("Content-Type", "application/json")
+                        .body(body)
+                        .send()
+                        .await;
+                }
+            })
+            .start()
+            .await
+    };
+    let token = t.dir().join("token");
+    std::fs::write(&token, "the-token\n").unwrap();
+    let origin = t.origin().start().await;
+    let cfg = |name: &str| {
+        let mut c = ClusterConfig::new(name, Vec::new(), SECRET.to_vec());
+        c.discovery = Discovery::Kubernetes(KubernetesSource {
+            api: format!("http://{}", api.addr()),
+            namespace: "edge".into(),
+            service: "hoard-peers".into(),
+            port: Some("http".into()),
+            token_file: token.clone(),
+            ca_file: t.dir().join("no-ca.crt"),
+            refresh: Duration::from_millis(100),
+        });
+        c
+    };
+    let addr = |i: usize| SocketAddr::from((ips[i], port));
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(node(&t, &origin, addr(i), cfg(&format!("n{}", i + 1))).await);
+    }
+    for n in &nodes[..2] {
+        n.wait_counter("cluster_members_joined", 1).await;
+    }
+    // n3 runs and answers probes, but the API says it is not ready.
+    let before = api.requests();
+    api.wait_requests(before + 6).await;
+    assert_eq!(names(&t, &nodes[0]).await, ["n1", "n2"]);
+    assert_eq!(names(&t, &nodes[1]).await, ["n1", "n2"]);
+
+    *list.lock() = slices(port, &ips, &[]);
+    for n in &nodes {
+        n.wait_counter("cluster_members_joined", 2).await;
+        assert_eq!(names(&t, n).await, ["n1", "n2", "n3"]);
+    }
+    let st = status(&t, &nodes[0]).await;
+    assert_eq!(st["cluster"]["discovery"], "kubernetes");
+    for n in nodes {
+        n.stop().await;
+    }
+    stop.notify_one();
+    api.finish().await;
+    origin.finish().await;
+}
