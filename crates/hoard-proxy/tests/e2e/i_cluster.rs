@@ -90,11 +90,18 @@ pub(crate) async fn member(
     let members = members.to_vec();
     let addr = members[i].addr;
     let log = t.dir().join(format!("access-n{}.log", i + 1));
+    let zone = t.dir().join(format!("zone-n{}", i + 1));
     t.proxy()
         .origin(origin)
         .admin()
         .route(route)
         .config(move |c| {
+            // HOARD_TEST_STORE=disk: a zone of its own per member.
+            for z in &mut c.cache.zones {
+                for d in &mut z.dirs {
+                    d.path = zone.clone();
+                }
+            }
             c.access_log.target = hoard_proxy::config::LogTarget::File(log);
             c.listeners[0].address = addr;
             c.server.via = format!("hoard-n{}", i + 1);

@@ -36,10 +36,17 @@ fn ports(t: &Test, n: usize, ips: &[Ipv4Addr]) -> Vec<u16> {
 /// A node named `name` listening on `addr`, in the cluster `cluster`.
 async fn node(t: &Test, origin: &Origin, addr: SocketAddr, cluster: ClusterConfig) -> TestProxy {
     let log = t.dir().join(format!("access-{}.log", cluster.node));
+    let zone = t.dir().join(format!("zone-{}", cluster.node));
     t.proxy()
         .origin(origin)
         .admin()
         .config(move |c| {
+            // HOARD_TEST_STORE=disk: a zone of its own per node.
+            for z in &mut c.cache.zones {
+                for d in &mut z.dirs {
+                    d.path = zone.clone();
+                }
+            }
             c.access_log.target = hoard_proxy::config::LogTarget::File(log);
             c.listeners[0].address = addr;
             c.server.via = format!("hoard-{}", cluster.node);
