@@ -13,6 +13,7 @@ pub mod cache_status;
 pub mod clock;
 pub mod conditional;
 pub mod config;
+pub mod encoding;
 pub mod facts;
 pub mod freshness;
 pub mod headers;

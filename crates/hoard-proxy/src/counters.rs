@@ -203,6 +203,30 @@ counters! {
     cluster_parent_retries,
     /// Milliseconds this node spent unsure of the log (revalidating what it stored).
     cluster_fenced_ms,
+    /// Objects stored with parts in other content codings (made once, off the request path).
+    encode_objects,
+    /// Identity bytes of the objects encoded, once per coding made.
+    encode_bytes_in,
+    /// Bytes of the br parts made.
+    encode_bytes_br,
+    /// Bytes of the zstd parts made.
+    encode_bytes_zstd,
+    /// Bytes of the gzip parts made.
+    encode_bytes_gzip,
+    /// Microseconds spent making parts (on blocking threads).
+    encode_micros,
+    /// Coded origin bodies that did not decode (corrupt, truncated, or past the decoding
+    /// limit): not stored.
+    encode_decode_failures,
+    /// Hits served from a br part.
+    served_br,
+    /// Hits served from a zstd part.
+    served_zstd,
+    /// Hits served from a gzip part.
+    served_gzip,
+    /// Hits served decoded, from an identity part (the origin sent a coding the client does not
+    /// accept).
+    served_decoded,
     /// Requests a route's no-store rule kept from being stored.
     no_store_rule_matches,
     /// Client connections that ended (their permit returned).

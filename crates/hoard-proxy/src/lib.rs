@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod config;
 pub mod counters;
 pub mod edge;
+pub mod encode;
 pub mod error;
 pub mod fill;
 pub mod metrics;

@@ -104,7 +104,20 @@ pub struct StoredObject {
     /// A copy this node keeps of an object another cluster member owns
     /// (held in the store's near tier, see [`crate::store`]).
     pub near: bool,
+    /// The same representation in other content codings, made once when
+    /// the object was stored (see `hoard_proxy::encode`): parts of this
+    /// object, counted in its weight, purged and evicted with it.
+    pub parts: Arc<[Part]>,
     weight: u64,
+}
+
+/// The body in another content coding.
+#[derive(Debug, Clone)]
+pub struct Part {
+    /// Its coding.
+    pub coding: hoard_policy::encoding::Coding,
+    /// The coded bytes.
+    pub body: Bytes,
 }
 
 impl StoredObject {
@@ -132,8 +145,23 @@ impl StoredObject {
             body,
             disk: None,
             near: false,
+            parts: Arc::from(Vec::new()),
             weight,
         }
+    }
+
+    /// The same object with `parts` (its body in other codings), weighed
+    /// with them.
+    pub fn with_parts(mut self, parts: Vec<Part>) -> StoredObject {
+        self.weight = weigh(&self.key, &self.headers, self.body.len())
+            + parts.iter().map(|p| p.body.len() as u64 + 32).sum::<u64>();
+        self.parts = Arc::from(parts);
+        self
+    }
+
+    /// The part in `coding`, if the object has one.
+    pub fn part(&self, coding: hoard_policy::encoding::Coding) -> Option<&Part> {
+        self.parts.iter().find(|p| p.coding == coding)
     }
 
     /// The same object, known to be stored at `disk`.
@@ -168,6 +196,10 @@ impl StoredObject {
         )
         .with_disk(self.disk);
         o.near = self.near;
+        // The same representation (a 304 keeps it): the same parts.
+        if !self.parts.is_empty() {
+            o = o.with_parts(self.parts.to_vec());
+        }
         o
     }
 

@@ -115,6 +115,16 @@ impl RouteConfig {
             slice_prefetch: 1,
             slice_direct_max: 64 << 10,
             cold_range: super::ColdRange::Fill,
+            encodings: vec![
+                hoard_policy::encoding::Coding::Br,
+                hoard_policy::encoding::Coding::Zstd,
+                hoard_policy::encoding::Coding::Gzip,
+            ],
+            compress_types: hoard_policy::encoding::DEFAULT_TYPES
+                .iter()
+                .map(|s| (*s).to_string())
+                .collect(),
+            compress_min_size: 1024,
             forward_headers: Vec::new(),
             bypass: Vec::new(),
             no_store: Vec::new(),

@@ -357,6 +357,15 @@ pub struct RouteConfig {
     /// What a range request for an object not in the cache fetches.
     /// Default: the whole object.
     pub cold_range: ColdRange,
+    /// The content codings hoard makes of stored responses, in preference
+    /// order (`encodings`; see `crate::encode`). Default: br, zstd, gzip;
+    /// empty: hoard stores and serves what the origin sent, as it is.
+    pub encodings: Vec<hoard_policy::encoding::Coding>,
+    /// Media types worth compressing (`compress_types`; `text/*` matches
+    /// every text type). Default: `hoard_policy::encoding::DEFAULT_TYPES`.
+    pub compress_types: Vec<String>,
+    /// Smallest body compressed (`compress_min_size`). Default: 1 KiB.
+    pub compress_min_size: u64,
     /// Redirect, limits, access, credentials, header edits, error pages
     /// (see `edge`); `None` when the route sets none of them.
     pub edge: Option<std::sync::Arc<crate::edge::Edge>>,
@@ -1302,6 +1311,29 @@ impl Resolver<'_> {
             &path,
             site_pages,
         )?;
+        let encodings = match &r.encodings {
+            None => d.encodings.clone(),
+            Some(list) => {
+                let mut out = Vec::new();
+                for e in list {
+                    match hoard_policy::encoding::Coding::parse(e.get_ref()) {
+                        Some(c) if c != hoard_policy::encoding::Coding::Identity => {
+                            if !out.contains(&c) {
+                                out.push(c);
+                            }
+                        }
+                        _ => {
+                            return Err(self.err(
+                                Some(e.span()),
+                                format!("{at}.encodings"),
+                                format!("{:?}: expected \"br\", \"zstd\" or \"gzip\"", e.get_ref()),
+                            ))
+                        }
+                    }
+                }
+                out
+            }
+        };
         let bypass = self.rules(r.bypass, at, rules::RuleKind::Bypass)?;
         let no_store = self.rules(r.no_store, at, rules::RuleKind::NoStore)?;
         Ok((
@@ -1326,6 +1358,14 @@ impl Resolver<'_> {
                 slice_prefetch: r.slice_prefetch.unwrap_or(d.slice_prefetch),
                 slice_direct_max: r.slice_direct_max.map_or(d.slice_direct_max, |x| x.0),
                 cold_range,
+                encodings,
+                compress_types: r
+                    .compress_types
+                    .unwrap_or_else(|| d.compress_types.clone())
+                    .into_iter()
+                    .map(|t| t.to_ascii_lowercase())
+                    .collect(),
+                compress_min_size: r.compress_min_size.map_or(d.compress_min_size, |x| x.0),
                 edge,
             },
             probe,

@@ -174,6 +174,9 @@ pub struct RawRoute {
     pub slice_prefetch: Option<u32>,
     pub slice_direct_max: Option<Size>,
     pub cold_range: Option<Spanned<String>>,
+    pub encodings: Option<Vec<Spanned<String>>>,
+    pub compress_types: Option<Vec<String>>,
+    pub compress_min_size: Option<Size>,
     pub forward_headers: Option<Vec<Spanned<String>>>,
     pub forward_unkeyed: Option<bool>,
     #[serde(default)]

@@ -735,7 +735,19 @@ impl FillEngine {
             return false;
         };
         chunks.extend(held.cloned());
-        let obj = storable.object(job, status, ObjectBody::from_chunks(compact(chunks)));
+        let chunks = compact(chunks);
+        let parts = match self.encode_parts(job, status, storable, &chunks).await {
+            Ok(parts) => parts,
+            Err(e) => {
+                self.counters.inc(&self.counters.encode_decode_failures);
+                tracing::warn!(key = %job.key.text, error = %e, "origin body not stored");
+                return false;
+            }
+        };
+        let mut obj = storable.object(job, status, ObjectBody::from_chunks(chunks));
+        if !parts.is_empty() {
+            obj = obj.with_parts(parts);
+        }
         let inserted = if near {
             let obj = Arc::new(obj.into_near());
             self.store
@@ -765,6 +777,48 @@ impl FillEngine {
                 false
             }
         }
+    }
+
+    /// The parts to store with a complete body (see [`crate::encode`]),
+    /// made on a blocking thread; none when the response is not worth it.
+    async fn encode_parts(
+        &self,
+        job: &FillJob,
+        status: StatusCode,
+        storable: &Storable,
+        chunks: &[bytes::Bytes],
+    ) -> Result<Vec<hoard_store::object::Part>, crate::encode::EncodeError> {
+        let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+        let Some(plan) = crate::encode::plan(
+            &job.route,
+            self.store.max_object(),
+            status,
+            &storable.headers,
+            len,
+        ) else {
+            return Ok(Vec::new());
+        };
+        let chunks = chunks.to_vec();
+        let made = tokio::task::spawn_blocking(move || crate::encode::make_parts(&chunks, &plan))
+            .await
+            .unwrap_or_else(|e| {
+                Err(crate::encode::EncodeError::Corrupt(format!(
+                    "encoding task failed: {e}"
+                )))
+            })?;
+        let c = &self.counters;
+        c.inc(&c.encode_objects);
+        for (coding, bytes_in, bytes_out, took) in &made.stats {
+            c.add(&c.encode_bytes_in, *bytes_in);
+            c.add(&c.encode_micros, took.as_micros() as u64);
+            match coding {
+                hoard_policy::encoding::Coding::Br => c.add(&c.encode_bytes_br, *bytes_out),
+                hoard_policy::encoding::Coding::Zstd => c.add(&c.encode_bytes_zstd, *bytes_out),
+                hoard_policy::encoding::Coding::Gzip => c.add(&c.encode_bytes_gzip, *bytes_out),
+                hoard_policy::encoding::Coding::Identity => {}
+            }
+        }
+        Ok(made.parts)
     }
 
     /// Makes an origin response's fields fit to forward and store:

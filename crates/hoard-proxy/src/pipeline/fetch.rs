@@ -382,10 +382,21 @@ impl Pipeline {
         &self,
         ctx: &Ctx<'_>,
         status: StatusCode,
-        headers: HeaderMap,
+        mut headers: HeaderMap,
         body: ProxyBody,
         cs: &CacheStatus,
     ) -> Response<ProxyBody> {
+        // What the hits of this object will choose by (see `crate::encode`).
+        if ctx.accept.is_some() {
+            let len = headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(u64::MAX);
+            if crate::encode::plan(ctx.route, u64::MAX, status, &headers, len).is_some() {
+                crate::encode::vary_on_accept_encoding(&mut headers);
+            }
+        }
         let mut resp = self.respond(ctx, status, headers, body);
         self.add_cache_status(&mut resp, cs);
         resp

@@ -59,15 +59,66 @@ impl Pipeline {
             status.key = Some(key.text.clone());
         }
         let age = age_value(obj.times.current_age(now).as_secs());
-        let mut resp = self.respond(
-            ctx,
-            obj.status,
-            obj.headers.clone(),
-            ProxyBody::stored(obj, ctx.send.as_ref()),
-        );
+        let stored_status = obj.status;
+        let mut headers = obj.headers.clone();
+        let body = match self.choose_coding(ctx, &obj, &mut headers) {
+            Some(chosen) => {
+                if ctx.run.cfg.server.debug_headers && status.detail.is_none() {
+                    status.detail = Some(chosen.coding.as_str());
+                }
+                ProxyBody::Full(Some(chosen.body))
+            }
+            None => ProxyBody::stored(obj, ctx.send.as_ref()),
+        };
+        let mut resp = self.respond(ctx, stored_status, headers, body);
         resp.headers_mut().insert(header::AGE, age);
         self.add_cache_status(&mut resp, &status);
         resp
+    }
+
+    /// The representation of `obj` this request gets when it is not the
+    /// stored body: one of the object's parts (see [`crate::encode`]), with
+    /// `headers` rewritten for it. An object with parts always gets
+    /// `Vary: Accept-Encoding`. A `Range` request, and one that accepts
+    /// nothing stored, get the stored body (as nginx does: the field is
+    /// disregarded rather than answered 406).
+    fn choose_coding(
+        &self,
+        ctx: &Ctx<'_>,
+        obj: &StoredObject,
+        headers: &mut HeaderMap,
+    ) -> Option<crate::encode::Chosen> {
+        use hoard_policy::encoding::{content_coding, Coding};
+        if obj.parts.is_empty() {
+            return None;
+        }
+        crate::encode::vary_on_accept_encoding(headers);
+        let accept = ctx.accept?;
+        if ctx.headers.contains_key(header::RANGE) {
+            return None;
+        }
+        let stored = content_coding(&obj.headers).unwrap_or(Coding::Identity);
+        let mut available = vec![stored];
+        available.extend(obj.parts.iter().map(|p| p.coding));
+        let want = accept
+            .choose(&available, &ctx.route.encodings)
+            .unwrap_or(stored);
+        if want == stored {
+            return None;
+        }
+        let part = obj.part(want)?;
+        crate::encode::recode_headers(headers, stored, want, part.body.len() as u64);
+        let c = &self.counters;
+        self.counters.inc(match want {
+            Coding::Br => &c.served_br,
+            Coding::Zstd => &c.served_zstd,
+            Coding::Gzip => &c.served_gzip,
+            Coding::Identity => &c.served_decoded,
+        });
+        Some(crate::encode::Chosen {
+            coding: want,
+            body: part.body.clone(),
+        })
     }
 
     /// The answer to `ctx` from a full response: 304 or 412 when the

@@ -210,6 +210,10 @@ pub(crate) struct Ctx<'a> {
     pub peer_log: Option<crate::cluster::bus::EntryId>,
     /// This node is in a cluster.
     pub clustered: bool,
+    /// On a route with `encodings`, for GET and HEAD: the client's own
+    /// `Accept-Encoding`, parsed (`headers` then carry `identity`, what
+    /// fills ask the origin for; see [`crate::encode`]).
+    pub accept: Option<hoard_policy::encoding::Accept>,
 }
 
 impl Ctx<'_> {
@@ -566,6 +570,19 @@ impl Pipeline {
                 ));
             }
         }
+        // Fills ask the origin for identity; the client's field is kept
+        // for choosing among the stored codings (see `crate::encode`).
+        let accept = (!route.encodings.is_empty()
+            && (parts.method == Method::GET || parts.method == Method::HEAD)
+            && upgrade.is_none())
+        .then(|| {
+            let a = hoard_policy::encoding::Accept::from_request(&headers);
+            headers.insert(
+                header::ACCEPT_ENCODING,
+                HeaderValue::from_static("identity"),
+            );
+            a
+        });
         let ctx = Ctx {
             route,
             site,
@@ -584,6 +601,7 @@ impl Pipeline {
             from_peer: hop.is_some(),
             peer_log,
             clustered: self.cluster.is_some(),
+            accept,
         };
         Ok(Prepared::Go(Recv {
             ctx,

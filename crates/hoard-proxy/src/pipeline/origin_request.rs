@@ -35,6 +35,20 @@ impl Pipeline {
             for h in &FILL_STRIPPED {
                 headers.remove(h);
             }
+        } else if let Some(accept) = &ctx.accept {
+            // A pass is the client's own exchange: its Accept-Encoding
+            // (the codings hoard knows, as the client weighed them).
+            match accept
+                .to_field()
+                .and_then(|f| HeaderValue::from_str(&f).ok())
+            {
+                Some(v) => {
+                    headers.insert(header::ACCEPT_ENCODING, v);
+                }
+                None => {
+                    headers.remove(header::ACCEPT_ENCODING);
+                }
+            }
         }
         // With `host = "server"` (or no Host from an HTTP/1.0 client), the
         // upstream sets Host to the server it picks for this request.

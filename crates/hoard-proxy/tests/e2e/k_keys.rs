@@ -22,7 +22,13 @@ async fn k00001_vary_variants_side_by_side() {
         })
         .start()
         .await;
-    let proxy = t.proxy().origin(&origin).start().await;
+    // With hoard's own encodings off: the variants are the origin's.
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .route(|r| r.encodings.clear())
+        .start()
+        .await;
     let c = t.client(&proxy);
     c.get("/v")
         .hdr("Accept-Encoding", "gzip, br")
