@@ -66,13 +66,16 @@ pub fn plan(
 ) -> Option<Plan> {
     if route.encodings.is_empty()
         || status != StatusCode::OK
-        || len < route.compress_min_size
         || no_transform(headers)
         || !compressible(headers, &route.compress_types)
     {
         return None;
     }
     let stored = content_coding(headers)?;
+    // A coded body is decoded whatever its size: identity clients need it.
+    if stored == Coding::Identity && len < route.compress_min_size {
+        return None;
+    }
     let mut make: Vec<Coding> = route
         .encodings
         .iter()

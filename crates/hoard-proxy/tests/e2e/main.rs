@@ -41,6 +41,7 @@ mod s_slice;
 mod w_coalesce;
 mod w_fill;
 mod w_stale;
+mod z_encoding;
 
 use std::time::Duration;
 

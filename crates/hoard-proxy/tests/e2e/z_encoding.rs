@@ -1,0 +1,401 @@
+//! z: content codings made once per stored object (br, zstd, gzip),
+//! chosen per request (RFC 9110 §12.5.3), decoded for clients that accept
+//! nothing the origin sent, never for `no-transform` or unknown codings.
+
+use hoard_policy::encoding::Coding;
+use hoard_proxy::encode::{decode, encode};
+use hoard_testkit::{Response, Test, TestProxy};
+
+/// An HTML page of about 9 KiB.
+fn page() -> String {
+    (0..200)
+        .map(|i| format!("<li class=\"item\">entry number {i} of the list</li>\n"))
+        .collect()
+}
+
+/// A proxy that stores in memory (the parts live in the memory tier, also
+/// under `HOARD_TEST_STORE=disk`).
+async fn proxy(t: &Test, origin: &hoard_testkit::Origin) -> TestProxy {
+    t.proxy()
+        .origin(origin)
+        .admin()
+        .config(|c| {
+            c.cache.zones.clear();
+            c.cache.memory_size = 64 << 20;
+        })
+        .start()
+        .await
+}
+
+/// The response's body decoded by its `Content-Encoding`.
+fn decoded(r: &Response) -> Vec<u8> {
+    let coding = r.header("content-encoding").map_or(Coding::Identity, |c| {
+        Coding::parse(c).expect("a coding hoard knows")
+    });
+    decode(coding, &r.body, 16 << 20).expect("the body decodes")
+}
+
+async fn get(t: &Test, p: &TestProxy, path: &str, ae: Option<&str>) -> Response {
+    let c = t.client(p);
+    let mut req = c.get(path);
+    if let Some(ae) = ae {
+        req = req.hdr("Accept-Encoding", ae);
+    }
+    req.send().await
+}
+
+// z00001: one origin fetch (asked for identity) serves every client its
+// best coding: the bytes decode to the origin's, Content-Length and ETag
+// fit the representation, Vary names Accept-Encoding, and every request
+// after the first is a hit.
+#[tokio::test]
+async fn z00001_every_client_gets_its_best_coding_from_one_fetch() {
+    let t = Test::new("z00001");
+    let body = page();
+    let origin = {
+        let body = body.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                s.rxreq()
+                    .await
+                    .expect_url("/page")
+                    .expect_header("accept-encoding", "identity");
+                s.txresp(200)
+                    .hdr("Content-Type", "text/html; charset=utf-8")
+                    .hdr("Cache-Control", "max-age=600")
+                    .hdr("ETag", "\"v1\"")
+                    .body(body)
+                    .send()
+                    .await;
+            })
+            .start()
+            .await
+    };
+    let p = proxy(&t, &origin).await;
+    // The first request streams what the origin sent.
+    let first = get(&t, &p, "/page", Some("gzip, deflate, br, zstd")).await;
+    first
+        .expect_status(200)
+        .expect_no_header("content-encoding");
+    first.expect_header_contains("vary", "Accept-Encoding");
+    assert_eq!(first.body, body.as_bytes());
+    p.wait_counter("encode_objects", 1).await;
+    p.wait_counter("objects_stored", 1).await;
+
+    for (ae, want) in [
+        (Some("gzip, deflate, br, zstd"), Coding::Br),
+        (Some("zstd"), Coding::Zstd),
+        (Some("gzip"), Coding::Gzip),
+        (Some("gzip;q=1.0, br;q=0.5"), Coding::Gzip),
+        (Some("*"), Coding::Br),
+        (Some("br;q=0, *"), Coding::Zstd),
+        (Some("identity;q=0, gzip"), Coding::Gzip),
+        (Some("deflate"), Coding::Identity),
+        (Some("br;q=0, gzip;q=0, zstd;q=0"), Coding::Identity),
+        (None, Coding::Identity),
+    ] {
+        let r = get(&t, &p, "/page", ae).await;
+        r.expect_status(200).expect_cache_status("hit");
+        r.expect_header_contains("vary", "Accept-Encoding");
+        assert_eq!(
+            r.header("content-encoding"),
+            (want != Coding::Identity).then_some(want.as_str()),
+            "{ae:?}"
+        );
+        assert_eq!(decoded(&r), body.as_bytes(), "{ae:?}");
+        assert_eq!(
+            r.header("content-length"),
+            Some(r.body.len().to_string().as_str()),
+            "{ae:?}"
+        );
+        let etag = match want {
+            Coding::Identity => "\"v1\"".to_string(),
+            c => format!("\"v1-{}\"", c.as_str()),
+        };
+        r.expect_header("etag", &etag);
+        if want != Coding::Identity {
+            r.expect_cache_status(&format!("detail={}", want.as_str()));
+            assert!(r.body.len() * 5 < body.len(), "{want:?} saves bytes");
+        }
+    }
+    assert_eq!(origin.requests(), 1, "one origin fetch for every coding");
+    assert!(p.counter("encode_bytes_br") > 0 && p.counter("encode_bytes_gzip") > 0);
+    assert_eq!(p.counter("served_br"), 2);
+    origin.finish().await;
+}
+
+// z00002: conditional requests and ranges never mix representations: a
+// br client's If-None-Match with the br ETag gets 304, with the identity
+// ETag a full br response; a Range is answered from the identity bytes.
+#[tokio::test]
+async fn z00002_conditionals_and_ranges_keep_representations_apart() {
+    let t = Test::new("z00002");
+    let body = page();
+    let origin = {
+        let body = body.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                s.rxreq().await.expect_url("/c");
+                s.txresp(200)
+                    .hdr("Content-Type", "application/json")
+                    .hdr("Cache-Control", "max-age=600")
+                    .hdr("ETag", "\"e7\"")
+                    .body(body)
+                    .send()
+                    .await;
+            })
+            .start()
+            .await
+    };
+    let p = proxy(&t, &origin).await;
+    get(&t, &p, "/c", None).await.expect_status(200);
+    p.wait_counter("encode_objects", 1).await;
+    p.wait_counter("objects_stored", 1).await;
+    let c = t.client(&p);
+    let r = c
+        .get("/c")
+        .hdr("Accept-Encoding", "br")
+        .hdr("If-None-Match", "\"e7-br\"")
+        .send()
+        .await;
+    r.expect_status(304).expect_header("etag", "\"e7-br\"");
+    let r = c
+        .get("/c")
+        .hdr("Accept-Encoding", "br")
+        .hdr("If-None-Match", "\"e7\"")
+        .send()
+        .await;
+    r.expect_status(200).expect_header("content-encoding", "br");
+    assert_eq!(decoded(&r), body.as_bytes());
+    // The identity ETag matches only the identity representation.
+    c.get("/c")
+        .hdr("If-None-Match", "\"e7\"")
+        .send()
+        .await
+        .expect_status(304);
+    let r = c
+        .get("/c")
+        .hdr("Accept-Encoding", "gzip, br")
+        .hdr("Range", "bytes=10-29")
+        .send()
+        .await;
+    r.expect_status(206).expect_no_header("content-encoding");
+    assert_eq!(r.body, body.as_bytes()[10..30]);
+    assert_eq!(origin.requests(), 1);
+    origin.finish().await;
+}
+
+// z00003: an origin that sends gzip although asked for identity: stored
+// as sent, decoded once into an identity part (an identity client gets the
+// origin's bytes decoded), and re-coded for br clients; a gzip client gets
+// the origin's own gzip bytes.
+#[tokio::test]
+async fn z00003_an_origin_that_sends_only_gzip_still_serves_identity_clients() {
+    let t = Test::new("z00003");
+    let body = page();
+    let gz = encode(Coding::Gzip, body.as_bytes());
+    let origin = {
+        let gz = gz.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                s.rxreq().await.expect_url("/g");
+                s.txresp(200)
+                    .hdr("Content-Type", "text/css")
+                    .hdr("Content-Encoding", "gzip")
+                    .hdr("Cache-Control", "max-age=600")
+                    .hdr("Vary", "Accept-Encoding")
+                    .body(gz)
+                    .send()
+                    .await;
+            })
+            .start()
+            .await
+    };
+    let p = proxy(&t, &origin).await;
+    get(&t, &p, "/g", Some("gzip")).await.expect_status(200);
+    p.wait_counter("objects_stored", 1).await;
+    let r = get(&t, &p, "/g", None).await;
+    r.expect_status(200)
+        .expect_cache_status("hit")
+        .expect_no_header("content-encoding");
+    assert_eq!(r.body, body.as_bytes());
+    let r = get(&t, &p, "/g", Some("br, gzip")).await;
+    r.expect_header("content-encoding", "br");
+    assert_eq!(decoded(&r), body.as_bytes());
+    let r = get(&t, &p, "/g", Some("gzip")).await;
+    r.expect_header("content-encoding", "gzip");
+    assert_eq!(r.body, gz, "the origin's own gzip bytes");
+    assert_eq!(p.counter("served_decoded"), 1);
+    assert_eq!(origin.requests(), 1);
+    origin.finish().await;
+}
+
+// z00004: what is never transformed: `no-transform`, a coding hoard does
+// not know, an image, a body under the size limit. Each is served as the
+// origin sent it, whatever the client accepts.
+#[tokio::test]
+async fn z00004_no_transform_unknown_codings_images_and_small_bodies_are_left_alone() {
+    let t = Test::new("z00004");
+    let body = page();
+    let cases: Vec<(&str, Vec<(&str, &str)>, Vec<u8>)> = vec![
+        (
+            "/nt",
+            vec![
+                ("Content-Type", "text/html"),
+                ("Cache-Control", "max-age=600, no-transform"),
+            ],
+            body.clone().into_bytes(),
+        ),
+        (
+            "/unknown",
+            vec![
+                ("Content-Type", "text/html"),
+                ("Cache-Control", "max-age=600"),
+                ("Content-Encoding", "compress"),
+            ],
+            body.clone().into_bytes(),
+        ),
+        (
+            "/img",
+            vec![
+                ("Content-Type", "image/png"),
+                ("Cache-Control", "max-age=600"),
+            ],
+            body.clone().into_bytes(),
+        ),
+        (
+            "/small",
+            vec![
+                ("Content-Type", "text/html"),
+                ("Cache-Control", "max-age=600"),
+            ],
+            b"<p>short</p>".to_vec(),
+        ),
+    ];
+    let origin = {
+        let cases = cases.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                for (path, fields, body) in cases {
+                    s.rxreq().await.expect_url(path);
+                    let mut r = s.txresp(200);
+                    for (n, v) in fields {
+                        r = r.hdr(n, v);
+                    }
+                    r.body(body).send().await;
+                }
+            })
+            .start()
+            .await
+    };
+    let p = proxy(&t, &origin).await;
+    for (path, fields, body) in &cases {
+        get(&t, &p, path, Some("br")).await.expect_status(200);
+        let r = get(&t, &p, path, Some("br, gzip")).await;
+        r.expect_cache_status("hit");
+        let sent_coding = fields
+            .iter()
+            .find(|(n, _)| *n == "Content-Encoding")
+            .map(|(_, v)| *v);
+        assert_eq!(r.header("content-encoding"), sent_coding, "{path}");
+        assert_eq!(&r.body, body, "{path}");
+    }
+    assert_eq!(p.counter("encode_objects"), 0);
+    assert_eq!(origin.requests(), 4);
+    origin.finish().await;
+}
+
+// z00005: a corrupt gzip body and a decompression bomb from the origin are
+// not stored (the next request goes to the origin again), and counted.
+#[tokio::test]
+async fn z00005_corrupt_bodies_and_bombs_are_never_stored() {
+    let t = Test::new("z00005");
+    let mut corrupt = encode(Coding::Gzip, page().as_bytes());
+    let n = corrupt.len();
+    corrupt.truncate(n / 2);
+    corrupt.extend_from_slice(&vec![7u8; n - n / 2]);
+    // 64 MiB of zeros in about 64 KiB: past 4x the 4 MiB object limit.
+    let bomb = encode(Coding::Gzip, &vec![0u8; 64 << 20]);
+    let origin = {
+        let (corrupt, bomb) = (corrupt.clone(), bomb.clone());
+        t.origin()
+            .script(move |mut s| async move {
+                for (path, body) in [
+                    ("/bad", &corrupt),
+                    ("/bad", &corrupt),
+                    ("/bomb", &bomb),
+                    ("/bomb", &bomb),
+                ] {
+                    s.rxreq().await.expect_url(path);
+                    s.txresp(200)
+                        .hdr("Content-Type", "text/html")
+                        .hdr("Content-Encoding", "gzip")
+                        .hdr("Cache-Control", "max-age=600")
+                        .body(body.clone())
+                        .send()
+                        .await;
+                }
+            })
+            .start()
+            .await
+    };
+    let p = t
+        .proxy()
+        .origin(&origin)
+        .admin()
+        .config(|c| {
+            c.cache.zones.clear();
+            c.cache.memory_size = 64 << 20;
+            c.cache.max_object_size = 4 << 20;
+        })
+        .start()
+        .await;
+    for path in ["/bad", "/bomb"] {
+        for _ in 0..2 {
+            let r = get(&t, &p, path, Some("gzip")).await;
+            r.expect_status(200);
+            assert!(!r
+                .expect_status(200)
+                .cache_params()
+                .iter()
+                .any(|x| x == "hit"));
+        }
+    }
+    assert_eq!(p.counter("encode_decode_failures"), 4);
+    assert_eq!(p.counter("objects_stored"), 0);
+    origin.finish().await;
+}
+
+// z00006: a purge removes the object with every coding: the next br
+// client's request goes to the origin and gets the new version.
+#[tokio::test]
+async fn z00006_a_purge_removes_every_coding() {
+    let t = Test::new("z00006");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for v in ["one", "two"] {
+                s.rxreq().await.expect_url("/p");
+                s.txresp(200)
+                    .hdr("Content-Type", "text/plain")
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(format!("{v} ").repeat(1000))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let p = proxy(&t, &origin).await;
+    get(&t, &p, "/p", Some("br")).await.expect_status(200);
+    p.wait_counter("objects_stored", 1).await;
+    let r = get(&t, &p, "/p", Some("br")).await;
+    r.expect_header("content-encoding", "br");
+    assert!(String::from_utf8(decoded(&r)).unwrap().starts_with("one "));
+    let purged = crate::o_ops::purge(&t, &p, r#"{"url": "http://localhost/p"}"#).await;
+    assert_eq!(crate::o_ops::purged(&purged), 1);
+    let r = get(&t, &p, "/p", Some("br")).await;
+    assert!(String::from_utf8(decoded(&r)).unwrap().starts_with("two "));
+    assert_eq!(origin.requests(), 2);
+    origin.finish().await;
+}
