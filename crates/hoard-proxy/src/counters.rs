@@ -215,6 +215,8 @@ counters! {
     encode_bytes_gzip,
     /// Microseconds spent making parts (on blocking threads).
     encode_micros,
+    /// Objects stored without parts: the encoding thread's queue was full.
+    encode_skipped,
     /// Coded origin bodies that did not decode (corrupt, truncated, or past the decoding
     /// limit): not stored.
     encode_decode_failures,

@@ -20,12 +20,23 @@
 //! identity bytes (RFC 9110 §14: ranges apply to the representation sent,
 //! and the identity one is what partial copies and slices hold).
 //!
+//! ## Threads
+//!
+//! Parts of identity bodies are made by one background thread at a lower
+//! scheduling priority (nice +10, [`in_background`]): compressing never
+//! competes on equal terms with the threads that serve connections, and a
+//! burst of new objects queues (at most [`QUEUE`] waiting; past that an
+//! object is stored without parts and counted) instead of taking every
+//! core. Decoding a coded body before it is stored runs on the runtime's
+//! blocking pool (rare: the origin ignored `Accept-Encoding: identity`).
+//!
 //! ## Locking
 //!
-//! None: parts are made before the object is shared.
+//! None: parts are put in by replacing the stored object when it is still
+//! the same one (`MemoryStore::update`).
 
 use std::io::{Read, Write};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use hoard_policy::encoding::{compressible, content_coding, Coding};
@@ -35,14 +46,59 @@ use http::StatusCode;
 
 use crate::config::RouteConfig;
 
-/// Brotli quality: 9 of 11 (11 costs about 10x the time for a few percent).
-pub const BR_QUALITY: u32 = 9;
-/// Zstandard level: 15 of 22.
-pub const ZSTD_LEVEL: i32 = 15;
-/// gzip level: 6 (zlib's default; what `gzip on` setups use).
-pub const GZIP_LEVEL: u32 = 6;
+/// Bodies up to this size get the highest levels (compressed once, the
+/// time is spent once); larger ones fast levels of nearly the same ratio
+/// (docs/encodings.md has the measurements).
+pub const HIGH_LEVEL_MAX: usize = 1 << 20;
+
+/// The level of coding `c` for a body of `len` bytes: brotli 11 / 5,
+/// zstd 19 / 3, gzip 9 / 6.
+pub fn level(c: Coding, len: usize) -> i32 {
+    let high = len <= HIGH_LEVEL_MAX;
+    match (c, high) {
+        (Coding::Br, true) => 11,
+        (Coding::Br, false) => 5,
+        (Coding::Zstd, true) => 19,
+        (Coding::Zstd, false) => 3,
+        (Coding::Gzip, true) => 9,
+        (Coding::Gzip, false) => 6,
+        (Coding::Identity, _) => 0,
+    }
+}
 /// Decoding stops past this many times the route's object size limit.
 pub const DECODE_BOUND: u64 = 4;
+
+/// Objects waiting for the encoding thread, at most.
+pub const QUEUE: usize = 256;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Runs `f` on the encoding thread (see the module docs); `None` when its
+/// queue is full.
+pub async fn in_background<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    static WORKER: std::sync::OnceLock<std::sync::mpsc::SyncSender<Job>> =
+        std::sync::OnceLock::new();
+    let tx = WORKER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(QUEUE);
+        std::thread::Builder::new()
+            .name("hoard-encode".into())
+            .spawn(move || {
+                // Best effort: without the right to, it runs at the default.
+                let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10);
+                for job in rx {
+                    job();
+                }
+            })
+            .expect("invariant: a thread can be started at start-up");
+        tx
+    });
+    let (done, result) = tokio::sync::oneshot::channel();
+    let job: Job = Box::new(move || {
+        let _ = done.send(f());
+    });
+    tx.try_send(job).ok()?;
+    result.await.ok()
+}
 
 /// What to make of a response about to be stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,7 +222,7 @@ pub fn encode(c: Coding, data: &[u8]) -> Vec<u8> {
         Coding::Gzip => {
             let mut e = flate2::write::GzEncoder::new(
                 Vec::with_capacity(data.len() / 3),
-                flate2::Compression::new(GZIP_LEVEL),
+                flate2::Compression::new(level(c, data.len()) as u32),
             );
             e.write_all(data)
                 .and_then(|()| e.finish())
@@ -175,7 +231,7 @@ pub fn encode(c: Coding, data: &[u8]) -> Vec<u8> {
         Coding::Br => {
             let mut out = Vec::with_capacity(data.len() / 3);
             let params = brotli::enc::BrotliEncoderParams {
-                quality: BR_QUALITY as i32,
+                quality: level(c, data.len()),
                 lgwin: 22,
                 ..Default::default()
             };
@@ -183,7 +239,7 @@ pub fn encode(c: Coding, data: &[u8]) -> Vec<u8> {
                 .expect("invariant: writing to a Vec does not fail");
             out
         }
-        Coding::Zstd => zstd::bulk::compress(data, ZSTD_LEVEL)
+        Coding::Zstd => zstd::bulk::compress(data, level(c, data.len()))
             .expect("invariant: compressing into a Vec does not fail"),
     }
 }

@@ -253,15 +253,17 @@ impl MemoryStore {
         request: &http::HeaderMap,
         old: &Arc<StoredObject>,
         obj: Arc<StoredObject>,
-    ) {
+    ) -> bool {
         let variant = obj.vary.variant(request);
         let slot = Slot::Object(primary, variant);
         let _guard = self.index_lock.lock();
         if let Some(Entry::Object(current, epoch)) = self.cache.get(&slot) {
             if Arc::ptr_eq(&current, old) && obj.weight() <= self.max_object {
                 self.cache.insert(slot, Entry::Object(obj, epoch));
+                return true;
             }
         }
+        false
     }
 
     /// Removes every variant stored under `primary`. Returns how many objects went.

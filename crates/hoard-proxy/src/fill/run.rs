@@ -736,15 +736,31 @@ impl FillEngine {
         };
         chunks.extend(held.cloned());
         let chunks = compact(chunks);
-        let parts = match self.encode_parts(job, status, storable, &chunks).await {
-            Ok(parts) => parts,
-            Err(e) => {
-                self.counters.inc(&self.counters.encode_decode_failures);
-                tracing::warn!(key = %job.key.text, error = %e, "origin body not stored");
-                return false;
+        let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+        let plan = crate::encode::plan(
+            &job.route,
+            self.store.max_object(),
+            status,
+            &storable.headers,
+            len,
+        );
+        // A coded body is decoded before it is stored (a corrupt one or a
+        // bomb never is); an identity one is coded after, off the fill's
+        // way: its clients see the end of the body at once.
+        let (parts, later) = match plan {
+            Some(p) if p.stored != hoard_policy::encoding::Coding::Identity => {
+                match self.encode_parts(&chunks, p).await {
+                    Ok(parts) => (parts, None),
+                    Err(e) => {
+                        self.counters.inc(&self.counters.encode_decode_failures);
+                        tracing::warn!(key = %job.key.text, error = %e, "origin body not stored");
+                        return false;
+                    }
+                }
             }
+            p => (Vec::new(), p.filter(|_| !near)),
         };
-        let mut obj = storable.object(job, status, ObjectBody::from_chunks(chunks));
+        let mut obj = storable.object(job, status, ObjectBody::from_chunks(chunks.clone()));
         if !parts.is_empty() {
             obj = obj.with_parts(parts);
         }
@@ -753,8 +769,14 @@ impl FillEngine {
             self.store
                 .insert_near(job.key.digest, &job.request_headers, obj, checked)
         } else {
-            self.store
-                .insert(job.key.digest, &job.request_headers, Arc::new(obj), checked)
+            let obj = Arc::new(obj);
+            let r = self
+                .store
+                .insert(job.key.digest, &job.request_headers, obj.clone(), checked);
+            if let (Ok(()), Some(plan)) = (&r, later) {
+                self.encode_later(job, obj, chunks, plan);
+            }
+            r
         };
         match inserted {
             Ok(()) if near => {
@@ -779,25 +801,49 @@ impl FillEngine {
         }
     }
 
-    /// The parts to store with a complete body (see [`crate::encode`]),
-    /// made on a blocking thread; none when the response is not worth it.
-    async fn encode_parts(
+    /// Makes the parts of an object just stored from identity bytes, on a
+    /// blocking thread, and puts them in if the object is still the one
+    /// stored (a purge or a newer version meanwhile wins; see
+    /// `MemoryStore::update`).
+    fn encode_later(
         &self,
         job: &FillJob,
-        status: StatusCode,
-        storable: &Storable,
+        obj: Arc<hoard_store::object::StoredObject>,
+        chunks: Vec<bytes::Bytes>,
+        plan: crate::encode::Plan,
+    ) {
+        let store = self.store.clone();
+        let counters = self.counters.clone();
+        let (primary, request) = (job.key.digest, job.request_headers.clone());
+        tokio::spawn(async move {
+            let made =
+                crate::encode::in_background(move || crate::encode::make_parts(&chunks, &plan))
+                    .await;
+            let made = match made {
+                Some(Ok(made)) => made,
+                Some(Err(_)) => return,
+                None => {
+                    counters.inc(&counters.encode_skipped);
+                    return;
+                }
+            };
+            count_made(&counters, &made);
+            let with = Arc::new(obj.with_same_parts_replaced(made.parts));
+            if let Some(m) = store.memory() {
+                if m.update(primary, &request, &obj, with) {
+                    counters.inc(&counters.encode_objects);
+                }
+            }
+        });
+    }
+
+    /// The parts of a coded body, made on a blocking thread before it is
+    /// stored (see [`crate::encode`]).
+    async fn encode_parts(
+        &self,
         chunks: &[bytes::Bytes],
+        plan: crate::encode::Plan,
     ) -> Result<Vec<hoard_store::object::Part>, crate::encode::EncodeError> {
-        let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
-        let Some(plan) = crate::encode::plan(
-            &job.route,
-            self.store.max_object(),
-            status,
-            &storable.headers,
-            len,
-        ) else {
-            return Ok(Vec::new());
-        };
         let chunks = chunks.to_vec();
         let made = tokio::task::spawn_blocking(move || crate::encode::make_parts(&chunks, &plan))
             .await
@@ -806,18 +852,8 @@ impl FillEngine {
                     "encoding task failed: {e}"
                 )))
             })?;
-        let c = &self.counters;
-        c.inc(&c.encode_objects);
-        for (coding, bytes_in, bytes_out, took) in &made.stats {
-            c.add(&c.encode_bytes_in, *bytes_in);
-            c.add(&c.encode_micros, took.as_micros() as u64);
-            match coding {
-                hoard_policy::encoding::Coding::Br => c.add(&c.encode_bytes_br, *bytes_out),
-                hoard_policy::encoding::Coding::Zstd => c.add(&c.encode_bytes_zstd, *bytes_out),
-                hoard_policy::encoding::Coding::Gzip => c.add(&c.encode_bytes_gzip, *bytes_out),
-                hoard_policy::encoding::Coding::Identity => {}
-            }
-        }
+        count_made(&self.counters, &made);
+        self.counters.inc(&self.counters.encode_objects);
         Ok(made.parts)
     }
 
@@ -866,4 +902,19 @@ fn completes(old: &HeaderMap, new: &HeaderMap, have: u64, total: u64) -> bool {
         .and_then(parse_content_range)
         .is_some_and(|(r, t)| r.start == have && r.end == total && t == total);
     range_ok && hoard_policy::range::share_strong_validator(old, new)
+}
+
+/// Counts what making parts took.
+fn count_made(c: &crate::counters::Counters, made: &crate::encode::Made) {
+    use hoard_policy::encoding::Coding;
+    for (coding, bytes_in, bytes_out, took) in &made.stats {
+        c.add(&c.encode_bytes_in, *bytes_in);
+        c.add(&c.encode_micros, took.as_micros() as u64);
+        match coding {
+            Coding::Br => c.add(&c.encode_bytes_br, *bytes_out),
+            Coding::Zstd => c.add(&c.encode_bytes_zstd, *bytes_out),
+            Coding::Gzip => c.add(&c.encode_bytes_gzip, *bytes_out),
+            Coding::Identity => {}
+        }
+    }
 }

@@ -388,7 +388,7 @@ async fn z00006_a_purge_removes_every_coding() {
         .await;
     let p = proxy(&t, &origin).await;
     get(&t, &p, "/p", Some("br")).await.expect_status(200);
-    p.wait_counter("objects_stored", 1).await;
+    p.wait_counter("encode_objects", 1).await;
     let r = get(&t, &p, "/p", Some("br")).await;
     r.expect_header("content-encoding", "br");
     assert!(String::from_utf8(decoded(&r)).unwrap().starts_with("one "));
