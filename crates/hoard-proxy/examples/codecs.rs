@@ -1,5 +1,6 @@
+#![allow(clippy::disallowed_methods)] // a measuring tool: wall-clock timing is the point
 //! Speed and ratio of each content coding at several levels on a text
-//! corpus (for `bench/codecs.sh` and docs/encodings.md): MB/s of identity
+//! corpus (for docs/encodings.md): MB/s of identity
 //! bytes compressed, and the size against identity.
 //!
 //!     cargo run --release -p hoard-proxy --example codecs [FILE...]
