@@ -207,6 +207,8 @@ counters! {
     encode_objects,
     /// Identity bytes of the objects encoded, once per coding made.
     encode_bytes_in,
+    /// Identity bytes of the objects encoded, once per object.
+    encode_identity_bytes,
     /// Bytes of the br parts made.
     encode_bytes_br,
     /// Bytes of the zstd parts made.

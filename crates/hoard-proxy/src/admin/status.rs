@@ -253,6 +253,7 @@ pub fn status(admin: &Admin) -> Value {
         "zones": zones,
         "upstreams": upstreams,
         "cluster": cluster_state(p),
+        "encodings": encodings_state(c),
         "history": history,
     })
 }
@@ -334,5 +335,30 @@ fn cluster_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
         "peer_requests": c.cluster_peer_requests.load(Ordering::Relaxed),
         "peer_refused": c.cluster_peer_refused.load(Ordering::Relaxed),
         "purges_not_acked": c.cluster_purge_not_acked.load(Ordering::Relaxed),
+    })
+}
+
+/// Content codings made and served (see `crate::encode`): for each coding
+/// its bytes as a share of the identity bytes they were made from, and
+/// the hits it served.
+fn encodings_state(c: &crate::counters::Counters) -> serde_json::Value {
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let identity = get(&c.encode_identity_bytes);
+    let share = |b: u64| {
+        if identity == 0 {
+            serde_json::Value::Null
+        } else {
+            json!(round(b as f64 / identity as f64, 4))
+        }
+    };
+    json!({
+        "objects": get(&c.encode_objects),
+        "identity_bytes": identity,
+        "br": { "bytes": get(&c.encode_bytes_br), "share": share(get(&c.encode_bytes_br)), "served": get(&c.served_br) },
+        "zstd": { "bytes": get(&c.encode_bytes_zstd), "share": share(get(&c.encode_bytes_zstd)), "served": get(&c.served_zstd) },
+        "gzip": { "bytes": get(&c.encode_bytes_gzip), "share": share(get(&c.encode_bytes_gzip)), "served": get(&c.served_gzip) },
+        "decoded_served": get(&c.served_decoded),
+        "skipped": get(&c.encode_skipped),
+        "decode_failures": get(&c.encode_decode_failures),
     })
 }

@@ -907,6 +907,9 @@ fn completes(old: &HeaderMap, new: &HeaderMap, have: u64, total: u64) -> bool {
 /// Counts what making parts took.
 fn count_made(c: &crate::counters::Counters, made: &crate::encode::Made) {
     use hoard_policy::encoding::Coding;
+    if let Some((_, identity, _, _)) = made.stats.first() {
+        c.add(&c.encode_identity_bytes, *identity);
+    }
     for (coding, bytes_in, bytes_out, took) in &made.stats {
         c.add(&c.encode_bytes_in, *bytes_in);
         c.add(&c.encode_micros, took.as_micros() as u64);

@@ -121,6 +121,21 @@ async fn z00001_every_client_gets_its_best_coding_from_one_fetch() {
     assert_eq!(origin.requests(), 1, "one origin fetch for every coding");
     assert!(p.counter("encode_bytes_br") > 0 && p.counter("encode_bytes_gzip") > 0);
     assert_eq!(p.counter("served_br"), 2);
+    // /status (and the dashboard) show what the codings save.
+    let st = t.client(p.admin()).get("/status").send().await;
+    let v: serde_json::Value = serde_json::from_slice(&st.body).unwrap();
+    let enc = &v["encodings"];
+    assert_eq!(enc["objects"], 1, "{enc}");
+    assert_eq!(
+        enc["identity_bytes"].as_u64(),
+        Some(body.len() as u64),
+        "{enc}"
+    );
+    for c in ["br", "zstd", "gzip"] {
+        let share = enc[c]["share"].as_f64().unwrap();
+        assert!(share > 0.0 && share < 0.2, "{c}: {enc}");
+    }
+    assert_eq!(enc["br"]["served"], 2, "{enc}");
     origin.finish().await;
 }
 
