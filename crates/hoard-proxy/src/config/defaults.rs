@@ -125,6 +125,7 @@ impl RouteConfig {
                 .map(|s| (*s).to_string())
                 .collect(),
             compress_min_size: 1024,
+            fill_accept_encoding: http::HeaderValue::from_static("identity"),
             forward_headers: Vec::new(),
             bypass: Vec::new(),
             no_store: Vec::new(),

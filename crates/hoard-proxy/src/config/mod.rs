@@ -366,6 +366,11 @@ pub struct RouteConfig {
     pub compress_types: Vec<String>,
     /// Smallest body compressed (`compress_min_size`). Default: 1 KiB.
     pub compress_min_size: u64,
+    /// The `Accept-Encoding` fills send on a route with `encodings`
+    /// (`fill_accept_encoding`). Default: `identity` (every client accepts
+    /// what the fill's first clients stream); a coded answer is decoded
+    /// once when it is stored.
+    pub fill_accept_encoding: http::HeaderValue,
     /// Redirect, limits, access, credentials, header edits, error pages
     /// (see `edge`); `None` when the route sets none of them.
     pub edge: Option<std::sync::Arc<crate::edge::Edge>>,
@@ -1334,6 +1339,16 @@ impl Resolver<'_> {
                 out
             }
         };
+        let fill_accept_encoding = match &r.fill_accept_encoding {
+            None => d.fill_accept_encoding.clone(),
+            Some(v) => http::HeaderValue::from_str(v.get_ref()).map_err(|_| {
+                self.err(
+                    Some(v.span()),
+                    format!("{at}.fill_accept_encoding"),
+                    format!("{:?}: not a header value", v.get_ref()),
+                )
+            })?,
+        };
         let bypass = self.rules(r.bypass, at, rules::RuleKind::Bypass)?;
         let no_store = self.rules(r.no_store, at, rules::RuleKind::NoStore)?;
         Ok((
@@ -1366,6 +1381,7 @@ impl Resolver<'_> {
                     .map(|t| t.to_ascii_lowercase())
                     .collect(),
                 compress_min_size: r.compress_min_size.map_or(d.compress_min_size, |x| x.0),
+                fill_accept_encoding,
                 edge,
             },
             probe,

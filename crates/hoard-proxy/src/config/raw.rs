@@ -177,6 +177,7 @@ pub struct RawRoute {
     pub encodings: Option<Vec<Spanned<String>>>,
     pub compress_types: Option<Vec<String>>,
     pub compress_min_size: Option<Size>,
+    pub fill_accept_encoding: Option<Spanned<String>>,
     pub forward_headers: Option<Vec<Spanned<String>>>,
     pub forward_unkeyed: Option<bool>,
     #[serde(default)]

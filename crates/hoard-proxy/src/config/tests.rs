@@ -705,3 +705,30 @@ fn cluster_members_tiers_and_rampup() {
     .unwrap_err();
     assert_eq!(e.key, "--cluster-advertise");
 }
+
+#[test]
+fn route_encodings() {
+    use hoard_policy::encoding::Coding;
+    let base = "[upstream.app]\nservers = [\"http://127.0.0.1:9000\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\nupstream = \"app\"\n";
+    let c = Config::from_toml("hoard.toml", base).unwrap();
+    let r = &c.sites[0].routes[0];
+    assert_eq!(r.encodings, [Coding::Br, Coding::Zstd, Coding::Gzip]);
+    assert_eq!(r.compress_min_size, 1024);
+    assert_eq!(r.fill_accept_encoding, "identity");
+    let c = Config::from_toml(
+        "hoard.toml",
+        &format!("{base}encodings = [\"gzip\", \"br\"]\ncompress_types = [\"Text/HTML\"]\ncompress_min_size = \"4KiB\"\nfill_accept_encoding = \"gzip, br\"\n"),
+    )
+    .unwrap();
+    let r = &c.sites[0].routes[0];
+    assert_eq!(r.encodings, [Coding::Gzip, Coding::Br]);
+    assert_eq!(r.compress_types, ["text/html"]);
+    assert_eq!(r.compress_min_size, 4096);
+    assert_eq!(r.fill_accept_encoding, "gzip, br");
+    let off = Config::from_toml("hoard.toml", &format!("{base}encodings = []\n")).unwrap();
+    assert!(off.sites[0].routes[0].encodings.is_empty());
+    let e = error(&format!("{base}encodings = [\"br\", \"deflate\"]\n"));
+    assert!(e.key.ends_with(".encodings"), "{e}");
+    assert_eq!(e.line, Some(7), "{e}");
+    assert!(e.message.contains("deflate"), "{e}");
+}

@@ -577,10 +577,7 @@ impl Pipeline {
             && upgrade.is_none())
         .then(|| {
             let a = hoard_policy::encoding::Accept::from_request(&headers);
-            headers.insert(
-                header::ACCEPT_ENCODING,
-                HeaderValue::from_static("identity"),
-            );
+            headers.insert(header::ACCEPT_ENCODING, route.fill_accept_encoding.clone());
             a
         });
         let ctx = Ctx {

@@ -414,3 +414,55 @@ async fn z00006_a_purge_removes_every_coding() {
     assert_eq!(origin.requests(), 2);
     origin.finish().await;
 }
+
+// z00007: a route that asks the origin for gzip (`fill_accept_encoding`):
+// the origin's gzip is stored as sent, decoded once for identity clients,
+// re-coded for br clients, and a gzip client gets the origin's bytes.
+#[tokio::test]
+async fn z00007_fills_ask_for_what_the_route_says() {
+    let t = Test::new("z00007");
+    let body = page();
+    let gz = encode(Coding::Gzip, body.as_bytes());
+    let origin = {
+        let gz = gz.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                s.rxreq()
+                    .await
+                    .expect_url("/f")
+                    .expect_header("accept-encoding", "gzip");
+                s.txresp(200)
+                    .hdr("Content-Type", "application/javascript")
+                    .hdr("Content-Encoding", "gzip")
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(gz)
+                    .send()
+                    .await;
+            })
+            .start()
+            .await
+    };
+    let p = t
+        .proxy()
+        .origin(&origin)
+        .route(|r| r.fill_accept_encoding = http::HeaderValue::from_static("gzip"))
+        .config(|c| {
+            c.cache.zones.clear();
+            c.cache.memory_size = 64 << 20;
+        })
+        .start()
+        .await;
+    get(&t, &p, "/f", Some("gzip")).await.expect_status(200);
+    p.wait_counter("objects_stored", 1).await;
+    let r = get(&t, &p, "/f", Some("identity")).await;
+    r.expect_cache_status("hit")
+        .expect_no_header("content-encoding");
+    assert_eq!(r.body, body.as_bytes());
+    let r = get(&t, &p, "/f", Some("br")).await;
+    r.expect_header("content-encoding", "br");
+    assert_eq!(decoded(&r), body.as_bytes());
+    let r = get(&t, &p, "/f", Some("gzip")).await;
+    assert_eq!(r.body, gz);
+    assert_eq!(origin.requests(), 1);
+    origin.finish().await;
+}
