@@ -159,23 +159,6 @@ impl StoredObject {
         self
     }
 
-    /// A copy of this object (sharing its body) with `parts`.
-    pub fn with_same_parts_replaced(&self, parts: Vec<Part>) -> StoredObject {
-        let mut o = StoredObject::new(
-            self.key.clone(),
-            self.vary.clone(),
-            self.status,
-            self.headers.clone(),
-            self.times,
-            self.lifetime_source,
-            self.rules,
-            self.body.clone(),
-        )
-        .with_disk(self.disk);
-        o.near = self.near;
-        o.with_parts(parts)
-    }
-
     /// The part in `coding`, if the object has one.
     pub fn part(&self, coding: hoard_policy::encoding::Coding) -> Option<&Part> {
         self.parts.iter().find(|p| p.coding == coding)

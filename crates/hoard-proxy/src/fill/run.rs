@@ -828,7 +828,13 @@ impl FillEngine {
                 }
             };
             count_made(&counters, &made);
-            let with = Arc::new(obj.with_same_parts_replaced(made.parts));
+            let same = obj.with_headers(
+                obj.headers.clone(),
+                obj.times,
+                obj.lifetime_source,
+                obj.rules,
+            );
+            let with = Arc::new(same.with_parts(made.parts));
             if let Some(m) = store.memory() {
                 if m.update(primary, &request, &obj, with) {
                     counters.inc(&counters.encode_objects);

@@ -98,10 +98,15 @@ impl Pipeline {
             return None;
         }
         let stored = content_coding(&obj.headers).unwrap_or(Coding::Identity);
-        let mut available = vec![stored];
-        available.extend(obj.parts.iter().map(|p| p.coding));
+        // The stored body and at most three parts: no allocation per hit.
+        let mut available = [stored; 4];
+        let mut n = 1;
+        for p in obj.parts.iter().take(3) {
+            available[n] = p.coding;
+            n += 1;
+        }
         let want = accept
-            .choose(&available, &ctx.route.encodings)
+            .choose(&available[..n], &ctx.route.encodings)
             .unwrap_or(stored);
         if want == stored {
             return None;
