@@ -164,6 +164,19 @@ impl ProxyBody {
         }
     }
 
+    /// A part of a stored object (see `crate::encode`): in a file, or in
+    /// memory as one chunk.
+    pub fn part(body: &ObjectBody, send: Option<&Arc<SendQueue>>) -> ProxyBody {
+        match body {
+            ObjectBody::File(f) => ProxyBody::File(f.reader(0, f.len()), send.cloned()),
+            ObjectBody::Chunks { chunks, .. } => match chunks.as_slice() {
+                [] => ProxyBody::Empty,
+                [one] => ProxyBody::Full(Some(one.clone())),
+                many => ProxyBody::Full(Some(many.concat().into())),
+            },
+        }
+    }
+
     fn stored_chunks(obj: &StoredObject) -> &[Bytes] {
         obj.body.chunks().unwrap_or_default()
     }

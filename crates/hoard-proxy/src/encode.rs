@@ -210,7 +210,7 @@ pub fn make_parts(chunks: &[Bytes], plan: &Plan) -> Result<Made, EncodeError> {
             body.len() as u64,
             started.elapsed(),
         ));
-        made.parts.push(Part { coding: c, body });
+        made.parts.push(Part::in_memory(c, body));
     }
     Ok(made)
 }
@@ -275,7 +275,7 @@ pub struct Chosen {
     /// Its coding.
     pub coding: Coding,
     /// Its bytes.
-    pub body: Bytes,
+    pub body: hoard_store::object::ObjectBody,
 }
 
 /// The ETag of the representation in `coding`: the stored one with the

@@ -116,8 +116,23 @@ pub struct StoredObject {
 pub struct Part {
     /// Its coding.
     pub coding: hoard_policy::encoding::Coding,
-    /// The coded bytes.
-    pub body: Bytes,
+    /// The coded bytes: in memory, or a span of the object's file (see
+    /// `crate::disk::format::Head::layout`).
+    pub body: ObjectBody,
+}
+
+impl Part {
+    /// A part held in memory.
+    pub fn in_memory(coding: hoard_policy::encoding::Coding, body: Bytes) -> Part {
+        Part {
+            coding,
+            body: ObjectBody::from_chunks(if body.is_empty() {
+                Vec::new()
+            } else {
+                vec![body]
+            }),
+        }
+    }
 }
 
 impl StoredObject {
@@ -154,7 +169,7 @@ impl StoredObject {
     /// with them.
     pub fn with_parts(mut self, parts: Vec<Part>) -> StoredObject {
         self.weight = weigh(&self.key, &self.headers, self.body.len())
-            + parts.iter().map(|p| p.body.len() as u64 + 32).sum::<u64>();
+            + parts.iter().map(|p| p.body.len() + 32).sum::<u64>();
         self.parts = Arc::from(parts);
         self
     }

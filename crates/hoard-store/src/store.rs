@@ -41,11 +41,12 @@ use http::HeaderMap;
 
 use crate::catalog::{Catalog, Raced, Selector};
 use crate::disk::format::Head;
+use crate::disk::index::DiskRef;
 use crate::disk::writer::{Abandoned, DiskWriter};
 use crate::disk::{DiskZone, ZoneConfig, ZoneLookup};
 use crate::events::{StoreEvent, StoreEvents};
 use crate::memory::{InsertError, Lookup, MemoryStore};
-use crate::object::{ObjectBody, StoredObject};
+use crate::object::{ObjectBody, Part, StoredObject};
 
 /// The store. See the module docs.
 #[derive(Debug)]
@@ -253,27 +254,28 @@ impl Store {
         if obj.weight() > memory.max_object() {
             return None;
         }
-        let chunks = match &obj.body {
-            // Copied: the inline body is a slice of the whole first read.
-            ObjectBody::Chunks { chunks, .. } => chunks
-                .iter()
-                .map(|c| bytes::Bytes::copy_from_slice(c))
-                .collect(),
-            ObjectBody::File(f) => f.read_all().await.ok()?,
-        };
-        let o = Arc::new(
-            StoredObject::new(
-                obj.key.clone(),
-                obj.vary.clone(),
-                obj.status,
-                obj.headers.clone(),
-                obj.times,
-                obj.lifetime_source,
-                obj.rules,
-                ObjectBody::from_chunks(chunks),
-            )
-            .with_disk(obj.disk),
-        );
+        let chunks = in_memory(&obj.body).await?;
+        let mut parts = Vec::with_capacity(obj.parts.len());
+        for p in obj.parts.iter() {
+            // One chunk: a hit sends a part without walking chunks.
+            let whole: Vec<u8> = in_memory(&p.body).await?.concat();
+            parts.push(Part::in_memory(p.coding, whole.into()));
+        }
+        let mut o = StoredObject::new(
+            obj.key.clone(),
+            obj.vary.clone(),
+            obj.status,
+            obj.headers.clone(),
+            obj.times,
+            obj.lifetime_source,
+            obj.rules,
+            ObjectBody::from_chunks(chunks),
+        )
+        .with_disk(obj.disk);
+        if !parts.is_empty() {
+            o = o.with_parts(parts);
+        }
+        let o = Arc::new(o);
         // Purged or replaced while its body was read: not admitted.
         let r = obj.disk?;
         if !zone.is_current(r.id, r.serial) {
@@ -320,17 +322,74 @@ impl Store {
         primary: Digest,
         head: &Head,
         purge_epoch: u64,
-    ) -> Result<(), Abandoned> {
+    ) -> Result<DiskRef, Abandoned> {
+        self.commit(writer, primary, head, purge_epoch, None).await
+    }
+
+    async fn commit(
+        self: &Arc<Self>,
+        writer: DiskWriter,
+        primary: Digest,
+        head: &Head,
+        purge_epoch: u64,
+        replaces: Option<DiskRef>,
+    ) -> Result<DiskRef, Abandoned> {
         let (me, head) = (self.clone(), head.clone());
         tokio::spawn(async move {
             let zone = writer.zone_number();
-            writer.finish(&head, purge_epoch).await?;
+            let r = writer
+                .finish_replacing(&head, purge_epoch, replaces)
+                .await?;
             me.supersede(primary, Tier::Zone(zone));
             me.catalogue(primary, &head.key, &head.headers);
-            Ok(())
+            Ok(r)
         })
         .await
         .unwrap_or(Err(Abandoned::Io))
+    }
+
+    /// Writes an object with its parts (see `hoard_proxy::encode`) to zone
+    /// `zone` as one new file: `body` (the stored bytes), then each part's
+    /// bytes, with `head` naming their codings and lengths. With
+    /// `replaces`, the file takes the place of that copy only if it is
+    /// still the one stored with the same head ([`Abandoned::Superseded`]
+    /// otherwise); a purge since `purge_epoch` stores nothing. The object
+    /// then supersedes every other copy, as a fill's does.
+    ///
+    /// # Errors
+    /// When nothing was stored (the reasons of [`Store::finish_disk`]).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn store_with_parts(
+        self: &Arc<Self>,
+        zone: usize,
+        (primary, variant): (Digest, Digest),
+        head: &Head,
+        body: &[bytes::Bytes],
+        parts: &[Part],
+        purge_epoch: u64,
+        replaces: Option<DiskRef>,
+    ) -> Result<DiskRef, Abandoned> {
+        if parts.iter().any(|p| p.body.chunks().is_none()) {
+            // Parts to write are made in memory; a file's span is not one.
+            return Err(Abandoned::Io);
+        }
+        let mut head = head.clone();
+        head.parts = parts.iter().map(|p| (p.coding, p.body.len())).collect();
+        let len = body.iter().map(|c| c.len() as u64).sum::<u64>()
+            + parts.iter().map(|p| p.body.len()).sum::<u64>();
+        let Some(mut w) = self
+            .disk_writer(zone, primary, variant, Some(len), head.encode().len())
+            .await
+        else {
+            return Err(Abandoned::NoRoom);
+        };
+        let part_chunks = parts
+            .iter()
+            .flat_map(|p| p.body.chunks().unwrap_or_default());
+        for c in body.iter().chain(part_chunks) {
+            w.write(c.clone()).await?;
+        }
+        self.commit(w, primary, &head, purge_epoch, replaces).await
     }
 
     /// Removes the copies of `primary` that a new object just stored in
@@ -554,6 +613,20 @@ impl Store {
     }
 }
 
+/// A stored body's bytes in memory of their own: copied (an inline body is
+/// a slice of a whole first read) or read whole from its file, checked.
+async fn in_memory(body: &ObjectBody) -> Option<Vec<bytes::Bytes>> {
+    match body {
+        ObjectBody::Chunks { chunks, .. } => Some(
+            chunks
+                .iter()
+                .map(|c| bytes::Bytes::copy_from_slice(c))
+                .collect(),
+        ),
+        ObjectBody::File(f) => f.read_all().await.ok(),
+    }
+}
+
 /// Where a new object went (see `Store::supersede`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Tier {
@@ -572,5 +645,6 @@ pub fn head_of(obj: &StoredObject) -> Head {
         times: obj.times,
         lifetime_source: obj.lifetime_source,
         rules: obj.rules,
+        parts: obj.parts.iter().map(|p| (p.coding, p.body.len())).collect(),
     }
 }

@@ -81,6 +81,7 @@ fn head(key: &str, etag: &str) -> Head {
         },
         lifetime_source: LifetimeSource::MaxAge,
         rules: StoredRules::new(&CacheControl::default(), None, None),
+        parts: Vec::new(),
     }
 }
 
@@ -109,7 +110,7 @@ async fn fill(
     // so that whether the next eviction may reuse it does not depend on
     // timing (a file still open anywhere is never reused).
     s.zones()[z].io().settle().await;
-    done
+    done.map(|_| ())
 }
 
 /// The body and ETag a lookup finds, or `None` for a miss.

@@ -410,6 +410,7 @@ fn head(key: u8, head_version: u64, len: u32, now: SystemTime) -> Head {
         times: times(now),
         lifetime_source: LifetimeSource::MaxAge,
         rules: rules(),
+        parts: Vec::new(),
     }
 }
 

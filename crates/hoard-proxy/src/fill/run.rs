@@ -430,6 +430,11 @@ impl FillEngine {
         if content_length.is_some_and(|len| len > self.store.max_object()) {
             return Err(NotStorable::TooLarge);
         }
+        if !job.route.encodings.is_empty()
+            && hoard_policy::encoding::content_coding(&parts.headers).is_none()
+        {
+            return Err(NotStorable::UnknownCoding);
+        }
         let mut headers = parts.headers.clone();
         hoard_policy::headers::strip_never_stored(&mut headers);
         Ok(Storable {
@@ -706,29 +711,9 @@ impl FillEngine {
             }
         };
         if let Some(w) = disk {
-            let head =
-                hoard_store::store::head_of(&storable.object(job, status, ObjectBody::default()));
-            let finish = self.store.finish_disk(w, job.key.digest, &head, checked);
-            match tokio::time::timeout(job.upstream.cfg.read_timeout, finish).await {
-                Ok(Ok(())) => {
-                    self.counters.inc(&self.counters.objects_stored);
-                    return true;
-                }
-                Ok(Err(Abandoned::Purged)) => {
-                    self.counters.inc(&self.counters.purge_raced_fills);
-                    tracing::info!(key = %job.key.text, "fill raced a purge at its disk commit; not stored");
-                    return false;
-                }
-                Ok(Err(why)) => {
-                    tracing::info!(key = %job.key.text, why = why.as_str(), "disk copy given up");
-                }
-                Err(_) => {
-                    // The commit goes on by itself and publishes the object
-                    // (or removes it): the clients are not kept waiting.
-                    tracing::warn!(key = %job.key.text, "disk stalled at the end of a fill; the copy completes in the background");
-                    return false;
-                }
-            }
+            return self
+                .store_on_disk(job, w, status, storable, writer, held, checked)
+                .await;
         }
         // Spilled to a file that was given up: not all in memory, not stored.
         let Some(mut chunks) = writer.chunks() else {
@@ -774,7 +759,12 @@ impl FillEngine {
                 .store
                 .insert(job.key.digest, &job.request_headers, obj.clone(), checked);
             if let (Ok(()), Some(plan)) = (&r, later) {
-                self.encode_later(job, obj, chunks, plan);
+                let target = Target::Memory {
+                    primary: job.key.digest,
+                    request: job.request_headers.clone(),
+                    obj,
+                };
+                self.encode_later(target, chunks, plan);
             }
             r
         };
@@ -801,24 +791,125 @@ impl FillEngine {
         }
     }
 
-    /// Makes the parts of an object just stored from identity bytes, on a
-    /// blocking thread, and puts them in if the object is still the one
-    /// stored (a purge or a newer version meanwhile wins; see
-    /// `MemoryStore::update`).
-    fn encode_later(
+    /// Publishes the disk copy a fill wrote through. A body in a coding
+    /// hoard knows is decoded first, and the object written again with
+    /// its parts as one file (the copy written through is given up: a
+    /// corrupt body or a bomb is never stored); an identity body that is
+    /// worth coding is published at once and its parts added after (see
+    /// [`Self::encode_later`]). True when stored.
+    #[allow(clippy::too_many_arguments)]
+    async fn store_on_disk(
         &self,
         job: &FillJob,
-        obj: Arc<hoard_store::object::StoredObject>,
-        chunks: Vec<bytes::Bytes>,
-        plan: crate::encode::Plan,
-    ) {
+        w: DiskWriter,
+        status: StatusCode,
+        storable: &Storable,
+        writer: &BusyWriter,
+        held: Option<&bytes::Bytes>,
+        checked: u64,
+    ) -> bool {
+        let head =
+            hoard_store::store::head_of(&storable.object(job, status, ObjectBody::default()));
+        // The body, when all of it is still in memory (not spilled).
+        let chunks = writer.chunks().map(|mut c| {
+            c.extend(held.cloned());
+            compact(c)
+        });
+        let len = chunks
+            .as_ref()
+            .map_or(u64::MAX, |c| c.iter().map(|c| c.len() as u64).sum());
+        let plan = crate::encode::plan(
+            &job.route,
+            self.store.max_object(),
+            status,
+            &storable.headers,
+            len,
+        );
+        let zone = w.zone_number();
+        let digests = (job.key.digest, storable.vary.variant(&job.request_headers));
+        let (coded, later) = match plan {
+            Some(p) if p.stored != hoard_policy::encoding::Coding::Identity => (Some(p), None),
+            p => (None, p.zip(chunks.clone())),
+        };
+        let committed = match coded {
+            Some(p) => {
+                drop(w);
+                let Some(chunks) = chunks else {
+                    self.counters.inc(&self.counters.encode_skipped);
+                    tracing::info!(key = %job.key.text, "coded body too large to decode in memory; not stored");
+                    return false;
+                };
+                let parts = match self.encode_parts(&chunks, p).await {
+                    Ok(parts) => parts,
+                    Err(e) => {
+                        self.counters.inc(&self.counters.encode_decode_failures);
+                        tracing::warn!(key = %job.key.text, error = %e, "origin body not stored");
+                        return false;
+                    }
+                };
+                let store = self.store.clone();
+                let head = head.clone();
+                // Spawned: a client of the fill is never kept waiting by
+                // the write (see the timeout below).
+                let write = tokio::spawn(async move {
+                    store
+                        .store_with_parts(zone, digests, &head, &chunks, &parts, checked, None)
+                        .await
+                });
+                tokio::time::timeout(job.upstream.cfg.read_timeout, write)
+                    .await
+                    .map(|r| r.unwrap_or(Err(Abandoned::Io)))
+            }
+            None => {
+                let finish = self.store.finish_disk(w, job.key.digest, &head, checked);
+                tokio::time::timeout(job.upstream.cfg.read_timeout, finish).await
+            }
+        };
+        match committed {
+            Ok(Ok(r)) => {
+                self.counters.inc(&self.counters.objects_stored);
+                if let Some((p, chunks)) = later {
+                    let target = Target::Disk {
+                        zone,
+                        digests,
+                        head: Box::new(head),
+                        at: r,
+                        checked,
+                    };
+                    self.encode_later(target, chunks, p);
+                }
+                true
+            }
+            Ok(Err(Abandoned::Purged)) => {
+                self.counters.inc(&self.counters.purge_raced_fills);
+                tracing::info!(key = %job.key.text, "fill raced a purge at its disk commit; not stored");
+                false
+            }
+            Ok(Err(why)) => {
+                tracing::info!(key = %job.key.text, why = why.as_str(), "disk copy given up");
+                false
+            }
+            Err(_) => {
+                // The commit goes on by itself and publishes the object
+                // (or removes it): the clients are not kept waiting.
+                tracing::warn!(key = %job.key.text, "disk stalled at the end of a fill; the copy completes in the background");
+                false
+            }
+        }
+    }
+
+    /// Makes the parts of an object just stored from identity bytes, on a
+    /// background thread, and puts them in if the object is still the one
+    /// stored (a purge or a newer version meanwhile wins): in the memory
+    /// tier by replacing the object (`MemoryStore::update`), in a zone by
+    /// writing the object again with its parts (`Store::store_with_parts`).
+    fn encode_later(&self, target: Target, chunks: Vec<bytes::Bytes>, plan: crate::encode::Plan) {
         let store = self.store.clone();
         let counters = self.counters.clone();
-        let (primary, request) = (job.key.digest, job.request_headers.clone());
         tokio::spawn(async move {
+            let body = chunks.clone();
             let made =
-                crate::encode::in_background(move || crate::encode::make_parts(&chunks, &plan))
-                    .await;
+                crate::encode::in_background(move || crate::encode::make_parts(&body, &plan)).await;
             let made = match made {
                 Some(Ok(made)) => made,
                 Some(Err(_)) => return,
@@ -828,17 +919,49 @@ impl FillEngine {
                 }
             };
             count_made(&counters, &made);
-            let same = obj.with_headers(
-                obj.headers.clone(),
-                obj.times,
-                obj.lifetime_source,
-                obj.rules,
-            );
-            let with = Arc::new(same.with_parts(made.parts));
-            if let Some(m) = store.memory() {
-                if m.update(primary, &request, &obj, with) {
-                    counters.inc(&counters.encode_objects);
+            let put = match target {
+                Target::Memory {
+                    primary,
+                    request,
+                    obj,
+                } => {
+                    let same = obj.with_headers(
+                        obj.headers.clone(),
+                        obj.times,
+                        obj.lifetime_source,
+                        obj.rules,
+                    );
+                    let with = Arc::new(same.with_parts(made.parts));
+                    store
+                        .memory()
+                        .is_some_and(|m| m.update(primary, &request, &obj, with))
                 }
+                Target::Disk {
+                    zone,
+                    digests,
+                    head,
+                    at,
+                    checked,
+                } => {
+                    let r = store
+                        .store_with_parts(
+                            zone,
+                            digests,
+                            &head,
+                            &chunks,
+                            &made.parts,
+                            checked,
+                            Some(at),
+                        )
+                        .await;
+                    if let Err(why) = r {
+                        tracing::debug!(key = %head.key, why = why.as_str(), "parts not added to the disk copy");
+                    }
+                    r.is_ok()
+                }
+            };
+            if put {
+                counters.inc(&counters.encode_objects);
             }
         });
     }
@@ -908,6 +1031,25 @@ fn completes(old: &HeaderMap, new: &HeaderMap, have: u64, total: u64) -> bool {
         .and_then(parse_content_range)
         .is_some_and(|(r, t)| r.start == have && r.end == total && t == total);
     range_ok && hoard_policy::range::share_strong_validator(old, new)
+}
+
+/// Where parts made after an object was stored go.
+enum Target {
+    /// The memory tier's object `obj`.
+    Memory {
+        primary: hoard_policy::key::Digest,
+        request: HeaderMap,
+        obj: Arc<hoard_store::object::StoredObject>,
+    },
+    /// The zone copy `at` (written by the fill with `head`, under the
+    /// purge epoch `checked`), written again with its parts.
+    Disk {
+        zone: usize,
+        digests: (hoard_policy::key::Digest, hoard_policy::key::Digest),
+        head: Box<hoard_store::disk::format::Head>,
+        at: hoard_store::object::DiskRef,
+        checked: u64,
+    },
 }
 
 /// Counts what making parts took.

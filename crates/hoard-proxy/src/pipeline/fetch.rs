@@ -106,6 +106,11 @@ impl Pipeline {
         has_leader: bool,
     ) -> FillJob {
         let mut oreq = self.origin_request(ctx, true, None);
+        if ctx.accept.is_some() && self.fills.hfp.is_marked(key.digest, self.clock.now()) {
+            // A hit-for-pass key (an unknown coding, say): each client's
+            // own exchange with the origin.
+            super::origin_request::client_accept_encoding(ctx, &mut oreq.headers);
+        }
         if !has_leader {
             // Nobody waits for a background refresh: its hints go nowhere.
             oreq.interim = None;

@@ -66,7 +66,7 @@ impl Pipeline {
                 if ctx.run.cfg.server.debug_headers && status.detail.is_none() {
                     status.detail = Some(chosen.coding.as_str());
                 }
-                ProxyBody::Full(Some(chosen.body))
+                ProxyBody::part(&chosen.body, ctx.send.as_ref())
             }
             None => ProxyBody::stored(obj, ctx.send.as_ref()),
         };
@@ -112,7 +112,7 @@ impl Pipeline {
             return None;
         }
         let part = obj.part(want)?;
-        crate::encode::recode_headers(headers, stored, want, part.body.len() as u64);
+        crate::encode::recode_headers(headers, stored, want, part.body.len());
         let c = &self.counters;
         self.counters.inc(match want {
             Coding::Br => &c.served_br,

@@ -19,6 +19,26 @@ const FILL_STRIPPED: [HeaderName; 6] = [
     header::RANGE,
 ];
 
+/// A pass is the client's own exchange: its `Accept-Encoding` (the codings
+/// hoard knows, as the client weighed them) instead of the route's
+/// `fill_accept_encoding` (see `crate::encode`).
+pub(crate) fn client_accept_encoding(ctx: &Ctx<'_>, headers: &mut HeaderMap) {
+    let Some(accept) = &ctx.accept else {
+        return;
+    };
+    match accept
+        .to_field()
+        .and_then(|f| HeaderValue::from_str(&f).ok())
+    {
+        Some(v) => {
+            headers.insert(header::ACCEPT_ENCODING, v);
+        }
+        None => {
+            headers.remove(header::ACCEPT_ENCODING);
+        }
+    }
+}
+
 impl Pipeline {
     /// The origin request for `ctx`: same target, client fields minus
     /// hop-by-hop ones, Host as configured, `Via` appended, the forwarding
@@ -35,20 +55,8 @@ impl Pipeline {
             for h in &FILL_STRIPPED {
                 headers.remove(h);
             }
-        } else if let Some(accept) = &ctx.accept {
-            // A pass is the client's own exchange: its Accept-Encoding
-            // (the codings hoard knows, as the client weighed them).
-            match accept
-                .to_field()
-                .and_then(|f| HeaderValue::from_str(&f).ok())
-            {
-                Some(v) => {
-                    headers.insert(header::ACCEPT_ENCODING, v);
-                }
-                None => {
-                    headers.remove(header::ACCEPT_ENCODING);
-                }
-            }
+        } else {
+            client_accept_encoding(ctx, &mut headers);
         }
         // With `host = "server"` (or no Host from an HTTP/1.0 client), the
         // upstream sets Host to the server it picks for this request.

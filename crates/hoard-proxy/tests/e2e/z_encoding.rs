@@ -6,6 +6,8 @@ use hoard_policy::encoding::Coding;
 use hoard_proxy::encode::{decode, encode};
 use hoard_testkit::{Response, Test, TestProxy};
 
+use super::secs;
+
 /// An HTML page of about 9 KiB.
 fn page() -> String {
     (0..200)
@@ -13,18 +15,10 @@ fn page() -> String {
         .collect()
 }
 
-/// A proxy that stores in memory (the parts live in the memory tier, also
-/// under `HOARD_TEST_STORE=disk`).
+/// A proxy with the suite's store (the memory tier, or a disk zone under
+/// `HOARD_TEST_STORE=disk`).
 async fn proxy(t: &Test, origin: &hoard_testkit::Origin) -> TestProxy {
-    t.proxy()
-        .origin(origin)
-        .admin()
-        .config(|c| {
-            c.cache.zones.clear();
-            c.cache.memory_size = 64 << 20;
-        })
-        .start()
-        .await
+    t.proxy().origin(origin).admin().start().await
 }
 
 /// The response's body decoded by its `Content-Encoding`.
@@ -262,15 +256,6 @@ async fn z00004_no_transform_unknown_codings_images_and_small_bodies_are_left_al
             body.clone().into_bytes(),
         ),
         (
-            "/unknown",
-            vec![
-                ("Content-Type", "text/html"),
-                ("Cache-Control", "max-age=600"),
-                ("Content-Encoding", "compress"),
-            ],
-            body.clone().into_bytes(),
-        ),
-        (
             "/img",
             vec![
                 ("Content-Type", "image/png"),
@@ -316,7 +301,51 @@ async fn z00004_no_transform_unknown_codings_images_and_small_bodies_are_left_al
         assert_eq!(&r.body, body, "{path}");
     }
     assert_eq!(p.counter("encode_objects"), 0);
-    assert_eq!(origin.requests(), 4);
+    assert_eq!(origin.requests(), 3);
+    origin.finish().await;
+}
+
+// z00010: a coding hoard does not know (`compress`) is passed through as
+// the origin sent it and never stored: every client gets the origin's own
+// answer to its request (hit-for-pass), so no client gets from the cache a
+// coding it did not ask for.
+#[tokio::test]
+async fn z00010_unknown_codings_are_passed_through_never_stored() {
+    let t = Test::new("z00010");
+    let body = page();
+    let origin = {
+        let body = body.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                for (ae, coding) in [("identity", "compress"), ("br", "br")] {
+                    s.rxreq()
+                        .await
+                        .expect_url("/u")
+                        .expect_header("accept-encoding", ae);
+                    s.txresp(200)
+                        .hdr("Content-Type", "text/html")
+                        .hdr("Cache-Control", "max-age=600")
+                        .hdr("Content-Encoding", coding)
+                        .body(body.clone())
+                        .send()
+                        .await;
+                }
+            })
+            .start()
+            .await
+    };
+    let p = proxy(&t, &origin).await;
+    let r = get(&t, &p, "/u", Some("compress, br")).await;
+    r.expect_status(200)
+        .expect_header("content-encoding", "compress");
+    assert_eq!(r.body, body.as_bytes());
+    // The key is now passed: the next client's own field goes to the
+    // origin, and what it answers comes back untouched.
+    let r = get(&t, &p, "/u", Some("br")).await;
+    r.expect_status(200).expect_header("content-encoding", "br");
+    assert_eq!(r.body, body.as_bytes(), "passed as the origin sent it");
+    assert_eq!(p.counter("objects_stored"), 0);
+    assert_eq!(origin.requests(), 2);
     origin.finish().await;
 }
 
@@ -464,5 +493,174 @@ async fn z00007_fills_ask_for_what_the_route_says() {
     let r = get(&t, &p, "/f", Some("gzip")).await;
     assert_eq!(r.body, gz);
     assert_eq!(origin.requests(), 1);
+    origin.finish().await;
+}
+
+// z00008: in a disk zone (no memory tier: every hit read from disk) the
+// parts are written with the object as one file, small objects and ones
+// read block by block alike, and an origin's gzip is decoded before it is
+// stored; after a restart every coding is still a hit with the right
+// bytes, and a purge removes the object with every coding.
+#[tokio::test]
+async fn z00008_disk_zones_keep_every_coding_across_a_restart() {
+    let t = Test::new("z00008");
+    let small = page();
+    // Larger than a first read: its stored bytes and parts are read from
+    // the file span by span.
+    let large: String = (0..4000)
+        .map(|i| format!("{{\"id\": {i}, \"name\": \"item {}\"}},\n", i % 97))
+        .collect();
+    let gz = encode(Coding::Gzip, small.as_bytes());
+    let origin = {
+        let (small, large, gz) = (small.clone(), large.clone(), gz.clone());
+        t.origin()
+            .script(move |mut s| async move {
+                for (path, ctype, body, coding) in [
+                    ("/page", "text/html", small.clone().into_bytes(), None),
+                    ("/data", "application/json", large.into_bytes(), None),
+                    ("/gz", "text/css", gz, Some("gzip")),
+                ] {
+                    s.rxreq()
+                        .await
+                        .expect_url(path)
+                        .expect_header("accept-encoding", "identity");
+                    let mut r = s
+                        .txresp(200)
+                        .hdr("Content-Type", ctype)
+                        .hdr("Cache-Control", "max-age=600")
+                        .hdr("ETag", "\"v1\"");
+                    if let Some(c) = coding {
+                        r = r.hdr("Content-Encoding", c);
+                    }
+                    r.body(body).send().await;
+                }
+                s.rxreq().await.expect_url("/page");
+                s.txresp(200)
+                    .hdr("Content-Type", "text/html")
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(small.replace("entry", "row"))
+                    .send()
+                    .await;
+            })
+            .start()
+            .await
+    };
+    let dir = t.dir().join("zone");
+    let disk_proxy = || async {
+        let p = t
+            .proxy()
+            .origin(&origin)
+            .admin()
+            .disk(&dir, 64 << 20, 0)
+            .start()
+            .await;
+        p.wait_counter("disk_load_done", 1).await;
+        p
+    };
+    let p = disk_proxy().await;
+    for path in ["/page", "/data", "/gz"] {
+        get(&t, &p, path, Some("br")).await.expect_status(200);
+    }
+    // Two identity bodies coded after they were stored, one gzip body
+    // decoded before.
+    p.wait_counter("encode_objects", 3).await;
+    let check = |p: TestProxy| {
+        let (small, large) = (small.clone(), large.clone());
+        let t = &t;
+        async move {
+            for (path, body) in [("/page", &small), ("/data", &large), ("/gz", &small)] {
+                for (ae, want) in [
+                    (Some("br, gzip, zstd"), Some("br")),
+                    (Some("zstd"), Some("zstd")),
+                    (Some("gzip"), Some("gzip")),
+                    (None, None),
+                ] {
+                    let r = get(t, &p, path, ae).await;
+                    r.expect_status(200).expect_cache_status("hit");
+                    assert_eq!(r.header("content-encoding"), want, "{path} {ae:?}");
+                    assert!(decoded(&r) == body.as_bytes(), "{path} {ae:?}");
+                }
+            }
+            p
+        }
+    };
+    let p = check(p).await;
+    assert!(p.counter("disk_hits") >= 12);
+    p.stop().await;
+    // One file per object: the copies written before their parts are gone.
+    assert_eq!(crate::d_disk::objects(&dir).len(), 3);
+
+    let p = disk_proxy().await;
+    p.expect_counter("disk_loaded", 3);
+    let p = check(p).await;
+    assert_eq!(p.counter("encode_objects"), 0, "nothing coded again");
+    let purged = crate::o_ops::purge(&t, &p, r#"{"url": "http://localhost/page"}"#).await;
+    assert_eq!(crate::o_ops::purged(&purged), 1);
+    let r = get(&t, &p, "/page", Some("br")).await;
+    assert!(String::from_utf8(decoded(&r))
+        .unwrap()
+        .contains("row number 1 "));
+    assert_eq!(origin.requests(), 4);
+    origin.finish().await;
+}
+
+// z00009: a 304 refreshes the object and keeps its codings (in memory, and
+// in a disk zone's head under `HOARD_TEST_STORE=disk`): the revalidated
+// response and the hits after it are br, with the refreshed fields.
+#[tokio::test]
+async fn z00009_a_304_keeps_the_codings() {
+    let t = Test::new("z00009");
+    let body = page();
+    let origin = {
+        let body = body.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                s.rxreq().await.expect_url("/r");
+                s.txresp(200)
+                    .hdr("Content-Type", "text/html")
+                    .hdr("Cache-Control", "max-age=10")
+                    .hdr("ETag", "\"v1\"")
+                    .body(body)
+                    .send()
+                    .await;
+                s.rxreq()
+                    .await
+                    .expect_header("if-none-match", "\"v1\"")
+                    .expect_header("accept-encoding", "identity");
+                s.txresp(304)
+                    .hdr("Cache-Control", "max-age=20")
+                    .hdr("ETag", "\"v1\"")
+                    .hdr("X-Version", "new")
+                    .no_body()
+                    .send()
+                    .await;
+            })
+            .start()
+            .await
+    };
+    let p = proxy(&t, &origin).await;
+    get(&t, &p, "/r", Some("br")).await.expect_status(200);
+    p.wait_counter("encode_objects", 1).await;
+    get(&t, &p, "/r", Some("br"))
+        .await
+        .expect_cache_status("hit")
+        .expect_header("content-encoding", "br");
+    t.clock.advance(secs(11));
+    let r = get(&t, &p, "/r", Some("br")).await;
+    r.expect_status(200)
+        .expect_header("content-encoding", "br")
+        .expect_header("x-version", "new")
+        .expect_header("etag", "\"v1-br\"");
+    r.expect_cache_status("fwd=stale; fwd-status=304");
+    assert_eq!(decoded(&r), body.as_bytes());
+    t.clock.advance(secs(19));
+    for (ae, want) in [("br", Some("br")), ("gzip", Some("gzip")), ("x", None)] {
+        let r = get(&t, &p, "/r", Some(ae)).await;
+        r.expect_cache_status("hit")
+            .expect_header("x-version", "new");
+        assert_eq!(r.header("content-encoding"), want);
+        assert_eq!(decoded(&r), body.as_bytes());
+    }
+    assert_eq!(origin.requests(), 2);
     origin.finish().await;
 }

@@ -23,6 +23,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use hoard_policy::encoding::Coding;
 use hoard_policy::freshness::{LifetimeSource, StoredTimes};
 use hoard_policy::reuse::StoredRules;
 use hoard_policy::vary::VaryNames;
@@ -351,6 +352,39 @@ pub struct Head {
     pub lifetime_source: LifetimeSource,
     /// Reuse rules.
     pub rules: StoredRules,
+    /// The body's parts in other content codings, in order after the
+    /// identity bytes at the body's end: their codings and lengths (see
+    /// [`Head::layout`]). Empty for most objects.
+    pub parts: Vec<(Coding, u64)>,
+}
+
+/// Where the representations of a stored body lie within it: the stored
+/// bytes first, then each part (see `hoard_proxy::encode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// Offset in the body.
+    pub start: u64,
+    /// Length.
+    pub len: u64,
+}
+
+fn coding_code(c: Coding) -> u8 {
+    match c {
+        Coding::Identity => 0,
+        Coding::Br => 1,
+        Coding::Zstd => 2,
+        Coding::Gzip => 3,
+    }
+}
+
+fn coding_of(b: u8) -> Result<Coding, Reject> {
+    Ok(match b {
+        0 => Coding::Identity,
+        1 => Coding::Br,
+        2 => Coding::Zstd,
+        3 => Coding::Gzip,
+        _ => return Err(Reject::BadHead),
+    })
 }
 
 fn nanos(t: SystemTime) -> u64 {
@@ -403,7 +437,46 @@ impl Head {
         e.push(u8::from(r.no_cache) | (u8::from(r.no_stale) << 1));
         e.extend_from_slice(&dur_nanos(r.stale_while_revalidate).to_le_bytes());
         e.extend_from_slice(&dur_nanos(r.stale_if_error).to_le_bytes());
+        // Parts: a trailing section, absent when there are none (so heads
+        // written before parts existed read as heads without parts).
+        if !self.parts.is_empty() {
+            e.push(self.parts.len() as u8);
+            for (c, len) in &self.parts {
+                e.push(coding_code(*c));
+                e.extend_from_slice(&len.to_le_bytes());
+            }
+        }
         e
+    }
+
+    /// The stored bytes' span and each part's, in a body of `body_len`
+    /// bytes; `None` when the parts do not fit in it (a damaged head).
+    pub fn layout(&self, body_len: u64) -> Option<(Span, Vec<(Coding, Span)>)> {
+        let parts_len = self
+            .parts
+            .iter()
+            .try_fold(0u64, |acc, (_, l)| acc.checked_add(*l))?;
+        let stored = body_len.checked_sub(parts_len)?;
+        let mut at = stored;
+        let parts = self
+            .parts
+            .iter()
+            .map(|(c, len)| {
+                let s = Span {
+                    start: at,
+                    len: *len,
+                };
+                at += len;
+                (*c, s)
+            })
+            .collect();
+        Some((
+            Span {
+                start: 0,
+                len: stored,
+            },
+            parts,
+        ))
     }
 
     /// Decodes a head (its slot checksum already verified).
@@ -438,6 +511,15 @@ impl Head {
         let flags = d.u8()?;
         let swr = d.u64()?;
         let sie = d.u64()?;
+        let mut parts = Vec::new();
+        if d.at < d.b.len() {
+            for _ in 0..d.u8()? {
+                parts.push((coding_of(d.u8()?)?, d.u64()?));
+            }
+        }
+        if d.at != d.b.len() {
+            return Err(Reject::BadHead);
+        }
         Ok(Head {
             key,
             vary: VaryNames(vary),
@@ -457,6 +539,7 @@ impl Head {
                 stale_while_revalidate: Duration::from_nanos(swr),
                 stale_if_error: Duration::from_nanos(sie),
             },
+            parts,
         })
     }
 }
@@ -526,6 +609,7 @@ mod tests {
                 stale_while_revalidate: Duration::from_secs(10),
                 stale_if_error: Duration::ZERO,
             },
+            parts: Vec::new(),
         }
     }
 
@@ -545,6 +629,31 @@ mod tests {
         for cut in [0, 1, 10, enc.len() - 1] {
             assert!(Head::decode(&enc[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn parts_round_trip_and_lay_out_after_the_stored_bytes() {
+        let mut h = head();
+        let plain = h.encode();
+        h.parts = vec![(Coding::Br, 10), (Coding::Gzip, 30)];
+        let enc = h.encode();
+        assert_eq!(Head::decode(&plain).unwrap().parts, vec![]);
+        let d = Head::decode(&enc).unwrap();
+        assert_eq!(d.parts, h.parts);
+        let (stored, parts) = d.layout(100).unwrap();
+        assert_eq!(stored, Span { start: 0, len: 60 });
+        assert_eq!(parts[0], (Coding::Br, Span { start: 60, len: 10 }));
+        assert_eq!(parts[1], (Coding::Gzip, Span { start: 70, len: 30 }));
+        assert!(d.layout(39).is_none(), "parts longer than the body");
+        for cut in [plain.len() + 1, enc.len() - 1] {
+            assert!(Head::decode(&enc[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut bad = enc.clone();
+        bad[plain.len() + 1] = 9;
+        assert!(Head::decode(&bad).is_err(), "an unknown coding");
+        let mut long = enc;
+        long.push(0);
+        assert!(Head::decode(&long).is_err(), "trailing bytes");
     }
 
     #[test]

@@ -32,13 +32,20 @@ use super::zone::DiskZone;
 /// Most bytes one read hands out.
 const READ_MAX: u64 = 4 * BLOCK;
 
-/// An open stored body.
+/// An open stored body, or a span of one (the stored bytes of a body that
+/// has parts after them, or one of the parts: see
+/// [`super::format::Head::layout`]).
 #[derive(Debug)]
 pub struct FileBody {
     pub(crate) file: Arc<PoolFile>,
     /// Where the body starts in the file.
     pub(crate) data: u64,
+    /// Where this span starts in the body.
+    pub(crate) base: u64,
+    /// This span's length.
     pub(crate) len: u64,
+    /// The whole body's length (blocks are counted from its start).
+    pub(crate) total: u64,
     /// One checksum per block.
     pub(crate) sums: Arc<[u64]>,
     pub(crate) io: IoPool,
@@ -59,19 +66,25 @@ impl FileBody {
         self.len == 0
     }
 
-    /// A reader of bytes `start..end` (clamped to the body).
+    /// True when this span is the whole body: reading it all checks every
+    /// block of the file.
+    fn is_whole(&self) -> bool {
+        self.base == 0 && self.len == self.total
+    }
+
+    /// A reader of bytes `start..end` (clamped to the span).
     pub fn reader(self: &Arc<Self>, start: u64, end: u64) -> FileReader {
         FileReader {
             body: self.clone(),
             pos: start.min(self.len),
             end: end.min(self.len),
             pending: None,
-            whole: start == 0 && !self.file.is_verified(),
+            whole: start == 0 && self.is_whole() && !self.file.is_verified(),
             untouched: true,
         }
     }
 
-    /// Reads the whole body into memory, checked (for a memory promotion).
+    /// Reads the whole span into memory, checked (for a memory promotion).
     pub async fn read_all(self: &Arc<Self>) -> io::Result<Vec<Bytes>> {
         let mut out = Vec::new();
         let mut pos = 0;
@@ -80,8 +93,20 @@ impl FileBody {
             pos += b.len() as u64;
             out.push(b);
         }
-        self.file.mark_verified();
+        if self.is_whole() {
+            self.file.mark_verified();
+        }
         Ok(out)
+    }
+
+    /// The block-aligned body offsets covering span bytes `pos..end`,
+    /// reading at most [`READ_MAX`] from the first.
+    fn blocks_of(&self, pos: u64, end: u64, max: u64) -> (u64, u64) {
+        let from = (self.base + pos) / BLOCK * BLOCK;
+        let to = (from + max)
+            .min(self.total)
+            .min((self.base + end).div_ceil(BLOCK) * BLOCK);
+        (from, to)
     }
 }
 
@@ -92,11 +117,7 @@ impl FileBody {
 fn read_span(body: Arc<FileBody>, pos: u64, end: u64) -> impl Future<Output = io::Result<Bytes>> {
     let io = body.io.clone();
     async move {
-        let first = pos / BLOCK;
-        let from = first * BLOCK;
-        let to = (from + READ_MAX)
-            .min(body.len)
-            .min(end.div_ceil(BLOCK) * BLOCK);
+        let (from, to) = body.blocks_of(pos, end, READ_MAX);
         let r = match body.read_now(from, to) {
             Some(r) => r,
             None => {
@@ -107,8 +128,8 @@ fn read_span(body: Arc<FileBody>, pos: u64, end: u64) -> impl Future<Output = io
         };
         match r {
             Ok(buf) => {
-                let start = (pos - from) as usize;
-                let stop = ((end.min(to)) - from) as usize;
+                let start = (body.base + pos - from) as usize;
+                let stop = ((body.base + end).min(to) - from) as usize;
                 Ok(buf.slice(start..stop))
             }
             Err(e) => {
@@ -167,22 +188,23 @@ impl FileBody {
         Some(self.check(from, &buf).map(|()| Bytes::from(buf)))
     }
 
-    /// Reads the whole body of a small object now or on the pool, checked.
+    /// Reads the whole span of a small object now or on the pool, checked.
     pub(crate) async fn read_small(self: &Arc<Self>) -> io::Result<Bytes> {
-        let to = self.len;
-        let r = match self.read_now(0, to) {
+        let (from, to) = self.blocks_of(0, self.len, u64::MAX);
+        let r = match self.read_now(from, to) {
             Some(r) => r,
             None => {
                 let b = self.clone();
                 self.io
-                    .run(IoKind::Read, move || b.read_blocking(0, to))
+                    .run(IoKind::Read, move || b.read_blocking(from, to))
                     .await
             }
         };
-        if r.is_ok() {
+        if r.is_ok() && self.is_whole() {
             self.file.mark_verified();
         }
-        r
+        let start = (self.base - from) as usize;
+        r.map(|b| b.slice(start..start + self.len as usize))
     }
 }
 
@@ -259,7 +281,7 @@ impl FileReader {
             return None;
         }
         let len = (self.end - self.pos).min(max);
-        let offset = self.body.data + self.pos;
+        let offset = self.body.data + self.body.base + self.pos;
         if !super::resident::resident(&self.body.file, offset, len) {
             return None;
         }
@@ -288,7 +310,7 @@ impl FileReader {
         let len = (self.end - self.pos).min(max);
         let bytes = super::resident::read_resident(
             &self.body.file,
-            self.body.data + self.pos,
+            self.body.data + self.body.base + self.pos,
             len as usize,
         )?;
         self.pos += len;

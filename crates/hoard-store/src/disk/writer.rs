@@ -50,6 +50,9 @@ pub enum Abandoned {
     HeadTooLarge,
     /// A purge or an invalidation since the fill started selects it.
     Purged,
+    /// It was to replace a copy (with parts added) that is no longer the
+    /// one stored, or whose head was rewritten meanwhile.
+    Superseded,
 }
 
 impl Abandoned {
@@ -61,6 +64,7 @@ impl Abandoned {
             Abandoned::Io => "io-error",
             Abandoned::HeadTooLarge => "head-too-large",
             Abandoned::Purged => "purged",
+            Abandoned::Superseded => "superseded",
         }
     }
 }
@@ -372,7 +376,24 @@ impl DiskWriter {
     /// # Errors
     /// When the copy had to be given up, or a purge selected it (nothing is
     /// published; the file and its bytes are gone).
-    pub async fn finish(mut self, head: &Head, purge_epoch: u64) -> Result<DiskRef, Abandoned> {
+    pub async fn finish(self, head: &Head, purge_epoch: u64) -> Result<DiskRef, Abandoned> {
+        self.finish_replacing(head, purge_epoch, None).await
+    }
+
+    /// As [`DiskWriter::finish`], publishing only if the zone's copy of
+    /// this object is still the write `replaces` names with its head
+    /// unchanged (otherwise [`Abandoned::Superseded`]): a copy rewritten
+    /// with its parts never takes the place of a newer copy, and never
+    /// undoes a 304's head update.
+    ///
+    /// # Errors
+    /// As [`DiskWriter::finish`].
+    pub async fn finish_replacing(
+        mut self,
+        head: &Head,
+        purge_epoch: u64,
+        replaces: Option<DiskRef>,
+    ) -> Result<DiskRef, Abandoned> {
         let slot = encode_slot(self.serial, 1, &head.encode(), self.slot_len)
             .ok_or(Abandoned::HeadTooLarge)?;
         let body_len = self.written + self.pending_len as u64;
@@ -434,6 +455,13 @@ impl DiskWriter {
                 let admitted = {
                     let _gate = catalog.admit();
                     let raced = catalog.purged_since(purge_epoch, &key, &headers, Raced::Hard);
+                    // Every publish happens under the gate: what is current
+                    // now stays current until this one is published.
+                    let current = replaces.is_none_or(|r| zone.is_current_head(r));
+                    if !current {
+                        zone.discard(&tmp, reserved);
+                        return Ok(Err(Abandoned::Superseded));
+                    }
                     if raced == Raced::No {
                         if let Err(e) = fs::rename(&tmp, &path) {
                             zone.discard(&tmp, reserved);
@@ -450,11 +478,16 @@ impl DiskWriter {
                 if !admitted {
                     zone.discard(&tmp, reserved);
                 }
-                Ok(admitted)
+                Ok(if admitted {
+                    Ok(())
+                } else {
+                    Err(Abandoned::Purged)
+                })
             })
             .await;
         match r {
-            Ok(true) => Ok(DiskRef {
+            Ok(Err(why)) => Err(why),
+            Ok(Ok(())) => Ok(DiskRef {
                 zone: self.zone.number,
                 id: self.id,
                 serial: self.serial,
@@ -462,7 +495,6 @@ impl DiskWriter {
                 generation: 1,
                 slot_len: self.slot_len,
             }),
-            Ok(false) => Err(Abandoned::Purged),
             Err(e) => {
                 // The job removed the file and gave the bytes back.
                 self.zone

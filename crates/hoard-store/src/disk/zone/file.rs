@@ -136,6 +136,10 @@ pub(super) fn check_file(
         // served for neither key, and removed.
         return Err(Reject::ForeignHead.into());
     }
+    if head.layout(prefix.body_len).is_none() {
+        // Parts longer than the body: a head that cannot be this file's.
+        return Err(Reject::BadHead.into());
+    }
     let (index, generation) = (slot.index, slot.generation);
     if file.metadata()?.len() != prefix.file_len() {
         return Err(Reject::Truncated.into());

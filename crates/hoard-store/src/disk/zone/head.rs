@@ -41,6 +41,33 @@ impl DiskZone {
         }
     }
 
+    /// True when `r` is still the zone's copy of its object and its head
+    /// is still the one `r` names (no 304 rewrote it). A blocking read of
+    /// the head slots: call it on the pool. (A head rewrite that starts
+    /// after this check writes to a file about to be replaced: its refresh
+    /// is lost and the object revalidated sooner, never served wrong.)
+    pub(crate) fn is_current_head(&self, r: DiskRef) -> bool {
+        let Some(dir) = self
+            .index
+            .lock()
+            .map
+            .get(&r.id)
+            .filter(|e| e.serial == r.serial)
+            .map(|e| e.dir)
+        else {
+            return false;
+        };
+        let read = || -> io::Result<u64> {
+            let f = fs::File::open(self.path(dir, r.id, r.serial))?;
+            let mut area = vec![0u8; 2 * r.slot_len as usize];
+            f.read_exact_at(&mut area, PREFIX_LEN)?;
+            pick_slot(&area, r.slot_len, r.serial)
+                .map(|s| s.generation)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        };
+        read().is_ok_and(|g| g == r.generation)
+    }
+
     /// After a 304: writes the new head into the slot not in use, with the
     /// next generation (the body is not touched). The slot in use is read
     /// from the file itself, so an update never overwrites it whatever the

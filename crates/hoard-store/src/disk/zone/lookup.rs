@@ -37,12 +37,12 @@ use http::HeaderMap;
 
 use super::file::{check_file, open_object, parse_name, ReadError};
 use super::{DiskZone, OpenObject};
-use crate::disk::format::{Reject, BLOCK};
+use crate::disk::format::{Reject, Span, BLOCK};
 use crate::disk::index::{object_id, Entry};
 use crate::disk::io::{IoKind, PoolFile};
 use crate::disk::reader::FileBody;
 use crate::events::StoreEvent;
-use crate::object::{ObjectBody, StoredObject};
+use crate::object::{ObjectBody, Part, StoredObject};
 
 /// Largest first read of a lookup: a small object is read whole in one go.
 const FIRST_READ: u64 = 128 * 1024;
@@ -177,42 +177,46 @@ impl DiskZone {
         if inline.is_none() && open.file.is_verified() {
             let obj = open
                 .hit
-                .get_or_init(|| {
-                    Arc::new(self.hit_object(
-                        id,
-                        entry.serial,
-                        &open,
-                        ObjectBody::File(self.file_body(id, entry.serial, &open)),
-                    ))
-                })
+                .get_or_init(|| Arc::new(self.hit_object(id, entry.serial, &open, None)))
                 .clone();
             self.event(StoreEvent::DiskHit);
             return ZoneLookup::Hit(obj, promote);
         }
-        let body = self.file_body(id, entry.serial, &open);
-        // A small body is read and checked before the response starts (a
-        // damaged one is a miss, fetched again); a larger one is checked
-        // block by block as it is sent.
-        let body = match inline {
-            Some(b) => ObjectBody::from_chunks(vec![b]),
-            None if body.len() <= INLINE_MAX => match body.read_small().await {
-                Ok(b) => ObjectBody::from_chunks(if b.is_empty() { Vec::new() } else { vec![b] }),
-                // read_failed has counted and removed, or taken the directory out.
-                Err(_) => return ZoneLookup::Miss,
-            },
-            None => ObjectBody::File(body),
+        let inline = match inline {
+            Some(b) => Some(b),
+            // A small body (with its parts) is read and checked before the
+            // response starts (a damaged one is a miss, fetched again); a
+            // larger one is checked block by block as it is sent.
+            None if open.prefix.body_len <= INLINE_MAX => {
+                let whole = Span {
+                    start: 0,
+                    len: open.prefix.body_len,
+                };
+                match self
+                    .file_body(id, entry.serial, &open, whole)
+                    .read_small()
+                    .await
+                {
+                    Ok(b) => Some(b),
+                    // read_failed has counted and removed, or taken the directory out.
+                    Err(_) => return ZoneLookup::Miss,
+                }
+            }
+            None => None,
         };
-        let obj = self.hit_object(id, entry.serial, &open, body);
+        let obj = self.hit_object(id, entry.serial, &open, inline);
         self.event(StoreEvent::DiskHit);
         ZoneLookup::Hit(Arc::new(obj), promote)
     }
 
-    /// The body of an open object.
-    fn file_body(&self, id: u128, serial: u64, open: &OpenObject) -> Arc<FileBody> {
+    /// A span of an open object's body.
+    fn file_body(&self, id: u128, serial: u64, open: &OpenObject, span: Span) -> Arc<FileBody> {
         Arc::new(FileBody {
             file: open.file.clone(),
             data: open.prefix.data_offset(),
-            len: open.prefix.body_len,
+            base: span.start,
+            len: span.len,
+            total: open.prefix.body_len,
             sums: open.sums.clone(),
             io: self.io.clone(),
             zone: self.me.clone(),
@@ -221,16 +225,35 @@ impl DiskZone {
         })
     }
 
-    /// The object a hit on an open file returns, with `body`.
+    /// The object a hit on an open file returns: its stored bytes and
+    /// parts sliced from `inline` (the whole body, read and checked), or
+    /// read from the file as they are sent.
     fn hit_object(
         &self,
         id: u128,
         serial: u64,
         open: &OpenObject,
-        body: ObjectBody,
+        inline: Option<Bytes>,
     ) -> StoredObject {
         let h = open.head.clone();
-        StoredObject::new(
+        let (stored, parts) = h
+            .layout(open.prefix.body_len)
+            .expect("invariant: checked when the file was opened");
+        let body_of = |span: Span| match &inline {
+            Some(b) => {
+                let c = b.slice(span.start as usize..(span.start + span.len) as usize);
+                ObjectBody::from_chunks(if c.is_empty() { Vec::new() } else { vec![c] })
+            }
+            None => ObjectBody::File(self.file_body(id, serial, open, span)),
+        };
+        let parts: Vec<Part> = parts
+            .into_iter()
+            .map(|(coding, span)| Part {
+                coding,
+                body: body_of(span),
+            })
+            .collect();
+        let mut obj = StoredObject::new(
             h.key,
             h.vary,
             h.status,
@@ -238,9 +261,13 @@ impl DiskZone {
             h.times,
             h.lifetime_source,
             h.rules,
-            body,
+            body_of(stored),
         )
-        .with_disk(Some(self.disk_ref(id, serial, open)))
+        .with_disk(Some(self.disk_ref(id, serial, open)));
+        if !parts.is_empty() {
+            obj = obj.with_parts(parts);
+        }
+        obj
     }
 
     /// Opens an object not in the open-file cache (on the pool): checks its
