@@ -518,3 +518,116 @@ fn find_file(dir: &Path, id: u128) -> std::path::PathBuf {
     }
     panic!("no file for {id:032x}");
 }
+
+/// A stored body's bytes.
+async fn bytes_of(b: &ObjectBody) -> Vec<u8> {
+    match b {
+        ObjectBody::Chunks { chunks, .. } => chunks.concat(),
+        ObjectBody::File(f) => f.read_all().await.unwrap().concat(),
+    }
+}
+
+/// The object a lookup finds.
+async fn found(s: &Store, key: &str) -> Arc<hoard_store::object::StoredObject> {
+    match s.lookup(digest(key), key, &HeaderMap::new()).await {
+        Lookup::Hit(o) => o,
+        other => panic!("{key}: no hit: {other:?}"),
+    }
+}
+
+// n00108: an object written again with its parts (content codings) takes
+// the place of its first copy only while that copy is the one stored with
+// the same head: a 304 or a newer version meanwhile wins. Parts are read
+// back (small and block by block), survive a restart, and the account is
+// the files throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n00108_parts_replace_only_the_copy_they_were_made_from() {
+    use hoard_policy::encoding::Coding;
+    use hoard_store::object::Part;
+    let dir = tempfile::tempdir().unwrap();
+    let events = Arc::new(Events::default());
+    let cfg = || vec![zone("a", dir.path(), 16 << 20)];
+    let s = store(cfg(), 0, events.clone()).await;
+    for (key, len) in [("http|a|/small", 5_000), ("http|a|/large", 300_000)] {
+        let identity = body(len, 4);
+        let epoch = s.catalog().epoch();
+        let mut w = s
+            .disk_writer(0, digest(key), Digest(0), None, 256)
+            .await
+            .unwrap();
+        w.write(Bytes::from(identity.clone())).await.unwrap();
+        let first = s
+            .finish_disk(w, digest(key), &head(key, "\"v1\""), epoch)
+            .await
+            .unwrap();
+        let parts = vec![
+            Part::in_memory(Coding::Br, Bytes::from(body(777, 5))),
+            Part::in_memory(Coding::Gzip, Bytes::from(body(70_001, 6))),
+        ];
+        let chunks = [Bytes::from(identity.clone())];
+        let ds = (digest(key), Digest(0));
+        let h = head(key, "\"v1\"");
+        s.store_with_parts(0, ds, &h, &chunks, &parts, epoch, Some(first))
+            .await
+            .unwrap();
+        // The first copy is no longer the one stored.
+        let again = s
+            .store_with_parts(0, ds, &h, &chunks, &parts, epoch, Some(first))
+            .await;
+        assert_eq!(again.unwrap_err(), Abandoned::Superseded, "{key}");
+        let o = found(&s, key).await;
+        assert!(bytes_of(&o.body).await == identity, "{key}");
+        assert_eq!(o.parts.len(), 2);
+        assert!(bytes_of(&o.part(Coding::Br).unwrap().body).await == body(777, 5));
+        assert!(bytes_of(&o.part(Coding::Gzip).unwrap().body).await == body(70_001, 6));
+        // A 304 rewrites the head (with the parts): a copy made from the
+        // head before it no longer replaces it.
+        let at = o.disk.unwrap();
+        let refreshed = Arc::new(o.with_headers(
+            head(key, "\"v1\"").headers,
+            o.times,
+            o.lifetime_source,
+            o.rules,
+        ));
+        s.update(digest(key), &HeaderMap::new(), &o, refreshed)
+            .await;
+        let late = s
+            .store_with_parts(0, ds, &h, &chunks, &parts[..1], epoch, Some(at))
+            .await;
+        assert_eq!(late.unwrap_err(), Abandoned::Superseded, "{key}");
+        assert_eq!(
+            found(&s, key).await.parts.len(),
+            2,
+            "the 304 kept the parts"
+        );
+    }
+    assert_settled(&s, dir.path()).await;
+    drop(s);
+    let s = store(cfg(), 0, events).await;
+    for key in ["http|a|/small", "http|a|/large"] {
+        let o = found(&s, key).await;
+        assert!(bytes_of(&o.part(Coding::Br).unwrap().body).await == body(777, 5));
+    }
+    // A newer version wins over parts made from the older one.
+    let key = "http|a|/small";
+    let old = found(&s, key).await.disk.unwrap();
+    fill(&s, 0, key, &body(6_000, 9), "\"v2\"").await.unwrap();
+    let epoch = s.catalog().epoch();
+    let stale = s
+        .store_with_parts(
+            0,
+            (digest(key), Digest(0)),
+            &head(key, "\"v1\""),
+            &[Bytes::from(body(5_000, 4))],
+            &[Part::in_memory(Coding::Br, Bytes::from_static(b"x"))],
+            epoch,
+            Some(old),
+        )
+        .await;
+    assert_eq!(stale.unwrap_err(), Abandoned::Superseded);
+    assert_eq!(
+        get(&s, key).await.unwrap(),
+        (body(6_000, 9), "\"v2\"".into())
+    );
+    assert_settled(&s, dir.path()).await;
+}
