@@ -111,6 +111,8 @@ counters! {
     listeners_closed,
     /// Client connections accepted and served.
     connections_accepted,
+    /// Of those, QUIC (HTTP/3) connections.
+    quic_connections,
     /// Client connections closed at once: `max_connections` were open.
     connections_refused,
     /// Connections that had sent nothing, closed to make room for a new one

@@ -20,6 +20,7 @@ pub mod error;
 pub mod fill;
 pub mod metrics;
 pub mod pipeline;
+pub mod request_body;
 pub mod server;
 pub mod upstream;
 pub mod via;
@@ -100,6 +101,8 @@ struct Listening {
     state: Arc<arc_swap::ArcSwap<server::ListenerState>>,
     /// Closes this listener; its connections drain.
     stop: watch::Sender<bool>,
+    /// Its QUIC endpoint, when it serves HTTP/3 too.
+    quic: Option<quinn::Endpoint>,
 }
 
 pub use pipeline::running::ReloadRecord;
@@ -114,7 +117,17 @@ fn listener_state(l: &config::ListenerConfig) -> Result<server::ListenerState, S
             Some(t) => Some(server::tls::acceptor(t, l.http2).map_err(StartError::Tls)?),
             None => None,
         },
+        quic: match &l.tls {
+            Some(t) if l.http3 => Some(server::tls::quic(t).map_err(StartError::Tls)?),
+            _ => None,
+        },
+        alt_svc: None,
     })
+}
+
+/// `Alt-Svc` for a listener whose port also serves HTTP/3 (a day).
+fn alt_svc(port: u16) -> Option<http::HeaderValue> {
+    http::HeaderValue::from_str(&format!("h3=\":{port}\"; ma=86400")).ok()
 }
 
 impl Proxy {
@@ -182,15 +195,32 @@ impl Proxy {
     fn open(
         &self,
         cfg: config::ListenerConfig,
-        state: server::ListenerState,
+        mut state: server::ListenerState,
     ) -> Result<SocketAddr, StartError> {
         let listener = server::bind(cfg.address).map_err(|e| StartError::Bind(cfg.address, e))?;
         let addr = listener
             .local_addr()
             .map_err(|e| StartError::Bind(cfg.address, e))?;
-        tracing::info!(%addr, tls = state.tls.is_some(), "listening");
+        // HTTP/3 on the same port, over UDP.
+        let quic = match state.quic.clone() {
+            Some(q) => {
+                let server = &self.pipeline.run().cfg.server;
+                let e = server::h3::bind(addr, q, server).map_err(|e| StartError::Bind(addr, e))?;
+                state.alt_svc = alt_svc(addr.port());
+                Some(e)
+            }
+            None => None,
+        };
+        tracing::info!(%addr, tls = state.tls.is_some(), http3 = quic.is_some(), "listening");
         let state = Arc::new(arc_swap::ArcSwap::from_pointee(state));
         let (stop, rx) = watch::channel(false);
+        if let Some(e) = &quic {
+            self.tasks.lock().push(tokio::spawn(server::h3::accept_loop(
+                e.clone(),
+                self.pipeline.clone(),
+                rx.clone(),
+            )));
+        }
         self.tasks.lock().push(tokio::spawn(server::accept_loop(
             listener,
             state.clone(),
@@ -202,6 +232,7 @@ impl Proxy {
             addr,
             state,
             stop,
+            quic,
         });
         Ok(addr)
     }
@@ -298,6 +329,18 @@ impl Proxy {
                 .iter_mut()
                 .find(|x| x.cfg.address == l.address)
             {
+                let mut state = state;
+                // HTTP/3 keeps its endpoint and takes the new certificate
+                // (turning it on or off needs a restart).
+                match (&x.quic, state.quic.clone()) {
+                    (Some(e), Some(q)) => {
+                        let mut q = q;
+                        q.transport_config(Arc::new(server::h3::transport(&cfg.server)));
+                        e.set_server_config(Some(q));
+                        state.alt_svc = alt_svc(x.addr.port());
+                    }
+                    _ => state.quic = None,
+                }
                 x.state.store(Arc::new(state));
                 x.cfg = l.clone();
             }

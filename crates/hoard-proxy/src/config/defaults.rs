@@ -32,6 +32,7 @@ impl Default for ListenerConfig {
             address: LISTEN,
             tls: None,
             http2: LISTENER_HTTP2,
+            http3: false,
             proxy_protocol: None,
         }
     }

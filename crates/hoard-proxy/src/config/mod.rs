@@ -95,6 +95,9 @@ pub struct ListenerConfig {
     pub tls: Option<TlsConfig>,
     /// Accept HTTP/2. Default: true.
     pub http2: bool,
+    /// Also serve HTTP/3 over QUIC on the same port (UDP), advertised with
+    /// `Alt-Svc` (TLS listeners only). Default: false.
+    pub http3: bool,
     /// PROXY protocol (v1 and v2) expected before every connection's
     /// first byte, from these peers (empty: from any); `None`: off.
     pub proxy_protocol: Option<Vec<Cidr>>,
@@ -643,6 +646,7 @@ impl Config {
                 address: q.listen.unwrap_or(defaults::LISTEN),
                 tls: None,
                 http2: true,
+                http3: false,
                 proxy_protocol: None,
             }],
             server: server_cfg,
@@ -881,8 +885,18 @@ impl Resolver<'_> {
                     format!("{:?}: {e}", l.address.get_ref()),
                 )
             })?;
+            if let Some(h3) = l.http3.as_ref().filter(|h| *h.get_ref()) {
+                if l.tls.is_none() {
+                    return Err(self.err(
+                        Some(h3.span()),
+                        format!("listener[{i}].http3"),
+                        "needs `tls` (QUIC is always encrypted)".into(),
+                    ));
+                }
+            }
             listeners.push(ListenerConfig {
                 address,
+                http3: l.http3.as_ref().is_some_and(|h| *h.get_ref()),
                 tls: l.tls.map(|t| TlsConfig {
                     cert: t.cert.into(),
                     key: t.key.into(),

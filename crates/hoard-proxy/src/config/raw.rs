@@ -62,6 +62,7 @@ pub struct RawListener {
     pub address: Spanned<String>,
     pub tls: Option<RawTls>,
     pub http2: Option<bool>,
+    pub http3: Option<Spanned<bool>>,
     pub proxy_protocol: Option<bool>,
     pub proxy_protocol_from: Option<Vec<Spanned<String>>>,
 }

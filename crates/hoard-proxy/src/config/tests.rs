@@ -485,6 +485,25 @@ fn proxy_protocol_listener_keys() {
 }
 
 #[test]
+fn http3_needs_tls() {
+    let up = "[upstream.app]\nservers = [\"http://a:1\"]\n";
+    let c = Config::from_toml(
+        "hoard.toml",
+        &format!("[[listener]]\naddress = \"127.0.0.1:0\"\nhttp3 = true\ntls = {{ cert = \"c.pem\", key = \"k.pem\" }}\n{up}"),
+    )
+    .unwrap();
+    assert!(c.listeners[0].http3);
+    let e = error(&format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\nhttp3 = true\n{up}"
+    ));
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(3), "listener[0].http3"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_cluster_is_read_and_checked() {
     let ok = Config::from_toml(
         "hoard.toml",

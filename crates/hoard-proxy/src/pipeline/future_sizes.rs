@@ -10,10 +10,10 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::request_body::RequestBody;
 use hoard_policy::cache_control::CacheControl;
 use hoard_policy::key::CacheKey;
 use http::Request;
-use hyper::body::Incoming;
 
 use super::{Applied, Ctx, Pipeline};
 
@@ -32,11 +32,11 @@ pub(crate) fn sizes() -> Vec<(&'static str, usize)> {
     vec![
         (
             "serve",
-            size(|p: Arc<Pipeline>, r: Request<Incoming>| p.serve(r, unreachable!())),
+            size(|p: Arc<Pipeline>, r: Request<RequestBody>| p.serve(r, unreachable!())),
         ),
         (
             "recv",
-            size(|p: P, r: Request<Incoming>| p.recv(r, unreachable!())),
+            size(|p: P, r: Request<RequestBody>| p.recv(r, unreachable!())),
         ),
         (
             "route_request",
@@ -49,7 +49,7 @@ pub(crate) fn sizes() -> Vec<(&'static str, usize)> {
         ("pass", size(|p: P, c: C| p.pass(c, None, None))),
         (
             "purge_method",
-            size(move |p: P, r: Request<Incoming>| p.purge_method(r, addr, false)),
+            size(move |p: P, r: Request<RequestBody>| p.purge_method(r, addr, false)),
         ),
         (
             "partial_copy",

@@ -39,6 +39,7 @@ use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::request_body::RequestBody;
 use bytes::Bytes;
 use hoard_policy::cache_status::{CacheStatus, Fwd, Outcome};
 use hoard_policy::clock::Clock;
@@ -50,7 +51,6 @@ use hoard_store::{Lookup, Store};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use crate::access_log::{AccessLog, Record};
@@ -115,7 +115,7 @@ pub struct Conn {
 /// A request ready for the edge rules and the cache (see `Pipeline::prepare`).
 struct Recv<'r> {
     ctx: Ctx<'r>,
-    body: Incoming,
+    body: RequestBody,
     upgrade: Option<(tunnel::Asked, hyper::upgrade::OnUpgrade)>,
     /// (site, route) indices.
     at: (usize, usize),
@@ -330,7 +330,11 @@ impl Pipeline {
     /// Serves one client request (or a `PURGE`); errors become responses;
     /// then its outcome and time to first byte go to the metrics and its
     /// body is counted and logged as it is sent.
-    pub async fn serve(self: Arc<Self>, req: Request<Incoming>, conn: Conn) -> Response<Tallied> {
+    pub async fn serve(
+        self: Arc<Self>,
+        req: Request<RequestBody>,
+        conn: Conn,
+    ) -> Response<Tallied> {
         let (peer, tls) = (conn.peer, conn.tls);
         let started = Instant::now();
         // Boxed, and only with the log on: the request's future keeps it.
@@ -422,7 +426,7 @@ impl Pipeline {
     /// pass, or a tunnel), then the edge rules' last step on the response.
     async fn recv(
         self: &Arc<Self>,
-        req: Request<Incoming>,
+        req: Request<RequestBody>,
         conn: Conn,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let tls = conn.tls;
@@ -483,7 +487,7 @@ impl Pipeline {
     fn prepare<'r>(
         &self,
         run: &'r running::Running,
-        req: Request<Incoming>,
+        req: Request<RequestBody>,
         conn: Conn,
     ) -> Result<Prepared<'r>, ProxyError> {
         let Conn {
@@ -613,7 +617,7 @@ impl Pipeline {
         self: &Arc<Self>,
         ctx: &Ctx<'_>,
         upgrade: Option<(tunnel::Asked, hyper::upgrade::OnUpgrade)>,
-        body: Incoming,
+        body: RequestBody,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let route = ctx.route;
         if let Some((asked, on)) = upgrade {

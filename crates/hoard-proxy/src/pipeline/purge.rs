@@ -9,13 +9,13 @@
 use std::borrow::Cow;
 use std::net::SocketAddr;
 
+use crate::request_body::RequestBody;
 use bytes::Bytes;
 use hoard_policy::key::{normalize_host, KeyInput, KeyUrl};
 use hoard_policy::target::{normalise_authority, normalise_path_and_query};
 use hoard_store::catalog::Selector;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
 
 use super::Pipeline;
 use crate::body::ProxyBody;
@@ -141,7 +141,7 @@ impl Pipeline {
 
     /// `POST` of `cluster::purge::PATH` on a main listener: a purge another
     /// member fanned out. Signed by a member, or 403; applied here only.
-    pub(crate) async fn peer_purge(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+    pub(crate) async fn peer_purge(&self, req: Request<RequestBody>) -> Response<ProxyBody> {
         let refuse = |msg: &str| {
             self.counters.inc(&self.counters.purges_refused);
             json_response(StatusCode::FORBIDDEN, format!("{{\"error\":\"{msg}\"}}\n"))
@@ -175,7 +175,7 @@ impl Pipeline {
     /// only (405 when the list is empty, 403 from elsewhere).
     pub(crate) async fn purge_method(
         &self,
-        req: Request<Incoming>,
+        req: Request<RequestBody>,
         peer: SocketAddr,
         tls: bool,
     ) -> Response<ProxyBody> {

@@ -32,6 +32,7 @@
 //! `server.shutdown_timeout`, whichever comes first.
 
 pub mod cork;
+pub mod h3;
 pub mod inline_exec;
 pub mod proxy_protocol;
 pub mod sendfile;
@@ -107,6 +108,10 @@ pub struct ListenerState {
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// PROXY protocol expected, from these peers (empty: any).
     pub proxy_protocol: Option<Arc<[crate::config::ops::Cidr]>>,
+    /// The QUIC configuration, when the listener serves HTTP/3 too.
+    pub quic: Option<quinn::ServerConfig>,
+    /// `Alt-Svc` for responses over TCP, once HTTP/3 listens.
+    pub alt_svc: Option<http::HeaderValue>,
 }
 
 impl std::fmt::Debug for ListenerState {
@@ -195,6 +200,7 @@ pub async fn accept_loop(
             proxy_protocol,
             shutdown.clone(),
             ConnSettings {
+                alt_svc: listener_state.alt_svc.clone(),
                 handshake_timeout: server.header_read_timeout,
                 sendfile: server.sendfile,
                 limits: Limits {
@@ -221,8 +227,10 @@ pub async fn accept_loop(
 }
 
 /// What a connection task needs from the server settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct ConnSettings {
+    /// `Alt-Svc` to add to every response (HTTP/3 on the same port).
+    alt_svc: Option<http::HeaderValue>,
     /// A TLS handshake gets as long as a request head.
     handshake_timeout: Duration,
     /// Plain HTTP/1.1 connections send disk hits with sendfile.
@@ -272,6 +280,7 @@ async fn serve(
     settings: ConnSettings,
 ) {
     let ConnSettings {
+        alt_svc,
         handshake_timeout,
         sendfile,
         limits,
@@ -348,6 +357,7 @@ async fn serve(
     // for its first byte holds only this small future.
     Box::pin(serve_connection(
         stream,
+        alt_svc,
         peer,
         builder,
         pipeline,
@@ -365,6 +375,7 @@ async fn serve(
 #[allow(clippy::too_many_arguments)]
 async fn serve_connection(
     stream: TcpStream,
+    alt_svc: Option<http::HeaderValue>,
     peer: SocketAddr,
     builder: Arc<auto::Builder<InlineExec>>,
     pipeline: Arc<Pipeline>,
@@ -385,6 +396,7 @@ async fn serve_connection(
     let counters = pipeline.counters.clone();
     let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let p = pipeline.clone();
+        let alt_svc = alt_svc.clone();
         let token = act.request();
         let n = served.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         // The last request a keep-alive connection may carry is answered
@@ -407,9 +419,14 @@ async fn serve_connection(
             interim: interim.clone(),
         };
         async move {
-            let mut resp = p.serve(req, conn).await;
+            let mut resp = p
+                .serve(req.map(crate::request_body::RequestBody::Hyper), conn)
+                .await;
             if let Some(i) = interim {
                 i.finish().await;
+            }
+            if let Some(v) = alt_svc {
+                resp.headers_mut().insert(hyper::header::ALT_SVC, v);
             }
             if last {
                 resp.headers_mut().insert(

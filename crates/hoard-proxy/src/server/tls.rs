@@ -9,6 +9,31 @@ use crate::config::TlsConfig;
 
 /// Builds an acceptor from PEM files. Errors name the file.
 pub fn acceptor(cfg: &TlsConfig, http2: bool) -> Result<tokio_rustls::TlsAcceptor, String> {
+    let mut config = server_config(cfg, rustls::DEFAULT_VERSIONS)?;
+    config.alpn_protocols = if http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The QUIC (HTTP/3) configuration of a listener from the same PEM files:
+/// TLS 1.3 only, ALPN `h3`, no 0-RTT (early data could replay unsafe
+/// requests; see `docs/http3.md`).
+pub fn quic(cfg: &TlsConfig) -> Result<quinn::ServerConfig, String> {
+    let mut config = server_config(cfg, &[&rustls::version::TLS13])?;
+    config.alpn_protocols = vec![b"h3".to_vec()];
+    config.max_early_data_size = 0;
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(config)
+        .map_err(|e| format!("{}: {e}", cfg.cert.display()))?;
+    Ok(quinn::ServerConfig::with_crypto(Arc::new(crypto)))
+}
+
+fn server_config(
+    cfg: &TlsConfig,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Result<rustls::ServerConfig, String> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cfg.cert)
         .map_err(|e| format!("{}: {e}", cfg.cert.display()))?
         .collect::<Result<_, _>>()
@@ -19,16 +44,10 @@ pub fn acceptor(cfg: &TlsConfig, http2: bool) -> Result<tokio_rustls::TlsAccepto
     let key = PrivateKeyDer::from_pem_file(&cfg.key)
         .map_err(|e| format!("{}: {e}", cfg.key.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+    rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| format!("{}: {e}", cfg.key.display()))?;
-    config.alpn_protocols = if http2 {
-        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-    } else {
-        vec![b"http/1.1".to_vec()]
-    };
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+        .map_err(|e| format!("{}: {e}", cfg.key.display()))
 }

@@ -31,6 +31,7 @@ mod i_cluster;
 mod j_bus;
 mod j_members;
 mod k_keys;
+mod l_http3;
 mod n_races;
 mod n_store;
 mod o_ops;

@@ -1,0 +1,233 @@
+//! HTTP/3 (RFC 9114, QPACK RFC 9204) over QUIC on a TLS listener's port
+//! (UDP), with `quinn` and `h3`: the same pipeline as HTTP/1.1 and HTTP/2.
+//!
+//! ## Lifecycle
+//!
+//! [`bind`] opens the endpoint with the listener's certificate
+//! ([`super::tls::quic`]: TLS 1.3, ALPN `h3`, no 0-RTT); [`accept_loop`]
+//! takes each new connection under the same `server.max_connections`
+//! permits as TCP (refused when none is left), gives its handshake
+//! `header_read_timeout`, and serves each request stream in a task of its
+//! own: the request (its body a [`crate::request_body::RequestBody::H3`])
+//! goes to [`Pipeline::serve`], the response head, data and trailers go
+//! back on the stream. QUIC's own limits: idle connections close after
+//! `keep_alive_timeout` (the idle timeout both ends agree on), at most
+//! `http2_max_streams` request streams at once per connection, the
+//! address validation and anti-amplification limit of RFC 9000 §8 (quinn).
+//! On shutdown (or when a reload removes the listener) the endpoint stops
+//! accepting, each connection gets a GOAWAY and drains.
+//!
+//! ## What differs from HTTP/2
+//!
+//! No interim responses (103) and no sendfile; a reload renews the
+//! certificate of the running endpoint (`Endpoint::set_server_config`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Response;
+use http_body_util::BodyExt;
+use tokio::sync::watch as signal;
+use tokio_util::task::TaskTracker;
+
+use crate::config::ServerConfig;
+use crate::pipeline::{Conn, Pipeline};
+use crate::request_body::RequestBody;
+
+/// Opens a QUIC endpoint on `addr` (UDP) with the listener's `quic`
+/// configuration and the server's limits.
+///
+/// # Errors
+/// When the UDP socket cannot be bound.
+pub fn bind(
+    addr: SocketAddr,
+    mut quic: quinn::ServerConfig,
+    server: &ServerConfig,
+) -> std::io::Result<quinn::Endpoint> {
+    quic.transport_config(Arc::new(transport(server)));
+    quinn::Endpoint::server(quic, addr)
+}
+
+/// The transport limits of every connection.
+pub fn transport(server: &ServerConfig) -> quinn::TransportConfig {
+    let mut t = quinn::TransportConfig::default();
+    let idle = server.keep_alive_timeout.max(Duration::from_millis(100));
+    t.max_idle_timeout(quinn::IdleTimeout::try_from(idle).ok());
+    t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(server.http2_max_streams));
+    // The client's control and QPACK streams (RFC 9114 §6.2, RFC 9204 §4.2).
+    t.max_concurrent_uni_streams(quinn::VarInt::from_u32(8));
+    t
+}
+
+/// Accepts connections until `shutdown` turns true, then drains them.
+pub async fn accept_loop(
+    endpoint: quinn::Endpoint,
+    pipeline: Arc<Pipeline>,
+    mut shutdown: signal::Receiver<bool>,
+) {
+    let tracker = TaskTracker::new();
+    let counters = pipeline.counters.clone();
+    loop {
+        let incoming = tokio::select! {
+            i = endpoint.accept() => match i {
+                Some(i) => i,
+                None => break,
+            },
+            _ = shutdown.changed() => break,
+        };
+        let Ok(permit) = pipeline.connections.clone().try_acquire_owned() else {
+            counters.inc(&counters.connections_refused);
+            incoming.refuse();
+            continue;
+        };
+        counters.inc(&counters.connections_accepted);
+        counters.inc(&counters.quic_connections);
+        tracker.spawn(connection(
+            incoming,
+            super::Open {
+                _permit: permit,
+                counters: counters.clone(),
+            },
+            pipeline.clone(),
+            shutdown.clone(),
+        ));
+    }
+    tracker.close();
+    let timeout = pipeline.run().cfg.server.shutdown_timeout;
+    let _ = tokio::time::timeout(timeout, tracker.wait()).await;
+    endpoint.close(quinn::VarInt::from_u32(0), b"shutdown");
+}
+
+async fn connection(
+    incoming: quinn::Incoming,
+    _open: super::Open,
+    pipeline: Arc<Pipeline>,
+    mut shutdown: signal::Receiver<bool>,
+) {
+    let peer = incoming.remote_address();
+    let (handshake, max_head) = {
+        let run = pipeline.run();
+        (
+            run.cfg.server.header_read_timeout,
+            run.cfg.server.max_header_size as u64,
+        )
+    };
+    let Ok(connecting) = incoming.accept() else {
+        return;
+    };
+    let conn = match tokio::time::timeout(handshake, connecting).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "QUIC handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "QUIC handshake timed out");
+            return;
+        }
+    };
+    let built = h3::server::builder()
+        .max_field_section_size(max_head)
+        .build::<_, Bytes>(h3_quinn::Connection::new(conn))
+        .await;
+    let mut h3 = match built {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "HTTP/3 connection failed");
+            return;
+        }
+    };
+    let requests = TaskTracker::new();
+    loop {
+        let resolver = tokio::select! {
+            r = h3.accept() => match r {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "HTTP/3 connection ended");
+                    break;
+                }
+            },
+            _ = shutdown.changed() => {
+                // GOAWAY: requests in flight finish, no new ones.
+                let _ = h3.shutdown(0).await;
+                break;
+            }
+        };
+        let p = pipeline.clone();
+        requests.spawn(async move {
+            match resolver.resolve_request().await {
+                Ok((req, stream)) => request(p, peer, req, stream).await,
+                Err(e) => tracing::debug!(%peer, error = %e, "HTTP/3 request refused"),
+            }
+        });
+    }
+    requests.close();
+    requests.wait().await;
+}
+
+type Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+
+/// Serves one request stream.
+async fn request(p: Arc<Pipeline>, peer: SocketAddr, req: http::Request<()>, stream: Stream) {
+    let (mut send, recv) = stream.split();
+    // No body unless the client announced one (a GET's stream ends with
+    // its head; a POST without Content-Length streams).
+    let empty = match req.headers().get(http::header::CONTENT_LENGTH) {
+        Some(v) => v.as_bytes() == b"0",
+        None => matches!(
+            *req.method(),
+            http::Method::GET | http::Method::HEAD | http::Method::OPTIONS | http::Method::DELETE
+        ),
+    };
+    let req = req.map(|()| RequestBody::h3(recv, empty));
+    let conn = Conn {
+        peer,
+        tls: true,
+        send: None,
+        interim: None,
+    };
+    let resp = p.serve(req, conn).await;
+    let (mut parts, mut body) = resp.into_parts();
+    // Connection-specific fields are not HTTP/3's (RFC 9114 §4.2).
+    for h in [
+        http::header::CONNECTION,
+        http::header::TRANSFER_ENCODING,
+        http::header::UPGRADE,
+    ] {
+        parts.headers.remove(h);
+    }
+    parts.headers.remove("keep-alive");
+    if send
+        .send_response(Response::from_parts(parts, ()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    loop {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                let sent = match frame.into_data() {
+                    Ok(data) => send.send_data(data).await,
+                    Err(frame) => match frame.into_trailers() {
+                        Ok(t) => send.send_trailers(t).await,
+                        Err(_) => Ok(()),
+                    },
+                };
+                if sent.is_err() {
+                    return;
+                }
+            }
+            Some(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "HTTP/3 response body failed; stream reset");
+                send.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
+                return;
+            }
+            None => break,
+        }
+    }
+    let _ = send.finish().await;
+}
