@@ -45,6 +45,8 @@ pub struct Record {
     pub host: Option<HeaderValue>,
     /// The request target.
     pub uri: Uri,
+    /// The protocol it came over (`HTTP/1.1`, `HTTP/2`, `HTTP/3`).
+    pub version: http::Version,
     /// Response status.
     pub status: u16,
     /// Body bytes sent.
@@ -73,6 +75,7 @@ impl Record {
         method: Method,
         host: Option<HeaderValue>,
         uri: Uri,
+        version: http::Version,
     ) -> Record {
         Record {
             time,
@@ -80,6 +83,7 @@ impl Record {
             method,
             host,
             uri,
+            version,
             status: 0,
             bytes: 0,
             cache: Outcome::Error.as_str(),
@@ -120,6 +124,9 @@ impl Record {
                 push_json_str(out, self.host());
                 out.push_str(",\"path\":");
                 push_json_str(out, self.path());
+                out.push_str(",\"protocol\":\"");
+                out.push_str(protocol(self.version));
+                out.push('"');
                 out.push_str(",\"status\":");
                 out.push_str(num.format(self.status));
                 out.push_str(",\"bytes\":");
@@ -148,9 +155,10 @@ impl Record {
                 push_rfc3339(out, self.time);
                 let _ = writeln!(
                     out,
-                    "] \"{} {} HTTP\" {} {} \"{}\" {} {:.3}",
+                    "] \"{} {} {}\" {} {} \"{}\" {} {:.3}",
                     self.method,
                     self.path().replace('"', "%22"),
+                    protocol(self.version),
                     self.status,
                     self.bytes,
                     self.host().replace('"', "%22"),
@@ -166,6 +174,17 @@ impl Record {
         let mut s = String::new();
         self.format_into(format, &mut s);
         s
+    }
+}
+
+/// The protocol's name as nginx's `$server_protocol` writes it.
+pub fn protocol(v: http::Version) -> &'static str {
+    match v {
+        http::Version::HTTP_09 => "HTTP/0.9",
+        http::Version::HTTP_10 => "HTTP/1.0",
+        http::Version::HTTP_2 => "HTTP/2.0",
+        http::Version::HTTP_3 => "HTTP/3.0",
+        _ => "HTTP/1.1",
     }
 }
 
@@ -444,6 +463,7 @@ mod tests {
             Method::GET,
             Some(HeaderValue::from_static("example.com")),
             "/a%22b?x=1".parse().unwrap(),
+            http::Version::HTTP_3,
         );
         r.status = 200;
         r.bytes = 5;
@@ -454,11 +474,12 @@ mod tests {
         assert_eq!(v["path"], "/a%22b?x=1");
         assert_eq!(v["host"], "example.com");
         assert_eq!(v["cache"], "hit");
+        assert_eq!(v["protocol"], "HTTP/3.0");
         assert_eq!(v["total_ms"], 1.5);
         assert!(v["upstream_ms"].is_null());
         let combined = r.format(LogFormat::Combined);
         assert!(
-            combined.starts_with("127.0.0.1 - - [1970-01-01T00:00:00.000Z] \"GET /a%22b?x=1 HTTP\" 200 5 \"example.com\" hit 0.002"),
+            combined.starts_with("127.0.0.1 - - [1970-01-01T00:00:00.000Z] \"GET /a%22b?x=1 HTTP/3.0\" 200 5 \"example.com\" hit 0.002"),
             "{combined}"
         );
     }

@@ -113,6 +113,14 @@ counters! {
     connections_accepted,
     /// Of those, QUIC (HTTP/3) connections.
     quic_connections,
+    /// QUIC connections that ended.
+    quic_connections_closed,
+    /// Requests that came over HTTP/1.x.
+    requests_http1,
+    /// Requests that came over HTTP/2.
+    requests_http2,
+    /// Requests that came over HTTP/3.
+    requests_http3,
     /// Client connections closed at once: `max_connections` were open.
     connections_refused,
     /// Connections that had sent nothing, closed to make room for a new one

@@ -15,6 +15,9 @@ pub struct Issued {
     pub cert_pem: String,
     /// The private key, PEM (PKCS#8).
     pub key_pem: String,
+    /// The public key's SubjectPublicKeyInfo, DER (what a browser's
+    /// `--ignore-certificate-errors-spki-list` pins, hashed).
+    pub spki: Vec<u8>,
     der: CertificateDer<'static>,
     key_der: Vec<u8>,
 }
@@ -94,6 +97,7 @@ impl TestCa {
         Issued {
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),
+            spki: rcgen::PublicKeyData::subject_public_key_info(&key),
             der: cert.der().clone(),
             key_der: key.serialize_der(),
         }

@@ -246,6 +246,7 @@ pub fn status(admin: &Admin) -> Value {
         "client": { "bytes": t.client_bytes },
         "origin": { "requests": t.origin_requests, "bytes": t.origin_bytes },
         "bytes_saved_ratio": saved,
+        "connections": connections_state(p),
         "fills_in_flight": p.fills.in_flight(),
         "coalesced_waiters": c.fill_waiters_total.load(Ordering::Relaxed),
         "purges": purges,
@@ -255,6 +256,27 @@ pub fn status(admin: &Admin) -> Value {
         "cluster": cluster_state(p),
         "encodings": encodings_state(c),
         "history": history,
+    })
+}
+
+/// Client connections (all, and QUIC) and requests by protocol.
+fn connections_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
+    let c = &p.counters;
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let accepted = n(&c.connections_accepted);
+    let quic = n(&c.quic_connections);
+    json!({
+        "accepted": accepted,
+        "open": accepted.saturating_sub(n(&c.connections_closed)),
+        "quic": {
+            "accepted": quic,
+            "open": quic.saturating_sub(n(&c.quic_connections_closed)),
+        },
+        "requests": {
+            "http1": n(&c.requests_http1),
+            "http2": n(&c.requests_http2),
+            "http3": n(&c.requests_http3),
+        },
     })
 }
 

@@ -337,6 +337,12 @@ impl Pipeline {
     ) -> Response<Tallied> {
         let (peer, tls) = (conn.peer, conn.tls);
         let started = Instant::now();
+        let c = &self.counters;
+        c.inc(match req.version() {
+            http::Version::HTTP_2 => &c.requests_http2,
+            http::Version::HTTP_3 => &c.requests_http3,
+            _ => &c.requests_http1,
+        });
         // Boxed, and only with the log on: the request's future keeps it.
         let line = self.access_log.as_ref().map(|log| {
             Box::new(Pending {
@@ -347,6 +353,7 @@ impl Pipeline {
                     req.method().clone(),
                     req.headers().get(header::HOST).cloned(),
                     req.uri().clone(),
+                    req.version(),
                 ),
                 started,
             })

@@ -107,6 +107,7 @@ async fn connection(
     mut shutdown: signal::Receiver<bool>,
 ) {
     let peer = incoming.remote_address();
+    let _closed = Closed(pipeline.counters.clone());
     let (handshake, max_head) = {
         let run = pipeline.run();
         (
@@ -166,6 +167,15 @@ async fn connection(
     }
     requests.close();
     requests.wait().await;
+}
+
+/// Counts a QUIC connection's end.
+struct Closed(Arc<crate::counters::Counters>);
+
+impl Drop for Closed {
+    fn drop(&mut self) {
+        self.0.inc(&self.0.quic_connections_closed);
+    }
 }
 
 type Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;

@@ -18,6 +18,7 @@ fn http3_listener(c: &mut hoard_proxy::config::Config) {
 /// An HTTP/3 client connection to `proxy`, trusting the test CA.
 struct H3Client {
     send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
+    conn: quinn::Connection,
     _endpoint: quinn::Endpoint,
 }
 
@@ -29,9 +30,16 @@ struct H3Response {
 
 impl H3Client {
     async fn connect(proxy: &TestProxy) -> H3Client {
+        Self::try_connect(proxy.endpoint(), &std::fs::read(fixture("ca.pem")).unwrap())
+            .await
+            .expect("a QUIC connection")
+    }
+
+    /// A connection to `addr` trusting the CA certificate `ca` (PEM).
+    async fn try_connect(addr: std::net::SocketAddr, ca: &[u8]) -> Result<H3Client, String> {
         let mut roots = rustls::RootCertStore::empty();
         roots
-            .add(CertificateDer::from_pem_file(fixture("ca.pem")).unwrap())
+            .add(CertificateDer::from_pem_slice(ca).unwrap())
             .unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut tls = rustls::ClientConfig::builder_with_provider(provider)
@@ -44,26 +52,40 @@ impl H3Client {
         let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
         endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
         let conn = endpoint
-            .connect(proxy.endpoint(), "localhost")
+            .connect(addr, "localhost")
             .unwrap()
             .await
-            .expect("a QUIC connection");
-        let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn))
+            .map_err(|e| e.to_string())?;
+        let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
             .await
-            .expect("an HTTP/3 connection");
+            .map_err(|e| e.to_string())?;
         tokio::spawn(async move {
             let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
         });
-        H3Client {
+        Ok(H3Client {
             send,
+            conn,
             _endpoint: endpoint,
-        }
+        })
     }
 
     async fn request(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> H3Response {
+        self.request_with(method, path, &[], body).await
+    }
+
+    async fn request_with(
+        &mut self,
+        method: &str,
+        path: &str,
+        fields: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> H3Response {
         let mut req = http::Request::builder()
             .method(method)
             .uri(format!("https://localhost{path}"));
+        for (n, v) in fields {
+            req = req.header(*n, *v);
+        }
         if let Some(b) = body {
             req = req.header("content-length", b.len().to_string());
         }
@@ -173,5 +195,300 @@ async fn l00001_http3_serves_fills_hits_and_passes() {
         format!("h3=\":{}\"; ma=86400", proxy.endpoint().port()).as_str()
     );
     assert_eq!(origin.requests(), 2);
+    origin.finish().await;
+}
+
+// l00002: over HTTP/3 as over HTTP/2: concurrent misses of one key on one
+// connection are one origin request (the others wait for it and stream
+// it); a range of the stored object; `PURGE`; the access log and
+// `/status` name the protocol.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l00002_collapsed_waiters_ranges_and_purge_over_http3() {
+    let t = Test::new("l00002");
+    let release = hoard_testkit::Barrier::new(2);
+    let origin = {
+        let release = release.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                s.rxreq().await.expect_url("/cold");
+                release.sync().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body("0123456789abcdefghij")
+                    .send()
+                    .await;
+                s.rxreq().await.expect_url("/cold");
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body("after the purge")
+                    .send()
+                    .await;
+            })
+            .start()
+            .await
+    };
+    let log = t.dir().join("access.log");
+    let proxy = {
+        let log = log.clone();
+        t.proxy()
+            .origin(&origin)
+            .admin()
+            .config(move |c| {
+                http3_listener(c);
+                c.access_log.target = hoard_proxy::config::LogTarget::File(log);
+                c.admin.purge_allow =
+                    vec![hoard_proxy::config::Cidr::parse("127.0.0.1/32").unwrap()];
+            })
+            .start()
+            .await
+    };
+    let c = H3Client::connect(&proxy).await;
+    let mut tasks = Vec::new();
+    for _ in 0..5 {
+        let mut c = H3Client {
+            send: c.send.clone(),
+            conn: c.conn.clone(),
+            _endpoint: c._endpoint.clone(),
+        };
+        tasks.push(tokio::spawn(async move {
+            c.request("GET", "/cold", None).await
+        }));
+    }
+    proxy.wait_counter("fill_waiters_total", 4).await;
+    release.sync().await;
+    for task in tasks {
+        let r = task.await.unwrap();
+        assert_eq!(r.head.status, 200);
+        assert_eq!(r.body, b"0123456789abcdefghij");
+    }
+    let mut c = c;
+    let r = c
+        .request_with("GET", "/cold", &[("range", "bytes=10-14")], None)
+        .await;
+    assert_eq!(r.head.status, 206);
+    assert_eq!(r.body, b"abcde");
+    let r = c.request("PURGE", "/cold", None).await;
+    assert_eq!(r.head.status, 200, "{:?}", r.head);
+    let r = c.request("GET", "/cold", None).await;
+    assert_eq!(r.body, b"after the purge");
+    assert_eq!(origin.requests(), 2);
+    proxy.wait_counter("access_log_lines", 8).await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["protocol"], "HTTP/3.0", "{line}");
+    }
+    let st = t.client(proxy.admin()).get("/status").send().await;
+    let v: serde_json::Value = serde_json::from_slice(&st.body).unwrap();
+    assert_eq!(
+        v["connections"]["quic"]["accepted"], 1,
+        "{}",
+        v["connections"]
+    );
+    assert_eq!(v["connections"]["quic"]["open"], 1);
+    assert_eq!(v["connections"]["requests"]["http3"], 8);
+    origin.finish().await;
+}
+
+// l00003: QUIC connections take the same permits as TCP ones (with
+// `max_connections = 1` a second is refused while the first is open), and
+// one left idle past `keep_alive_timeout` is closed by hoard.
+#[tokio::test]
+async fn l00003_connection_cap_and_idle_close() {
+    let t = Test::new("l00003");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/a");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("a")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| {
+            http3_listener(c);
+            c.server.max_connections = 1;
+            c.server.keep_alive_timeout = std::time::Duration::from_millis(300);
+        })
+        .start()
+        .await;
+    let mut first = H3Client::connect(&proxy).await;
+    assert_eq!(first.request("GET", "/a", None).await.body, b"a");
+    let ca = std::fs::read(fixture("ca.pem")).unwrap();
+    let second = H3Client::try_connect(proxy.endpoint(), &ca).await;
+    assert!(second.is_err(), "a second connection past the cap");
+    proxy.expect_counter("connections_refused", 1);
+    // Idle: hoard closes it (the client sees the connection end).
+    let closed = first.conn.closed().await;
+    assert!(
+        matches!(closed, quinn::ConnectionError::TimedOut),
+        "{closed:?}"
+    );
+    proxy.wait_counter("quic_connections_closed", 1).await;
+    // Its permit is back: a new connection is served.
+    let mut third = H3Client::connect(&proxy).await;
+    assert_eq!(third.request("GET", "/a", None).await.body, b"a");
+    assert_eq!(origin.requests(), 1);
+    origin.finish().await;
+}
+
+// l00004: a reload renews the certificate of the running QUIC endpoint:
+// new connections get the new one, a connection opened before goes on.
+#[tokio::test]
+async fn l00004_reload_renews_the_quic_certificate() {
+    let t = Test::new("l00004");
+    let (old_ca, new_ca) = (
+        hoard_testkit::pki::TestCa::new(),
+        hoard_testkit::pki::TestCa::new(),
+    );
+    let (cert, key) = old_ca.issue(&["localhost"]).write(t.dir(), "server");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/r");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("r")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let toml = format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\nhttp3 = true\ntls = {{ cert = {:?}, key = {:?} }}\n\
+         [upstream.app]\nservers = [\"http://{{origin}}\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n",
+        cert.display().to_string(),
+        key.display().to_string()
+    );
+    let proxy = t.proxy().origin(&origin).toml(&origin, &toml).start().await;
+    let mut before = H3Client::try_connect(proxy.endpoint(), old_ca.pem().as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(before.request("GET", "/r", None).await.body, b"r");
+    new_ca.issue(&["localhost"]).write(t.dir(), "server");
+    proxy
+        .reload_toml(&origin, &toml)
+        .expect("valid configuration");
+    let e = H3Client::try_connect(proxy.endpoint(), old_ca.pem().as_bytes())
+        .await
+        .err()
+        .expect("the old certificate is gone");
+    assert!(
+        e.contains("certificate") || e.contains("Certificate"),
+        "{e}"
+    );
+    let mut after = H3Client::try_connect(proxy.endpoint(), new_ca.pem().as_bytes())
+        .await
+        .unwrap();
+    assert_eq!(after.request("GET", "/r", None).await.body, b"r");
+    assert_eq!(before.request("GET", "/r", None).await.body, b"r");
+    assert_eq!(origin.requests(), 1);
+    origin.finish().await;
+}
+
+// l00005: headless Chromium loads a page and its stylesheet through hoard
+// over HTTP/3 (QUIC forced for the origin, the test certificate's key
+// pinned); hoard's access log shows both requests came over HTTP/3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l00005_chromium_loads_a_page_over_http3() {
+    use base64::Engine as _;
+    let t = Test::new("l00005");
+    let chromium = super::o_ops::which("chromium")
+        .expect("chromium is needed for this case: apt-get install chromium (.ci/run installs it)");
+    let ca = hoard_testkit::pki::TestCa::new();
+    let issued = ca.issue_valid(&["localhost"], (2025, 2027));
+    let (cert, key) = issued.write(t.dir(), "server");
+    let spki = ring::digest::digest(&ring::digest::SHA256, &issued.spki);
+    let pin = base64::engine::general_purpose::STANDARD.encode(spki.as_ref());
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for _ in 0..2 {
+                let r = s.rxreq().await;
+                let (ctype, body) = match r.url() {
+                    "/page" => (
+                        "text/html",
+                        "<html><head><link rel=\"icon\" href=\"data:,\">\
+                         <link rel=\"stylesheet\" href=\"/style.css\"></head>\
+                         <body><p id=\"x\">served over h3</p></body></html>",
+                    ),
+                    "/style.css" => ("text/css", "p { color: green; }"),
+                    other => panic!("unexpected {other}"),
+                };
+                s.txresp(200)
+                    .hdr("Content-Type", ctype)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(body)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let log = t.dir().join("access.log");
+    let proxy = {
+        let log = log.clone();
+        t.proxy()
+            .origin(&origin)
+            .config(move |c| {
+                c.listeners[0].tls = Some(hoard_proxy::config::TlsConfig { cert, key });
+                c.listeners[0].http3 = true;
+                c.access_log.target = hoard_proxy::config::LogTarget::File(log);
+            })
+            .start()
+            .await
+    };
+    let port = proxy.endpoint().port();
+    let profile = tempfile::tempdir_in(t.dir()).unwrap();
+    let mut cmd = std::process::Command::new(chromium);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-quic",
+        "--host-resolver-rules=MAP localhost 127.0.0.1",
+        "--virtual-time-budget=3000",
+        "--dump-dom",
+    ])
+    .arg(format!("--origin-to-force-quic-on=localhost:{port}"))
+    .arg(format!("--ignore-certificate-errors-spki-list={pin}"))
+    .arg(format!("--user-data-dir={}", profile.path().display()))
+    .arg(format!("https://localhost:{port}/page"))
+    .env("HOME", profile.path())
+    .env("XDG_CONFIG_HOME", profile.path());
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .expect("chromium runs");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains("served over h3"),
+        "the page did not load:\n{dom}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    proxy.wait_counter("access_log_lines", 2).await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut paths = Vec::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["protocol"], "HTTP/3.0", "{line}");
+        paths.push(v["path"].as_str().unwrap().to_string());
+    }
+    assert!(paths.contains(&"/page".to_string()), "{paths:?}");
+    assert!(paths.contains(&"/style.css".to_string()), "{paths:?}");
+    assert_eq!(
+        proxy.counter("requests_http1") + proxy.counter("requests_http2"),
+        0
+    );
     origin.finish().await;
 }
