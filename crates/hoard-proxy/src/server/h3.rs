@@ -12,8 +12,10 @@
 //! goes to [`Pipeline::serve`], the response head, data and trailers go
 //! back on the stream. QUIC's own limits: idle connections close after
 //! `keep_alive_timeout` (the idle timeout both ends agree on), at most
-//! `http2_max_streams` request streams at once per connection, the
-//! address validation and anti-amplification limit of RFC 9000 §8 (quinn).
+//! `http2_max_streams` request streams at once per connection, flow
+//! control windows that bound a connection's buffers (256 KiB per stream,
+//! 2 MiB per connection, each way), the address validation and
+//! anti-amplification limit of RFC 9000 §8 (quinn).
 //! On shutdown (or when a reload removes the listener) the endpoint stops
 //! accepting, each connection gets a GOAWAY and drains.
 //!
@@ -58,8 +60,18 @@ pub fn transport(server: &ServerConfig) -> quinn::TransportConfig {
     t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(server.http2_max_streams));
     // The client's control and QPACK streams (RFC 9114 §6.2, RFC 9204 §4.2).
     t.max_concurrent_uni_streams(quinn::VarInt::from_u32(8));
+    // Memory per connection: what a client may have in flight to hoard
+    // (request bodies) and what hoard keeps unacknowledged for it.
+    t.stream_receive_window(quinn::VarInt::from_u32(STREAM_WINDOW));
+    t.receive_window(quinn::VarInt::from_u32(CONN_WINDOW));
+    t.send_window(u64::from(CONN_WINDOW));
     t
 }
+
+/// Bytes a client may send on one request stream before hoard reads them.
+const STREAM_WINDOW: u32 = 256 * 1024;
+/// Bytes in flight on one connection, each way.
+const CONN_WINDOW: u32 = 2 * 1024 * 1024;
 
 /// Accepts connections until `shutdown` turns true, then drains them.
 pub async fn accept_loop(

@@ -492,3 +492,88 @@ async fn l00005_chromium_loads_a_page_over_http3() {
     );
     origin.finish().await;
 }
+
+// l00006: over HTTP/3 a fill's first bytes reach the client before the
+// origin has sent the rest (read-while-write), and a stale object is
+// served at once under `stale-while-revalidate` while one background
+// refresh runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l00006_read_while_write_and_stale_while_revalidate_over_http3() {
+    let t = Test::new("l00006");
+    let (first_seen, release) = (
+        hoard_testkit::Barrier::new(2),
+        hoard_testkit::Barrier::new(2),
+    );
+    let origin = {
+        let (first_seen, release) = (first_seen.clone(), release.clone());
+        t.origin()
+            .script(move |mut s| async move {
+                s.rxreq().await.expect_url("/s");
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=2, stale-while-revalidate=60")
+                    .hdr("ETag", "\"1\"")
+                    .chunked()
+                    .send_head()
+                    .await;
+                s.chunk("first;").await;
+                // The client has the first bytes while the fill goes on.
+                first_seen.sync().await;
+                s.chunk("rest").await;
+                s.end().await;
+                s.rxreq().await.expect_url("/s");
+                release.sync().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=2, stale-while-revalidate=60")
+                    .hdr("ETag", "\"2\"")
+                    .body("v2")
+                    .send()
+                    .await;
+            })
+            .start()
+            .await
+    };
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(http3_listener)
+        .start()
+        .await;
+    let mut c = H3Client::connect(&proxy).await;
+    let req = http::Request::get("https://localhost/s").body(()).unwrap();
+    let mut stream = c.send.send_request(req).await.unwrap();
+    stream.finish().await.unwrap();
+    let resp = stream.recv_response().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut got = Vec::new();
+    while got.len() < 6 {
+        let mut chunk = stream.recv_data().await.unwrap().expect("the first bytes");
+        while chunk.has_remaining() {
+            let n = chunk.chunk().len();
+            got.extend_from_slice(chunk.chunk());
+            chunk.advance(n);
+        }
+    }
+    assert_eq!(got, b"first;", "before the origin sent the rest");
+    first_seen.sync().await;
+    while let Some(mut chunk) = stream.recv_data().await.unwrap() {
+        while chunk.has_remaining() {
+            let n = chunk.chunk().len();
+            got.extend_from_slice(chunk.chunk());
+            chunk.advance(n);
+        }
+    }
+    assert_eq!(got, b"first;rest");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.clock.advance(super::secs(3));
+    for _ in 0..3 {
+        let r = c.request("GET", "/s", None).await;
+        assert_eq!(r.body, b"first;rest");
+        let cs = r.header("cache-status").unwrap();
+        assert!(cs.contains("detail=stale-while-revalidate"), "{cs}");
+    }
+    proxy.expect_counter("background_refreshes", 1);
+    release.sync().await;
+    proxy.wait_counter("objects_stored", 2).await;
+    assert_eq!(c.request("GET", "/s", None).await.body, b"v2");
+    origin.finish().await;
+}
