@@ -153,6 +153,15 @@ struct QuickArgs {
     /// Show the cache key in Cache-Status.
     #[arg(long)]
     debug_headers: bool,
+    /// Serve HTTPS (HTTP/1.1 and HTTP/2) on --listen with this certificate chain (PEM).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// Also serve HTTP/3 over QUIC on the same port (UDP), advertised with Alt-Svc; needs --tls-cert.
+    #[arg(long)]
+    http3: bool,
     /// Admin listener (purge API, /metrics, /status, dashboard), e.g. 127.0.0.1:8001.
     #[arg(long)]
     admin: Option<SocketAddr>,
@@ -271,6 +280,15 @@ impl Cli {
                 Config::quick(&QuickStart {
                     upstream: upstream.clone(),
                     listen: Some(q.listen),
+                    tls: q
+                        .tls_cert
+                        .as_ref()
+                        .zip(q.tls_key.as_ref())
+                        .map(|(cert, key)| hoard_proxy::config::TlsConfig {
+                            cert: cert.clone(),
+                            key: key.clone(),
+                        }),
+                    http3: q.http3,
                     cache_size: q.cache_size,
                     max_object_size: q.max_object_size,
                     default_ttl: q.default_ttl,

@@ -97,3 +97,29 @@ async fn sighup_reloads_and_refuses_an_invalid_file() {
     t.client(hoard.addr).get("/").send().await;
     hoard.kill9();
 }
+
+// The quick start serves HTTPS and HTTP/3 from the command line:
+// `--tls-cert`, `--tls-key`, `--http3`.
+#[tokio::test]
+async fn quick_start_with_tls_and_http3() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = hoard_testkit::pki::TestCa::new();
+    let (cert, key) = ca.issue(&["localhost"]).write(dir.path(), "server");
+    let hoard = Hoard::start(&[
+        "--upstream",
+        "http://127.0.0.1:9",
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+        "--http3",
+    ])
+    .await;
+    let line = &hoard.listening;
+    assert!(
+        line.contains("tls=true") && line.contains("http3=true"),
+        "{line}"
+    );
+}

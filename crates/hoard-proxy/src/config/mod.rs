@@ -409,6 +409,10 @@ pub struct QuickStart {
     pub upstream: String,
     /// `--listen`; default 127.0.0.1:8000.
     pub listen: Option<SocketAddr>,
+    /// `--tls-cert` and `--tls-key`: the listener serves HTTPS.
+    pub tls: Option<TlsConfig>,
+    /// `--http3`: HTTP/3 on the same port too (needs `tls`).
+    pub http3: bool,
     /// `--cache-size`.
     pub cache_size: Option<u64>,
     /// `--max-object-size`.
@@ -634,6 +638,9 @@ impl Config {
         } else if q.disk_size.is_some() {
             return Err(err("--disk-size", "needs --cache-dir".into()));
         }
+        if q.http3 && q.tls.is_none() {
+            return Err(err("--http3", "needs --tls-cert and --tls-key".into()));
+        }
         let cluster = quick_cluster(q).map_err(|(key, m)| err(key, m))?;
         let server_cfg = ServerConfig {
             threads: q.threads.unwrap_or(0),
@@ -644,9 +651,9 @@ impl Config {
         Ok(Config {
             listeners: vec![ListenerConfig {
                 address: q.listen.unwrap_or(defaults::LISTEN),
-                tls: None,
+                tls: q.tls.clone(),
                 http2: true,
-                http3: false,
+                http3: q.http3,
                 proxy_protocol: None,
             }],
             server: server_cfg,

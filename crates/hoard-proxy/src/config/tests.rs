@@ -485,6 +485,26 @@ fn proxy_protocol_listener_keys() {
 }
 
 #[test]
+fn quick_http3_needs_tls() {
+    let q = QuickStart {
+        upstream: "http://127.0.0.1:9".into(),
+        http3: true,
+        ..Default::default()
+    };
+    let e = Config::quick(&q).unwrap_err();
+    assert_eq!(e.key, "--http3", "{e}");
+    let c = Config::quick(&QuickStart {
+        tls: Some(TlsConfig {
+            cert: "c.pem".into(),
+            key: "k.pem".into(),
+        }),
+        ..q
+    })
+    .unwrap();
+    assert!(c.listeners[0].http3 && c.listeners[0].tls.is_some());
+}
+
+#[test]
 fn http3_needs_tls() {
     let up = "[upstream.app]\nservers = [\"http://a:1\"]\n";
     let c = Config::from_toml(

@@ -14,6 +14,8 @@ pub struct Hoard {
     seen: Vec<String>,
     /// The first listener's address.
     pub addr: SocketAddr,
+    /// Its `listening` log line.
+    pub listening: String,
 }
 
 impl Hoard {
@@ -41,10 +43,12 @@ impl Hoard {
             lines,
             seen: Vec::new(),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            listening: String::new(),
         };
         let line = hoard.wait_log("listening").await;
         let addr = line.split("addr=").nth(1).expect("addr field");
         hoard.addr = addr.split_whitespace().next().unwrap().parse().unwrap();
+        hoard.listening = line;
         hoard
     }
 
