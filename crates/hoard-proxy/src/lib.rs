@@ -339,7 +339,16 @@ impl Proxy {
                         e.set_server_config(Some(q));
                         state.alt_svc = alt_svc(x.addr.port());
                     }
-                    _ => state.quic = None,
+                    (None, None) => {}
+                    (Some(_), None) => {
+                        // Still serving QUIC until a restart: still advertised.
+                        state.alt_svc = alt_svc(x.addr.port());
+                        out.restart_needed.push("listener.http3");
+                    }
+                    (None, Some(_)) => {
+                        state.quic = None;
+                        out.restart_needed.push("listener.http3");
+                    }
                 }
                 x.state.store(Arc::new(state));
                 x.cfg = l.clone();

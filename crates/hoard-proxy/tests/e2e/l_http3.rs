@@ -388,6 +388,13 @@ async fn l00004_reload_renews_the_quic_certificate() {
         .unwrap();
     assert_eq!(after.request("GET", "/r", None).await.body, b"r");
     assert_eq!(before.request("GET", "/r", None).await.body, b"r");
+    // Turning HTTP/3 off (or on) for a listener that stays waits for a
+    // restart, and says so.
+    let r = proxy
+        .reload_toml(&origin, &toml.replace("http3 = true\n", ""))
+        .expect("valid configuration");
+    assert!(r.restart_needed.contains(&"listener.http3"), "{r:?}");
+    assert_eq!(after.request("GET", "/r", None).await.body, b"r");
     assert_eq!(origin.requests(), 1);
     origin.finish().await;
 }
