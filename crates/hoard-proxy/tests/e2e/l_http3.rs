@@ -584,3 +584,51 @@ async fn l00006_read_while_write_and_stale_while_revalidate_over_http3() {
     assert_eq!(c.request("GET", "/s", None).await.body, b"v2");
     origin.finish().await;
 }
+
+// l00007: trailer fields the origin sends after a passed body reach an
+// HTTP/3 client as HTTP/3 trailers.
+#[tokio::test]
+async fn l00007_origin_trailers_reach_an_http3_client() {
+    let t = Test::new("l00007");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/t");
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .hdr("Trailer", "x-checksum")
+                .chunked()
+                .send_head()
+                .await;
+            s.chunk("payload").await;
+            s.end_with_trailers(&[("x-checksum", "c0ffee")]).await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(http3_listener)
+        .start()
+        .await;
+    let mut c = H3Client::connect(&proxy).await;
+    let req = http::Request::get("https://localhost/t")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let mut stream = c.send.send_request(req).await.unwrap();
+    stream.finish().await.unwrap();
+    assert_eq!(stream.recv_response().await.unwrap().status(), 200);
+    let mut body = Vec::new();
+    while let Some(mut chunk) = stream.recv_data().await.unwrap() {
+        while chunk.has_remaining() {
+            let n = chunk.chunk().len();
+            body.extend_from_slice(chunk.chunk());
+            chunk.advance(n);
+        }
+    }
+    assert_eq!(body, b"payload");
+    let trailers = stream.recv_trailers().await.unwrap().expect("trailers");
+    assert_eq!(trailers["x-checksum"], "c0ffee");
+    origin.finish().await;
+}

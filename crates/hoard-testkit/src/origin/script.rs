@@ -235,6 +235,22 @@ impl Script {
         self.ex().complete();
     }
 
+    /// Ends a chunked response with trailer fields (RFC 9112 §7.1.2) and
+    /// completes it.
+    pub async fn end_with_trailers(&mut self, trailers: &[(&str, &str)]) {
+        let name = self.shared.name.clone();
+        if self.ex().stream != Some(Stream::Chunked) {
+            panic!("{name}: end_with_trailers() needs a chunked response");
+        }
+        let mut out = b"0\r\n".to_vec();
+        for (n, v) in trailers {
+            out.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+        }
+        out.extend_from_slice(b"\r\n");
+        self.write(&out, "tx last chunk with trailers").await;
+        self.ex().complete();
+    }
+
     /// Writes raw bytes on the current connection.
     pub async fn send_raw(&mut self, bytes: impl AsRef<[u8]>) {
         let bytes = bytes.as_ref();
