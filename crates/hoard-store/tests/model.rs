@@ -231,6 +231,12 @@ enum Op {
         key: u8,
         var: u8,
     },
+    /// The stored disk object written again with its parts (content
+    /// codings), replacing the copy it was made from.
+    Parts {
+        key: u8,
+        var: u8,
+    },
     /// A purge: `kind` 0 URL, 1 prefix, 2 host, 3 tag.
     Purge {
         kind: u8,
@@ -308,7 +314,8 @@ fn gen_op(r: &mut Rng, cfg: &Cfg) -> Op {
             soft: r.below(2) == 0,
         },
         54..=56 => Op::Remove { key },
-        57..=84 => Op::Lookup { key, var },
+        57..=80 => Op::Lookup { key, var },
+        81..=84 => Op::Parts { key, var },
         85..=88 => Op::Restart,
         89..=90 => Op::CrashWriter {
             key,
@@ -430,6 +437,33 @@ struct Expect {
     stale: bool,
     /// Its file was damaged: a read may fail (never return wrong bytes).
     torn: bool,
+    /// It has parts (made from this body version).
+    parts: bool,
+}
+
+/// The parts a `Parts` step gives body version `v` of `key`: two codings,
+/// of lengths that cross block boundaries.
+fn parts_of(key: u8, v: u64) -> Vec<hoard_store::object::Part> {
+    use hoard_policy::encoding::Coding;
+    [
+        (Coding::Br, 7 + (v % 5) * 20_000),
+        (Coding::Gzip, 1 + (v % 3) * 33_333),
+    ]
+    .into_iter()
+    .map(|(c, n)| {
+        let b: Vec<u8> = (0..n)
+            .map(|i| (i as u8) ^ key ^ (v as u8) ^ c as u8)
+            .collect();
+        hoard_store::object::Part::in_memory(c, Bytes::from(b))
+    })
+    .collect()
+}
+
+async fn read_body(b: &ObjectBody) -> std::io::Result<Vec<u8>> {
+    match b {
+        ObjectBody::Chunks { chunks, .. } => Ok(chunks.concat()),
+        ObjectBody::File(f) => f.read_all().await.map(|c| c.concat()),
+    }
 }
 
 struct World {
@@ -641,6 +675,41 @@ impl World {
             }
             Err(err) => return fail(format!("{what}: read failed: {err}")),
         }
+        if o.parts.is_empty() {
+            if e.parts && !e.torn {
+                return fail(format!("{what}: its parts are lost ({e:?})"));
+            }
+            return Ok(());
+        }
+        if !e.parts {
+            return fail(format!("{what}: parts it was never given ({e:?})"));
+        }
+        let want = parts_of(key, e.body_version);
+        if o.parts.len() != want.len() {
+            return fail(format!(
+                "{what}: {} parts, want {}",
+                o.parts.len(),
+                want.len()
+            ));
+        }
+        for (got, want) in o.parts.iter().zip(&want) {
+            let w = read_body(&want.body).await.expect("in memory");
+            match read_body(&got.body).await {
+                Ok(b) if got.coding == want.coding && b == w => {}
+                Ok(b) => {
+                    return fail(format!(
+                        "{what}: part {:?} of {} bytes, want {:?} of {} (body version {})",
+                        got.coding,
+                        b.len(),
+                        want.coding,
+                        w.len(),
+                        e.body_version
+                    ))
+                }
+                Err(_) if e.torn => {}
+                Err(err) => return fail(format!("{what}: part read failed: {err}")),
+            }
+        }
         Ok(())
     }
 
@@ -689,6 +758,7 @@ impl World {
                 len,
                 stale: false,
                 torn: false,
+                parts: false,
             },
         );
     }
@@ -779,6 +849,42 @@ impl World {
                             ..e
                         },
                     );
+                }
+            }
+            Op::Parts { key, var } => {
+                let var = var_of(key, var);
+                let s = self.store().clone();
+                let found = s
+                    .lookup(primary(key), &key_text(key), &request(key, var))
+                    .await;
+                let Lookup::Hit(o) = found else {
+                    return Ok(());
+                };
+                let (Some(at), Some(e)) = (o.disk, self.model.get(&(key, var)).copied()) else {
+                    return Ok(());
+                };
+                self.check(key, var, &o).await?;
+                if e.torn {
+                    return Ok(());
+                }
+                let Ok(identity) = read_body(&o.body).await else {
+                    return Ok(());
+                };
+                let parts = parts_of(key, e.body_version);
+                let epoch = s.catalog().epoch();
+                let done = s
+                    .store_with_parts(
+                        at.zone,
+                        (primary(key), variant_digest(key, var)),
+                        &hoard_store::store::head_of(&o),
+                        &[Bytes::from(identity)],
+                        &parts,
+                        epoch,
+                        Some(at),
+                    )
+                    .await;
+                if done.is_ok() {
+                    self.model.insert((key, var), Expect { parts: true, ..e });
                 }
             }
             Op::Purge { kind, which, soft } => {
@@ -1068,7 +1174,9 @@ fn shrink(cfg_seed: u64, mut ops: Vec<Op>) -> (Vec<Op>, String) {
 fn as_code(ops: &[Op]) -> String {
     let mut out = format!("{ops:?}");
     for name in [
+        "NearFill",
         "Fill",
+        "Parts",
         "Abandon",
         "Cancel",
         "Refresh",
