@@ -121,6 +121,14 @@ counters! {
     requests_http2,
     /// Requests that came over HTTP/3.
     requests_http3,
+    /// ACME orders started (a first certificate or a renewal).
+    acme_orders,
+    /// Certificates obtained over ACME.
+    acme_certificates_issued,
+    /// ACME orders that failed (retried later; the certificate in hand is kept).
+    acme_failures,
+    /// HTTP-01 challenge requests answered by hoard itself.
+    acme_challenges_answered,
     /// Client connections closed at once: `max_connections` were open.
     connections_refused,
     /// Connections that had sent nothing, closed to make room for a new one

@@ -8,6 +8,7 @@
 #![deny(missing_debug_implementations)]
 
 pub mod access_log;
+pub mod acme;
 pub mod admin;
 pub mod body;
 pub mod build_info;
@@ -109,13 +110,19 @@ pub use pipeline::running::ReloadRecord;
 
 pub use pipeline::running::{ReloadAsk, Reloaded};
 
-fn listener_state(l: &config::ListenerConfig) -> Result<server::ListenerState, StartError> {
+fn listener_state(
+    l: &config::ListenerConfig,
+    acme: Option<&Arc<acme::Acme>>,
+) -> Result<server::ListenerState, StartError> {
     Ok(server::ListenerState {
         http2: l.http2,
         proxy_protocol: l.proxy_protocol.clone().map(Arc::from),
-        tls: match &l.tls {
-            Some(t) => Some(server::tls::acceptor(t, l.http2).map_err(StartError::Tls)?),
-            None => None,
+        tls: match (&l.tls, acme) {
+            (Some(t), _) => Some(server::tls::acceptor(t, l.http2).map_err(StartError::Tls)?),
+            (None, Some(a)) if !l.acme.is_empty() => Some(
+                server::tls::acme_acceptor(a.certs.clone(), l.http2).map_err(StartError::Tls)?,
+            ),
+            (None, _) => None,
         },
         quic: match &l.tls {
             Some(t) if l.http3 => Some(server::tls::quic(t).map_err(StartError::Tls)?),
@@ -154,9 +161,10 @@ impl Proxy {
             pipeline::Pipeline::new(cfg.clone(), store, counters.clone(), clock.clone());
         let (ask_tx, ask_rx) = tokio::sync::mpsc::channel(4);
         pipeline.reload_asks = Some(ask_tx);
-        pipeline.access_log = access_log::AccessLog::start(&cfg.access_log, counters)
+        pipeline.access_log = access_log::AccessLog::start(&cfg.access_log, counters.clone())
             .map_err(StartError::AccessLog)?
             .map(Arc::new);
+        pipeline.acme = acme::Acme::new(&cfg, counters, clock.clone()).map_err(StartError::Tls)?;
         let pipeline = Arc::new(pipeline);
         let (tx, rx) = watch::channel(false);
         if let Some(c) = &pipeline.cluster {
@@ -186,7 +194,11 @@ impl Proxy {
             reload_asks: tokio::sync::Mutex::new(ask_rx),
         };
         for l in &cfg.listeners {
-            proxy.open(l.clone(), listener_state(l)?)?;
+            proxy.open(l.clone(), listener_state(l, proxy.pipeline.acme.as_ref())?)?;
+        }
+        if let Some(a) = &proxy.pipeline.acme {
+            // After the listeners: a challenge needs them.
+            proxy.tasks.lock().push(a.start(proxy.shutdown.subscribe()));
         }
         Ok(proxy)
     }
@@ -294,7 +306,7 @@ impl Proxy {
         // Everything that can fail first: TLS material, then new sockets.
         let mut states = Vec::new();
         for l in &cfg.listeners {
-            states.push(listener_state(l)?);
+            states.push(listener_state(l, self.pipeline.acme.as_ref())?);
         }
         let mut out = Reloaded {
             restart_needed,

@@ -247,6 +247,7 @@ pub fn status(admin: &Admin) -> Value {
         "origin": { "requests": t.origin_requests, "bytes": t.origin_bytes },
         "bytes_saved_ratio": saved,
         "connections": connections_state(p),
+        "acme": acme_state(p),
         "fills_in_flight": p.fills.in_flight(),
         "coalesced_waiters": c.fill_waiters_total.load(Ordering::Relaxed),
         "purges": purges,
@@ -256,6 +257,24 @@ pub fn status(admin: &Admin) -> Value {
         "cluster": cluster_state(p),
         "encodings": encodings_state(c),
         "history": history,
+    })
+}
+
+/// `null` without ACME listeners; else the names, the certificate's
+/// expiry, the next order and the last failure.
+fn acme_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
+    let Some(acme) = &p.acme else {
+        return serde_json::Value::Null;
+    };
+    let s = acme.state();
+    let date = |t: Option<std::time::SystemTime>| t.map(httpdate::fmt_http_date);
+    json!({
+        "names": s.names,
+        "not_after": date(s.not_after),
+        "next_order": date(s.next_order),
+        "last_error": s.last_error,
+        "orders": p.counters.acme_orders.load(Ordering::Relaxed),
+        "failures": p.counters.acme_failures.load(Ordering::Relaxed),
     })
 }
 

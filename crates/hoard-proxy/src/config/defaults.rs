@@ -34,6 +34,7 @@ impl Default for ListenerConfig {
             http2: LISTENER_HTTP2,
             http3: false,
             proxy_protocol: None,
+            acme: Vec::new(),
         }
     }
 }

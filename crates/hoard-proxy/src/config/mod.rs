@@ -9,6 +9,7 @@
 //! Every default lives in this file, next to the field it fills, and is
 //! documented in the README's configuration reference.
 
+pub mod acme;
 pub mod cluster;
 pub mod defaults;
 mod edge;
@@ -84,6 +85,8 @@ pub struct Config {
     /// The cluster this node belongs to, if any (read at start; a reload
     /// keeps the one the process started with).
     pub cluster: Option<ClusterConfig>,
+    /// Automatic HTTPS, for listeners with `acme` names (read at start).
+    pub acme: acme::AcmeConfig,
 }
 
 /// A listening socket.
@@ -101,6 +104,10 @@ pub struct ListenerConfig {
     /// PROXY protocol (v1 and v2) expected before every connection's
     /// first byte, from these peers (empty: from any); `None`: off.
     pub proxy_protocol: Option<Vec<Cidr>>,
+    /// Names whose certificate is obtained and renewed over ACME
+    /// (`tls = { acme = [...] }`, see `crate::acme`); the listener is a
+    /// TLS one.
+    pub acme: Vec<String>,
 }
 
 /// Certificate and key files (PEM).
@@ -655,6 +662,7 @@ impl Config {
                 http2: true,
                 http3: q.http3,
                 proxy_protocol: None,
+                acme: Vec::new(),
             }],
             server: server_cfg,
             cache,
@@ -679,6 +687,7 @@ impl Config {
                 ..AccessLogConfig::default()
             },
             cluster,
+            acme: acme::AcmeConfig::default(),
         })
         .and_then(|c| {
             ops::check_admin(&c.admin).map_err(|m| err("--admin", m))?;
@@ -901,13 +910,40 @@ impl Resolver<'_> {
                     ));
                 }
             }
+            let (tls, acme_names) = match l.tls {
+                None => (None, Vec::new()),
+                Some(t) => match (t.cert, t.key, t.acme) {
+                    (Some(cert), Some(key), None) => (
+                        Some(TlsConfig {
+                            cert: cert.into(),
+                            key: key.into(),
+                        }),
+                        Vec::new(),
+                    ),
+                    (None, None, Some(names)) if !names.get_ref().is_empty() => {
+                        (None, names.into_inner())
+                    }
+                    (_, _, Some(names)) => {
+                        return Err(self.err(
+                            Some(names.span()),
+                            format!("listener[{i}].tls.acme"),
+                            "names for ACME, without `cert` and `key`".into(),
+                        ))
+                    }
+                    _ => {
+                        return Err(self.err(
+                            Some(l.address.span()),
+                            format!("listener[{i}].tls"),
+                            "needs `cert` and `key`, or `acme` names".into(),
+                        ))
+                    }
+                },
+            };
             listeners.push(ListenerConfig {
                 address,
                 http3: l.http3.as_ref().is_some_and(|h| *h.get_ref()),
-                tls: l.tls.map(|t| TlsConfig {
-                    cert: t.cert.into(),
-                    key: t.key.into(),
-                }),
+                acme: acme_names,
+                tls,
                 http2: l.http2.unwrap_or(defaults::LISTENER_HTTP2),
                 proxy_protocol: match (l.proxy_protocol, &l.proxy_protocol_from) {
                     (Some(true), from) => Some(
@@ -1090,6 +1126,8 @@ impl Resolver<'_> {
             .map_err(|(span, key, m)| self.err(span, key.into(), m))?;
         let cluster = cluster::from_raw(raw.cluster)
             .map_err(|(span, key, m)| self.err(span, key.into(), m))?;
+        let acme =
+            acme::from_raw(raw.acme).map_err(|(span, key, m)| self.err(span, key.into(), m))?;
         let mut server = server;
         server.via = cluster::via_name(cluster.as_ref(), &server.via);
         Ok(Config {
@@ -1101,6 +1139,7 @@ impl Resolver<'_> {
             admin,
             access_log,
             cluster,
+            acme,
         })
     }
 

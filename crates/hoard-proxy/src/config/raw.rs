@@ -29,6 +29,8 @@ pub struct RawConfig {
     pub access_log: super::ops::RawAccessLog,
     #[serde(default)]
     pub cluster: Option<super::cluster::RawCluster>,
+    #[serde(default)]
+    pub acme: Option<super::acme::RawAcme>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -70,8 +72,9 @@ pub struct RawListener {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTls {
-    pub cert: String,
-    pub key: String,
+    pub cert: Option<String>,
+    pub key: Option<String>,
+    pub acme: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -84,6 +84,9 @@ pub struct Pipeline {
     pub(crate) fills: Arc<FillEngine>,
     /// The cluster, if this node is in one (fixed at start).
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// Automatic HTTPS, when listeners have `acme` names: its HTTP-01
+    /// answers are given here, before anything else.
+    pub acme: Option<Arc<crate::acme::Acme>>,
     /// The bound on slice prefetches running at once.
     pub(crate) prefetches: Arc<tokio::sync::Semaphore>,
     /// Requests by outcome, bytes to clients.
@@ -309,6 +312,7 @@ impl Pipeline {
             clock,
             fills,
             cluster,
+            acme: None,
         }
     }
 
@@ -358,6 +362,29 @@ impl Pipeline {
                 started,
             })
         });
+        if let Some(acme) = &self.acme {
+            if let Some(token) = req.uri().path().strip_prefix(crate::acme::CHALLENGE_PATH) {
+                // An ACME challenge: answered here, never cached or forwarded.
+                let mut resp =
+                    Response::new(Tallied::new(ProxyBody::Empty, self.metrics.clone(), None));
+                match acme.challenges.http01(token) {
+                    Some(answer) => {
+                        self.counters.inc(&self.counters.acme_challenges_answered);
+                        resp.headers_mut().insert(
+                            header::CONTENT_TYPE,
+                            http::HeaderValue::from_static("application/octet-stream"),
+                        );
+                        *resp.body_mut() = Tallied::new(
+                            ProxyBody::Full(Some(bytes::Bytes::from(answer))),
+                            self.metrics.clone(),
+                            None,
+                        );
+                    }
+                    None => *resp.status_mut() = http::StatusCode::NOT_FOUND,
+                }
+                return resp;
+            }
+        }
         if self.cluster.is_some() && req.uri().path() == crate::cluster::probe::PATH {
             // A member's probe: answered at once, not a request.
             self.counters.inc(&self.counters.cluster_probes_answered);

@@ -512,6 +512,14 @@ async fn serve_connection(
         // A handshake gets as long as a request head.
         (Some(acceptor), _) => {
             match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                Ok(Ok(s))
+                    if s.get_ref().1.alpn_protocol()
+                        == Some(crate::acme::resolver::ACME_TLS_ALPN) =>
+                {
+                    // TLS-ALPN-01 validation: the handshake was the answer
+                    // (RFC 8737 §3); no request follows.
+                    return;
+                }
                 Ok(Ok(s)) if s.get_ref().1.alpn_protocol() == Some(b"h2") => drive_corked!(s),
                 Ok(Ok(s)) => drive!(s),
                 Ok(Err(e)) => {

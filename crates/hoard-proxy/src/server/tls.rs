@@ -51,3 +51,26 @@ fn server_config(
         .with_single_cert(certs, key)
         .map_err(|e| format!("{}: {e}", cfg.key.display()))
 }
+
+/// An acceptor presenting the certificates ACME keeps (see `crate::acme`),
+/// offering `acme-tls/1` last so that TLS-ALPN-01 validation can connect.
+pub fn acme_acceptor(
+    certs: Arc<crate::acme::Certs>,
+    http2: bool,
+) -> Result<tokio_rustls::TlsAcceptor, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_cert_resolver(certs);
+    config.alpn_protocols = if http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    config
+        .alpn_protocols
+        .push(crate::acme::resolver::ACME_TLS_ALPN.to_vec());
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}

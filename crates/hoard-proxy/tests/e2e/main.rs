@@ -32,6 +32,7 @@ mod j_bus;
 mod j_members;
 mod k_keys;
 mod l_http3;
+mod m_acme;
 mod n_races;
 mod n_store;
 mod o_ops;

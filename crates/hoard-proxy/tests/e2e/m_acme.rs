@@ -1,0 +1,371 @@
+//! m: automatic HTTPS over ACME against a real CA: Debian's `pebble` (Let's
+//! Encrypt's test CA) and `pebble-challtestsrv` as the DNS that points the
+//! test names at 127.0.0.1, both started by each case on free loopback
+//! ports and stopped by process id.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hoard_testkit::{Endpoint, Test};
+use http_body_util::{BodyExt, Empty};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+
+/// A free loopback port (bound and released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process killed (by its id) when dropped.
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// pebble and its DNS, the CA's own HTTPS certified by a test CA.
+struct Pebble {
+    directory: String,
+    management: u16,
+    /// The root of pebble's own HTTPS (for the ACME client).
+    api_root: std::path::PathBuf,
+    _dns: Kill,
+    _ca: Kill,
+}
+
+impl Pebble {
+    /// Starts pebble validating HTTP-01 on `http_port` and TLS-ALPN-01 on
+    /// `tls_port` of 127.0.0.1.
+    async fn start(dir: &Path, http_port: u16, tls_port: u16) -> Pebble {
+        let (Some(pebble), Some(chall)) = (
+            super::o_ops::which("pebble"),
+            super::o_ops::which("pebble-challtestsrv"),
+        ) else {
+            panic!("pebble is needed for this case: apt-get install pebble (./test installs it)");
+        };
+        let ca = hoard_testkit::pki::TestCa::new();
+        let api_root = dir.join("pebble-api-ca.pem");
+        ca.write(&api_root);
+        let (cert, key) = ca
+            .issue(&["localhost", "127.0.0.1"])
+            .write(dir, "pebble-api");
+        let (acme, management, dns, chall_mgmt) =
+            (free_port(), free_port(), free_port(), free_port());
+        let config = serde_json::json!({"pebble": {
+            "listenAddress": format!("127.0.0.1:{acme}"),
+            "managementListenAddress": format!("127.0.0.1:{management}"),
+            "certificate": cert, "privateKey": key,
+            "httpPort": http_port, "tlsPort": tls_port,
+            "ocspResponderURL": "", "externalAccountBindingRequired": false,
+        }});
+        let config_path = dir.join("pebble.json");
+        std::fs::write(&config_path, config.to_string()).unwrap();
+        let dns_proc = Kill(
+            Command::new(chall)
+                .args(["-management", &format!("127.0.0.1:{chall_mgmt}")])
+                .args(["-dns01", &format!("127.0.0.1:{dns}")])
+                .args(["-http01", "", "-https01", "", "-tlsalpn01", ""])
+                .args(["-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("pebble-challtestsrv starts"),
+        );
+        let ca_proc = Kill(
+            Command::new(pebble)
+                .arg("-config")
+                .arg(&config_path)
+                .args(["-dnsserver", &format!("127.0.0.1:{dns}")])
+                .env("PEBBLE_VA_NOSLEEP", "1")
+                .env("PEBBLE_WFE_NONCEREJECT", "0")
+                .env("PEBBLE_AUTHZREUSE", "0")
+                .stdout(std::fs::File::create(dir.join("pebble.log")).unwrap())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("pebble starts"),
+        );
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", acme))
+                .await
+                .is_ok()
+                && tokio::net::TcpStream::connect(("127.0.0.1", management))
+                    .await
+                    .is_ok()
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        Pebble {
+            directory: format!("https://127.0.0.1:{acme}/dir"),
+            management,
+            api_root,
+            _dns: dns_proc,
+            _ca: ca_proc,
+        }
+    }
+
+    /// The root pebble issues from (made anew at each start).
+    async fn issuing_root(&self) -> CertificateDer<'static> {
+        let pem = get_over_tls(
+            SocketAddr::from(([127, 0, 0, 1], self.management)),
+            "127.0.0.1",
+            &CertificateDer::from_pem_file(&self.api_root).unwrap(),
+            "/roots/0",
+        )
+        .await
+        .expect("pebble's root");
+        CertificateDer::from_pem_slice(&pem).unwrap().into_owned()
+    }
+}
+
+/// GET `path` over HTTPS from `addr` with SNI `name`, trusting `root`:
+/// the body of a 200, or the error.
+async fn get_over_tls(
+    addr: SocketAddr,
+    name: &str,
+    root: &CertificateDer<'static>,
+    path: &str,
+) -> Result<Vec<u8>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(root.clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+        .connect(ServerName::try_from(name.to_string()).unwrap(), tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let resp = send
+        .send_request(
+            http::Request::get(path)
+                .header("host", name)
+                .body(Empty::<Bytes>::new())
+                .unwrap(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    if resp.status() != 200 {
+        return Err(format!("status {}", resp.status()));
+    }
+    Ok(resp
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec())
+}
+
+/// The proxy's configuration: a plain listener on `http_port` (when
+/// given) and an ACME listener for `names` on `tls_port`.
+fn acme_config(
+    c: &mut hoard_proxy::config::Config,
+    pebble: &Pebble,
+    dir: &Path,
+    http_port: Option<u16>,
+    tls_port: u16,
+    names: &[&str],
+) {
+    let acme_listener = hoard_proxy::config::ListenerConfig {
+        address: SocketAddr::from(([127, 0, 0, 1], tls_port)),
+        acme: names.iter().map(|n| n.to_string()).collect(),
+        ..Default::default()
+    };
+    match http_port {
+        Some(p) => {
+            c.listeners[0].address = SocketAddr::from(([127, 0, 0, 1], p));
+            c.listeners.push(acme_listener);
+        }
+        None => c.listeners = vec![acme_listener],
+    }
+    c.acme.directory = pebble.directory.clone();
+    c.acme.ca_root = Some(pebble.api_root.clone());
+    c.acme.dir = Some(dir.join("acme"));
+}
+
+// m00001: a certificate obtained over HTTP-01 (answered by hoard on its
+// plain listener, never forwarded to the origin) for two names, served on
+// the TLS listener and chaining to pebble's root; a restart presents the
+// stored certificate at once and orders nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m00001_http01_certificate_obtained_served_and_reused() {
+    let t = Test::new("m00001");
+    let (http_port, tls_port) = (free_port(), free_port());
+    let pebble = Pebble::start(t.dir(), http_port, tls_port).await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for _ in 0..3 {
+                s.rxreq().await.expect_url("/page");
+                s.txresp(200)
+                    .hdr("Cache-Control", "no-store")
+                    .body("secure")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let names = ["a.example.com", "www.a.example.com"];
+    let dir = t.dir().to_path_buf();
+    let start = || {
+        let (pebble, dir) = (&pebble, dir.clone());
+        t.proxy()
+            .origin(&origin)
+            .config(move |c| acme_config(c, pebble, &dir, Some(http_port), tls_port, &names))
+            .start()
+    };
+    let proxy = start().await;
+    proxy.wait_counter("acme_certificates_issued", 1).await;
+    assert!(proxy.counter("acme_challenges_answered") >= 1);
+    let root = pebble.issuing_root().await;
+    let tls = SocketAddr::from(([127, 0, 0, 1], tls_port));
+    // Both names are in the certificate; another name is not.
+    for name in names {
+        assert_eq!(
+            get_over_tls(tls, name, &root, "/page").await.unwrap(),
+            b"secure"
+        );
+    }
+    let e = get_over_tls(tls, "other.example.com", &root, "/page").await;
+    assert!(
+        e.is_err_and(|e| e.contains("certificate")),
+        "a name not in it"
+    );
+    assert_eq!(proxy.endpoint().port(), http_port);
+    proxy.stop().await;
+    let stored = std::fs::read_to_string(t.dir().join("acme/names")).unwrap();
+    assert_eq!(stored, "a.example.com www.a.example.com");
+    let key_mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(t.dir().join("acme/key.pem"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(key_mode & 0o777, 0o600);
+
+    // A restart: the stored certificate, no order.
+    let proxy = start().await;
+    assert_eq!(
+        get_over_tls(tls, names[0], &root, "/page").await.unwrap(),
+        b"secure"
+    );
+    assert_eq!(proxy.counter("acme_orders"), 0);
+    origin.finish().await;
+}
+
+// m00002: without a plain listener the certificate is obtained over
+// TLS-ALPN-01 (RFC 8737) on the TLS listener itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m00002_tls_alpn01_on_the_tls_listener() {
+    let t = Test::new("m00002");
+    let tls_port = free_port();
+    let pebble = Pebble::start(t.dir(), free_port(), tls_port).await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/");
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .body("alpn")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let dir = t.dir().to_path_buf();
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| acme_config(c, &pebble, &dir, None, tls_port, &["b.example.com"]))
+        .start()
+        .await;
+    proxy.wait_counter("acme_certificates_issued", 1).await;
+    assert_eq!(proxy.counter("acme_challenges_answered"), 0, "no HTTP-01");
+    let root = pebble.issuing_root().await;
+    let tls = SocketAddr::from(([127, 0, 0, 1], tls_port));
+    assert_eq!(
+        get_over_tls(tls, "b.example.com", &root, "/")
+            .await
+            .unwrap(),
+        b"alpn"
+    );
+    origin.finish().await;
+}
+
+// m00003: the CA unreachable: hoard keeps serving (plain HTTP here), counts
+// the failure, shows the CA's error on /status, and retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m00003_an_unreachable_ca_is_reported_and_retried() {
+    let t = Test::new("m00003");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/plain");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("still here")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let dead = free_port();
+    let dir = t.dir().to_path_buf();
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .admin()
+        .config(move |c| {
+            c.listeners.push(hoard_proxy::config::ListenerConfig {
+                address: SocketAddr::from(([127, 0, 0, 1], 0)),
+                acme: vec!["c.example.com".into()],
+                ..Default::default()
+            });
+            c.acme.directory = format!("https://127.0.0.1:{dead}/dir");
+            c.acme.dir = Some(dir.join("acme"));
+            c.acme.retry = std::time::Duration::from_millis(50);
+        })
+        .start()
+        .await;
+    proxy.wait_counter("acme_failures", 2).await;
+    t.client(&proxy)
+        .get("/plain")
+        .send()
+        .await
+        .expect_body("still here");
+    let st = t.client(proxy.admin()).get("/status").send().await;
+    let v: serde_json::Value = serde_json::from_slice(&st.body).unwrap();
+    let acme = &v["acme"];
+    assert_eq!(acme["names"][0], "c.example.com", "{acme}");
+    assert!(
+        acme["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("Connection refused"),
+        "{acme}"
+    );
+    assert!(acme["not_after"].is_null(), "{acme}");
+    origin.finish().await;
+}
