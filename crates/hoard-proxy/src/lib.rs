@@ -129,6 +129,7 @@ fn listener_state(
             _ => None,
         },
         alt_svc: None,
+        redirect_https: l.redirect_https,
     })
 }
 

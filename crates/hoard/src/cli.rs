@@ -119,9 +119,9 @@ struct QuickArgs {
     /// A private CA (PEM) trusted for an https:// upstream, beside the system's roots.
     #[arg(long)]
     upstream_ca: Option<std::path::PathBuf>,
-    /// Address to listen on.
-    #[arg(long, default_value_t = hoard_proxy::config::defaults::LISTEN)]
-    listen: SocketAddr,
+    /// Address to listen on [default: 127.0.0.1:8000; with --domain, 0.0.0.0:80].
+    #[arg(long)]
+    listen: Option<SocketAddr>,
     /// Memory cache size, e.g. 256MiB (0 turns the memory tier off).
     #[arg(long, value_parser = parse_size)]
     cache_size: Option<u64>,
@@ -162,6 +162,21 @@ struct QuickArgs {
     /// Also serve HTTP/3 over QUIC on the same port (UDP), advertised with Alt-Svc; needs --tls-cert.
     #[arg(long)]
     http3: bool,
+    /// A name to serve over HTTPS with a certificate obtained and renewed over ACME (repeat for more names); plain HTTP on --listen then redirects to HTTPS.
+    #[arg(long = "domain")]
+    domains: Vec<String>,
+    /// The HTTPS address with --domain [default: 0.0.0.0:443].
+    #[arg(long)]
+    tls_listen: Option<SocketAddr>,
+    /// Contact address of the ACME account.
+    #[arg(long)]
+    acme_email: Option<String>,
+    /// Another ACME CA's directory URL (default: Let's Encrypt).
+    #[arg(long)]
+    acme_directory: Option<String>,
+    /// A root (PEM) trusted for the ACME CA's own HTTPS (a private or test CA).
+    #[arg(long)]
+    acme_ca_root: Option<std::path::PathBuf>,
     /// Admin listener (purge API, /metrics, /status, dashboard), e.g. 127.0.0.1:8001.
     #[arg(long)]
     admin: Option<SocketAddr>,
@@ -279,7 +294,12 @@ impl Cli {
                 };
                 Config::quick(&QuickStart {
                     upstream: upstream.clone(),
-                    listen: Some(q.listen),
+                    listen: q.listen,
+                    domains: q.domains.clone(),
+                    tls_listen: q.tls_listen,
+                    acme_email: q.acme_email.clone(),
+                    acme_directory: q.acme_directory.clone(),
+                    acme_ca_root: q.acme_ca_root.clone(),
                     tls: q
                         .tls_cert
                         .as_ref()

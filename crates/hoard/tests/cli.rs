@@ -62,3 +62,17 @@ fn disk_size_needs_a_cache_dir() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--disk-size"), "{err}");
 }
+
+#[test]
+fn acme_flags_need_a_domain() {
+    let (code, _, err) = hoard(&[
+        "--upstream",
+        "http://127.0.0.1:9",
+        "--acme-email",
+        "ops@example.com",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--domain"), "{err}");
+    let (code, _, err) = hoard(&["--upstream", "http://127.0.0.1:9", "--help"]);
+    assert_eq!(code, 0, "{err}");
+}

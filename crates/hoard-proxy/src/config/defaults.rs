@@ -35,6 +35,7 @@ impl Default for ListenerConfig {
             http3: false,
             proxy_protocol: None,
             acme: Vec::new(),
+            redirect_https: None,
         }
     }
 }

@@ -108,6 +108,9 @@ pub struct ListenerConfig {
     /// (`tls = { acme = [...] }`, see `crate::acme`); the listener is a
     /// TLS one.
     pub acme: Vec<String>,
+    /// A plain listener that answers every request (but ACME challenges)
+    /// with a redirect to HTTPS on this port (`redirect_https = 443`).
+    pub redirect_https: Option<u16>,
 }
 
 /// Certificate and key files (PEM).
@@ -420,6 +423,18 @@ pub struct QuickStart {
     pub tls: Option<TlsConfig>,
     /// `--http3`: HTTP/3 on the same port too (needs `tls`).
     pub http3: bool,
+    /// `--domain` (repeated): names whose certificate is obtained over
+    /// ACME; hoard then serves HTTPS on `tls_listen` and redirects plain
+    /// HTTP on `listen` to it.
+    pub domains: Vec<String>,
+    /// `--tls-listen`: the HTTPS address with `domains` (default 0.0.0.0:443).
+    pub tls_listen: Option<SocketAddr>,
+    /// `--acme-email`.
+    pub acme_email: Option<String>,
+    /// `--acme-directory`: another CA.
+    pub acme_directory: Option<String>,
+    /// `--acme-ca-root`: a root trusted for that CA's own HTTPS.
+    pub acme_ca_root: Option<PathBuf>,
     /// `--cache-size`.
     pub cache_size: Option<u64>,
     /// `--max-object-size`.
@@ -655,15 +670,44 @@ impl Config {
             via: cluster::via_name(cluster.as_ref(), defaults::VIA),
             ..ServerConfig::default()
         };
+        let mut listeners = vec![ListenerConfig {
+            address: q.listen.unwrap_or(if q.domains.is_empty() {
+                defaults::LISTEN
+            } else {
+                SocketAddr::from(([0, 0, 0, 0], 80))
+            }),
+            tls: q.tls.clone(),
+            http2: true,
+            http3: q.http3,
+            ..ListenerConfig::default()
+        }];
+        let mut acme_cfg = acme::AcmeConfig::default();
+        if !q.domains.is_empty() {
+            if q.tls.is_some() {
+                return Err(err("--domain", "with --tls-cert: one or the other".into()));
+            }
+            let tls_at = q
+                .tls_listen
+                .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 443)));
+            listeners[0].redirect_https = Some(tls_at.port());
+            listeners.push(ListenerConfig {
+                address: tls_at,
+                acme: q.domains.clone(),
+                ..ListenerConfig::default()
+            });
+            if let Some(d) = &q.acme_directory {
+                acme_cfg.directory = d.clone();
+            }
+            acme_cfg.contact = q.acme_email.iter().map(|e| format!("mailto:{e}")).collect();
+            acme_cfg.ca_root = q.acme_ca_root.clone();
+        } else if q.tls_listen.is_some() || q.acme_email.is_some() || q.acme_directory.is_some() {
+            return Err(err(
+                "--domain",
+                "the ACME flags need at least one --domain".into(),
+            ));
+        }
         Ok(Config {
-            listeners: vec![ListenerConfig {
-                address: q.listen.unwrap_or(defaults::LISTEN),
-                tls: q.tls.clone(),
-                http2: true,
-                http3: q.http3,
-                proxy_protocol: None,
-                acme: Vec::new(),
-            }],
+            listeners,
             server: server_cfg,
             cache,
             upstreams: vec![UpstreamConfig {
@@ -687,7 +731,7 @@ impl Config {
                 ..AccessLogConfig::default()
             },
             cluster,
-            acme: acme::AcmeConfig::default(),
+            acme: acme_cfg,
         })
         .and_then(|c| {
             ops::check_admin(&c.admin).map_err(|m| err("--admin", m))?;
@@ -939,10 +983,20 @@ impl Resolver<'_> {
                     }
                 },
             };
+            if let Some(r) = &l.redirect_https {
+                if tls.is_some() || !acme_names.is_empty() {
+                    return Err(self.err(
+                        Some(r.span()),
+                        format!("listener[{i}].redirect_https"),
+                        "for a plain listener (this one is TLS)".into(),
+                    ));
+                }
+            }
             listeners.push(ListenerConfig {
                 address,
                 http3: l.http3.as_ref().is_some_and(|h| *h.get_ref()),
                 acme: acme_names,
+                redirect_https: l.redirect_https.map(|r| r.into_inner()),
                 tls,
                 http2: l.http2.unwrap_or(defaults::LISTENER_HTTP2),
                 proxy_protocol: match (l.proxy_protocol, &l.proxy_protocol_from) {

@@ -65,6 +65,7 @@ pub struct RawListener {
     pub tls: Option<RawTls>,
     pub http2: Option<bool>,
     pub http3: Option<Spanned<bool>>,
+    pub redirect_https: Option<Spanned<u16>>,
     pub proxy_protocol: Option<bool>,
     pub proxy_protocol_from: Option<Vec<Spanned<String>>>,
 }

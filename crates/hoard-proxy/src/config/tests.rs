@@ -505,6 +505,63 @@ fn quick_http3_needs_tls() {
 }
 
 #[test]
+fn quick_domains_make_an_acme_listener_and_a_redirect() {
+    let q = QuickStart {
+        upstream: "http://127.0.0.1:9".into(),
+        domains: vec!["example.com".into(), "www.example.com".into()],
+        acme_email: Some("ops@example.com".into()),
+        ..Default::default()
+    };
+    let c = Config::quick(&q).unwrap();
+    assert_eq!(c.listeners.len(), 2);
+    assert_eq!(c.listeners[0].address, "0.0.0.0:80".parse().unwrap());
+    assert_eq!(c.listeners[0].redirect_https, Some(443));
+    assert_eq!(c.listeners[1].address, "0.0.0.0:443".parse().unwrap());
+    assert_eq!(c.listeners[1].acme, ["example.com", "www.example.com"]);
+    assert_eq!(c.acme.contact, ["mailto:ops@example.com"]);
+    assert_eq!(c.acme.directory, acme::LETS_ENCRYPT);
+    let e = Config::quick(&QuickStart {
+        tls: Some(TlsConfig {
+            cert: "c.pem".into(),
+            key: "k.pem".into(),
+        }),
+        ..q.clone()
+    })
+    .unwrap_err();
+    assert_eq!(e.key, "--domain", "{e}");
+    let e = Config::quick(&QuickStart {
+        upstream: "http://127.0.0.1:9".into(),
+        acme_email: Some("ops@example.com".into()),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert_eq!(e.key, "--domain", "{e}");
+}
+
+#[test]
+fn acme_keys_are_checked() {
+    let up = "[upstream.app]\nservers = [\"http://a:1\"]\n";
+    let c = Config::from_toml(
+        "hoard.toml",
+        &format!("[[listener]]\naddress = \"127.0.0.1:0\"\nredirect_https = 8443\n[[listener]]\naddress = \"127.0.0.1:8443\"\ntls = {{ acme = [\"a.example\"] }}\n[acme]\ndirectory = \"https://ca.test/dir\"\nrenew_left = 0.5\n{up}"),
+    )
+    .unwrap();
+    assert_eq!(c.listeners[0].redirect_https, Some(8443));
+    assert_eq!(c.listeners[1].acme, ["a.example"]);
+    assert_eq!(c.acme.renew_left, 0.5);
+    for (text, line, key) in [
+        ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { acme = [\"a\"], cert = \"c\" }\n", 3, "listener[0].tls.acme"),
+        ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = {}\n", 2, "listener[0].tls"),
+        ("[acme]\nrenew_left = 2.0\n", 2, "acme.renew_left"),
+        ("[acme]\ndirectory = \"ftp://x\"\n", 2, "acme.directory"),
+        ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { cert = \"c\", key = \"k\" }\nredirect_https = 443\n", 4, "listener[0].redirect_https"),
+    ] {
+        let e = error(&format!("{text}{up}"));
+        assert_eq!((e.line, e.key.as_str()), (Some(line), key), "{e}");
+    }
+}
+
+#[test]
 fn http3_needs_tls() {
     let up = "[upstream.app]\nservers = [\"http://a:1\"]\n";
     let c = Config::from_toml(

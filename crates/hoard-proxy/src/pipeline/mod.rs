@@ -113,6 +113,9 @@ pub struct Conn {
     pub send: Option<Arc<SendQueue>>,
     /// Where interim responses to this request go (HTTP/1.1 only).
     pub interim: Option<crate::server::watch::Interim>,
+    /// The listener redirects to HTTPS on this port (see
+    /// `ListenerConfig::redirect_https`).
+    pub redirect_https: Option<u16>,
 }
 
 /// A request ready for the edge rules and the cache (see `Pipeline::prepare`).
@@ -385,6 +388,20 @@ impl Pipeline {
                 return resp;
             }
         }
+        if let Some(port) = conn.redirect_https {
+            // Plain HTTP on a site served over HTTPS: everything but the
+            // ACME challenges above is redirected (308 keeps the method).
+            let mut resp =
+                Response::new(Tallied::new(ProxyBody::Empty, self.metrics.clone(), None));
+            match https_location(&req, port) {
+                Some(location) => {
+                    *resp.status_mut() = http::StatusCode::PERMANENT_REDIRECT;
+                    resp.headers_mut().insert(header::LOCATION, location);
+                }
+                None => *resp.status_mut() = http::StatusCode::BAD_REQUEST,
+            }
+            return resp;
+        }
         if self.cluster.is_some() && req.uri().path() == crate::cluster::probe::PATH {
             // A member's probe: answered at once, not a request.
             self.counters.inc(&self.counters.cluster_probes_answered);
@@ -529,6 +546,7 @@ impl Pipeline {
             tls,
             send,
             interim,
+            ..
         } = conn;
         let (mut parts, body) = req.into_parts();
         // A request from another member: its scheme is the client's at the
@@ -1040,4 +1058,30 @@ fn strip_port(authority: &str) -> &str {
             .map_or(authority, |(h, _)| &authority[..h.len() + 1]);
     }
     authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+}
+
+/// `https://HOST[:port]/path?query` for a request on a plain listener
+/// that redirects to HTTPS on `port` (443 is left out); `None` without a
+/// usable Host.
+fn https_location<B>(req: &Request<B>, port: u16) -> Option<http::HeaderValue> {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))?;
+    // The name without the plain listener's port (`[v6]:80` keeps its brackets).
+    let name = match host.rfind(':') {
+        Some(i) if !host[i..].contains(']') => &host[..i],
+        _ => host,
+    };
+    if name.is_empty() {
+        return None;
+    }
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let location = if port == 443 {
+        format!("https://{name}{path}")
+    } else {
+        format!("https://{name}:{port}{path}")
+    };
+    http::HeaderValue::from_str(&location).ok()
 }

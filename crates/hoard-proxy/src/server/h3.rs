@@ -210,6 +210,7 @@ async fn request(p: Arc<Pipeline>, peer: SocketAddr, req: http::Request<()>, str
         tls: true,
         send: None,
         interim: None,
+        redirect_https: None,
     };
     let resp = p.serve(req, conn).await;
     let (mut parts, mut body) = resp.into_parts();

@@ -112,6 +112,8 @@ pub struct ListenerState {
     pub quic: Option<quinn::ServerConfig>,
     /// `Alt-Svc` for responses over TCP, once HTTP/3 listens.
     pub alt_svc: Option<http::HeaderValue>,
+    /// Redirect every request (but ACME challenges) to HTTPS on this port.
+    pub redirect_https: Option<u16>,
 }
 
 impl std::fmt::Debug for ListenerState {
@@ -201,6 +203,7 @@ pub async fn accept_loop(
             shutdown.clone(),
             ConnSettings {
                 alt_svc: listener_state.alt_svc.clone(),
+                redirect_https: listener_state.redirect_https,
                 handshake_timeout: server.header_read_timeout,
                 sendfile: server.sendfile,
                 limits: Limits {
@@ -231,6 +234,8 @@ pub async fn accept_loop(
 struct ConnSettings {
     /// `Alt-Svc` to add to every response (HTTP/3 on the same port).
     alt_svc: Option<http::HeaderValue>,
+    /// See `ListenerState::redirect_https`.
+    redirect_https: Option<u16>,
     /// A TLS handshake gets as long as a request head.
     handshake_timeout: Duration,
     /// Plain HTTP/1.1 connections send disk hits with sendfile.
@@ -281,6 +286,7 @@ async fn serve(
 ) {
     let ConnSettings {
         alt_svc,
+        redirect_https,
         handshake_timeout,
         sendfile,
         limits,
@@ -357,7 +363,7 @@ async fn serve(
     // for its first byte holds only this small future.
     Box::pin(serve_connection(
         stream,
-        alt_svc,
+        (alt_svc, redirect_https),
         peer,
         builder,
         pipeline,
@@ -375,7 +381,7 @@ async fn serve(
 #[allow(clippy::too_many_arguments)]
 async fn serve_connection(
     stream: TcpStream,
-    alt_svc: Option<http::HeaderValue>,
+    (alt_svc, redirect_https): (Option<http::HeaderValue>, Option<u16>),
     peer: SocketAddr,
     builder: Arc<auto::Builder<InlineExec>>,
     pipeline: Arc<Pipeline>,
@@ -417,6 +423,7 @@ async fn serve_connection(
             tls: is_tls,
             send,
             interim: interim.clone(),
+            redirect_https,
         };
         async move {
             let mut resp = p

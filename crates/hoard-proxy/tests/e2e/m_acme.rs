@@ -369,3 +369,64 @@ async fn m00003_an_unreachable_ca_is_reported_and_retried() {
     assert!(acme["not_after"].is_null(), "{acme}");
     origin.finish().await;
 }
+
+// m00004: a plain listener that redirects to HTTPS (what `--domain` sets
+// up): every request gets a 308 to the HTTPS URL, except the ACME
+// challenges, which are answered, so the certificate is obtained through
+// it; the redirect never reaches the origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m00004_plain_http_redirects_to_https_except_challenges() {
+    let t = Test::new("m00004");
+    let (http_port, tls_port) = (free_port(), free_port());
+    let pebble = Pebble::start(t.dir(), http_port, tls_port).await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/doc?x=1");
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .body("over https")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let dir = t.dir().to_path_buf();
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| {
+            acme_config(
+                c,
+                &pebble,
+                &dir,
+                Some(http_port),
+                tls_port,
+                &["d.example.com"],
+            );
+            c.listeners[0].redirect_https = Some(tls_port);
+        })
+        .start()
+        .await;
+    let r = t
+        .client(&proxy)
+        .get("/doc?x=1")
+        .hdr("Host", "d.example.com")
+        .send()
+        .await;
+    r.expect_status(308).expect_header(
+        "location",
+        &format!("https://d.example.com:{tls_port}/doc?x=1"),
+    );
+    proxy.wait_counter("acme_certificates_issued", 1).await;
+    assert!(proxy.counter("acme_challenges_answered") >= 1);
+    let root = pebble.issuing_root().await;
+    let tls = SocketAddr::from(([127, 0, 0, 1], tls_port));
+    assert_eq!(
+        get_over_tls(tls, "d.example.com", &root, "/doc?x=1")
+            .await
+            .unwrap(),
+        b"over https"
+    );
+    origin.finish().await;
+}
