@@ -54,6 +54,9 @@ use crate::counters::Counters;
 /// Where HTTP-01 challenges are asked for (RFC 8555 §8.3).
 pub const CHALLENGE_PATH: &str = "/.well-known/acme-challenge/";
 
+/// How often a waiting renewal looks at the clock.
+const RECHECK: Duration = Duration::from_secs(1);
+
 /// Longest wait between retries of a failed order.
 const RETRY_MAX: Duration = Duration::from_secs(3600);
 
@@ -170,11 +173,17 @@ impl Acme {
             let mut due = me.state.lock().next_order.unwrap_or_else(|| me.clock.now());
             let mut retry = me.cfg.retry;
             loop {
-                let wait = due.duration_since(me.clock.now()).unwrap_or_default();
                 me.state.lock().next_order = Some(due);
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = shutdown.changed() => return,
+                // Looked at again every second: the clock decides (a test
+                // clock moved forward makes a renewal due).
+                while let Ok(wait) = due.duration_since(me.clock.now()) {
+                    if wait.is_zero() {
+                        break;
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait.min(RECHECK)) => {}
+                        _ = shutdown.changed() => return,
+                    }
                 }
                 me.counters.inc(&me.counters.acme_orders);
                 let result = tokio::select! {

@@ -47,6 +47,12 @@ impl Pebble {
     /// Starts pebble validating HTTP-01 on `http_port` and TLS-ALPN-01 on
     /// `tls_port` of 127.0.0.1.
     async fn start(dir: &Path, http_port: u16, tls_port: u16) -> Pebble {
+        Pebble::start_with(dir, http_port, tls_port, 0).await
+    }
+
+    /// As `start`, issuing certificates valid for `validity` seconds (0:
+    /// pebble's default, five years).
+    async fn start_with(dir: &Path, http_port: u16, tls_port: u16, validity: u64) -> Pebble {
         let (Some(pebble), Some(chall)) = (
             super::o_ops::which("pebble"),
             super::o_ops::which("pebble-challtestsrv"),
@@ -67,6 +73,7 @@ impl Pebble {
             "certificate": cert, "privateKey": key,
             "httpPort": http_port, "tlsPort": tls_port,
             "ocspResponderURL": "", "externalAccountBindingRequired": false,
+            "certificateValidityPeriod": validity,
         }});
         let config_path = dir.join("pebble.json");
         std::fs::write(&config_path, config.to_string()).unwrap();
@@ -345,11 +352,15 @@ async fn m00003_an_unreachable_ca_is_reported_and_retried() {
             });
             c.acme.directory = format!("https://127.0.0.1:{dead}/dir");
             c.acme.dir = Some(dir.join("acme"));
-            c.acme.retry = std::time::Duration::from_millis(50);
+            c.acme.retry = std::time::Duration::from_secs(60);
         })
         .start()
         .await;
+    proxy.wait_counter("acme_failures", 1).await;
+    // The retry is due a minute later (by the clock), then two.
+    t.clock.advance(std::time::Duration::from_secs(61));
     proxy.wait_counter("acme_failures", 2).await;
+
     t.client(&proxy)
         .get("/plain")
         .send()
@@ -367,6 +378,10 @@ async fn m00003_an_unreachable_ca_is_reported_and_retried() {
         "{acme}"
     );
     assert!(acme["not_after"].is_null(), "{acme}");
+    // The next try is two minutes on (the wait doubles).
+    let next = httpdate::parse_http_date(acme["next_order"].as_str().unwrap()).unwrap();
+    let ahead = next.duration_since(t.clock.now()).unwrap().as_secs();
+    assert!((119..=120).contains(&ahead), "{ahead} s: {acme}");
     origin.finish().await;
 }
 
@@ -427,6 +442,112 @@ async fn m00004_plain_http_redirects_to_https_except_challenges() {
             .await
             .unwrap(),
         b"over https"
+    );
+    origin.finish().await;
+}
+
+/// The leaf certificate `addr` presents for `name`, trusting `root`.
+async fn presented(addr: SocketAddr, name: &str, root: &CertificateDer<'static>) -> Vec<u8> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(root.clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+        .connect(ServerName::try_from(name.to_string()).unwrap(), tcp)
+        .await
+        .unwrap();
+    tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
+// m00005: a short-lived certificate (60 s) is renewed when a third of its
+// lifetime is left (the test clock moved there): the new one is presented
+// from the next handshake, a connection opened before goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m00005_renewal_swapped_in_under_an_open_connection() {
+    let t = Test::new("m00005");
+    let (http_port, tls_port) = (free_port(), free_port());
+    let pebble = Pebble::start_with(t.dir(), http_port, tls_port, 60).await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for _ in 0..3 {
+                s.rxreq().await.expect_url("/r");
+                s.txresp(200)
+                    .hdr("Cache-Control", "no-store")
+                    .body("r")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let dir = t.dir().to_path_buf();
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| {
+            acme_config(
+                c,
+                &pebble,
+                &dir,
+                Some(http_port),
+                tls_port,
+                &["e.example.com"],
+            )
+        })
+        .start()
+        .await;
+    proxy.wait_counter("acme_certificates_issued", 1).await;
+    let root = pebble.issuing_root().await;
+    let tls_addr = SocketAddr::from(([127, 0, 0, 1], tls_port));
+    let first = presented(tls_addr, "e.example.com", &root).await;
+    // A keep-alive connection opened on the first certificate.
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(root.clone()).unwrap();
+    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(tls_addr).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+        .connect(ServerName::try_from("e.example.com").unwrap(), tcp)
+        .await
+        .unwrap();
+    let (mut before, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let get = || {
+        http::Request::get("/r")
+            .header("host", "e.example.com")
+            .body(Empty::<Bytes>::new())
+            .unwrap()
+    };
+    assert_eq!(before.send_request(get()).await.unwrap().status(), 200);
+    // To 45 s into the 60 s lifetime (real time, since the CA's dates are).
+    #[allow(clippy::disallowed_methods)]
+    let real = std::time::SystemTime::now();
+    let target = real + std::time::Duration::from_secs(45);
+    t.clock
+        .advance(target.duration_since(t.clock.now()).unwrap_or_default());
+    proxy.wait_counter("acme_certificates_issued", 2).await;
+    let second = presented(tls_addr, "e.example.com", &root).await;
+    assert_ne!(first, second, "the renewed certificate is presented");
+    assert_eq!(before.send_request(get()).await.unwrap().status(), 200);
+    assert_eq!(
+        get_over_tls(tls_addr, "e.example.com", &root, "/r")
+            .await
+            .unwrap(),
+        b"r"
     );
     origin.finish().await;
 }
