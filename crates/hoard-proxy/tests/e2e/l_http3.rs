@@ -97,12 +97,7 @@ impl H3Client {
         let resp = stream.recv_response().await.expect("a response");
         let mut out = Vec::new();
         while let Some(mut chunk) = stream.recv_data().await.unwrap() {
-            while chunk.has_remaining() {
-                let c = chunk.chunk();
-                out.extend_from_slice(c);
-                let n = c.len();
-                chunk.advance(n);
-            }
+            out.extend_from_slice(&chunk.copy_to_bytes(chunk.remaining()));
         }
         H3Response {
             head: resp.into_parts().0,
@@ -554,20 +549,12 @@ async fn l00006_read_while_write_and_stale_while_revalidate_over_http3() {
     let mut got = Vec::new();
     while got.len() < 6 {
         let mut chunk = stream.recv_data().await.unwrap().expect("the first bytes");
-        while chunk.has_remaining() {
-            let n = chunk.chunk().len();
-            got.extend_from_slice(chunk.chunk());
-            chunk.advance(n);
-        }
+        got.extend_from_slice(&chunk.copy_to_bytes(chunk.remaining()));
     }
     assert_eq!(got, b"first;", "before the origin sent the rest");
     first_seen.sync().await;
     while let Some(mut chunk) = stream.recv_data().await.unwrap() {
-        while chunk.has_remaining() {
-            let n = chunk.chunk().len();
-            got.extend_from_slice(chunk.chunk());
-            chunk.advance(n);
-        }
+        got.extend_from_slice(&chunk.copy_to_bytes(chunk.remaining()));
     }
     assert_eq!(got, b"first;rest");
     proxy.wait_counter("objects_stored", 1).await;
@@ -621,11 +608,7 @@ async fn l00007_origin_trailers_reach_an_http3_client() {
     assert_eq!(stream.recv_response().await.unwrap().status(), 200);
     let mut body = Vec::new();
     while let Some(mut chunk) = stream.recv_data().await.unwrap() {
-        while chunk.has_remaining() {
-            let n = chunk.chunk().len();
-            body.extend_from_slice(chunk.chunk());
-            chunk.advance(n);
-        }
+        body.extend_from_slice(&chunk.copy_to_bytes(chunk.remaining()));
     }
     assert_eq!(body, b"payload");
     let trailers = stream.recv_trailers().await.unwrap().expect("trailers");

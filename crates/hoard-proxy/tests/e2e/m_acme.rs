@@ -136,14 +136,12 @@ impl Pebble {
     }
 }
 
-/// GET `path` over HTTPS from `addr` with SNI `name`, trusting `root`:
-/// the body of a 200, or the error.
-async fn get_over_tls(
+/// A TLS connection to `addr` with SNI `name`, trusting only `root`.
+async fn connect_tls(
     addr: SocketAddr,
     name: &str,
     root: &CertificateDer<'static>,
-    path: &str,
-) -> Result<Vec<u8>, String> {
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(root.clone()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -156,10 +154,21 @@ async fn get_over_tls(
     let tcp = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| e.to_string())?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+    tokio_rustls::TlsConnector::from(Arc::new(cfg))
         .connect(ServerName::try_from(name.to_string()).unwrap(), tcp)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+/// GET `path` over HTTPS from `addr` with SNI `name`, trusting `root`:
+/// the body of a 200, or the error.
+async fn get_over_tls(
+    addr: SocketAddr,
+    name: &str,
+    root: &CertificateDer<'static>,
+    path: &str,
+) -> Result<Vec<u8>, String> {
+    let tls = connect_tls(addr, name, root).await?;
     let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
         .await
         .map_err(|e| e.to_string())?;
@@ -448,19 +457,7 @@ async fn m00004_plain_http_redirects_to_https_except_challenges() {
 
 /// The leaf certificate `addr` presents for `name`, trusting `root`.
 async fn presented(addr: SocketAddr, name: &str, root: &CertificateDer<'static>) -> Vec<u8> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(root.clone()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let cfg = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
-        .connect(ServerName::try_from(name.to_string()).unwrap(), tcp)
-        .await
-        .unwrap();
+    let tls = connect_tls(addr, name, root).await.unwrap();
     tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
 }
 
@@ -507,20 +504,7 @@ async fn m00005_renewal_swapped_in_under_an_open_connection() {
     let tls_addr = SocketAddr::from(([127, 0, 0, 1], tls_port));
     let first = presented(tls_addr, "e.example.com", &root).await;
     // A keep-alive connection opened on the first certificate.
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(root.clone()).unwrap();
-    let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(tls_addr).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg))
-        .connect(ServerName::try_from("e.example.com").unwrap(), tcp)
-        .await
-        .unwrap();
+    let tls = connect_tls(tls_addr, "e.example.com", &root).await.unwrap();
     let (mut before, conn) =
         hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
             .await
