@@ -112,20 +112,23 @@ pub use pipeline::running::{ReloadAsk, Reloaded};
 
 fn listener_state(
     l: &config::ListenerConfig,
-    acme: Option<&Arc<acme::Acme>>,
+    acme: &acme::Acme,
 ) -> Result<server::ListenerState, StartError> {
     Ok(server::ListenerState {
         http2: l.http2,
         proxy_protocol: l.proxy_protocol.clone().map(Arc::from),
-        tls: match (&l.tls, acme) {
-            (Some(t), _) => Some(server::tls::acceptor(t, l.http2).map_err(StartError::Tls)?),
-            (None, Some(a)) if !l.acme.is_empty() => Some(
-                server::tls::acme_acceptor(a.certs.clone(), l.http2).map_err(StartError::Tls)?,
+        tls: match &l.tls {
+            Some(t) => Some(server::tls::acceptor(t, l.http2).map_err(StartError::Tls)?),
+            None if !l.acme.is_empty() => Some(
+                server::tls::acme_acceptor(acme.certs.clone(), l.http2).map_err(StartError::Tls)?,
             ),
-            (None, _) => None,
+            None => None,
         },
         quic: match &l.tls {
             Some(t) if l.http3 => Some(server::tls::quic(t).map_err(StartError::Tls)?),
+            None if l.http3 && !l.acme.is_empty() => {
+                Some(server::tls::acme_quic(acme.certs.clone()).map_err(StartError::Tls)?)
+            }
             _ => None,
         },
         alt_svc: None,
@@ -165,7 +168,10 @@ impl Proxy {
         pipeline.access_log = access_log::AccessLog::start(&cfg.access_log, counters.clone())
             .map_err(StartError::AccessLog)?
             .map(Arc::new);
-        pipeline.acme = acme::Acme::new(&cfg, counters, clock.clone()).map_err(StartError::Tls)?;
+        pipeline.acme = Some(
+            acme::Acme::new(&cfg, counters, clock.clone(), pipeline.cluster.clone())
+                .map_err(StartError::Tls)?,
+        );
         let pipeline = Arc::new(pipeline);
         let (tx, rx) = watch::channel(false);
         if let Some(c) = &pipeline.cluster {
@@ -195,13 +201,18 @@ impl Proxy {
             reload_asks: tokio::sync::Mutex::new(ask_rx),
         };
         for l in &cfg.listeners {
-            proxy.open(l.clone(), listener_state(l, proxy.pipeline.acme.as_ref())?)?;
+            proxy.open(l.clone(), listener_state(l, proxy.acme())?)?;
         }
-        if let Some(a) = &proxy.pipeline.acme {
-            // After the listeners: a challenge needs them.
-            proxy.tasks.lock().push(a.start(proxy.shutdown.subscribe()));
-        }
+        // After the listeners: a challenge needs them.
+        proxy.acme().start(proxy.shutdown.subscribe());
         Ok(proxy)
+    }
+
+    fn acme(&self) -> &Arc<acme::Acme> {
+        self.pipeline
+            .acme
+            .as_ref()
+            .expect("invariant: the proxy made its ACME manager at start")
     }
 
     /// Binds and serves one listener.
@@ -307,7 +318,7 @@ impl Proxy {
         // Everything that can fail first: TLS material, then new sockets.
         let mut states = Vec::new();
         for l in &cfg.listeners {
-            states.push(listener_state(l, self.pipeline.acme.as_ref())?);
+            states.push(listener_state(l, self.acme())?);
         }
         let mut out = Reloaded {
             restart_needed,
@@ -368,6 +379,8 @@ impl Proxy {
             }
         }
         warn_unkeyed(&cfg);
+        // Certificates added are ordered, removed ones no longer presented.
+        self.acme().configure(&cfg);
         self.pipeline
             .install(old.next(cfg.clone(), &self.pipeline.counters, &self.clock));
         out.generation = old.generation + 1;

@@ -159,10 +159,10 @@ struct QuickArgs {
     /// The private key (PEM) of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<std::path::PathBuf>,
-    /// Also serve HTTP/3 over QUIC on the same port (UDP), advertised with Alt-Svc; needs --tls-cert.
+    /// Also serve HTTP/3 over QUIC on the same port (UDP), advertised with Alt-Svc; needs --tls-cert or --domain.
     #[arg(long)]
     http3: bool,
-    /// A name to serve over HTTPS with a certificate obtained and renewed over ACME (repeat for more names); plain HTTP on --listen then redirects to HTTPS.
+    /// A certificate obtained and renewed over ACME: a name, or names sharing one certificate joined by commas (repeat for more certificates; SNI picks one); plain HTTP on --listen then redirects to HTTPS.
     #[arg(long = "domain")]
     domains: Vec<String>,
     /// The HTTPS address with --domain [default: 0.0.0.0:443].

@@ -4,21 +4,28 @@
 //! ## Model
 //!
 //! [`Certs`] is a rustls `ResolvesServerCert`: a handshake gets the
-//! certificate issued for the names (swapped in place when a renewal
-//! lands: the next handshake presents it, open connections go on), or,
-//! when its ALPN is `acme-tls/1` (RFC 8737), the challenge certificate
-//! made for its server name. HTTP-01 key authorizations (RFC 8555 §8.3)
-//! are kept beside them for the plain listeners
-//! ([`Challenges::http01`]). A challenge's answer stays until its
-//! authorization is final: the CA may validate it several times.
+//! certificate issued for its server name (SNI), or the first
+//! certificate of the configuration when it names none or another (as
+//! nginx's default server: the client's check then fails, as it
+//! should); or, when its ALPN is `acme-tls/1` (RFC 8737), the challenge
+//! certificate made for its server name. A renewal swaps a certificate
+//! in place: the next handshake presents it, open connections go on.
+//! HTTP-01 key authorizations (RFC 8555 §8.3) are kept beside them for
+//! the plain listeners ([`Challenges::http01`]). A challenge's answer
+//! stays until its order is final (the CA may validate it several
+//! times), or, when another member of a cluster made the order and sent
+//! it here, for [`PUSHED_FOR`].
 //!
 //! ## Locking
 //!
-//! The issued certificate is an `ArcSwap`; the challenge maps are small
-//! mutex-guarded maps, read once per challenge request or handshake.
+//! What handshakes read is one `ArcSwap` map from name to certificate,
+//! rebuilt whole (under a mutex) when a certificate is installed or a
+//! site removed; the challenge maps are small mutex-guarded maps, read
+//! once per challenge request or handshake.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
@@ -27,27 +34,63 @@ use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 /// The ALPN protocol of TLS-ALPN-01 validation (RFC 8737 §6.2).
 pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 
-/// Pending challenge answers.
+/// How long an answer sent by the member that made the order is kept.
+pub const PUSHED_FOR: Duration = Duration::from_secs(600);
+
+/// Pending challenge answers, each with the site it is for and, when
+/// another member sent it, until when it is kept.
 #[derive(Debug, Default)]
 pub struct Challenges {
-    http01: parking_lot::Mutex<HashMap<String, String>>,
-    alpn: parking_lot::Mutex<HashMap<String, Arc<CertifiedKey>>>,
+    http01: parking_lot::Mutex<HashMap<String, Answer<String>>>,
+    alpn: parking_lot::Mutex<HashMap<String, Answer<Arc<CertifiedKey>>>>,
+}
+
+#[derive(Debug)]
+struct Answer<T> {
+    value: T,
+    site: String,
+    until: Option<SystemTime>,
 }
 
 impl Challenges {
     /// The key authorization for an HTTP-01 `token`, if one is pending.
     pub fn http01(&self, token: &str) -> Option<String> {
-        self.http01.lock().get(token).cloned()
+        self.http01.lock().get(token).map(|a| a.value.clone())
     }
 
-    pub(crate) fn put_http01(&self, token: String, key_authorization: String) {
-        self.http01.lock().insert(token, key_authorization);
+    /// Keeps an HTTP-01 answer for `site`'s order; `until` for one
+    /// another member sent.
+    pub(crate) fn put_http01(
+        &self,
+        site: &str,
+        token: String,
+        key_authorization: String,
+        until: Option<SystemTime>,
+    ) {
+        let mut map = self.http01.lock();
+        if let Some(now) = until.and_then(|u| u.checked_sub(PUSHED_FOR)) {
+            map.retain(|_, a| a.until.is_none_or(|u| u > now));
+        }
+        map.insert(
+            token,
+            Answer {
+                value: key_authorization,
+                site: site.to_string(),
+                until,
+            },
+        );
     }
 
     /// A TLS-ALPN-01 answer for `name`: a self-signed certificate with
     /// the critical acmeIdentifier extension holding `digest` (the
     /// SHA-256 of the key authorization).
-    pub(crate) fn put_alpn(&self, name: &str, digest: &[u8]) -> Result<(), String> {
+    pub(crate) fn put_alpn(
+        &self,
+        site: &str,
+        name: &str,
+        digest: &[u8],
+        until: Option<SystemTime>,
+    ) -> Result<(), String> {
         let mut params =
             rcgen::CertificateParams::new(vec![name.to_string()]).map_err(|e| e.to_string())?;
         params.custom_extensions = vec![rcgen::CustomExtension::new_acme_identifier(digest)];
@@ -60,44 +103,98 @@ impl Challenges {
             .key_provider
             .load_private_key(der)
             .map_err(|e| e.to_string())?;
-        self.alpn.lock().insert(
+        let mut map = self.alpn.lock();
+        if let Some(now) = until.and_then(|u| u.checked_sub(PUSHED_FOR)) {
+            map.retain(|_, a| a.until.is_none_or(|u| u > now));
+        }
+        map.insert(
             name.to_ascii_lowercase(),
-            Arc::new(CertifiedKey::new(vec![cert.der().clone()], signer)),
+            Answer {
+                value: Arc::new(CertifiedKey::new(vec![cert.der().clone()], signer)),
+                site: site.to_string(),
+                until,
+            },
         );
         Ok(())
     }
 
-    /// Forgets every answer (the order is final).
-    pub(crate) fn clear(&self) {
-        self.http01.lock().clear();
-        self.alpn.lock().clear();
+    /// Forgets `site`'s answers (its order is final).
+    pub(crate) fn clear(&self, site: &str) {
+        self.http01.lock().retain(|_, a| a.site != site);
+        self.alpn.lock().retain(|_, a| a.site != site);
     }
 }
 
 /// See the module docs.
 #[derive(Debug)]
 pub struct Certs {
-    issued: arc_swap::ArcSwapOption<CertifiedKey>,
+    presented: arc_swap::ArcSwap<Presented>,
+    /// Each site's certificate, in configuration order (the first is the
+    /// default); what `presented` is built from.
+    sites: parking_lot::Mutex<Vec<(Vec<String>, Option<Arc<CertifiedKey>>)>>,
     pub(crate) challenges: Arc<Challenges>,
+}
+
+/// What handshakes read.
+#[derive(Debug, Default)]
+struct Presented {
+    by_name: HashMap<String, Arc<CertifiedKey>>,
+    default: Option<Arc<CertifiedKey>>,
 }
 
 impl Certs {
     /// No certificate yet.
     pub fn new(challenges: Arc<Challenges>) -> Certs {
         Certs {
-            issued: arc_swap::ArcSwapOption::empty(),
+            presented: arc_swap::ArcSwap::from_pointee(Presented::default()),
+            sites: parking_lot::Mutex::new(Vec::new()),
             challenges,
         }
     }
 
-    /// Presents `key` from the next handshake on.
-    pub fn install(&self, key: Arc<CertifiedKey>) {
-        self.issued.store(Some(key));
+    /// The sites, in configuration order: certificates of sites that stay
+    /// are kept, those of sites no longer listed dropped.
+    pub(crate) fn set_sites(&self, sites: &[Vec<String>]) {
+        let mut current = self.sites.lock();
+        let next = sites
+            .iter()
+            .map(|names| {
+                let kept = current
+                    .iter()
+                    .find(|(n, _)| n == names)
+                    .and_then(|(_, k)| k.clone());
+                (names.clone(), kept)
+            })
+            .collect();
+        *current = next;
+        self.publish(&current);
     }
 
-    /// True once a certificate is installed.
-    pub fn has_certificate(&self) -> bool {
-        self.issued.load().is_some()
+    /// Presents `key` for `names` (a site) from the next handshake on.
+    pub fn install(&self, names: &[String], key: Arc<CertifiedKey>) {
+        let mut current = self.sites.lock();
+        match current.iter_mut().find(|(n, _)| n == names) {
+            Some(site) => site.1 = Some(key),
+            None => current.push((names.to_vec(), Some(key))),
+        }
+        self.publish(&current);
+    }
+
+    fn publish(&self, sites: &[(Vec<String>, Option<Arc<CertifiedKey>>)]) {
+        let mut p = Presented::default();
+        for (names, key) in sites {
+            let Some(key) = key else { continue };
+            p.default.get_or_insert_with(|| key.clone());
+            for n in names {
+                p.by_name.insert(n.clone(), key.clone());
+            }
+        }
+        self.presented.store(Arc::new(p));
+    }
+
+    /// True once a certificate for `name` is installed.
+    pub fn has_certificate(&self, name: &str) -> bool {
+        self.presented.load().by_name.contains_key(name)
     }
 }
 
@@ -108,8 +205,23 @@ impl ResolvesServerCert for Certs {
             .is_some_and(|mut p| p.any(|p| p == ACME_TLS_ALPN))
         {
             let name = hello.server_name()?.to_ascii_lowercase();
-            return self.challenges.alpn.lock().get(&name).cloned();
+            return self
+                .challenges
+                .alpn
+                .lock()
+                .get(&name)
+                .map(|a| a.value.clone());
         }
-        self.issued.load_full()
+        let presented = self.presented.load();
+        hello
+            .server_name()
+            .and_then(|n| {
+                presented
+                    .by_name
+                    .get(n)
+                    .or_else(|| presented.by_name.get(&n.to_ascii_lowercase()))
+            })
+            .or(presented.default.as_ref())
+            .cloned()
     }
 }

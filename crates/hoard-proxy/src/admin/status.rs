@@ -260,21 +260,34 @@ pub fn status(admin: &Admin) -> Value {
     })
 }
 
-/// `null` without ACME listeners; else the names, the certificate's
-/// expiry, the next order and the last failure.
+/// `null` without ACME listeners; else each certificate (its names,
+/// expiry, next order, last failure and, in a cluster, the member that
+/// orders it) and the counts.
 fn acme_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
-    let Some(acme) = &p.acme else {
+    let Some(acme) = p.acme.as_ref().filter(|a| a.active()) else {
         return serde_json::Value::Null;
     };
-    let s = acme.state();
     let date = |t: Option<std::time::SystemTime>| t.map(httpdate::fmt_http_date);
+    let certificates: Vec<serde_json::Value> = acme
+        .state()
+        .into_iter()
+        .map(|s| {
+            json!({
+                "names": s.names,
+                "not_after": date(s.not_after),
+                "next_order": date(s.next_order),
+                "last_error": s.last_error,
+                "orderer": s.orderer,
+            })
+        })
+        .collect();
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     json!({
-        "names": s.names,
-        "not_after": date(s.not_after),
-        "next_order": date(s.next_order),
-        "last_error": s.last_error,
-        "orders": p.counters.acme_orders.load(Ordering::Relaxed),
-        "failures": p.counters.acme_failures.load(Ordering::Relaxed),
+        "certificates": certificates,
+        "orders": n(&p.counters.acme_orders),
+        "issued": n(&p.counters.acme_certificates_issued),
+        "failures": n(&p.counters.acme_failures),
+        "challenges_answered": n(&p.counters.acme_challenges_answered),
     })
 }
 

@@ -46,6 +46,11 @@ pub struct Member {
 }
 
 impl Member {
+    /// True for another member (one this node can send to).
+    pub fn is_other(&self) -> bool {
+        self.peer.is_some()
+    }
+
     /// A member (`peer`: `None` for this node).
     pub(super) fn new(
         id: u16,

@@ -76,6 +76,24 @@ use crate::upstream::{OriginBody, OriginRequest, Upstream};
 use member::{Member, Names, View};
 use peer_auth::{PeerHop, PeerKey};
 
+/// Why a [`Cluster::call`] got no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// None within the wait; the member may still act on it.
+    Timeout,
+    /// No connection, or the answer broke off.
+    Failed(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Timeout => f.write_str("no answer in time"),
+            CallError::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
 /// The cluster as this node sees it. See the module docs.
 #[derive(Debug)]
 pub struct Cluster {
@@ -370,6 +388,78 @@ impl Cluster {
         let view = self.view.load();
         let i = ring::owner(&view.slots, key, view.ranked()).unwrap_or(view.me);
         view.members[i].name.clone()
+    }
+
+    /// Sends a signed request for `target` (a path, with its query) to
+    /// member `m` over the peer channel (the purge fan-out, ACME's
+    /// challenges and certificates): the answer's status and body (up to
+    /// 1 MiB), within `wait`.
+    ///
+    /// # Errors
+    /// [`CallError::Timeout`] when no whole answer came within `wait`;
+    /// [`CallError::Failed`] when `m` is this node, or the connection or
+    /// its answer failed.
+    pub async fn call(
+        &self,
+        m: &Member,
+        method: Method,
+        target: &str,
+        body: Option<bytes::Bytes>,
+        wait: Duration,
+    ) -> Result<(http::StatusCode, bytes::Bytes), CallError> {
+        use http_body_util::BodyExt;
+        let Some(peer) = &m.peer else {
+            return Err(CallError::Failed("this node".into()));
+        };
+        let uri: Uri = target
+            .parse()
+            .map_err(|e| CallError::Failed(format!("{target}: {e}")))?;
+        let mut headers = HeaderMap::new();
+        let signed = self
+            .key
+            .sign(self.node(), self.clock.now(), false, method.as_str(), target);
+        if let Ok(v) = HeaderValue::from_str(&signed) {
+            headers.insert(FIELD.clone(), v);
+        }
+        if body.is_some() {
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
+        let req = OriginRequest {
+            method,
+            uri,
+            headers,
+            body: body.map(|b| {
+                http_body_util::Full::new(b)
+                    .map_err(|e| match e {})
+                    .boxed()
+            }),
+            interim: None,
+        };
+        tokio::time::timeout(wait, async {
+            let resp = peer
+                .send(req)
+                .await
+                .map_err(|e| CallError::Failed(e.to_string()))?;
+            let status = resp.status();
+            // Read to the end: the connection goes back to the pool.
+            let body = http_body_util::Limited::new(resp.into_body(), 1 << 20)
+                .collect()
+                .await
+                .map_err(|e| CallError::Failed(e.to_string()))?
+                .to_bytes();
+            Ok((status, body))
+        })
+        .await
+        .map_err(|_| CallError::Timeout)?
+    }
+
+    /// A key for sealing what travels between members (ACME's private
+    /// keys): derived from the cluster's secret for `purpose`.
+    pub fn sealing_key(&self, purpose: &str) -> [u8; 32] {
+        self.key.derive(purpose)
     }
 
     /// Removes the peer field from a request's header fields; the hop it

@@ -62,6 +62,15 @@ impl PeerKey {
         }
     }
 
+    /// A 256-bit key for `purpose`, derived from the secret (HMAC of the
+    /// purpose's name).
+    pub fn derive(&self, purpose: &str) -> [u8; 32] {
+        let tag = hmac::sign(&self.key, purpose.as_bytes());
+        let mut out = [0; 32];
+        out.copy_from_slice(&tag.as_ref()[..32]);
+        out
+    }
+
     fn message(node: &str, secs: u64, scheme: &str, method: &str, target: &str) -> String {
         format!("{node}\n{secs}\n{scheme}\n{method}\n{target}")
     }

@@ -24,15 +24,12 @@
 
 use bytes::Bytes;
 use hoard_store::catalog::Selector;
-use http::header::{HeaderValue, CONTENT_TYPE};
-use http::{HeaderMap, Method, StatusCode, Uri};
-use http_body_util::BodyExt;
+use http::{Method, StatusCode};
 
 use std::sync::Arc;
 
 use super::member::Member;
 use super::Cluster;
-use crate::upstream::OriginRequest;
 
 /// The peer purge endpoint on every member's main listener.
 pub const PATH: &str = "/.hoard/cluster/purge";
@@ -189,40 +186,16 @@ impl Cluster {
         let sends = targets.iter().map(|m| {
             let body = body.clone();
             async move {
-                let Some(peer) = &m.peer else {
+                if m.peer.is_none() {
                     return (m.name.to_string(), Ack::Acked);
-                };
-                let mut headers = HeaderMap::new();
-                headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                let signed = self
-                    .key
-                    .sign(self.node(), self.clock.now(), false, "POST", PATH);
-                if let Ok(v) = HeaderValue::from_str(&signed) {
-                    headers.insert(super::FIELD.clone(), v);
                 }
-                let req = OriginRequest {
-                    method: Method::POST,
-                    uri: Uri::from_static(PATH),
-                    headers,
-                    body: Some(
-                        http_body_util::Full::new(body)
-                            .map_err(|e| match e {})
-                            .boxed(),
-                    ),
-                    interim: None,
-                };
-                let ack = match tokio::time::timeout(self.purge_timeout, async {
-                    let resp = peer.send(req).await.ok()?;
-                    let ok = resp.status() == StatusCode::OK;
-                    // Read to the end: the connection goes back to the pool.
-                    let _ = resp.into_body().collect().await;
-                    Some(ok)
-                })
-                .await
+                let ack = match self
+                    .call(m, Method::POST, PATH, Some(body), self.purge_timeout)
+                    .await
                 {
-                    Err(_) => Ack::Timeout,
-                    Ok(Some(true)) => Ack::Acked,
-                    Ok(_) => Ack::Unreachable,
+                    Err(super::CallError::Timeout) => Ack::Timeout,
+                    Ok((StatusCode::OK, _)) => Ack::Acked,
+                    Ok(_) | Err(super::CallError::Failed(_)) => Ack::Unreachable,
                 };
                 (m.name.to_string(), ack)
             }

@@ -30,6 +30,28 @@ pub struct AcmeConfig {
     /// First retry after a failed order; doubles up to an hour.
     /// Default: 1 minute.
     pub retry: Duration,
+    /// The challenges hoard may answer. Default: both; HTTP-01 is used
+    /// when there is a plain listener, else TLS-ALPN-01.
+    pub challenges: Vec<ChallengeKind>,
+}
+
+/// An ACME challenge type hoard answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChallengeKind {
+    /// `http-01` (RFC 8555 §8.3), on a plain listener.
+    Http01,
+    /// `tls-alpn-01` (RFC 8737), on the TLS listener.
+    TlsAlpn01,
+}
+
+impl ChallengeKind {
+    /// As ACME names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChallengeKind::Http01 => "http-01",
+            ChallengeKind::TlsAlpn01 => "tls-alpn-01",
+        }
+    }
 }
 
 impl Default for AcmeConfig {
@@ -41,6 +63,7 @@ impl Default for AcmeConfig {
             dir: None,
             renew_left: 1.0 / 3.0,
             retry: Duration::from_secs(60),
+            challenges: vec![ChallengeKind::Http01, ChallengeKind::TlsAlpn01],
         }
     }
 }
@@ -55,6 +78,7 @@ pub(crate) struct RawAcme {
     dir: Option<String>,
     renew_left: Option<Spanned<f64>>,
     retry: Option<Dur>,
+    challenges: Option<Spanned<Vec<String>>>,
 }
 
 /// Checks `[acme]`; errors carry the span and key.
@@ -104,5 +128,47 @@ pub(crate) fn from_raw(
     if let Some(r) = raw.retry {
         cfg.retry = r.0;
     }
+    if let Some(c) = raw.challenges {
+        let span = c.span();
+        let mut kinds = Vec::new();
+        for name in c.into_inner() {
+            let kind = [ChallengeKind::Http01, ChallengeKind::TlsAlpn01]
+                .into_iter()
+                .find(|k| k.as_str() == name)
+                .ok_or_else(|| {
+                    (
+                        Some(span.clone()),
+                        "acme.challenges",
+                        format!("{name:?}: expected \"http-01\" or \"tls-alpn-01\""),
+                    )
+                })?;
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        if kinds.is_empty() {
+            return Err((Some(span), "acme.challenges", "at least one challenge".into()));
+        }
+        cfg.challenges = kinds;
+    }
     Ok(cfg)
+}
+
+/// Checks that no name is in two different certificates (the same list
+/// on two listeners is one certificate).
+pub(crate) fn check_distinct(certs: &[Vec<String>]) -> Result<(), String> {
+    for (i, a) in certs.iter().enumerate() {
+        for b in &certs[..i] {
+            if a != b {
+                if let Some(n) = a.iter().find(|n| b.contains(n)) {
+                    return Err(format!(
+                        "{n:?} is in two certificates ({} and {})",
+                        b.join(" "),
+                        a.join(" ")
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }

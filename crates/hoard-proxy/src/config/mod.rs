@@ -104,10 +104,12 @@ pub struct ListenerConfig {
     /// PROXY protocol (v1 and v2) expected before every connection's
     /// first byte, from these peers (empty: from any); `None`: off.
     pub proxy_protocol: Option<Vec<Cidr>>,
-    /// Names whose certificate is obtained and renewed over ACME
-    /// (`tls = { acme = [...] }`, see `crate::acme`); the listener is a
-    /// TLS one.
-    pub acme: Vec<String>,
+    /// Certificates obtained and renewed over ACME, each for its names
+    /// (`tls = { acme = ["a.example", ["b.example", "www.b.example"]] }`:
+    /// a name alone is a certificate of its own, a list one certificate
+    /// for all its names; lower case, sorted; see `crate::acme`). The
+    /// listener is a TLS one and picks a certificate by SNI.
+    pub acme: Vec<Vec<String>>,
     /// A plain listener that answers every request (but ACME challenges)
     /// with a redirect to HTTPS on this port (`redirect_https = 443`).
     pub redirect_https: Option<u16>,
@@ -660,8 +662,11 @@ impl Config {
         } else if q.disk_size.is_some() {
             return Err(err("--disk-size", "needs --cache-dir".into()));
         }
-        if q.http3 && q.tls.is_none() {
-            return Err(err("--http3", "needs --tls-cert and --tls-key".into()));
+        if q.http3 && q.tls.is_none() && q.domains.is_empty() {
+            return Err(err(
+                "--http3",
+                "needs --tls-cert and --tls-key, or --domain".into(),
+            ));
         }
         let cluster = quick_cluster(q).map_err(|(key, m)| err(key, m))?;
         let server_cfg = ServerConfig {
@@ -690,9 +695,20 @@ impl Config {
                 .tls_listen
                 .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 443)));
             listeners[0].redirect_https = Some(tls_at.port());
+            // HTTP/3 goes with HTTPS; the first listener is plain.
+            listeners[0].http3 = false;
+            // Each --domain is a certificate; commas join names in one.
+            let certs = q
+                .domains
+                .iter()
+                .map(|d| acme_names(d.split(',').map(str::trim)))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|m| err("--domain", m))?;
+            acme::check_distinct(&certs).map_err(|m| err("--domain", m))?;
             listeners.push(ListenerConfig {
                 address: tls_at,
-                acme: q.domains.clone(),
+                acme: certs,
+                http3: q.http3,
                 ..ListenerConfig::default()
             });
             if let Some(d) = &q.acme_directory {
@@ -778,6 +794,37 @@ impl Config {
 }
 
 /// 1-based line of a byte offset.
+/// One ACME certificate's names: lower case, sorted, each a DNS name
+/// (no wildcard: those need DNS-01, which hoard does not answer).
+fn acme_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for n in names {
+        let n = n.trim_end_matches('.').to_ascii_lowercase();
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        };
+        if n.starts_with("*.") {
+            return Err(format!(
+                "{n:?}: wildcard names need DNS-01 validation, which hoard does not do"
+            ));
+        }
+        if n.len() > 253 || !n.contains('.') || !n.split('.').all(label_ok) {
+            return Err(format!("{n:?}: not a DNS name"));
+        }
+        out.push(n);
+    }
+    if out.is_empty() {
+        return Err("a certificate needs at least one name".into());
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())]
         .bytes()
@@ -964,8 +1011,28 @@ impl Resolver<'_> {
                         }),
                         Vec::new(),
                     ),
-                    (None, None, Some(names)) if !names.get_ref().is_empty() => {
-                        (None, names.into_inner())
+                    (None, None, Some(certs)) if !certs.get_ref().is_empty() => {
+                        let span = certs.span();
+                        let certs = certs
+                            .into_inner()
+                            .iter()
+                            .map(|c| match c {
+                                raw::RawAcmeCert::Name(n) => acme_names([n.as_str()]),
+                                raw::RawAcmeCert::Names(n) => {
+                                    acme_names(n.iter().map(String::as_str))
+                                }
+                            })
+                            .collect::<Result<Vec<_>, _>>()
+                            .and_then(|certs| {
+                                // A name has one certificate, whichever
+                                // listener presents it.
+                                let mut all: Vec<Vec<String>> =
+                                    listeners.iter().flat_map(|l: &ListenerConfig| l.acme.clone()).collect();
+                                all.extend(certs.iter().cloned());
+                                acme::check_distinct(&all).map(|()| certs)
+                            })
+                            .map_err(|m| self.err(Some(span), format!("listener[{i}].tls.acme"), m))?;
+                        (None, certs)
                     }
                     (_, _, Some(names)) => {
                         return Err(self.err(

@@ -75,7 +75,16 @@ pub struct RawListener {
 pub struct RawTls {
     pub cert: Option<String>,
     pub key: Option<String>,
-    pub acme: Option<Spanned<Vec<String>>>,
+    pub acme: Option<Spanned<Vec<RawAcmeCert>>>,
+}
+
+/// One certificate of `tls.acme`: a name (a certificate of its own) or a
+/// list of names (one certificate for all, a SAN list).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawAcmeCert {
+    Name(String),
+    Names(Vec<String>),
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -508,8 +508,9 @@ fn quick_http3_needs_tls() {
 fn quick_domains_make_an_acme_listener_and_a_redirect() {
     let q = QuickStart {
         upstream: "http://127.0.0.1:9".into(),
-        domains: vec!["example.com".into(), "www.example.com".into()],
+        domains: vec!["Example.com, www.example.com".into(), "blog.example.org".into()],
         acme_email: Some("ops@example.com".into()),
+        http3: true,
         ..Default::default()
     };
     let c = Config::quick(&q).unwrap();
@@ -517,7 +518,13 @@ fn quick_domains_make_an_acme_listener_and_a_redirect() {
     assert_eq!(c.listeners[0].address, "0.0.0.0:80".parse().unwrap());
     assert_eq!(c.listeners[0].redirect_https, Some(443));
     assert_eq!(c.listeners[1].address, "0.0.0.0:443".parse().unwrap());
-    assert_eq!(c.listeners[1].acme, ["example.com", "www.example.com"]);
+    // Each --domain a certificate; commas join names in one.
+    assert_eq!(
+        c.listeners[1].acme,
+        [vec!["example.com", "www.example.com"], vec!["blog.example.org"]]
+    );
+    // HTTP/3 on the HTTPS listener.
+    assert!(c.listeners[1].http3 && !c.listeners[0].http3);
     assert_eq!(c.acme.contact, ["mailto:ops@example.com"]);
     assert_eq!(c.acme.directory, acme::LETS_ENCRYPT);
     let e = Config::quick(&QuickStart {
@@ -536,6 +543,20 @@ fn quick_domains_make_an_acme_listener_and_a_redirect() {
     })
     .unwrap_err();
     assert_eq!(e.key, "--domain", "{e}");
+    for bad in ["*.example.com", "localhost", "a..example", "-a.example"] {
+        let e = Config::quick(&QuickStart {
+            domains: vec![bad.into()],
+            ..q.clone()
+        })
+        .unwrap_err();
+        assert_eq!(e.key, "--domain", "{bad}: {e}");
+    }
+    let e = Config::quick(&QuickStart {
+        domains: vec!["a.example,b.example".into(), "b.example".into()],
+        ..q.clone()
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("two certificates"), "{e}");
 }
 
 #[test]
@@ -543,17 +564,26 @@ fn acme_keys_are_checked() {
     let up = "[upstream.app]\nservers = [\"http://a:1\"]\n";
     let c = Config::from_toml(
         "hoard.toml",
-        &format!("[[listener]]\naddress = \"127.0.0.1:0\"\nredirect_https = 8443\n[[listener]]\naddress = \"127.0.0.1:8443\"\ntls = {{ acme = [\"a.example\"] }}\n[acme]\ndirectory = \"https://ca.test/dir\"\nrenew_left = 0.5\n{up}"),
+        &format!("[[listener]]\naddress = \"127.0.0.1:0\"\nredirect_https = 8443\n[[listener]]\naddress = \"127.0.0.1:8443\"\ntls = {{ acme = [\"a.example\", [\"b.example\", \"WWW.b.example\"]] }}\nhttp3 = true\n[acme]\ndirectory = \"https://ca.test/dir\"\nrenew_left = 0.5\nchallenges = [\"tls-alpn-01\"]\n{up}"),
     )
     .unwrap();
     assert_eq!(c.listeners[0].redirect_https, Some(8443));
-    assert_eq!(c.listeners[1].acme, ["a.example"]);
+    assert_eq!(
+        c.listeners[1].acme,
+        [vec!["a.example"], vec!["b.example", "www.b.example"]]
+    );
+    assert!(c.listeners[1].http3);
     assert_eq!(c.acme.renew_left, 0.5);
+    assert_eq!(c.acme.challenges, [acme::ChallengeKind::TlsAlpn01]);
     for (text, line, key) in [
         ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { acme = [\"a\"], cert = \"c\" }\n", 3, "listener[0].tls.acme"),
         ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = {}\n", 2, "listener[0].tls"),
         ("[acme]\nrenew_left = 2.0\n", 2, "acme.renew_left"),
         ("[acme]\ndirectory = \"ftp://x\"\n", 2, "acme.directory"),
+        ("[acme]\nchallenges = [\"dns-01\"]\n", 2, "acme.challenges"),
+        ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { acme = [\"*.a.example\"] }\n", 3, "listener[0].tls.acme"),
+        ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { acme = [\"a.example\", [\"a.example\", \"b.example\"]] }\n", 3, "listener[0].tls.acme"),
+        ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { acme = [\"a.example\"] }\n[[listener]]\naddress = \"127.0.0.1:1\"\ntls = { acme = [[\"a.example\", \"b.example\"]] }\n", 6, "listener[1].tls.acme"),
         ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { cert = \"c\", key = \"k\" }\nredirect_https = 443\n", 4, "listener[0].redirect_https"),
     ] {
         let e = error(&format!("{text}{up}"));

@@ -365,7 +365,7 @@ impl Pipeline {
                 started,
             })
         });
-        if let Some(acme) = &self.acme {
+        if let Some(acme) = self.acme.as_ref().filter(|a| a.active()) {
             if let Some(token) = req.uri().path().strip_prefix(crate::acme::CHALLENGE_PATH) {
                 // An ACME challenge: answered here, never cached or forwarded.
                 let mut resp =
@@ -412,11 +412,15 @@ impl Pipeline {
             }
             return resp;
         }
+        let peer_acme = self.cluster.is_some() && req.uri().path() == crate::acme::share::PATH;
         let purge = req.method().as_str() == "PURGE"
+            || peer_acme
             || (self.cluster.is_some() && req.uri().path() == crate::cluster::purge::PATH);
         let (resp, noted) = if purge {
             let resp = if req.method().as_str() == "PURGE" {
                 Box::pin(self.purge_method(req, peer, tls)).await
+            } else if peer_acme {
+                Box::pin(self.peer_acme(req)).await
             } else {
                 Box::pin(self.peer_purge(req)).await
             };

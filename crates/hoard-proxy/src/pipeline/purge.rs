@@ -142,26 +142,10 @@ impl Pipeline {
     /// `POST` of `cluster::purge::PATH` on a main listener: a purge another
     /// member fanned out. Signed by a member, or 403; applied here only.
     pub(crate) async fn peer_purge(&self, req: Request<RequestBody>) -> Response<ProxyBody> {
-        let refuse = |msg: &str| {
-            self.counters.inc(&self.counters.purges_refused);
-            json_response(StatusCode::FORBIDDEN, format!("{{\"error\":\"{msg}\"}}\n"))
+        let (hop, body) = match self.peer_body(req).await {
+            Ok(x) => x,
+            Err(resp) => return resp,
         };
-        let Some(cluster) = &self.cluster else {
-            return refuse("not in a cluster");
-        };
-        let (mut parts, body) = req.into_parts();
-        let Some(hop) = cluster.take_hop(&mut parts.headers, &parts.method, &parts.uri) else {
-            return refuse("a member's signature is required");
-        };
-        let body =
-            match http_body_util::BodyExt::collect(http_body_util::Limited::new(body, 64 * 1024))
-                .await
-            {
-                Ok(b) => b.to_bytes(),
-                Err(_) => {
-                    return json_response(StatusCode::BAD_REQUEST, "{\"error\":\"body\"}\n".into())
-                }
-            };
         let Some((selector, soft)) = crate::cluster::purge::decode(&body) else {
             return json_response(StatusCode::BAD_REQUEST, "{\"error\":\"selector\"}\n".into());
         };
@@ -169,6 +153,48 @@ impl Pipeline {
             .purge(&selector, soft, &format!("member {}", hop.node))
             .await;
         json_response(StatusCode::OK, format!("{{\"purged\":{n}}}\n"))
+    }
+
+    /// `POST` of `acme::share::PATH` on a main listener: another member's
+    /// ACME message (a challenge answer, a certificate, a fetch). Signed
+    /// by a member, or 403.
+    pub(crate) async fn peer_acme(&self, req: Request<RequestBody>) -> Response<ProxyBody> {
+        let (hop, body) = match self.peer_body(req).await {
+            Ok(x) => x,
+            Err(resp) => return resp,
+        };
+        let Some(acme) = &self.acme else {
+            return json_response(StatusCode::NOT_FOUND, "{\"error\":\"no ACME\"}\n".into());
+        };
+        let (status, answer) = acme.peer_message(&hop.node, &body).await;
+        json_response(status, answer)
+    }
+
+    /// The hop and body (up to 64 KiB) of a member's signed `POST`; 403
+    /// when unsigned or not in a cluster, 400 when the body breaks off.
+    async fn peer_body(
+        &self,
+        req: Request<RequestBody>,
+    ) -> Result<(crate::cluster::peer_auth::PeerHop, bytes::Bytes), Response<ProxyBody>> {
+        let refuse = |msg: &str| {
+            self.counters.inc(&self.counters.purges_refused);
+            json_response(StatusCode::FORBIDDEN, format!("{{\"error\":\"{msg}\"}}\n"))
+        };
+        let Some(cluster) = &self.cluster else {
+            return Err(refuse("not in a cluster"));
+        };
+        let (mut parts, body) = req.into_parts();
+        let Some(hop) = cluster.take_hop(&mut parts.headers, &parts.method, &parts.uri) else {
+            return Err(refuse("a member's signature is required"));
+        };
+        match http_body_util::BodyExt::collect(http_body_util::Limited::new(body, 64 * 1024)).await
+        {
+            Ok(b) => Ok((hop, b.to_bytes())),
+            Err(_) => Err(json_response(
+                StatusCode::BAD_REQUEST,
+                "{\"error\":\"body\"}\n".into(),
+            )),
+        }
     }
 
     /// `PURGE /path` on a main listener: allowed from `admin.purge_allow`

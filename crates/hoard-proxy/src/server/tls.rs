@@ -22,11 +22,15 @@ pub fn acceptor(cfg: &TlsConfig, http2: bool) -> Result<tokio_rustls::TlsAccepto
 /// TLS 1.3 only, ALPN `h3`, no 0-RTT (early data could replay unsafe
 /// requests; see `docs/http3.md`).
 pub fn quic(cfg: &TlsConfig) -> Result<quinn::ServerConfig, String> {
-    let mut config = server_config(cfg, &[&rustls::version::TLS13])?;
+    quic_from(server_config(cfg, &[&rustls::version::TLS13])?)
+        .map_err(|e| format!("{}: {e}", cfg.cert.display()))
+}
+
+fn quic_from(mut config: rustls::ServerConfig) -> Result<quinn::ServerConfig, String> {
     config.alpn_protocols = vec![b"h3".to_vec()];
     config.max_early_data_size = 0;
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(config)
-        .map_err(|e| format!("{}: {e}", cfg.cert.display()))?;
+    let crypto =
+        quinn::crypto::rustls::QuicServerConfig::try_from(config).map_err(|e| e.to_string())?;
     Ok(quinn::ServerConfig::with_crypto(Arc::new(crypto)))
 }
 
@@ -58,12 +62,7 @@ pub fn acme_acceptor(
     certs: Arc<crate::acme::Certs>,
     http2: bool,
 ) -> Result<tokio_rustls::TlsAcceptor, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_cert_resolver(certs);
+    let mut config = resolver_config(certs, rustls::DEFAULT_VERSIONS)?;
     config.alpn_protocols = if http2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     } else {
@@ -73,4 +72,22 @@ pub fn acme_acceptor(
         .alpn_protocols
         .push(crate::acme::resolver::ACME_TLS_ALPN.to_vec());
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The QUIC (HTTP/3) configuration of an ACME listener: the certificates
+/// ACME keeps, by SNI (TLS-ALPN-01 is validated over TCP only).
+pub fn acme_quic(certs: Arc<crate::acme::Certs>) -> Result<quinn::ServerConfig, String> {
+    quic_from(resolver_config(certs, &[&rustls::version::TLS13])?)
+}
+
+fn resolver_config(
+    certs: Arc<crate::acme::Certs>,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Result<rustls::ServerConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_cert_resolver(certs))
 }

@@ -195,7 +195,8 @@ async fn get_over_tls(
 }
 
 /// The proxy's configuration: a plain listener on `http_port` (when
-/// given) and an ACME listener for `names` on `tls_port`.
+/// given) and an ACME listener for one certificate for `names` on
+/// `tls_port`.
 fn acme_config(
     c: &mut hoard_proxy::config::Config,
     pebble: &Pebble,
@@ -204,9 +205,24 @@ fn acme_config(
     tls_port: u16,
     names: &[&str],
 ) {
+    acme_sites(c, pebble, dir, http_port, tls_port, &[names]);
+}
+
+/// As [`acme_config`], with one certificate for each list of `certs`.
+fn acme_sites(
+    c: &mut hoard_proxy::config::Config,
+    pebble: &Pebble,
+    dir: &Path,
+    http_port: Option<u16>,
+    tls_port: u16,
+    certs: &[&[&str]],
+) {
     let acme_listener = hoard_proxy::config::ListenerConfig {
         address: SocketAddr::from(([127, 0, 0, 1], tls_port)),
-        acme: names.iter().map(|n| n.to_string()).collect(),
+        acme: certs
+            .iter()
+            .map(|names| names.iter().map(|n| n.to_string()).collect())
+            .collect(),
         ..Default::default()
     };
     match http_port {
@@ -272,10 +288,10 @@ async fn m00001_http01_certificate_obtained_served_and_reused() {
     );
     assert_eq!(proxy.endpoint().port(), http_port);
     proxy.stop().await;
-    let stored = std::fs::read_to_string(t.dir().join("acme/names")).unwrap();
+    let stored = std::fs::read_to_string(t.dir().join("acme/a.example.com/names")).unwrap();
     assert_eq!(stored, "a.example.com www.a.example.com");
     let key_mode = std::os::unix::fs::PermissionsExt::mode(
-        &std::fs::metadata(t.dir().join("acme/key.pem"))
+        &std::fs::metadata(t.dir().join("acme/a.example.com/key.pem"))
             .unwrap()
             .permissions(),
     );
@@ -356,7 +372,7 @@ async fn m00003_an_unreachable_ca_is_reported_and_retried() {
         .config(move |c| {
             c.listeners.push(hoard_proxy::config::ListenerConfig {
                 address: SocketAddr::from(([127, 0, 0, 1], 0)),
-                acme: vec!["c.example.com".into()],
+                acme: vec![vec!["c.example.com".into()]],
                 ..Default::default()
             });
             c.acme.directory = format!("https://127.0.0.1:{dead}/dir");
@@ -377,7 +393,7 @@ async fn m00003_an_unreachable_ca_is_reported_and_retried() {
         .expect_body("still here");
     let st = t.client(proxy.admin()).get("/status").send().await;
     let v: serde_json::Value = serde_json::from_slice(&st.body).unwrap();
-    let acme = &v["acme"];
+    let acme = &v["acme"]["certificates"][0];
     assert_eq!(acme["names"][0], "c.example.com", "{acme}");
     assert!(
         acme["last_error"]

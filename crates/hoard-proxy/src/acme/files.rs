@@ -1,0 +1,125 @@
+//! What ACME keeps on disk: the account (`account.json`, for one CA
+//! directory) at the top of the ACME directory, and per certificate a
+//! directory named after its first name holding `cert.pem` (the chain),
+//! `key.pem` (mode 0600) and `names`. Every file is written aside and
+//! renamed, so a crash leaves the old file or the new one.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use instant_acme::AccountCredentials;
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// A certificate and what it is good for.
+#[derive(Clone)]
+pub(crate) struct Issued {
+    pub key: Arc<CertifiedKey>,
+    pub not_before: SystemTime,
+    pub not_after: SystemTime,
+    pub chain_pem: String,
+    pub key_pem: String,
+}
+
+impl Issued {
+    /// When it is due for renewal: `renew_left` of its lifetime before
+    /// it ends.
+    pub fn renewal(&self, renew_left: f64) -> SystemTime {
+        let life = self
+            .not_after
+            .duration_since(self.not_before)
+            .unwrap_or_default();
+        self.not_after
+            .checked_sub(life.mul_f64(renew_left))
+            .unwrap_or(self.not_after)
+    }
+}
+
+/// An account's credentials, with the CA they are for.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct StoredAccount {
+    pub directory: String,
+    pub credentials: AccountCredentials,
+}
+
+/// The directory of the certificate for `names` under `dir`.
+pub(crate) fn site_dir(dir: &Path, names: &[String]) -> PathBuf {
+    dir.join(names.first().map_or("_", String::as_str))
+}
+
+/// The certificate stored in `site` for exactly `names`, if it is still
+/// valid at `now`. A certificate stored by an earlier version at the top
+/// of `dir` (one for every name) is taken when its names match.
+pub(crate) fn load(dir: &Path, names: &[String], now: SystemTime) -> Option<Issued> {
+    [site_dir(dir, names), dir.to_path_buf()]
+        .iter()
+        .find_map(|d| load_from(d, names))
+        .filter(|i| i.not_after > now)
+}
+
+fn load_from(dir: &Path, names: &[String]) -> Option<Issued> {
+    let stored = std::fs::read_to_string(dir.join("names")).ok()?;
+    if stored.trim() != names.join(" ") {
+        return None;
+    }
+    let chain = std::fs::read_to_string(dir.join("cert.pem")).ok()?;
+    let key = std::fs::read_to_string(dir.join("key.pem")).ok()?;
+    certified(chain, key)
+        .map_err(|e| tracing::warn!(error = %e, dir = %dir.display(), "ACME: stored certificate not usable; ordering a new one"))
+        .ok()
+}
+
+/// Writes the certificate for `names`, its key and its names.
+pub(crate) fn save(dir: &Path, names: &[String], issued: &Issued) -> std::io::Result<()> {
+    let site = site_dir(dir, names);
+    write_file(&site, "key.pem", issued.key_pem.as_bytes(), true)?;
+    write_file(&site, "cert.pem", issued.chain_pem.as_bytes(), false)?;
+    write_file(&site, "names", names.join(" ").as_bytes(), false)
+}
+
+/// Writes `dir/name` by writing a temporary file and renaming it; a
+/// `secret` file is readable by its owner only.
+pub(crate) fn write_file(dir: &Path, name: &str, data: &[u8], secret: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(if secret { 0o600 } else { 0o644 })
+        .open(&tmp)?;
+    f.write_all(data)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join(name))
+}
+
+/// A certificate chain and its key (PEM) made ready to present, with the
+/// leaf's validity.
+pub(crate) fn certified(chain_pem: String, key_pem: String) -> Result<Issued, String> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(chain_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("certificate chain: {e}"))?;
+    let leaf = chain.first().ok_or("an empty certificate chain")?;
+    let (_, x509) =
+        x509_parser::parse_x509_certificate(leaf).map_err(|e| format!("certificate: {e}"))?;
+    let at = |t: i64| UNIX_EPOCH + Duration::from_secs(t.max(0) as u64);
+    let (not_before, not_after) = (
+        at(x509.validity().not_before.timestamp()),
+        at(x509.validity().not_after.timestamp()),
+    );
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| format!("key: {e}"))?;
+    let provider = rustls::crypto::ring::default_provider();
+    let key =
+        CertifiedKey::from_der(chain, key, &provider).map_err(|e| format!("certificate: {e}"))?;
+    Ok(Issued {
+        key: Arc::new(key),
+        not_before,
+        not_after,
+        chain_pem,
+        key_pem,
+    })
+}

@@ -1,0 +1,313 @@
+//! One ACME certificate (a site: one name, or names sharing one SAN list)
+//! and the task that keeps it.
+//!
+//! ## Lifecycle
+//!
+//! `Site::new` presents the stored certificate if there is one; the task
+//! ([`Site::start`]) then loops: wait until due (looked at every second:
+//! the clock decides, so a test clock moved forward makes a renewal due;
+//! a certificate sent by another member wakes it at once), then either
+//! order (this node is the site's orderer) or ask the orderer for its
+//! certificate, and compute the next due time from the outcome:
+//!
+//! | outcome | next due |
+//! |---|---|
+//! | a certificate | its renewal point, less the jitter |
+//! | a failure | `retry`, doubling up to an hour |
+//!
+//! The task ends when the site is removed by a reload or at shutdown.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use instant_acme::{AuthorizationStatus, ChallengeType, Identifier, NewOrder, OrderStatus, RetryPolicy};
+
+use super::files::{self, Issued};
+use super::{Acme, SiteState};
+use crate::config::acme::ChallengeKind;
+
+/// How often a waiting task looks at the clock.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// Longest wait between retries of a failed order.
+const RETRY_MAX: Duration = Duration::from_secs(3600);
+
+/// Largest share of the lifetime a renewal is moved earlier by, so that
+/// certificates obtained together are not all renewed at one instant.
+const JITTER: f64 = 0.02;
+
+/// See the module docs.
+pub(crate) struct Site {
+    /// Its names, lower case, sorted.
+    pub names: Vec<String>,
+    /// The names joined by spaces: the site's key in challenges, peer
+    /// messages and logs.
+    pub key: String,
+    state: parking_lot::Mutex<State>,
+    /// Wakes the task: a certificate arrived from another member.
+    wake: tokio::sync::Notify,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+struct State {
+    issued: Option<Issued>,
+    due: SystemTime,
+    retry: Duration,
+    last_error: Option<String>,
+}
+
+impl Site {
+    pub fn new(names: Vec<String>, acme: &Acme) -> Site {
+        let now = acme.clock.now();
+        let site = Site {
+            key: names.join(" "),
+            state: parking_lot::Mutex::new(State {
+                issued: None,
+                due: now,
+                retry: acme.cfg.retry,
+                last_error: None,
+            }),
+            wake: tokio::sync::Notify::new(),
+            stop: tokio::sync::watch::channel(false).0,
+            names,
+        };
+        if let Some(issued) = files::load(&acme.dir, &site.names, now) {
+            site.present(acme, issued);
+        }
+        site
+    }
+
+    /// What `/status` shows.
+    pub fn state(&self) -> SiteState {
+        let st = self.state.lock();
+        SiteState {
+            names: self.names.clone(),
+            not_after: st.issued.as_ref().map(|i| i.not_after),
+            next_order: Some(st.due),
+            last_error: st.last_error.clone(),
+            orderer: None,
+        }
+    }
+
+    /// The certificate presented, if any.
+    pub fn issued(&self) -> Option<Issued> {
+        self.state.lock().issued.clone()
+    }
+
+    /// Ends the task (the site was removed by a reload).
+    pub fn stop(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// Presents `issued` and makes its renewal the next due time.
+    fn present(&self, acme: &Acme, issued: Issued) {
+        acme.certs.install(&self.names, issued.key.clone());
+        let mut st = self.state.lock();
+        st.due = self.renewal(&issued, acme.cfg.renew_left);
+        st.retry = acme.cfg.retry;
+        st.last_error = None;
+        st.issued = Some(issued);
+    }
+
+    /// The renewal point, moved earlier by up to [`JITTER`] of the
+    /// lifetime, by a hash of the names and the certificate.
+    fn renewal(&self, issued: &Issued, renew_left: f64) -> SystemTime {
+        let at = issued.renewal(renew_left);
+        let life = issued
+            .not_after
+            .duration_since(issued.not_before)
+            .unwrap_or_default();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&self.key, &issued.chain_pem).hash(&mut h);
+        let share = (h.finish() % 1000) as f64 / 1000.0;
+        at.checked_sub(life.mul_f64(JITTER * share)).unwrap_or(at)
+    }
+
+    /// Takes a certificate another member sent (or this node fetched):
+    /// presented and stored if it is newer than the one presented.
+    pub fn take(&self, acme: &Acme, issued: Issued) -> bool {
+        if !issued.key.cert.is_empty() && self.newer(&issued) {
+            if let Err(e) = files::save(&acme.dir, &self.names, &issued) {
+                tracing::warn!(error = %e, names = ?self.names, "ACME: certificate not stored; it is presented until a restart");
+            }
+            self.present(acme, issued);
+            self.wake.notify_one();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn newer(&self, issued: &Issued) -> bool {
+        self.state
+            .lock()
+            .issued
+            .as_ref()
+            .is_none_or(|have| issued.not_after > have.not_after)
+    }
+
+    /// Starts the task (see the module docs).
+    pub fn start(
+        self: &Arc<Self>,
+        acme: Arc<Acme>,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let me = self.clone();
+        let mut stop = self.stop.subscribe();
+        tokio::spawn(async move {
+            loop {
+                loop {
+                    let due = me.state.lock().due;
+                    let Ok(wait) = due.duration_since(acme.clock.now()) else {
+                        break;
+                    };
+                    if wait.is_zero() {
+                        break;
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait.min(RECHECK)) => {}
+                        _ = me.wake.notified() => {}
+                        _ = shutdown.changed() => return,
+                        _ = stop.changed() => return,
+                    }
+                }
+                let outcome = tokio::select! {
+                    r = me.renew(&acme) => r,
+                    _ = shutdown.changed() => return,
+                    _ = stop.changed() => return,
+                };
+                acme.challenges.clear(&me.key);
+                match outcome {
+                    Ok(issued) => {
+                        if !me.take(&acme, issued) {
+                            // Nothing newer (the orderer has not renewed
+                            // yet): asked again after `retry`.
+                            me.failed(&acme, "the orderer has no newer certificate yet".into());
+                        }
+                    }
+                    Err(e) => me.failed(&acme, e),
+                }
+            }
+        });
+    }
+
+    fn failed(&self, acme: &Acme, e: String) {
+        let mut st = self.state.lock();
+        let retry = st.retry;
+        tracing::warn!(names = ?self.names, error = %e, retry_in = ?retry, "ACME: no new certificate this time; serving with what there is");
+        st.last_error = Some(e);
+        st.due = acme.clock.now() + retry;
+        st.retry = (retry * 2).min(RETRY_MAX);
+    }
+
+    /// One renewal: an order when this node orders the site, else the
+    /// orderer's certificate.
+    async fn renew(&self, acme: &Acme) -> Result<Issued, String> {
+        let orderer = acme.orderer(self);
+        if !acme.orders(self) {
+            return acme.fetch(self, &orderer).await;
+        }
+        acme.counters.inc(&acme.counters.acme_orders);
+        match self.order(acme).await {
+            Ok(issued) => {
+                acme.counters.inc(&acme.counters.acme_certificates_issued);
+                tracing::info!(names = ?self.names, "ACME: certificate obtained");
+                acme.share_certificate(self, &issued).await;
+                Ok(issued)
+            }
+            Err(e) => {
+                acme.counters.inc(&acme.counters.acme_failures);
+                Err(e)
+            }
+        }
+    }
+
+    /// One order, from account to certificate.
+    async fn order(&self, acme: &Acme) -> Result<Issued, String> {
+        let account = acme.account().await?;
+        let ids: Vec<Identifier> = self.names.iter().cloned().map(Identifier::Dns).collect();
+        let mut order = account
+            .new_order(&NewOrder::new(&ids))
+            .await
+            .map_err(|e| format!("new order: {e}"))?;
+        let kind = acme.challenge_kind();
+        if !acme.cfg.challenges.contains(&kind) {
+            return Err(format!(
+                "no allowed challenge is reachable: {} needs {}",
+                acme.cfg
+                    .challenges
+                    .iter()
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if kind == ChallengeKind::TlsAlpn01 {
+                    "a plain listener"
+                } else {
+                    "a TLS listener"
+                }
+            ));
+        }
+        let ty = match kind {
+            ChallengeKind::Http01 => ChallengeType::Http01,
+            ChallengeKind::TlsAlpn01 => ChallengeType::TlsAlpn01,
+        };
+        let mut authzs = order.authorizations();
+        while let Some(a) = authzs.next().await {
+            let mut a = a.map_err(|e| format!("authorization: {e}"))?;
+            if a.status == AuthorizationStatus::Valid {
+                continue;
+            }
+            let Identifier::Dns(name) = a.identifier().identifier.clone() else {
+                return Err("an identifier that is not a DNS name".into());
+            };
+            let mut ch = a
+                .challenge(ty.clone())
+                .ok_or_else(|| format!("{name}: the CA offers no {} challenge", kind.as_str()))?;
+            let ka = ch.key_authorization();
+            let answer = match kind {
+                ChallengeKind::Http01 => super::share::Answer::Http01 {
+                    token: ch.token.clone(),
+                    key_authorization: ka.as_str().to_string(),
+                },
+                ChallengeKind::TlsAlpn01 => super::share::Answer::TlsAlpn01 {
+                    name: name.clone(),
+                    digest: ka.digest().as_ref().to_vec(),
+                },
+            };
+            acme.put_answer(&self.key, &answer, None)?;
+            // Every member answers: the CA's validation may reach any.
+            acme.share_answer(self, &answer).await;
+            ch.set_ready()
+                .await
+                .map_err(|e| format!("{name}: challenge: {e}"))?;
+        }
+        let retries = RetryPolicy::new().timeout(Duration::from_secs(60));
+        let status = order
+            .poll_ready(&retries)
+            .await
+            .map_err(|e| format!("order: {e}"))?;
+        if status != OrderStatus::Ready {
+            let why = order
+                .state()
+                .error
+                .as_ref()
+                .map_or_else(|| format!("{status:?}"), |p| p.to_string());
+            return Err(format!("order not ready: {why}"));
+        }
+        let key = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
+        let mut params =
+            rcgen::CertificateParams::new(self.names.clone()).map_err(|e| e.to_string())?;
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        let csr = params.serialize_request(&key).map_err(|e| e.to_string())?;
+        order
+            .finalize_csr(csr.der())
+            .await
+            .map_err(|e| format!("finalize: {e}"))?;
+        let chain = order
+            .poll_certificate(&retries)
+            .await
+            .map_err(|e| format!("certificate: {e}"))?;
+        files::certified(chain, key.serialize_pem())
+    }
+}
