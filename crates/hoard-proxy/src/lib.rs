@@ -306,6 +306,11 @@ impl Proxy {
         }
     }
 
+    /// The running configuration.
+    pub fn config(&self) -> Arc<Config> {
+        self.pipeline.snapshot().cfg.clone()
+    }
+
     /// The last reload, if any.
     pub fn last_reload(&self) -> Option<ReloadRecord> {
         self.pipeline.last_reload.lock().clone()

@@ -90,7 +90,7 @@ pub enum Message {
 
 mod b64 {
     use base64::Engine;
-        pub fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(v))
     }
     pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
@@ -210,7 +210,9 @@ impl Acme {
                 chain,
                 sealed_key,
             }) if names == site.names => self.unseal(&names, chain, sealed_key),
-            _ => Err(format!("member {orderer}: an answer that is not a certificate")),
+            _ => Err(format!(
+                "member {orderer}: an answer that is not a certificate"
+            )),
         }
     }
 
@@ -252,7 +254,11 @@ impl Acme {
         let mut rest = rest.to_vec();
         let nonce = aead::Nonce::try_assume_unique_for_key(nonce).map_err(|e| e.to_string())?;
         let plain = key
-            .open_in_place(nonce, aead::Aad::from(names.join(" ").as_bytes()), &mut rest)
+            .open_in_place(
+                nonce,
+                aead::Aad::from(names.join(" ").as_bytes()),
+                &mut rest,
+            )
             .map_err(|_| "the key does not open with this cluster's secret")?;
         let key_pem = String::from_utf8(plain.to_vec()).map_err(|e| e.to_string())?;
         let issued = files::certified(chain, key_pem)?;

@@ -21,7 +21,9 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use instant_acme::{AuthorizationStatus, ChallengeType, Identifier, NewOrder, OrderStatus, RetryPolicy};
+use instant_acme::{
+    AuthorizationStatus, ChallengeType, Identifier, NewOrder, OrderStatus, RetryPolicy,
+};
 
 use super::files::{self, Issued};
 use super::{Acme, SiteState};
@@ -211,9 +213,9 @@ impl Site {
         acme.counters.inc(&acme.counters.acme_orders);
         match self.order(acme).await {
             Ok(issued) => {
-                acme.counters.inc(&acme.counters.acme_certificates_issued);
                 tracing::info!(names = ?self.names, "ACME: certificate obtained");
                 acme.share_certificate(self, &issued).await;
+                acme.counters.inc(&acme.counters.acme_certificates_issued);
                 Ok(issued)
             }
             Err(e) => {

@@ -415,9 +415,13 @@ impl Cluster {
             .parse()
             .map_err(|e| CallError::Failed(format!("{target}: {e}")))?;
         let mut headers = HeaderMap::new();
-        let signed = self
-            .key
-            .sign(self.node(), self.clock.now(), false, method.as_str(), target);
+        let signed = self.key.sign(
+            self.node(),
+            self.clock.now(),
+            false,
+            method.as_str(),
+            target,
+        );
         if let Ok(v) = HeaderValue::from_str(&signed) {
             headers.insert(FIELD.clone(), v);
         }
@@ -431,11 +435,7 @@ impl Cluster {
             method,
             uri,
             headers,
-            body: body.map(|b| {
-                http_body_util::Full::new(b)
-                    .map_err(|e| match e {})
-                    .boxed()
-            }),
+            body: body.map(|b| http_body_util::Full::new(b).map_err(|e| match e {}).boxed()),
             interim: None,
         };
         tokio::time::timeout(wait, async {

@@ -147,7 +147,11 @@ pub(crate) fn from_raw(
             }
         }
         if kinds.is_empty() {
-            return Err((Some(span), "acme.challenges", "at least one challenge".into()));
+            return Err((
+                Some(span),
+                "acme.challenges",
+                "at least one challenge".into(),
+            ));
         }
         cfg.challenges = kinds;
     }

@@ -1026,12 +1026,16 @@ impl Resolver<'_> {
                             .and_then(|certs| {
                                 // A name has one certificate, whichever
                                 // listener presents it.
-                                let mut all: Vec<Vec<String>> =
-                                    listeners.iter().flat_map(|l: &ListenerConfig| l.acme.clone()).collect();
+                                let mut all: Vec<Vec<String>> = listeners
+                                    .iter()
+                                    .flat_map(|l: &ListenerConfig| l.acme.clone())
+                                    .collect();
                                 all.extend(certs.iter().cloned());
                                 acme::check_distinct(&all).map(|()| certs)
                             })
-                            .map_err(|m| self.err(Some(span), format!("listener[{i}].tls.acme"), m))?;
+                            .map_err(|m| {
+                                self.err(Some(span), format!("listener[{i}].tls.acme"), m)
+                            })?;
                         (None, certs)
                     }
                     (_, _, Some(names)) => {

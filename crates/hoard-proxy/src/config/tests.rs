@@ -508,7 +508,10 @@ fn quick_http3_needs_tls() {
 fn quick_domains_make_an_acme_listener_and_a_redirect() {
     let q = QuickStart {
         upstream: "http://127.0.0.1:9".into(),
-        domains: vec!["Example.com, www.example.com".into(), "blog.example.org".into()],
+        domains: vec![
+            "Example.com, www.example.com".into(),
+            "blog.example.org".into(),
+        ],
         acme_email: Some("ops@example.com".into()),
         http3: true,
         ..Default::default()
@@ -521,7 +524,10 @@ fn quick_domains_make_an_acme_listener_and_a_redirect() {
     // Each --domain a certificate; commas join names in one.
     assert_eq!(
         c.listeners[1].acme,
-        [vec!["example.com", "www.example.com"], vec!["blog.example.org"]]
+        [
+            vec!["example.com", "www.example.com"],
+            vec!["blog.example.org"]
+        ]
     );
     // HTTP/3 on the HTTPS listener.
     assert!(c.listeners[1].http3 && !c.listeners[0].http3);

@@ -16,16 +16,18 @@ fn http3_listener(c: &mut hoard_proxy::config::Config) {
 }
 
 /// An HTTP/3 client connection to `proxy`, trusting the test CA.
-struct H3Client {
+pub(crate) struct H3Client {
     send: h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>,
     conn: quinn::Connection,
     _endpoint: quinn::Endpoint,
+    /// The `:authority` of every request: the server name connected to.
+    authority: String,
 }
 
 /// A response read whole over HTTP/3.
-struct H3Response {
-    head: http::response::Parts,
-    body: Vec<u8>,
+pub(crate) struct H3Response {
+    pub(crate) head: http::response::Parts,
+    pub(crate) body: Vec<u8>,
 }
 
 impl H3Client {
@@ -41,6 +43,15 @@ impl H3Client {
         roots
             .add(CertificateDer::from_pem_slice(ca).unwrap())
             .unwrap();
+        Self::connect_as(addr, "localhost", roots).await
+    }
+
+    /// A connection to `addr` for server name `name`, trusting `roots`.
+    pub(crate) async fn connect_as(
+        addr: std::net::SocketAddr,
+        name: &str,
+        roots: rustls::RootCertStore,
+    ) -> Result<H3Client, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])
@@ -52,7 +63,7 @@ impl H3Client {
         let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
         endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
         let conn = endpoint
-            .connect(addr, "localhost")
+            .connect(addr, name)
             .unwrap()
             .await
             .map_err(|e| e.to_string())?;
@@ -66,10 +77,16 @@ impl H3Client {
             send,
             conn,
             _endpoint: endpoint,
+            authority: name.to_owned(),
         })
     }
 
-    async fn request(&mut self, method: &str, path: &str, body: Option<&[u8]>) -> H3Response {
+    pub(crate) async fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+    ) -> H3Response {
         self.request_with(method, path, &[], body).await
     }
 
@@ -82,7 +99,7 @@ impl H3Client {
     ) -> H3Response {
         let mut req = http::Request::builder()
             .method(method)
-            .uri(format!("https://localhost{path}"));
+            .uri(format!("https://{}{path}", self.authority));
         for (n, v) in fields {
             req = req.header(*n, *v);
         }
@@ -244,6 +261,7 @@ async fn l00002_collapsed_waiters_ranges_and_purge_over_http3() {
             send: c.send.clone(),
             conn: c.conn.clone(),
             _endpoint: c._endpoint.clone(),
+            authority: c.authority.clone(),
         };
         tasks.push(tokio::spawn(async move {
             c.request("GET", "/cold", None).await

@@ -53,20 +53,63 @@ impl Pebble {
     /// As `start`, issuing certificates valid for `validity` seconds (0:
     /// pebble's default, five years).
     async fn start_with(dir: &Path, http_port: u16, tls_port: u16, validity: u64) -> Pebble {
-        let (Some(pebble), Some(chall)) = (
-            super::o_ops::which("pebble"),
-            super::o_ops::which("pebble-challtestsrv"),
-        ) else {
-            panic!("pebble is needed for this case: apt-get install pebble (./test installs it)");
-        };
+        Pebble::plan(dir).start(http_port, tls_port, validity).await
+    }
+
+    /// Its addresses and its HTTPS root, chosen before it starts (so that
+    /// proxies can be configured first).
+    fn plan(dir: &Path) -> PebblePlan {
         let ca = hoard_testkit::pki::TestCa::new();
         let api_root = dir.join("pebble-api-ca.pem");
         ca.write(&api_root);
         let (cert, key) = ca
             .issue(&["localhost", "127.0.0.1"])
             .write(dir, "pebble-api");
-        let (acme, management, dns, chall_mgmt) =
-            (free_port(), free_port(), free_port(), free_port());
+        let acme = free_port();
+        PebblePlan {
+            dir: dir.to_path_buf(),
+            directory: format!("https://127.0.0.1:{acme}/dir"),
+            acme,
+            management: free_port(),
+            api_root,
+            cert,
+            key,
+        }
+    }
+}
+
+/// A pebble not started yet.
+struct PebblePlan {
+    dir: std::path::PathBuf,
+    directory: String,
+    acme: u16,
+    management: u16,
+    api_root: std::path::PathBuf,
+    cert: std::path::PathBuf,
+    key: std::path::PathBuf,
+}
+
+impl PebblePlan {
+    /// Starts it validating HTTP-01 on `http_port` and TLS-ALPN-01 on
+    /// `tls_port`, issuing for `validity` seconds (0: five years).
+    async fn start(self, http_port: u16, tls_port: u16, validity: u64) -> Pebble {
+        let PebblePlan {
+            dir,
+            directory,
+            acme,
+            management,
+            api_root,
+            cert,
+            key,
+        } = self;
+        let dir = dir.as_path();
+        let (Some(pebble), Some(chall)) = (
+            super::o_ops::which("pebble"),
+            super::o_ops::which("pebble-challtestsrv"),
+        ) else {
+            panic!("pebble is needed for this case: apt-get install pebble (./test installs it)");
+        };
+        let (dns, chall_mgmt) = (free_port(), free_port());
         let config = serde_json::json!({"pebble": {
             "listenAddress": format!("127.0.0.1:{acme}"),
             "managementListenAddress": format!("127.0.0.1:{management}"),
@@ -114,14 +157,16 @@ impl Pebble {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         Pebble {
-            directory: format!("https://127.0.0.1:{acme}/dir"),
+            directory,
             management,
             api_root,
             _dns: dns_proc,
             _ca: ca_proc,
         }
     }
+}
 
+impl Pebble {
     /// The root pebble issues from (made anew at each start).
     async fn issuing_root(&self) -> CertificateDer<'static> {
         let pem = get_over_tls(
@@ -205,13 +250,15 @@ fn acme_config(
     tls_port: u16,
     names: &[&str],
 ) {
-    acme_sites(c, pebble, dir, http_port, tls_port, &[names]);
+    let ca = (pebble.directory.as_str(), pebble.api_root.as_path());
+    acme_sites(c, ca, dir, http_port, tls_port, &[names]);
 }
 
-/// As [`acme_config`], with one certificate for each list of `certs`.
+/// As [`acme_config`], with one certificate for each list of `certs`,
+/// from the CA `ca` (its directory URL and the root of its HTTPS).
 fn acme_sites(
     c: &mut hoard_proxy::config::Config,
-    pebble: &Pebble,
+    ca: (&str, &Path),
     dir: &Path,
     http_port: Option<u16>,
     tls_port: u16,
@@ -232,8 +279,8 @@ fn acme_sites(
         }
         None => c.listeners = vec![acme_listener],
     }
-    c.acme.directory = pebble.directory.clone();
-    c.acme.ca_root = Some(pebble.api_root.clone());
+    c.acme.directory = ca.0.to_string();
+    c.acme.ca_root = Some(ca.1.to_path_buf());
     c.acme.dir = Some(dir.join("acme"));
 }
 
@@ -549,5 +596,249 @@ async fn m00005_renewal_swapped_in_under_an_open_connection() {
             .unwrap(),
         b"r"
     );
+    origin.finish().await;
+}
+
+/// The root store of one certificate.
+fn roots_of(root: &CertificateDer<'static>) -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(root.clone()).unwrap();
+    roots
+}
+
+// m00006: one certificate per name and one per site (a SAN list), picked
+// by SNI on one listener; the listener serves HTTP/3 with them too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m00006_a_certificate_per_site_chosen_by_sni_over_tcp_and_quic() {
+    let t = Test::new("m00006");
+    let (http_port, tls_port) = (free_port(), free_port());
+    let pebble = Pebble::start(t.dir(), http_port, tls_port).await;
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            // One fill per site name: a6 over TCP, www.b6 over QUIC.
+            for host in ["a6.example.com", "www.b6.example.com"] {
+                let req = s.rxreq().await;
+                req.expect_url("/s");
+                req.expect_header("host", host);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body("site")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let dir = t.dir().to_path_buf();
+    let ca = (pebble.directory.as_str(), pebble.api_root.as_path());
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .admin()
+        .config(|c| {
+            acme_sites(
+                c,
+                ca,
+                &dir,
+                Some(http_port),
+                tls_port,
+                &[
+                    &["a6.example.com"],
+                    &["b6.example.com", "www.b6.example.com"],
+                ],
+            );
+            c.listeners[1].http3 = true;
+        })
+        .start()
+        .await;
+    proxy.wait_counter("acme_certificates_issued", 2).await;
+    assert_eq!(proxy.counter("acme_orders"), 2);
+    let root = pebble.issuing_root().await;
+    let tls = SocketAddr::from(([127, 0, 0, 1], tls_port));
+    let a = presented(tls, "a6.example.com", &root).await;
+    let b = presented(tls, "b6.example.com", &root).await;
+    let www_b = presented(tls, "www.b6.example.com", &root).await;
+    assert_ne!(a, b, "a certificate per site");
+    assert_eq!(b, www_b, "one certificate for the site's names");
+    for name in ["a6.example.com", "b6.example.com"] {
+        assert!(t.dir().join("acme").join(name).join("cert.pem").exists());
+    }
+    // Over QUIC, SNI picks the same way: www.b6 fills, a6 is a hit of the
+    // TCP fill above.
+    assert_eq!(
+        get_over_tls(tls, "a6.example.com", &root, "/s")
+            .await
+            .unwrap(),
+        b"site"
+    );
+    for name in ["www.b6.example.com", "a6.example.com"] {
+        let mut h3 = super::l_http3::H3Client::connect_as(tls, name, roots_of(&root))
+            .await
+            .unwrap_or_else(|e| panic!("{name} over QUIC: {e}"));
+        let r = h3.request("GET", "/s", None).await;
+        assert_eq!(
+            (r.head.status.as_u16(), r.body.as_slice()),
+            (200, &b"site"[..])
+        );
+    }
+    // /status lists both certificates with their expiry.
+    let st = t.client(proxy.admin()).get("/status").send().await;
+    let v: serde_json::Value = serde_json::from_slice(&st.body).unwrap();
+    let certs = v["acme"]["certificates"].as_array().unwrap();
+    assert_eq!(certs.len(), 2, "{v}");
+    assert_eq!(certs[1]["names"][1], "www.b6.example.com");
+    assert!(certs.iter().all(|c| c["not_after"].is_string()), "{v}");
+    origin.finish().await;
+}
+
+// m00007: a reload that adds a certificate orders it without a restart
+// (the certificate already there is not ordered again); one that removes
+// a certificate stops presenting it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m00007_a_reload_orders_an_added_certificate_and_drops_a_removed_one() {
+    let t = Test::new("m00007");
+    let (http_port, tls_port) = (free_port(), free_port());
+    let pebble = Pebble::start(t.dir(), http_port, tls_port).await;
+    let origin = t.origin().start().await;
+    let dir = t.dir().to_path_buf();
+    let ca = (pebble.directory.as_str(), pebble.api_root.as_path());
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .admin()
+        .config(|c| {
+            acme_sites(
+                c,
+                ca,
+                &dir,
+                Some(http_port),
+                tls_port,
+                &[&["a7.example.com"]],
+            )
+        })
+        .start()
+        .await;
+    proxy.wait_counter("acme_certificates_issued", 1).await;
+    let root = pebble.issuing_root().await;
+    let tls = SocketAddr::from(([127, 0, 0, 1], tls_port));
+    let a = presented(tls, "a7.example.com", &root).await;
+    assert!(connect_tls(tls, "c7.example.com", &root).await.is_err());
+
+    let mut cfg = (*proxy.proxy().config()).clone();
+    cfg.listeners[1].acme.push(vec!["c7.example.com".into()]);
+    proxy.proxy().reload(cfg.clone()).unwrap();
+    proxy.wait_counter("acme_certificates_issued", 2).await;
+    assert_eq!(proxy.counter("acme_orders"), 2, "a7 is not ordered again");
+    let c = presented(tls, "c7.example.com", &root).await;
+    assert_ne!(a, c);
+    assert_eq!(presented(tls, "a7.example.com", &root).await, a);
+
+    cfg.listeners[1].acme.remove(0);
+    proxy.proxy().reload(cfg).unwrap();
+    let e = connect_tls(tls, "a7.example.com", &root).await.err();
+    assert!(
+        e.as_deref().is_some_and(|e| e.contains("certificate")),
+        "a7 is no longer presented: {e:?}"
+    );
+    assert_eq!(presented(tls, "c7.example.com", &root).await, c);
+    let st = t.client(proxy.admin()).get("/status").send().await;
+    let v: serde_json::Value = serde_json::from_slice(&st.body).unwrap();
+    assert_eq!(
+        v["acme"]["certificates"].as_array().unwrap().len(),
+        1,
+        "{v}"
+    );
+    assert_eq!(v["acme"]["certificates"][0]["names"][0], "c7.example.com");
+    origin.finish().await;
+}
+
+// m00008: in a cluster one member orders a certificate; the CA validates
+// the challenge at the other member (which answers it with what the
+// orderer sent), and the certificate reaches that member too: both
+// present the same certificate, one order in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m00008_one_member_orders_any_member_answers_all_present_it() {
+    let t = Test::new("m00008");
+    let plan = Pebble::plan(t.dir());
+    let origin = t.origin().start().await;
+    let (ports, tls_ports) = ([free_port(), free_port()], [free_port(), free_port()]);
+    let members: Vec<hoard_proxy::config::cluster::Member> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| hoard_proxy::config::cluster::Member {
+            name: format!("n{}", i + 1),
+            addr: SocketAddr::from(([127, 0, 0, 1], *p)),
+            weight: 1.0,
+        })
+        .collect();
+    let (directory, api_root, dir) = (
+        plan.directory.clone(),
+        plan.api_root.clone(),
+        t.dir().to_path_buf(),
+    );
+    let tune = move |i: usize, c: &mut hoard_proxy::config::Config| {
+        let node_dir = dir.join(format!("n{}", i + 1));
+        acme_sites(
+            c,
+            (&directory, &api_root),
+            &node_dir,
+            None,
+            tls_ports[i],
+            &[&["k8.example.com"]],
+        );
+        // `acme_sites` with no plain port made the ACME listener the only
+        // one; the member's own listener comes first again.
+        let acme_listener = c.listeners.remove(0);
+        c.listeners = vec![
+            hoard_proxy::config::ListenerConfig {
+                address: SocketAddr::from(([127, 0, 0, 1], ports[i])),
+                ..Default::default()
+            },
+            acme_listener,
+        ];
+    };
+    let mut nodes = Vec::new();
+    for i in 0..2 {
+        nodes.push(super::i_cluster::member(&t, &origin, &members, i, 0, |_| {}, &tune).await);
+    }
+    // The CA is not up yet: the orderer's first order fails.
+    let st = t.client(nodes[0].admin()).get("/status").send().await;
+    let v: serde_json::Value = serde_json::from_slice(&st.body).unwrap();
+    let orderer = v["acme"]["certificates"][0]["orderer"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (o, other) = if orderer == "n1" { (0, 1) } else { (1, 0) };
+    nodes[o].wait_counter("acme_failures", 1).await;
+    // The CA validates HTTP-01 at the member that did not order.
+    let pebble = plan.start(ports[other], tls_ports[other], 0).await;
+    t.clock.advance(std::time::Duration::from_secs(61));
+    nodes[o].wait_counter("acme_certificates_issued", 1).await;
+    assert_eq!(nodes[other].counter("acme_orders"), 0);
+    assert_eq!(nodes[o].counter("acme_challenges_answered"), 0);
+    assert!(nodes[other].counter("acme_challenges_answered") >= 1);
+    let root = pebble.issuing_root().await;
+    let at = |i: usize| SocketAddr::from(([127, 0, 0, 1], tls_ports[i]));
+    let by_orderer = presented(at(o), "k8.example.com", &root).await;
+    assert_eq!(
+        presented(at(other), "k8.example.com", &root).await,
+        by_orderer
+    );
+    // Stored on both (a restart of either presents it).
+    for i in [o, other] {
+        let stored = t
+            .dir()
+            .join(format!("n{}/acme/k8.example.com/key.pem", i + 1));
+        assert!(stored.exists(), "{}", stored.display());
+    }
+    // A member's ACME endpoint takes nothing unsigned.
+    let r = t
+        .client(&nodes[other])
+        .post("/.hoard/cluster/acme")
+        .body("{\"fetch\":{\"site\":[\"k8.example.com\"]}}")
+        .send()
+        .await;
+    r.expect_status(403);
     origin.finish().await;
 }
