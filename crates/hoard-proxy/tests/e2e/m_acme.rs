@@ -454,6 +454,13 @@ async fn m00003_an_unreachable_ca_is_reported_and_retried() {
     let next = httpdate::parse_http_date(acme["next_order"].as_str().unwrap()).unwrap();
     let ahead = next.duration_since(t.clock.now()).unwrap().as_secs();
     assert!((119..=120).contains(&ahead), "{ahead} s: {acme}");
+    // The dashboard shows the name, the failure and the next try.
+    let page = super::o_ops::settled_dashboard(&t, &proxy).await;
+    assert_eq!(page["acme.certificates.0.names.0"], "c.example.com");
+    assert!(page["acme.certificates.0.last_error"].contains("Connection refused"));
+    assert_eq!(page["acme.certificates.0.next_order"], acme["next_order"]);
+    assert_eq!(page["acme.failures"], "2");
+    assert!(!page.contains_key("acme.certificates.0.not_after"), "no expiry yet");
     origin.finish().await;
 }
 
@@ -689,6 +696,13 @@ async fn m00006_a_certificate_per_site_chosen_by_sni_over_tcp_and_quic() {
     assert_eq!(certs.len(), 2, "{v}");
     assert_eq!(certs[1]["names"][1], "www.b6.example.com");
     assert!(certs.iter().all(|c| c["not_after"].is_string()), "{v}");
+    // The dashboard lists both, each with its names and expiry.
+    let page = super::o_ops::settled_dashboard(&t, &proxy).await;
+    assert_eq!(page["acme.certificates.0.names.0"], "a6.example.com");
+    assert_eq!(page["acme.certificates.1.names.1"], "www.b6.example.com");
+    assert_eq!(page["acme.certificates.1.not_after"], certs[1]["not_after"]);
+    assert_eq!(page["acme.issued"], "2");
+    assert!(!page.contains_key("acme.certificates.1.last_error"));
     origin.finish().await;
 }
 
