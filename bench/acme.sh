@@ -328,7 +328,7 @@ report_start acme
     echo "# Automatic HTTPS over ACME against pebble ($(date -u +%Y-%m-%d))"
     echo
     machine_line
-    echo "- hoard $git_rev (built $(hoard_built)), \`--threads 1\` on CPU $HOARD_CPU; pebble $PEBBLE_VERSION (PEBBLE_VA_NOSLEEP=1, PEBBLE_AUTHZREUSE=0), curl and openssl on CPU $CLIENT_CPU"
+    echo "- $("$HOARD_BIN" --version 2>/dev/null || echo "hoard $git_rev") (built $(hoard_built)), \`--threads 1\` on CPU $HOARD_CPU; pebble $PEBBLE_VERSION (PEBBLE_VA_NOSLEEP=1, PEBBLE_AUTHZREUSE=0), curl and openssl on CPU $CLIENT_CPU"
     echo "- time to first HTTPS response: from spawning hoard until curl (every 10 ms; verifying against pebble's root, SNI $DOMAIN) gets a 200 over HTTPS; $RUNS starts per row"
     echo
     echo "| start | first HTTPS response, median | min | max | ACME orders |"

@@ -460,7 +460,10 @@ async fn m00003_an_unreachable_ca_is_reported_and_retried() {
     assert!(page["acme.certificates.0.last_error"].contains("Connection refused"));
     assert_eq!(page["acme.certificates.0.next_order"], acme["next_order"]);
     assert_eq!(page["acme.failures"], "2");
-    assert!(!page.contains_key("acme.certificates.0.not_after"), "no expiry yet");
+    assert!(
+        !page.contains_key("acme.certificates.0.not_after"),
+        "no expiry yet"
+    );
     origin.finish().await;
 }
 
