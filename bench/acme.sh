@@ -89,20 +89,7 @@ ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); } # start-ns: millisecond
 # ------------------------------------------------------------------ origin ----
 mkdir -p "$RUN/www"
 echo "hello over https" >"$RUN/www/index.html"
-{
-    nginx_common origin
-    cat <<EOF
-http {
-    access_log off;
-$(nginx_temp_paths origin)
-    server {
-        listen 127.0.0.1:$ORIGIN_PORT;
-        root $RUN/www;
-        location / { add_header Cache-Control "max-age=3600"; }
-    }
-}
-EOF
-} >"$RUN/origin.conf"
+write_static_origin
 start_nginx origin taskset -c "$CLIENT_CPU"
 wait_port "$ORIGIN_PORT" origin "$STARTED_PID"
 

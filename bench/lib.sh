@@ -202,6 +202,24 @@ start_nginx() { # name [cpu-prefix...]: check and start $RUN/name.conf; sets STA
     spawn "$RUN/$name/stdout.log" "$@" nginx -e "$RUN/$name/error.log" -c "$RUN/$name.conf"
 }
 
+write_static_origin() { # write $RUN/origin.conf: nginx serving $RUN/www on
+    # $ORIGIN_PORT with Cache-Control max-age=3600 (the origin of the TLS benches)
+    {
+        nginx_common origin
+        cat <<EOF
+http {
+    access_log off;
+$(nginx_temp_paths origin)
+    server {
+        listen 127.0.0.1:$ORIGIN_PORT;
+        root $RUN/www;
+        location / { add_header Cache-Control "max-age=3600"; }
+    }
+}
+EOF
+    } >"$RUN/origin.conf"
+}
+
 start_nginx_proxy_cache() { # name port access_log-directive [cpu]: the nginx
     # proxy_cache in front of $ORIGIN_PORT that hit.sh and ops.sh measure;
     # sets NGINX_MASTER and NGINX_WORKER (its one worker process).

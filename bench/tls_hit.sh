@@ -55,20 +55,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
 mkdir -p "$RUN/www"
 head -c 1024 /dev/urandom >"$RUN/www/1k"
 head -c 65536 /dev/urandom >"$RUN/www/64k"
-{
-    nginx_common origin
-    cat <<EOF
-http {
-    access_log off;
-$(nginx_temp_paths origin)
-    server {
-        listen 127.0.0.1:$ORIGIN_PORT;
-        root $RUN/www;
-        location / { add_header Cache-Control "max-age=3600"; }
-    }
-}
-EOF
-} >"$RUN/origin.conf"
+write_static_origin
 start_nginx origin
 wait_port "$ORIGIN_PORT" origin "$STARTED_PID"
 
