@@ -129,6 +129,9 @@ counters! {
     acme_failures,
     /// HTTP-01 challenge requests answered by hoard itself.
     acme_challenges_answered,
+    /// ACME certificates taken from the cluster's bus (kept there by the
+    /// member that ordered them) instead of ordered or fetched.
+    acme_certificates_from_bus,
     /// Client connections closed at once: `max_connections` were open.
     connections_refused,
     /// Connections that had sent nothing, closed to make room for a new one

@@ -18,6 +18,13 @@
 //! key derived from the cluster secret, the site's names as associated
 //! data); unsigned requests, and any request on a node without a
 //! cluster, get 403.
+//!
+//! With a Redis/Valkey bus (`[cluster.bus]`) the orderer also keeps the
+//! certificate message there (`PREFIX:value:acme:<names>`, the key sealed
+//! as above), and every member looks there first when its copy is missing
+//! or due: a member that was down or joined later takes it even when the
+//! orderer is gone, and a new orderer does not order again a certificate
+//! that is not due.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +42,11 @@ pub const PATH: &str = "/.hoard/cluster/acme";
 
 /// How long a member is given to take a message.
 const WAIT: Duration = Duration::from_secs(5);
+
+/// The bus key of a site's certificate.
+fn bus_key(site: &Site) -> String {
+    format!("acme:{}", site.key)
+}
 
 /// What the key sealing is derived for.
 const SEALING: &str = "hoard acme certificate key";
@@ -179,10 +191,47 @@ impl Acme {
         }
         match self.certificate_message(site, issued) {
             Ok(msg) => {
+                self.keep_on_bus(site, &msg).await;
                 let n = self.tell_members(&msg).await;
                 tracing::info!(names = ?site.names, members = n, "ACME: certificate sent to the members");
             }
             Err(e) => tracing::warn!(error = %e, "ACME: certificate not sent to the members"),
+        }
+    }
+
+    /// With a Redis/Valkey bus, keeps the certificate message there too:
+    /// a member that missed the push (down, or started later) takes it
+    /// from there even when the orderer is gone.
+    async fn keep_on_bus(&self, site: &Site, msg: &Message) {
+        let Some(bus) = self.cluster.as_ref().and_then(|c| c.bus.as_ref()) else {
+            return;
+        };
+        let value = serde_json::to_vec(msg).unwrap_or_default();
+        if let Err(e) = bus.put_value(&bus_key(site), &value).await {
+            tracing::warn!(error = %e, names = ?site.names, "ACME: certificate not kept on the bus; members fetch it from the orderer");
+        }
+    }
+
+    /// The certificate kept on the bus for `site`, if there is a bus and
+    /// one for the same names that this cluster's secret opens.
+    pub(crate) async fn from_bus(&self, site: &Site) -> Result<Option<Issued>, String> {
+        let Some(bus) = self.cluster.as_ref().and_then(|c| c.bus.as_ref()) else {
+            return Ok(None);
+        };
+        let Some(value) = bus
+            .value(&bus_key(site))
+            .await
+            .map_err(|e| format!("bus: {e}"))?
+        else {
+            return Ok(None);
+        };
+        match serde_json::from_slice(&value) {
+            Ok(Message::Certificate {
+                site: names,
+                chain,
+                sealed_key,
+            }) if names == site.names => self.unseal(&names, chain, sealed_key).map(Some),
+            _ => Err("bus: a value that is not this certificate".into()),
         }
     }
 

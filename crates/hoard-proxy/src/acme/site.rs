@@ -39,6 +39,16 @@ const RETRY_MAX: Duration = Duration::from_secs(3600);
 /// certificates obtained together are not all renewed at one instant.
 const JITTER: f64 = 0.02;
 
+/// Where a site's new certificate came from (a renewal's outcome).
+enum Renewed {
+    /// This node ordered it from the CA.
+    Ordered(Issued),
+    /// A member kept it on the cluster's bus.
+    FromBus(Issued),
+    /// The orderer answered a fetch.
+    FromOrderer(Issued),
+}
+
 /// See the module docs.
 pub(crate) struct Site {
     /// Its names, lower case, sorted.
@@ -181,7 +191,19 @@ impl Site {
                 };
                 acme.challenges.clear(&me.key);
                 match outcome {
-                    Ok(issued) => {
+                    Ok(Renewed::Ordered(issued)) => {
+                        // Presented here first, then sent to the members.
+                        me.take(&acme, issued.clone());
+                        acme.share_certificate(&me, &issued).await;
+                        acme.counters.inc(&acme.counters.acme_certificates_issued);
+                    }
+                    Ok(Renewed::FromBus(issued)) => {
+                        if me.take(&acme, issued) {
+                            tracing::info!(names = ?me.names, "ACME: certificate taken from the bus");
+                            acme.counters.inc(&acme.counters.acme_certificates_from_bus);
+                        }
+                    }
+                    Ok(Renewed::FromOrderer(issued)) => {
                         if !me.take(&acme, issued) {
                             // Nothing newer (the orderer has not renewed
                             // yet): asked again after `retry`.
@@ -203,20 +225,32 @@ impl Site {
         st.retry = (retry * 2).min(RETRY_MAX);
     }
 
-    /// One renewal: an order when this node orders the site, else the
-    /// orderer's certificate.
-    async fn renew(&self, acme: &Acme) -> Result<Issued, String> {
+    /// One renewal: a certificate kept on the bus that is not due, else
+    /// an order when this node orders the site, else the orderer's
+    /// certificate.
+    async fn renew(&self, acme: &Acme) -> Result<Renewed, String> {
+        // Taken first, whoever orders: no order, and no need of the orderer.
+        match acme.from_bus(self).await {
+            Ok(Some(issued))
+                if self.newer(&issued)
+                    && self.renewal(&issued, acme.cfg.renew_left) > acme.clock.now() =>
+            {
+                return Ok(Renewed::FromBus(issued));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(names = ?self.names, error = %e, "ACME: no certificate from the bus")
+            }
+        }
         let orderer = acme.orderer(self);
         if !acme.orders(self) {
-            return acme.fetch(self, &orderer).await;
+            return acme.fetch(self, &orderer).await.map(Renewed::FromOrderer);
         }
         acme.counters.inc(&acme.counters.acme_orders);
         match self.order(acme).await {
             Ok(issued) => {
                 tracing::info!(names = ?self.names, "ACME: certificate obtained");
-                acme.share_certificate(self, &issued).await;
-                acme.counters.inc(&acme.counters.acme_certificates_issued);
-                Ok(issued)
+                Ok(Renewed::Ordered(issued))
             }
             Err(e) => {
                 acme.counters.inc(&acme.counters.acme_failures);

@@ -286,6 +286,7 @@ fn acme_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
         "certificates": certificates,
         "orders": n(&p.counters.acme_orders),
         "issued": n(&p.counters.acme_certificates_issued),
+        "from_bus": n(&p.counters.acme_certificates_from_bus),
         "failures": n(&p.counters.acme_failures),
         "challenges_answered": n(&p.counters.acme_challenges_answered),
     })

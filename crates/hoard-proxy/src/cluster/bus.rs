@@ -10,6 +10,8 @@
 //! member applied: its name and the last entry id applied). The hash
 //! `PREFIX:applied` keeps each member's position for `/status` after a
 //! restart.
+//! `PREFIX:value:KEY` holds values members share beside the log (the
+//! ACME certificates, their private keys sealed: `acme::share`).
 //!
 //! * **Purging** ([`Bus::publish`]): the taking node applies the purge
 //!   itself, `XADD`s it (trimming entries older than `max_age`), and waits
@@ -94,6 +96,8 @@ pub struct Bus {
     members_hash: String,
     max_age: Duration,
     on_loss: OnBusLoss,
+    /// Keys of values members share beside the log ([`Bus::put_value`]).
+    values_prefix: String,
     /// Where the cursor is persisted (none without disk zones).
     cursor_file: Option<PathBuf>,
     /// For commands that do not block (XADD, acks), once connected.
@@ -138,6 +142,7 @@ impl Bus {
             acks: format!("{}:acks", cfg.prefix),
             applied_hash: format!("{}:applied", cfg.prefix),
             members_hash: format!("{}:members", cfg.prefix),
+            values_prefix: format!("{}:value:", cfg.prefix),
             max_age: cfg.max_age,
             on_loss: cfg.on_loss,
             cursor_file: zone_dir.map(|d| d.join(CURSOR_FILE)),
@@ -277,6 +282,33 @@ impl Bus {
                 .await?;
         }
         Ok(alive)
+    }
+
+    /// Keeps `value` under `key` for every member (`PREFIX:value:KEY`):
+    /// what one member made and the others take without asking it, such
+    /// as an ACME certificate. The last write wins.
+    ///
+    /// # Errors
+    /// When the bus cannot be reached.
+    pub async fn put_value(&self, key: &str, value: &[u8]) -> redis::RedisResult<()> {
+        let mut c = self.conn().await?;
+        redis::cmd("SET")
+            .arg(format!("{}{key}", self.values_prefix))
+            .arg(value)
+            .query_async::<()>(&mut c)
+            .await
+    }
+
+    /// The value kept under `key`, if any (see [`Bus::put_value`]).
+    ///
+    /// # Errors
+    /// When the bus cannot be reached.
+    pub async fn value(&self, key: &str) -> redis::RedisResult<Option<Vec<u8>>> {
+        let mut c = self.conn().await?;
+        redis::cmd("GET")
+            .arg(format!("{}{key}", self.values_prefix))
+            .query_async(&mut c)
+            .await
     }
 
     /// Appends a purge (already applied here) to the log and waits until

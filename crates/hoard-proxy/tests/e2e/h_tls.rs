@@ -296,7 +296,18 @@ async fn h00012_http2_batched_writes_keep_every_stream_whole() {
             .start()
             .await
     };
-    let proxy = t.proxy().origin(&origin).config(tls_listener).start().await;
+    // The origin holds /late until every hit is read (a barrier, not a
+    // timer): the read timeout must outlast 33 MiB over TLS on a busy
+    // machine, so the kit's 5 s is raised here.
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| {
+            tls_listener(c);
+            c.upstreams[0].read_timeout = std::time::Duration::from_secs(60);
+        })
+        .start()
+        .await;
     let send = h2_over_tls(&proxy).await;
     let get = |path: &str| {
         let mut send = send.clone();
