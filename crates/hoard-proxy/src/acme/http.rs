@@ -10,8 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::Request;
 use instant_acme::{BodyWrapper, BytesResponse, Error, HttpClient};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::ServerName;
 
 /// See the module docs.
 #[derive(Clone)]
@@ -27,20 +26,10 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// A client trusting the system's roots and, if given, the PEM
-    /// certificates in `extra_root`. Errors name the file.
+    /// certificates in `extra_root` (as origin TLS does). Errors name the
+    /// file.
     pub fn new(extra_root: Option<&std::path::Path>) -> Result<Client, String> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        if let Some(path) = extra_root {
-            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-                .and_then(|i| i.collect::<Result<_, _>>())
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            for c in certs {
-                roots
-                    .add(c)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-            }
-        }
+        let roots = crate::upstream::tls::roots(extra_root)?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let cfg = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()

@@ -19,7 +19,7 @@
 //! metrics and `Cache-Status` (`detail=tls-untrusted`, ...); a TLS server
 //! is never reached over plaintext instead.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -143,7 +143,7 @@ impl TlsFailure {
 }
 
 /// Reads a PEM certificate chain; errors name the file.
-fn certs(path: &PathBuf) -> Result<Vec<CertificateDer<'static>>, String> {
+fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
         .map_err(|e| format!("{}: {e}", path.display()))?
         .collect::<Result<_, _>>()
@@ -154,19 +154,27 @@ fn certs(path: &PathBuf) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
-/// The system's roots, or the compiled-in Mozilla roots where the system
-/// has none.
-fn system_roots() -> rustls::RootCertStore {
+/// The roots a TLS client of hoard trusts (to origins, and to an ACME
+/// CA): the system's, or the compiled-in Mozilla roots where the system
+/// has none, plus the PEM certificates in `extra` (a private CA).
+/// Errors name the file.
+pub(crate) fn roots(extra: Option<&Path>) -> Result<rustls::RootCertStore, String> {
     let mut roots = rustls::RootCertStore::empty();
     let found = rustls_native_certs::load_native_certs();
     let (added, _) = roots.add_parsable_certificates(found.certs);
     if added == 0 {
         tracing::warn!(
-            "origin TLS: no trusted certificate in the system's store; using the compiled-in Mozilla roots"
+            "TLS client: no trusted certificate in the system's store; using the compiled-in Mozilla roots"
         );
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     }
-    roots
+    if let Some(ca) = extra {
+        let (added, _) = roots.add_parsable_certificates(certs(ca)?);
+        if added == 0 {
+            return Err(format!("{}: no usable CA certificate", ca.display()));
+        }
+    }
+    Ok(roots)
 }
 
 /// The settings and the bytes of every file they name.
@@ -190,14 +198,7 @@ pub fn build(settings: &TlsSettings) -> Result<OriginTls, String> {
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
     let builder = if settings.verify {
-        let mut roots = system_roots();
-        if let Some(ca) = &settings.ca {
-            let (added, _) = roots.add_parsable_certificates(certs(ca)?);
-            if added == 0 {
-                return Err(format!("{}: no usable CA certificate", ca.display()));
-            }
-        }
-        builder.with_root_certificates(roots)
+        builder.with_root_certificates(roots(settings.ca.as_deref())?)
     } else {
         builder
             .dangerous()
