@@ -91,6 +91,9 @@ pub struct SiteState {
     pub last_error: Option<String>,
     /// The member that orders it (in a cluster).
     pub orderer: Option<String>,
+    /// The challenge its next order answers (the last one that worked,
+    /// or the next reachable one after a failed validation).
+    pub challenge: Option<ChallengeKind>,
 }
 
 /// See the module docs.
@@ -218,6 +221,7 @@ impl Acme {
             .map(|s| {
                 let mut st = s.state();
                 st.orderer = self.cluster.as_ref().map(|_| self.orderer(s).to_string());
+                st.challenge = s.challenge(&self.reachable_challenges());
                 st
             })
             .collect()
@@ -239,13 +243,18 @@ impl Acme {
         self.sites.lock().iter().find(|s| s.names == names).cloned()
     }
 
-    /// The challenge this node answers with.
-    fn challenge_kind(&self) -> ChallengeKind {
+    /// The challenges this node can answer, in the order they are tried:
+    /// HTTP-01 when allowed and there is a plain listener, then
+    /// TLS-ALPN-01 when allowed (every ACME listener is a TLS one).
+    fn reachable_challenges(&self) -> Vec<ChallengeKind> {
+        let mut kinds = Vec::with_capacity(2);
         if self.http01.load(Ordering::Relaxed) {
-            ChallengeKind::Http01
-        } else {
-            ChallengeKind::TlsAlpn01
+            kinds.push(ChallengeKind::Http01);
         }
+        if self.cfg.challenges.contains(&ChallengeKind::TlsAlpn01) {
+            kinds.push(ChallengeKind::TlsAlpn01);
+        }
+        kinds
     }
 
     /// The account: its stored credentials if they are for this CA, else

@@ -67,6 +67,10 @@ struct State {
     due: SystemTime,
     retry: Duration,
     last_error: Option<String>,
+    /// The challenge to answer first: the one that last worked, or after
+    /// a failed validation the next reachable one (a blocked port 80 makes
+    /// the next order use TLS-ALPN-01 on 443).
+    prefer: Option<ChallengeKind>,
 }
 
 impl Site {
@@ -79,6 +83,7 @@ impl Site {
                 due: now,
                 retry: acme.cfg.retry,
                 last_error: None,
+                prefer: None,
             }),
             wake: tokio::sync::Notify::new(),
             stop: tokio::sync::watch::channel(false).0,
@@ -99,7 +104,27 @@ impl Site {
             next_order: Some(st.due),
             last_error: st.last_error.clone(),
             orderer: None,
+            challenge: None,
         }
+    }
+
+    /// The challenge the next order answers, out of `reachable` (see
+    /// `State::prefer`).
+    pub fn challenge(&self, reachable: &[ChallengeKind]) -> Option<ChallengeKind> {
+        let prefer = self.state.lock().prefer;
+        prefer
+            .filter(|k| reachable.contains(k))
+            .or_else(|| reachable.first().copied())
+    }
+
+    /// The CA could not validate `kind`: the next order tries the next
+    /// reachable challenge (round the list).
+    fn validation_failed(&self, kind: ChallengeKind, reachable: &[ChallengeKind]) {
+        let next = reachable
+            .iter()
+            .position(|k| *k == kind)
+            .map(|i| reachable[(i + 1) % reachable.len()]);
+        self.state.lock().prefer = next;
     }
 
     /// The certificate presented, if any.
@@ -267,23 +292,18 @@ impl Site {
             .new_order(&NewOrder::new(&ids))
             .await
             .map_err(|e| format!("new order: {e}"))?;
-        let kind = acme.challenge_kind();
-        if !acme.cfg.challenges.contains(&kind) {
+        let reachable = acme.reachable_challenges();
+        let Some(kind) = self.challenge(&reachable) else {
             return Err(format!(
-                "no allowed challenge is reachable: {} needs {}",
+                "no allowed challenge is reachable: [acme] challenges = [{}] (HTTP-01 needs a plain listener)",
                 acme.cfg
                     .challenges
                     .iter()
-                    .map(|c| c.as_str())
+                    .map(|c| format!("{:?}", c.as_str()))
                     .collect::<Vec<_>>()
-                    .join(", "),
-                if kind == ChallengeKind::TlsAlpn01 {
-                    "a plain listener"
-                } else {
-                    "a TLS listener"
-                }
+                    .join(", ")
             ));
-        }
+        };
         let ty = match kind {
             ChallengeKind::Http01 => ChallengeType::Http01,
             ChallengeKind::TlsAlpn01 => ChallengeType::TlsAlpn01,
@@ -319,18 +339,20 @@ impl Site {
                 .map_err(|e| format!("{name}: challenge: {e}"))?;
         }
         let retries = RetryPolicy::new().timeout(Duration::from_secs(60));
-        let status = order
-            .poll_ready(&retries)
-            .await
-            .map_err(|e| format!("order: {e}"))?;
-        if status != OrderStatus::Ready {
-            let why = order
+        let validated = match order.poll_ready(&retries).await {
+            Ok(OrderStatus::Ready) => Ok(()),
+            Ok(status) => Err(order
                 .state()
                 .error
                 .as_ref()
-                .map_or_else(|| format!("{status:?}"), |p| p.to_string());
-            return Err(format!("order not ready: {why}"));
+                .map_or_else(|| format!("{status:?}"), |p| p.to_string())),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(why) = validated {
+            self.validation_failed(kind, &reachable);
+            return Err(format!("order not ready ({}): {why}", kind.as_str()));
         }
+        self.state.lock().prefer = Some(kind);
         let key = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
         let mut params =
             rcgen::CertificateParams::new(self.names.clone()).map_err(|e| e.to_string())?;

@@ -278,6 +278,7 @@ fn acme_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
                 "next_order": date(s.next_order),
                 "last_error": s.last_error,
                 "orderer": s.orderer,
+                "challenge": s.challenge.map(|k| k.as_str()),
             })
         })
         .collect();

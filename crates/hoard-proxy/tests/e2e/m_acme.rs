@@ -946,3 +946,62 @@ async fn m00009_a_member_takes_the_certificate_from_the_bus_while_the_orderer_is
     assert!(v["acme"]["certificates"][0]["not_after"].is_string(), "{v}");
     origin.finish().await;
 }
+
+// m00010: the challenge follows what is reachable: with a plain listener
+// hoard answers HTTP-01 first, but the CA cannot reach it (its HTTP-01
+// port leads nowhere, as when a firewall closes 80); the failed
+// validation is reported, and the retry answers TLS-ALPN-01 on the TLS
+// listener and gets the certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m00010_a_failed_http01_validation_falls_back_to_tls_alpn01() {
+    let t = Test::new("m00010");
+    let (http_port, tls_port) = (free_port(), free_port());
+    let pebble = Pebble::start(t.dir(), free_port(), tls_port).await;
+    let origin = t.origin().start().await;
+    let dir = t.dir().to_path_buf();
+    let ca = (pebble.directory.as_str(), pebble.api_root.as_path());
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .admin()
+        .config(|c| {
+            acme_sites(
+                c,
+                ca,
+                &dir,
+                Some(http_port),
+                tls_port,
+                &[&["f10.example.com"]],
+            );
+        })
+        .start()
+        .await;
+    proxy.wait_counter("acme_failures", 1).await;
+    let acme = |v: serde_json::Value| v["acme"]["certificates"][0].clone();
+    let status = || async {
+        let st = t.client(proxy.admin()).get("/status").send().await;
+        serde_json::from_slice::<serde_json::Value>(&st.body).unwrap()
+    };
+    let first = acme(status().await);
+    let error = first["last_error"].as_str().unwrap_or_default();
+    assert!(error.contains("http-01"), "{first}");
+    assert_eq!(first["challenge"], "tls-alpn-01", "{first}");
+    t.clock.advance(std::time::Duration::from_secs(61));
+    proxy.wait_counter("acme_certificates_issued", 1).await;
+    assert_eq!(proxy.counter("acme_orders"), 2);
+    assert_eq!(
+        proxy.counter("acme_challenges_answered"),
+        0,
+        "HTTP-01 never reached"
+    );
+    let root = pebble.issuing_root().await;
+    let tls = SocketAddr::from(([127, 0, 0, 1], tls_port));
+    connect_tls(tls, "f10.example.com", &root).await.unwrap();
+    let done = acme(status().await);
+    assert!(done["last_error"].is_null(), "{done}");
+    assert_eq!(
+        done["challenge"], "tls-alpn-01",
+        "the one that worked is kept: {done}"
+    );
+    origin.finish().await;
+}
