@@ -97,6 +97,19 @@ pub(crate) fn write_file(dir: &Path, name: &str, data: &[u8], secret: bool) -> s
     std::fs::rename(&tmp, dir.join(name))
 }
 
+/// [`write_file`] for a whole path (its directory made when missing).
+pub(crate) fn write_path(path: &Path, data: &[u8], secret: bool) -> std::io::Result<()> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return Err(std::io::Error::other("not a file path"));
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    write_file(dir, name, data, secret)
+}
+
 /// A certificate chain and its key (PEM) made ready to present, with the
 /// leaf's validity.
 pub(crate) fn certified(chain_pem: String, key_pem: String) -> Result<Issued, String> {

@@ -264,7 +264,11 @@ impl Acme {
         if let Some(a) = &*cached {
             return Ok(a.clone());
         }
-        let path = self.dir.join("account.json");
+        let path = self
+            .cfg
+            .account
+            .clone()
+            .unwrap_or_else(|| self.dir.join("account.json"));
         let http = || Box::new(self.client.clone());
         if let Ok(text) = std::fs::read_to_string(&path) {
             if let Ok(stored) = serde_json::from_str::<files::StoredAccount>(&text) {
@@ -297,7 +301,7 @@ impl Acme {
             credentials,
         };
         let text = serde_json::to_string(&stored).map_err(|e| e.to_string())?;
-        files::write_file(&self.dir, "account.json", text.as_bytes(), true)
+        files::write_path(&path, text.as_bytes(), true)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         *cached = Some(account.clone());
         Ok(account)

@@ -24,6 +24,9 @@ pub struct AcmeConfig {
     /// Where the account and certificates are kept. Default: `acme` in
     /// the cache directory.
     pub dir: Option<PathBuf>,
+    /// The account's credentials (its private key and URL, JSON). Default:
+    /// `account.json` in `dir`.
+    pub account: Option<PathBuf>,
     /// Renew when this share of a certificate's lifetime is left.
     /// Default: 1/3.
     pub renew_left: f64,
@@ -61,6 +64,7 @@ impl Default for AcmeConfig {
             contact: Vec::new(),
             ca_root: None,
             dir: None,
+            account: None,
             renew_left: 1.0 / 3.0,
             retry: Duration::from_secs(60),
             challenges: vec![ChallengeKind::Http01, ChallengeKind::TlsAlpn01],
@@ -76,6 +80,7 @@ pub(crate) struct RawAcme {
     contact: Option<Vec<String>>,
     ca_root: Option<String>,
     dir: Option<String>,
+    account: Option<String>,
     renew_left: Option<Spanned<f64>>,
     retry: Option<Dur>,
     challenges: Option<Spanned<Vec<String>>>,
@@ -114,6 +119,7 @@ pub(crate) fn from_raw(
         .collect();
     cfg.ca_root = raw.ca_root.map(PathBuf::from);
     cfg.dir = raw.dir.map(PathBuf::from);
+    cfg.account = raw.account.map(PathBuf::from);
     if let Some(r) = raw.renew_left {
         let v = *r.get_ref();
         if !(v > 0.0 && v < 1.0) {

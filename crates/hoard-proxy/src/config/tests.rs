@@ -570,7 +570,7 @@ fn acme_keys_are_checked() {
     let up = "[upstream.app]\nservers = [\"http://a:1\"]\n";
     let c = Config::from_toml(
         "hoard.toml",
-        &format!("[[listener]]\naddress = \"127.0.0.1:0\"\nredirect_https = 8443\n[[listener]]\naddress = \"127.0.0.1:8443\"\ntls = {{ acme = [\"a.example\", [\"b.example\", \"WWW.b.example\"]] }}\nhttp3 = true\n[acme]\ndirectory = \"https://ca.test/dir\"\nrenew_left = 0.5\nchallenges = [\"tls-alpn-01\"]\n{up}"),
+        &format!("[[listener]]\naddress = \"127.0.0.1:0\"\nredirect_https = 8443\n[[listener]]\naddress = \"127.0.0.1:8443\"\ntls = {{ acme = [\"a.example\", [\"b.example\", \"WWW.b.example\"]] }}\nhttp3 = true\n[acme]\ndirectory = \"https://ca.test/dir\"\nrenew_left = 0.5\nchallenges = [\"tls-alpn-01\"]\naccount = \"/etc/hoard/acme-account.json\"\n{up}"),
     )
     .unwrap();
     assert_eq!(c.listeners[0].redirect_https, Some(8443));
@@ -581,6 +581,10 @@ fn acme_keys_are_checked() {
     assert!(c.listeners[1].http3);
     assert_eq!(c.acme.renew_left, 0.5);
     assert_eq!(c.acme.challenges, [acme::ChallengeKind::TlsAlpn01]);
+    assert_eq!(
+        c.acme.account.as_deref(),
+        Some(std::path::Path::new("/etc/hoard/acme-account.json"))
+    );
     for (text, line, key) in [
         ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { acme = [\"a\"], cert = \"c\" }\n", 3, "listener[0].tls.acme"),
         ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = {}\n", 2, "listener[0].tls"),

@@ -377,11 +377,19 @@ async fn m00002_tls_alpn01_on_the_tls_listener() {
     let proxy = t
         .proxy()
         .origin(&origin)
-        .config(|c| acme_config(c, &pebble, &dir, None, tls_port, &["b.example.com"]))
+        .config(|c| {
+            acme_config(c, &pebble, &dir, None, tls_port, &["b.example.com"]);
+            // The account kept apart from the certificates.
+            c.acme.account = Some(dir.join("keys").join("account.json"));
+        })
         .start()
         .await;
     proxy.wait_counter("acme_certificates_issued", 1).await;
     assert_eq!(proxy.counter("acme_challenges_answered"), 0, "no HTTP-01");
+    let account = t.dir().join("keys").join("account.json");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&account).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", account.display());
     let root = pebble.issuing_root().await;
     let tls = SocketAddr::from(([127, 0, 0, 1], tls_port));
     assert_eq!(
