@@ -214,7 +214,7 @@ impl Acme {
 
     /// The certificate kept on the bus for `site`, if there is a bus and
     /// one for the same names that this cluster's secret opens.
-    pub(crate) async fn from_bus(&self, site: &Site) -> Result<Option<Issued>, String> {
+    pub(crate) async fn kept_on_bus(&self, site: &Site) -> Result<Option<Issued>, String> {
         let Some(bus) = self.cluster.as_ref().and_then(|c| c.bus.as_ref()) else {
             return Ok(None);
         };

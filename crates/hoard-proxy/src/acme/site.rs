@@ -255,7 +255,7 @@ impl Site {
     /// certificate.
     async fn renew(&self, acme: &Acme) -> Result<Renewed, String> {
         // Taken first, whoever orders: no order, and no need of the orderer.
-        match acme.from_bus(self).await {
+        match acme.kept_on_bus(self).await {
             Ok(Some(issued))
                 if self.newer(&issued)
                     && self.renewal(&issued, acme.cfg.renew_left) > acme.clock.now() =>
