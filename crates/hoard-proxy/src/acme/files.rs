@@ -66,7 +66,7 @@ fn load_from(dir: &Path, names: &[String]) -> Option<Issued> {
     }
     let chain = std::fs::read_to_string(dir.join("cert.pem")).ok()?;
     let key = std::fs::read_to_string(dir.join("key.pem")).ok()?;
-    certified(chain, key)
+    certified_for(chain, key, names)
         .map_err(|e| tracing::warn!(error = %e, dir = %dir.display(), "ACME: stored certificate not usable; ordering a new one"))
         .ok()
 }
@@ -85,16 +85,23 @@ pub(crate) fn write_file(dir: &Path, name: &str, data: &[u8], secret: bool) -> s
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(if secret { 0o600 } else { 0o644 })
-        .open(&tmp)?;
-    f.write_all(data)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, dir.join(name))
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{seq}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(if secret { 0o600 } else { 0o644 })
+            .open(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, dir.join(name))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// [`write_file`] for a whole path (its directory made when missing).
@@ -108,6 +115,44 @@ pub(crate) fn write_path(path: &Path, data: &[u8], secret: bool) -> std::io::Res
         dir
     };
     write_file(dir, name, data, secret)
+}
+
+/// [`certified`], for a certificate that came from elsewhere (a member,
+/// the bus, the disk): its leaf must name every one of `names`.
+pub(crate) fn certified_for(
+    chain_pem: String,
+    key_pem: String,
+    names: &[String],
+) -> Result<Issued, String> {
+    let issued = certified(chain_pem, key_pem)?;
+    let leaf = issued
+        .key
+        .cert
+        .first()
+        .ok_or("an empty certificate chain")?;
+    let (_, x509) =
+        x509_parser::parse_x509_certificate(leaf).map_err(|e| format!("certificate: {e}"))?;
+    let sans: Vec<String> = x509
+        .subject_alternative_name()
+        .ok()
+        .flatten()
+        .map(|s| {
+            s.value
+                .general_names
+                .iter()
+                .filter_map(|g| match g {
+                    x509_parser::extensions::GeneralName::DNSName(n) => {
+                        Some(n.to_ascii_lowercase())
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    match names.iter().find(|n| !sans.contains(n)) {
+        Some(missing) => Err(format!("the certificate is not for {missing}")),
+        None => Ok(issued),
+    }
 }
 
 /// A certificate chain and its key (PEM) made ready to present, with the

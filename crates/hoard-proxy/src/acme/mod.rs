@@ -102,6 +102,9 @@ pub struct Acme {
     dir: PathBuf,
     /// HTTP-01 is possible: a plain listener without redirect-less ACME.
     http01: AtomicBool,
+    /// Every configured ACME name (lower case): the hosts whose HTTP-01
+    /// challenge path the pipeline answers itself.
+    names: arc_swap::ArcSwap<std::collections::HashSet<String>>,
     /// Presented by the ACME listeners.
     pub certs: Arc<Certs>,
     /// Answered by the pipeline (HTTP-01) and the listeners (TLS-ALPN-01).
@@ -155,6 +158,7 @@ impl Acme {
         let challenges = Arc::new(Challenges::default());
         let acme = Arc::new(Acme {
             http01: AtomicBool::new(false),
+            names: arc_swap::ArcSwap::from_pointee(std::collections::HashSet::new()),
             client: http::Client::new(cfg.acme.ca_root.as_deref())?,
             certs: Arc::new(Certs::new(challenges.clone())),
             challenges,
@@ -174,7 +178,24 @@ impl Acme {
     /// True when some listener has ACME names: only then are challenge
     /// paths answered here rather than routed.
     pub fn active(&self) -> bool {
-        !self.sites.lock().is_empty()
+        !self.names.load().is_empty()
+    }
+
+    /// True when `host` (a `Host` field, port and case aside) is one of
+    /// the ACME names: its challenge path is answered here, never by the
+    /// origin. Other hosts' challenges go to the origin like any request
+    /// (a site behind hoard may get its own certificates).
+    pub fn serves_challenges_for(&self, host: &str) -> bool {
+        let names = self.names.load();
+        if names.is_empty() {
+            return false;
+        }
+        let host = match host.rsplit_once(':') {
+            Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+            _ => host,
+        };
+        let host = host.trim_end_matches('.');
+        names.contains(host) || names.contains(&host.to_ascii_lowercase())
     }
 
     /// Takes `cfg`'s certificates (at start and on each reload): sites
@@ -190,13 +211,15 @@ impl Acme {
                     .any(|l| l.tls.is_none() && l.acme.is_empty()),
             Ordering::Relaxed,
         );
+        self.names
+            .store(Arc::new(wanted.iter().flatten().cloned().collect()));
         self.certs.set_sites(&wanted);
         let mut sites = self.sites.lock();
         sites.retain(|s| {
             let keep = wanted.contains(&s.names);
             if !keep {
                 s.stop();
-                self.challenges.clear(&s.key);
+                self.challenges.forget(&s.key);
                 tracing::info!(names = ?s.names, "ACME: certificate no longer configured");
             }
             keep

@@ -118,8 +118,20 @@ impl Challenges {
         Ok(())
     }
 
-    /// Forgets `site`'s answers (its order is final).
+    /// Forgets the answers of this node's own order for `site` (it is
+    /// final); answers another member sent stay for their time (its order
+    /// may still be under validation).
     pub(crate) fn clear(&self, site: &str) {
+        self.http01
+            .lock()
+            .retain(|_, a| a.site != site || a.until.is_some());
+        self.alpn
+            .lock()
+            .retain(|_, a| a.site != site || a.until.is_some());
+    }
+
+    /// Forgets every answer for `site` (it was removed by a reload).
+    pub(crate) fn forget(&self, site: &str) {
         self.http01.lock().retain(|_, a| a.site != site);
         self.alpn.lock().retain(|_, a| a.site != site);
     }
@@ -153,16 +165,24 @@ impl Certs {
     }
 
     /// The sites, in configuration order: certificates of sites that stay
-    /// are kept, those of sites no longer listed dropped.
+    /// are kept, those of sites no longer listed dropped. A new site that
+    /// shares a name with a dropped one (a SAN list edited by a reload)
+    /// presents the dropped one's certificate until its own is installed,
+    /// so the names it had go on being served meanwhile.
     pub(crate) fn set_sites(&self, sites: &[Vec<String>]) {
         let mut current = self.sites.lock();
         let next = sites
             .iter()
             .map(|names| {
-                let kept = current
-                    .iter()
-                    .find(|(n, _)| n == names)
-                    .and_then(|(_, k)| k.clone());
+                let exact = current.iter().find(|(n, _)| n == names);
+                let kept = match exact {
+                    Some((_, k)) => k.clone(),
+                    None => current
+                        .iter()
+                        .filter(|(n, _)| !sites.contains(n))
+                        .find(|(n, k)| k.is_some() && n.iter().any(|x| names.contains(x)))
+                        .and_then(|(_, k)| k.clone()),
+                };
                 (names.clone(), kept)
             })
             .collect();
@@ -171,12 +191,14 @@ impl Certs {
     }
 
     /// Presents `key` for `names` (a site) from the next handshake on.
+    /// A site no longer configured (a late renewal, or a member's message,
+    /// after a reload removed it) is not presented again.
     pub fn install(&self, names: &[String], key: Arc<CertifiedKey>) {
         let mut current = self.sites.lock();
-        match current.iter_mut().find(|(n, _)| n == names) {
-            Some(site) => site.1 = Some(key),
-            None => current.push((names.to_vec(), Some(key))),
-        }
+        let Some(site) = current.iter_mut().find(|(n, _)| n == names) else {
+            return;
+        };
+        site.1 = Some(key);
         self.publish(&current);
     }
 

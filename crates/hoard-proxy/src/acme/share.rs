@@ -43,6 +43,15 @@ pub const PATH: &str = "/.hoard/cluster/acme";
 /// How long a member is given to take a message.
 const WAIT: Duration = Duration::from_secs(5);
 
+/// The associated data of a sealed key: the names and the whole chain,
+/// so that the key opens only beside the certificate it was sealed with.
+fn sealed_with(names: &[String], chain: &str) -> Vec<u8> {
+    let mut aad = names.join(" ").into_bytes();
+    aad.push(0);
+    aad.extend_from_slice(chain.as_bytes());
+    aad
+}
+
 /// The bus key of a site's certificate.
 fn bus_key(site: &Site) -> String {
     format!("acme:{}", site.key)
@@ -203,9 +212,13 @@ impl Acme {
     /// a member that missed the push (down, or started later) takes it
     /// from there even when the orderer is gone.
     async fn keep_on_bus(&self, site: &Site, msg: &Message) {
-        let Some(bus) = self.cluster.as_ref().and_then(|c| c.bus.as_ref()) else {
+        let Some(c) = &self.cluster else { return };
+        let Some(bus) = &c.bus else { return };
+        if !c.has_secret() {
+            // Sealed under a key anyone can derive: not for a shared store.
+            tracing::warn!(names = ?site.names, "ACME: no cluster secret, so the certificate's key is not kept on the bus");
             return;
-        };
+        }
         let value = serde_json::to_vec(msg).unwrap_or_default();
         if let Err(e) = bus.put_value(&bus_key(site), &value).await {
             tracing::warn!(error = %e, names = ?site.names, "ACME: certificate not kept on the bus; members fetch it from the orderer");
@@ -277,7 +290,7 @@ impl Acme {
         let mut sealed = issued.key_pem.as_bytes().to_vec();
         key.seal_in_place_append_tag(
             aead::Nonce::assume_unique_for_key(nonce),
-            aead::Aad::from(site.key.as_bytes()),
+            aead::Aad::from(sealed_with(&site.names, &issued.chain_pem).as_slice()),
             &mut sealed,
         )
         .map_err(|e| e.to_string())?;
@@ -305,12 +318,12 @@ impl Acme {
         let plain = key
             .open_in_place(
                 nonce,
-                aead::Aad::from(names.join(" ").as_bytes()),
+                aead::Aad::from(sealed_with(names, &chain).as_slice()),
                 &mut rest,
             )
             .map_err(|_| "the key does not open with this cluster's secret")?;
         let key_pem = String::from_utf8(plain.to_vec()).map_err(|e| e.to_string())?;
-        let issued = files::certified(chain, key_pem)?;
+        let issued = files::certified_for(chain, key_pem, names)?;
         if issued.not_after <= self.clock.now() {
             return Err("an expired certificate".into());
         }
@@ -334,6 +347,16 @@ impl Acme {
                 "{\"error\":\"no such certificate here\"}\n".into(),
             );
         };
+        // Answers and certificates come from the site's orderer only (by
+        // this node's view): another member, even one holding the secret,
+        // cannot make this node answer a challenge or present a key.
+        if !matches!(msg, Message::Fetch { .. }) && *self.orderer(&site) != *from {
+            tracing::warn!(member = %from, names = ?names, "ACME: a message from a member that does not order this certificate, refused");
+            return (
+                StatusCode::FORBIDDEN,
+                "{\"error\":\"not this certificate's orderer\"}\n".into(),
+            );
+        }
         match msg {
             Message::Answer { answer, .. } => {
                 let until = self.clock.now() + super::resolver::PUSHED_FOR;

@@ -35,9 +35,22 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// Longest wait between retries of a failed order.
 const RETRY_MAX: Duration = Duration::from_secs(3600);
 
+/// Longest a renewal (an order, or a fetch from a member) may take: a CA
+/// that stalls fails it, and it is retried like any failure.
+const ORDER_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Largest share of the lifetime a renewal is moved earlier by, so that
 /// certificates obtained together are not all renewed at one instant.
 const JITTER: f64 = 0.02;
+
+/// Why a renewal brought no certificate.
+enum Failed {
+    /// This node's order failed (the CA's or the network's error); counted
+    /// in `acme_failures`.
+    Order(String),
+    /// The orderer had nothing (newer) for this node, or was not reached.
+    Fetch(String),
+}
 
 /// Where a site's new certificate came from (a renewal's outcome).
 enum Renewed {
@@ -60,6 +73,8 @@ pub(crate) struct Site {
     /// Wakes the task: a certificate arrived from another member.
     wake: tokio::sync::Notify,
     stop: tokio::sync::watch::Sender<bool>,
+    /// Held while the site's files are written (see [`Site::adopt`]).
+    saving: parking_lot::Mutex<()>,
 }
 
 struct State {
@@ -87,10 +102,11 @@ impl Site {
             }),
             wake: tokio::sync::Notify::new(),
             stop: tokio::sync::watch::channel(false).0,
+            saving: parking_lot::Mutex::new(()),
             names,
         };
         if let Some(issued) = files::load(&acme.dir, &site.names, now) {
-            site.present(acme, issued);
+            site.present(acme, &issued, true);
         }
         site
     }
@@ -137,14 +153,25 @@ impl Site {
         let _ = self.stop.send(true);
     }
 
-    /// Presents `issued` and makes its renewal the next due time.
-    fn present(&self, acme: &Acme, issued: Issued) {
-        acme.certs.install(&self.names, issued.key.clone());
+    /// Presents `issued` and makes its renewal the next due time; unless
+    /// `force`, only when it ends later than the one presented (checked
+    /// and set under the state lock, so that of two certificates taken at
+    /// once the newer wins). True when presented.
+    fn present(&self, acme: &Acme, issued: &Issued, force: bool) -> bool {
         let mut st = self.state.lock();
-        st.due = self.renewal(&issued, acme.cfg.renew_left);
+        let newer = st
+            .issued
+            .as_ref()
+            .is_none_or(|have| issued.not_after > have.not_after);
+        if !(force || newer) {
+            return false;
+        }
+        acme.certs.install(&self.names, issued.key.clone());
+        st.due = self.renewal(issued, acme.cfg.renew_left);
         st.retry = acme.cfg.retry;
         st.last_error = None;
-        st.issued = Some(issued);
+        st.issued = Some(issued.clone());
+        true
     }
 
     /// The renewal point, moved earlier by up to [`JITTER`] of the
@@ -164,16 +191,33 @@ impl Site {
     /// Takes a certificate another member sent (or this node fetched):
     /// presented and stored if it is newer than the one presented.
     pub fn take(&self, acme: &Acme, issued: Issued) -> bool {
-        if !issued.key.cert.is_empty() && self.newer(&issued) {
-            if let Err(e) = files::save(&acme.dir, &self.names, &issued) {
-                tracing::warn!(error = %e, names = ?self.names, "ACME: certificate not stored; it is presented until a restart");
-            }
-            self.present(acme, issued);
-            self.wake.notify_one();
-            true
-        } else {
-            false
+        self.adopt(acme, issued, false)
+    }
+
+    /// Presents `issued` (see [`Site::present`]) and stores it. The files
+    /// are written under the site's save lock and only while `issued` is
+    /// still the one presented, so the stored key and chain always belong
+    /// together and are the newest.
+    fn adopt(&self, acme: &Acme, issued: Issued, force: bool) -> bool {
+        if issued.key.cert.is_empty() || !self.present(acme, &issued, force) {
+            return false;
         }
+        {
+            let _saving = self.saving.lock();
+            let current = self
+                .state
+                .lock()
+                .issued
+                .as_ref()
+                .is_some_and(|i| i.chain_pem == issued.chain_pem);
+            if current {
+                if let Err(e) = files::save(&acme.dir, &self.names, &issued) {
+                    tracing::warn!(error = %e, names = ?self.names, "ACME: certificate not stored; it is presented until a restart");
+                }
+            }
+        }
+        self.wake.notify_one();
+        true
     }
 
     fn newer(&self, issued: &Issued) -> bool {
@@ -210,15 +254,21 @@ impl Site {
                     }
                 }
                 let outcome = tokio::select! {
-                    r = me.renew(&acme) => r,
+                    r = tokio::time::timeout(ORDER_TIMEOUT, me.renew(&acme)) => {
+                        r.unwrap_or_else(|_| {
+                            let why = format!("no answer within {ORDER_TIMEOUT:?}");
+                            Err(if acme.orders(&me) { Failed::Order(why) } else { Failed::Fetch(why) })
+                        })
+                    }
                     _ = shutdown.changed() => return,
                     _ = stop.changed() => return,
                 };
                 acme.challenges.clear(&me.key);
                 match outcome {
                     Ok(Renewed::Ordered(issued)) => {
-                        // Presented here first, then sent to the members.
-                        me.take(&acme, issued.clone());
+                        // Presented here first (whatever it replaces: the
+                        // CA just issued it), then sent to the members.
+                        me.adopt(&acme, issued.clone(), true);
                         acme.share_certificate(&me, &issued).await;
                         acme.counters.inc(&acme.counters.acme_certificates_issued);
                     }
@@ -235,7 +285,12 @@ impl Site {
                             me.failed(&acme, "the orderer has no newer certificate yet".into());
                         }
                     }
-                    Err(e) => me.failed(&acme, e),
+                    Err(Failed::Order(e)) => {
+                        // Counted once the retry is scheduled.
+                        me.failed(&acme, e);
+                        acme.counters.inc(&acme.counters.acme_failures);
+                    }
+                    Err(Failed::Fetch(e)) => me.failed(&acme, e),
                 }
             }
         });
@@ -253,7 +308,7 @@ impl Site {
     /// One renewal: a certificate kept on the bus that is not due, else
     /// an order when this node orders the site, else the orderer's
     /// certificate.
-    async fn renew(&self, acme: &Acme) -> Result<Renewed, String> {
+    async fn renew(&self, acme: &Acme) -> Result<Renewed, Failed> {
         // Taken first, whoever orders: no order, and no need of the orderer.
         match acme.kept_on_bus(self).await {
             Ok(Some(issued))
@@ -269,19 +324,16 @@ impl Site {
         }
         let orderer = acme.orderer(self);
         if !acme.orders(self) {
-            return acme.fetch(self, &orderer).await.map(Renewed::FromOrderer);
+            return acme
+                .fetch(self, &orderer)
+                .await
+                .map(Renewed::FromOrderer)
+                .map_err(Failed::Fetch);
         }
         acme.counters.inc(&acme.counters.acme_orders);
-        match self.order(acme).await {
-            Ok(issued) => {
-                tracing::info!(names = ?self.names, "ACME: certificate obtained");
-                Ok(Renewed::Ordered(issued))
-            }
-            Err(e) => {
-                acme.counters.inc(&acme.counters.acme_failures);
-                Err(e)
-            }
-        }
+        let issued = self.order(acme).await.map_err(Failed::Order)?;
+        tracing::info!(names = ?self.names, "ACME: certificate obtained");
+        Ok(Renewed::Ordered(issued))
     }
 
     /// One order, from account to certificate.
@@ -317,9 +369,13 @@ impl Site {
             let Identifier::Dns(name) = a.identifier().identifier.clone() else {
                 return Err("an identifier that is not a DNS name".into());
             };
-            let mut ch = a
-                .challenge(ty.clone())
-                .ok_or_else(|| format!("{name}: the CA offers no {} challenge", kind.as_str()))?;
+            let Some(mut ch) = a.challenge(ty.clone()) else {
+                self.validation_failed(kind, &reachable);
+                return Err(format!(
+                    "{name}: the CA offers no {} challenge",
+                    kind.as_str()
+                ));
+            };
             let ka = ch.key_authorization();
             let answer = match kind {
                 ChallengeKind::Http01 => super::share::Answer::Http01 {
@@ -334,9 +390,10 @@ impl Site {
             acme.put_answer(&self.key, &answer, None)?;
             // Every member answers: the CA's validation may reach any.
             acme.share_answer(self, &answer).await;
-            ch.set_ready()
-                .await
-                .map_err(|e| format!("{name}: challenge: {e}"))?;
+            if let Err(e) = ch.set_ready().await {
+                self.validation_failed(kind, &reachable);
+                return Err(format!("{name}: challenge {}: {e}", kind.as_str()));
+            }
         }
         let retries = RetryPolicy::new().timeout(Duration::from_secs(60));
         let validated = match order.poll_ready(&retries).await {

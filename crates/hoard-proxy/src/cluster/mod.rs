@@ -59,10 +59,11 @@ pub mod purge;
 pub mod rampup;
 pub mod ring;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 use http::header::{HeaderName, HeaderValue};
@@ -110,6 +111,9 @@ pub struct Cluster {
     dialer: Dialer,
     /// Peer requests are signed with a secret (else: loopback only).
     has_secret: bool,
+    /// Body signatures of the members' messages taken lately (replays are
+    /// refused), with when.
+    seen_bodies: parking_lot::Mutex<HashMap<String, SystemTime>>,
     key: PeerKey,
     /// Which owners' answers are kept here (see [`near`]).
     near: near::Admission,
@@ -173,6 +177,7 @@ impl Source {
 }
 
 static FIELD: HeaderName = HeaderName::from_static(peer_auth::FIELD);
+static BODY_FIELD: HeaderName = HeaderName::from_static(peer_auth::BODY_FIELD);
 /// How far a forwarding member had applied the log (with a bus).
 static LOG_FIELD: HeaderName = HeaderName::from_static("hoard-log");
 /// The name a member gives in its probe answers.
@@ -225,6 +230,7 @@ impl Cluster {
             discovery: cfg.discovery.clone(),
             dialer,
             has_secret: !cfg.secret.is_empty(),
+            seen_bodies: parking_lot::Mutex::new(HashMap::new()),
             key: PeerKey::new(&cfg.secret),
             near: near::Admission::new(NEAR_SKETCH_WIDTH, cfg.near_admit_after),
             purge_timeout: cfg.purge_timeout,
@@ -425,11 +431,14 @@ impl Cluster {
         if let Ok(v) = HeaderValue::from_str(&signed) {
             headers.insert(FIELD.clone(), v);
         }
-        if body.is_some() {
+        if let Some(b) = &body {
             headers.insert(
                 http::header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),
             );
+            if let Ok(v) = HeaderValue::from_str(&self.key.sign_body(&signed, b)) {
+                headers.insert(BODY_FIELD.clone(), v);
+            }
         }
         let req = OriginRequest {
             method,
@@ -456,10 +465,46 @@ impl Cluster {
         .map_err(|_| CallError::Timeout)?
     }
 
+    /// True when peer requests are signed with a secret (false: a
+    /// loopback cluster without one, whose signatures anyone can make).
+    pub fn has_secret(&self) -> bool {
+        self.has_secret
+    }
+
     /// A key for sealing what travels between members (ACME's private
     /// keys): derived from the cluster's secret for `purpose`.
     pub fn sealing_key(&self, purpose: &str) -> [u8; 32] {
         self.key.derive(purpose)
+    }
+
+    /// Checks a member's message body: `field` (the `hoard-peer` value,
+    /// already checked by [`Cluster::take_hop`]) and `body` must match the
+    /// body field, and the message must not have been taken before (within
+    /// the signature's [`peer_auth::SKEW`]).
+    ///
+    /// # Errors
+    /// What is wrong, for the 403's answer and the log.
+    pub fn check_body(
+        &self,
+        field: &str,
+        body: &[u8],
+        body_field: Option<&HeaderValue>,
+    ) -> Result<(), &'static str> {
+        let mac = body_field
+            .and_then(|v| v.to_str().ok())
+            .ok_or("the body's signature is missing")?;
+        if !self.key.verify_body(field, body, mac) {
+            self.counters.inc(&self.counters.cluster_peer_refused);
+            return Err("the body's signature does not match");
+        }
+        let now = self.clock.now();
+        let mut seen = self.seen_bodies.lock();
+        seen.retain(|_, at| !matches!(now.duration_since(*at), Ok(d) if d > peer_auth::SKEW * 2));
+        if seen.insert(mac.to_string(), now).is_some() {
+            self.counters.inc(&self.counters.cluster_peer_refused);
+            return Err("a message already taken");
+        }
+        Ok(())
     }
 
     /// Removes the peer field from a request's header fields; the hop it

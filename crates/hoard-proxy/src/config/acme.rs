@@ -82,7 +82,7 @@ pub(crate) struct RawAcme {
     dir: Option<String>,
     account: Option<String>,
     renew_left: Option<Spanned<f64>>,
-    retry: Option<Dur>,
+    retry: Option<Spanned<Dur>>,
     challenges: Option<Spanned<Vec<String>>>,
 }
 
@@ -132,7 +132,15 @@ pub(crate) fn from_raw(
         cfg.renew_left = v;
     }
     if let Some(r) = raw.retry {
-        cfg.retry = r.0;
+        let d = r.get_ref().0;
+        if d < Duration::from_secs(1) {
+            return Err((
+                Some(r.span()),
+                "acme.retry",
+                format!("{d:?}: at least 1s (failed orders are retried after it, doubling)"),
+            ));
+        }
+        cfg.retry = d;
     }
     if let Some(c) = raw.challenges {
         let span = c.span();

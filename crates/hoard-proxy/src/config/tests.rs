@@ -589,6 +589,7 @@ fn acme_keys_are_checked() {
         ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { acme = [\"a\"], cert = \"c\" }\n", 3, "listener[0].tls.acme"),
         ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = {}\n", 2, "listener[0].tls"),
         ("[acme]\nrenew_left = 2.0\n", 2, "acme.renew_left"),
+        ("[acme]\nretry = \"0s\"\n", 2, "acme.retry"),
         ("[acme]\ndirectory = \"ftp://x\"\n", 2, "acme.directory"),
         ("[acme]\nchallenges = [\"dns-01\"]\n", 2, "acme.challenges"),
         ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { acme = [\"*.a.example\"] }\n", 3, "listener[0].tls.acme"),

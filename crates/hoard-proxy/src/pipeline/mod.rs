@@ -366,8 +366,17 @@ impl Pipeline {
             })
         });
         if let Some(acme) = self.acme.as_ref().filter(|a| a.active()) {
-            if let Some(token) = req.uri().path().strip_prefix(crate::acme::CHALLENGE_PATH) {
-                // An ACME challenge: answered here, never cached or forwarded.
+            let token = req.uri().path().strip_prefix(crate::acme::CHALLENGE_PATH);
+            let host = req.uri().host().or_else(|| {
+                req.headers()
+                    .get(header::HOST)
+                    .and_then(|v| v.to_str().ok())
+            });
+            if let Some(token) =
+                token.filter(|_| host.is_some_and(|h| acme.serves_challenges_for(h)))
+            {
+                // An ACME challenge for one of hoard's names: answered
+                // here, never cached or forwarded.
                 let mut resp =
                     Response::new(Tallied::new(ProxyBody::Empty, self.metrics.clone(), None));
                 match acme.challenges.http01(token) {

@@ -184,17 +184,34 @@ impl Pipeline {
             return Err(refuse("not in a cluster"));
         };
         let (mut parts, body) = req.into_parts();
+        let field = parts
+            .headers
+            .get(crate::cluster::peer_auth::FIELD)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let Some(hop) = cluster.take_hop(&mut parts.headers, &parts.method, &parts.uri) else {
             return Err(refuse("a member's signature is required"));
         };
-        match http_body_util::BodyExt::collect(http_body_util::Limited::new(body, 64 * 1024)).await
+        let body =
+            match http_body_util::BodyExt::collect(http_body_util::Limited::new(body, 64 * 1024))
+                .await
+            {
+                Ok(b) => b.to_bytes(),
+                Err(_) => {
+                    return Err(json_response(
+                        StatusCode::BAD_REQUEST,
+                        "{\"error\":\"body\"}\n".into(),
+                    ))
+                }
+            };
+        let body_field = parts.headers.get(crate::cluster::peer_auth::BODY_FIELD);
+        if let Err(why) =
+            cluster.check_body(field.as_deref().unwrap_or_default(), &body, body_field)
         {
-            Ok(b) => Ok((hop, b.to_bytes())),
-            Err(_) => Err(json_response(
-                StatusCode::BAD_REQUEST,
-                "{\"error\":\"body\"}\n".into(),
-            )),
+            tracing::info!(member = %hop.node, reason = why, "a member's message refused");
+            return Err(refuse(why));
         }
+        Ok((hop, body))
     }
 
     /// `PURGE /path` on a main listener: allowed from `admin.purge_allow`

@@ -525,6 +525,22 @@ async fn m00004_plain_http_redirects_to_https_except_challenges() {
     );
     proxy.wait_counter("acme_certificates_issued", 1).await;
     assert!(proxy.counter("acme_challenges_answered") >= 1);
+    assert_eq!(proxy.counter("objects_stored"), 0, "no answer was stored");
+    // A token nobody asked for, on hoard's name: 404 here, not forwarded.
+    t.client(&proxy)
+        .get("/.well-known/acme-challenge/unknown-token")
+        .hdr("Host", "d.example.com:80")
+        .send()
+        .await
+        .expect_status(404);
+    // Another host's challenge path is not hoard's to answer: it goes the
+    // way of any request (here the redirect).
+    t.client(&proxy)
+        .get("/.well-known/acme-challenge/their-token")
+        .hdr("Host", "other.example.org")
+        .send()
+        .await
+        .expect_status(308);
     let root = pebble.issuing_root().await;
     let tls = SocketAddr::from(([127, 0, 0, 1], tls_port));
     assert_eq!(
@@ -775,6 +791,16 @@ async fn m00007_a_reload_orders_an_added_certificate_and_drops_a_removed_one() {
         "{v}"
     );
     assert_eq!(v["acme"]["certificates"][0]["names"][0], "c7.example.com");
+
+    // A reload adds a name to c7's certificate while the CA is down: the
+    // new certificate cannot be had, and c7 goes on with the one it has.
+    drop(pebble);
+    let mut cfg = (*proxy.proxy().config()).clone();
+    cfg.listeners[1].acme = vec![vec!["c7.example.com".into(), "d7.example.com".into()]];
+    let failures = proxy.counter("acme_failures");
+    proxy.proxy().reload(cfg).unwrap();
+    proxy.wait_counter("acme_failures", failures + 1).await;
+    assert_eq!(presented(tls, "c7.example.com", &root).await, c);
     origin.finish().await;
 }
 
@@ -896,6 +922,43 @@ async fn m00008_one_member_orders_any_member_answers_all_present_it() {
         .send()
         .await;
     r.expect_status(403);
+    // Signed with the cluster's secret (as a member would): a body the
+    // body signature does not cover is refused; a message is taken once;
+    // an answer from a member that does not order the certificate is
+    // refused even though it is signed.
+    let key = hoard_proxy::cluster::peer_auth::PeerKey::new(b"a secret of the test cluster");
+    let path = "/.hoard/cluster/acme";
+    let tr = &t;
+    let sign = |as_node: &str, body: &str| {
+        let field = key.sign(as_node, tr.clock.now(), false, "POST", path);
+        let mac = key.sign_body(&field, body.as_bytes());
+        (field, mac)
+    };
+    let send = |to: usize, body: &'static str, (field, mac): (String, String)| {
+        let node = &nodes[to];
+        async move {
+            tr.client(node)
+                .post(path)
+                .hdr("hoard-peer", &field)
+                .hdr("hoard-peer-body", &mac)
+                .body(body)
+                .send()
+                .await
+        }
+    };
+    let from = ["n1", "n2"][other];
+    let fetch = "{\"fetch\":{\"site\":[\"k8.example.com\"]}}";
+    let other_fetch = "{\"fetch\":{\"site\":[\"x.example.com\"]}}";
+    send(o, fetch, sign(from, other_fetch))
+        .await
+        .expect_status(403);
+    let once = sign(from, fetch);
+    send(o, fetch, once.clone()).await.expect_status(200);
+    send(o, fetch, once).await.expect_status(403);
+    let answer = "{\"answer\":{\"site\":[\"k8.example.com\"],\"answer\":{\"type\":\"http01\",\"token\":\"t\",\"key_authorization\":\"forged\"}}}";
+    let r = send(o, answer, sign(from, answer)).await;
+    r.expect_status(403);
+    assert!(String::from_utf8_lossy(&r.body).contains("orderer"));
     origin.finish().await;
 }
 
