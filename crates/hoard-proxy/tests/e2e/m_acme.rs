@@ -284,6 +284,26 @@ fn acme_sites(
     c.acme.dir = Some(dir.join("acme"));
 }
 
+/// A proxy with the admin listener on, whose ACME listener on `tls_port`
+/// asks `pebble` for `certs` (HTTP-01 on its plain listener, `http_port`).
+async fn acme_proxy(
+    t: &Test,
+    origin: &hoard_testkit::Origin,
+    pebble: &Pebble,
+    http_port: u16,
+    tls_port: u16,
+    certs: &[&[&str]],
+) -> hoard_testkit::TestProxy {
+    let dir = t.dir().to_path_buf();
+    let ca = (pebble.directory.as_str(), pebble.api_root.as_path());
+    t.proxy()
+        .origin(origin)
+        .admin()
+        .config(|c| acme_sites(c, ca, &dir, Some(http_port), tls_port, certs))
+        .start()
+        .await
+}
+
 // m00001: a certificate obtained over HTTP-01 (answered by hoard on its
 // plain listener, never forwarded to the origin) for two names, served on
 // the TLS listener and chaining to pebble's root; a restart presents the
@@ -742,24 +762,15 @@ async fn m00007_a_reload_orders_an_added_certificate_and_drops_a_removed_one() {
     let (http_port, tls_port) = (free_port(), free_port());
     let pebble = Pebble::start(t.dir(), http_port, tls_port).await;
     let origin = t.origin().start().await;
-    let dir = t.dir().to_path_buf();
-    let ca = (pebble.directory.as_str(), pebble.api_root.as_path());
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .admin()
-        .config(|c| {
-            acme_sites(
-                c,
-                ca,
-                &dir,
-                Some(http_port),
-                tls_port,
-                &[&["a7.example.com"]],
-            )
-        })
-        .start()
-        .await;
+    let proxy = acme_proxy(
+        &t,
+        &origin,
+        &pebble,
+        http_port,
+        tls_port,
+        &[&["a7.example.com"]],
+    )
+    .await;
     proxy.wait_counter("acme_certificates_issued", 1).await;
     let root = pebble.issuing_root().await;
     let tls = SocketAddr::from(([127, 0, 0, 1], tls_port));
@@ -1029,24 +1040,15 @@ async fn m00010_a_failed_http01_validation_falls_back_to_tls_alpn01() {
     let (http_port, tls_port) = (free_port(), free_port());
     let pebble = Pebble::start(t.dir(), free_port(), tls_port).await;
     let origin = t.origin().start().await;
-    let dir = t.dir().to_path_buf();
-    let ca = (pebble.directory.as_str(), pebble.api_root.as_path());
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .admin()
-        .config(|c| {
-            acme_sites(
-                c,
-                ca,
-                &dir,
-                Some(http_port),
-                tls_port,
-                &[&["f10.example.com"]],
-            );
-        })
-        .start()
-        .await;
+    let proxy = acme_proxy(
+        &t,
+        &origin,
+        &pebble,
+        http_port,
+        tls_port,
+        &[&["f10.example.com"]],
+    )
+    .await;
     proxy.wait_counter("acme_failures", 1).await;
     let acme = |v: serde_json::Value| v["acme"]["certificates"][0].clone();
     let status = || async {
