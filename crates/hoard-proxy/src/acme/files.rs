@@ -64,11 +64,28 @@ fn load_from(dir: &Path, names: &[String]) -> Option<Issued> {
     if stored.trim() != names.join(" ") {
         return None;
     }
+    load_named(dir, names)
+}
+
+fn load_named(dir: &Path, names: &[String]) -> Option<Issued> {
     let chain = std::fs::read_to_string(dir.join("cert.pem")).ok()?;
     let key = std::fs::read_to_string(dir.join("key.pem")).ok()?;
     certified_for(chain, key, names)
         .map_err(|e| tracing::warn!(error = %e, dir = %dir.display(), "ACME: stored certificate not usable; ordering a new one"))
         .ok()
+}
+
+/// A valid certificate stored in `names`' directory for other names that
+/// share one with them (its list was edited since): presented for the
+/// names it has until the new one is obtained.
+pub(crate) fn load_earlier(dir: &Path, names: &[String], now: SystemTime) -> Option<Issued> {
+    let site = site_dir(dir, names);
+    let stored = std::fs::read_to_string(site.join("names")).ok()?;
+    let stored: Vec<String> = stored.split_whitespace().map(str::to_string).collect();
+    if stored == names || !stored.iter().any(|n| names.contains(n)) {
+        return None;
+    }
+    load_named(&site, &stored).filter(|i| i.not_after > now)
 }
 
 /// Writes the certificate for `names`, its key and its names.

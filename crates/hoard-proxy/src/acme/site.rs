@@ -107,6 +107,10 @@ impl Site {
         };
         if let Some(issued) = files::load(&acme.dir, &site.names, now) {
             site.present(acme, &issued, true);
+        } else if let Some(earlier) = files::load_earlier(&acme.dir, &site.names, now) {
+            // Presented meanwhile, not taken as this site's certificate:
+            // it is ordered at once.
+            acme.certs.install(&site.names, earlier.key);
         }
         site
     }

@@ -812,6 +812,12 @@ async fn m00007_a_reload_orders_an_added_certificate_and_drops_a_removed_one() {
     proxy.proxy().reload(cfg).unwrap();
     proxy.wait_counter("acme_failures", failures + 1).await;
     assert_eq!(presented(tls, "c7.example.com", &root).await, c);
+    // So does a restart while the CA is still down (from the stored files).
+    let cfg = (*proxy.proxy().config()).clone();
+    proxy.stop().await;
+    let proxy = t.proxy().config(move |c| *c = cfg).start().await;
+    assert_eq!(presented(tls, "c7.example.com", &root).await, c);
+    proxy.wait_counter("acme_failures", 1).await;
     origin.finish().await;
 }
 
