@@ -155,7 +155,7 @@ impl Acme {
             .dir
             .clone()
             .unwrap_or_else(|| cfg.cache.dir.join("acme"));
-        let challenges = Arc::new(Challenges::default());
+        let challenges = Arc::new(Challenges::new(clock.clone()));
         let acme = Arc::new(Acme {
             http01: AtomicBool::new(false),
             names: arc_swap::ArcSwap::from_pointee(std::collections::HashSet::new()),

@@ -14,7 +14,8 @@
 //! the plain listeners ([`Challenges::http01`]). A challenge's answer
 //! stays until its order is final (the CA may validate it several
 //! times), or, when another member of a cluster made the order and sent
-//! it here, for [`PUSHED_FOR`].
+//! it here, for [`PUSHED_FOR`] by hoard's clock (then it is no longer
+//! given, and dropped when the next answer is kept).
 //!
 //! ## Locking
 //!
@@ -27,6 +28,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use hoard_policy::clock::Clock;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -38,11 +40,20 @@ pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 pub const PUSHED_FOR: Duration = Duration::from_secs(600);
 
 /// Pending challenge answers, each with the site it is for and, when
-/// another member sent it, until when it is kept.
-#[derive(Debug, Default)]
+/// another member sent it, until when it is kept (by hoard's clock).
 pub struct Challenges {
     http01: parking_lot::Mutex<HashMap<String, Answer<String>>>,
     alpn: parking_lot::Mutex<HashMap<String, Answer<Arc<CertifiedKey>>>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Challenges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Challenges")
+            .field("http01", &self.http01.lock().len())
+            .field("alpn", &self.alpn.lock().len())
+            .finish()
+    }
 }
 
 #[derive(Debug)]
@@ -52,10 +63,42 @@ struct Answer<T> {
     until: Option<SystemTime>,
 }
 
+impl<T> Answer<T> {
+    /// Still to be given at `now`: an answer of this node's own order
+    /// until it is final, one another member sent until its time is up.
+    fn live(&self, now: SystemTime) -> bool {
+        self.until.is_none_or(|u| u > now)
+    }
+}
+
 impl Challenges {
+    /// No answer yet; `clock` ends answers other members sent.
+    pub fn new(clock: Arc<dyn Clock>) -> Challenges {
+        Challenges {
+            http01: parking_lot::Mutex::new(HashMap::new()),
+            alpn: parking_lot::Mutex::new(HashMap::new()),
+            clock,
+        }
+    }
+
     /// The key authorization for an HTTP-01 `token`, if one is pending.
     pub fn http01(&self, token: &str) -> Option<String> {
-        self.http01.lock().get(token).map(|a| a.value.clone())
+        let now = self.clock.now();
+        self.http01
+            .lock()
+            .get(token)
+            .filter(|a| a.live(now))
+            .map(|a| a.value.clone())
+    }
+
+    /// The TLS-ALPN-01 certificate for `name`, if one is pending.
+    fn alpn(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+        let now = self.clock.now();
+        self.alpn
+            .lock()
+            .get(name)
+            .filter(|a| a.live(now))
+            .map(|a| a.value.clone())
     }
 
     /// Keeps an HTTP-01 answer for `site`'s order; `until` for one
@@ -227,12 +270,7 @@ impl ResolvesServerCert for Certs {
             .is_some_and(|mut p| p.any(|p| p == ACME_TLS_ALPN))
         {
             let name = hello.server_name()?.to_ascii_lowercase();
-            return self
-                .challenges
-                .alpn
-                .lock()
-                .get(&name)
-                .map(|a| a.value.clone());
+            return self.challenges.alpn(&name);
         }
         let presented = self.presented.load();
         hello

@@ -976,6 +976,22 @@ async fn m00008_one_member_orders_any_member_answers_all_present_it() {
     let r = send(o, answer, sign(from, answer)).await;
     r.expect_status(403);
     assert!(String::from_utf8_lossy(&r.body).contains("orderer"));
+    // From the orderer, an answer is given for the CA for ten minutes (by
+    // hoard's clock), then no longer.
+    let by_orderer = ["n1", "n2"][o];
+    send(other, answer, sign(by_orderer, answer))
+        .await
+        .expect_status(200);
+    let challenge = || async {
+        t.client(&nodes[other])
+            .get("/.well-known/acme-challenge/t")
+            .hdr("Host", "k8.example.com")
+            .send()
+            .await
+    };
+    challenge().await.expect_status(200).expect_body("forged");
+    t.clock.advance(std::time::Duration::from_secs(601));
+    challenge().await.expect_status(404);
     origin.finish().await;
 }
 
