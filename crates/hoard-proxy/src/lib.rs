@@ -120,15 +120,17 @@ fn listener_state(
         tls: match &l.tls {
             Some(t) => Some(server::tls::acceptor(t, l.http2).map_err(StartError::Tls)?),
             None if !l.acme.is_empty() => Some(
-                server::tls::acme_acceptor(acme.certs.clone(), l.http2).map_err(StartError::Tls)?,
+                server::tls::acme_acceptor(acme.certs.for_listener(&l.acme), l.http2)
+                    .map_err(StartError::Tls)?,
             ),
             None => None,
         },
         quic: match &l.tls {
             Some(t) if l.http3 => Some(server::tls::quic(t).map_err(StartError::Tls)?),
-            None if l.http3 && !l.acme.is_empty() => {
-                Some(server::tls::acme_quic(acme.certs.clone()).map_err(StartError::Tls)?)
-            }
+            None if l.http3 && !l.acme.is_empty() => Some(
+                server::tls::acme_quic(acme.certs.for_listener(&l.acme))
+                    .map_err(StartError::Tls)?,
+            ),
             _ => None,
         },
         alt_svc: None,

@@ -3,11 +3,12 @@
 //!
 //! ## Model
 //!
-//! [`Certs`] is a rustls `ResolvesServerCert`: a handshake gets the
-//! certificate issued for its server name (SNI), or the first
-//! certificate of the configuration when it names none or another (as
-//! nginx's default server: the client's check then fails, as it
-//! should); or, when its ALPN is `acme-tls/1` (RFC 8737), the challenge
+//! [`Certs`] holds every ACME certificate; each listener resolves through
+//! a [`ListenerCerts`] (a rustls `ResolvesServerCert`) limited to its own
+//! `acme` list: a handshake gets the certificate issued for its server
+//! name (SNI), or the listener's first certificate when it names none or
+//! another (as nginx's default server: the client's check then fails, as
+//! it should); or, when its ALPN is `acme-tls/1` (RFC 8737), the challenge
 //! certificate made for its server name. A renewal swaps a certificate
 //! in place: the next handshake presents it, open connections go on.
 //! HTTP-01 key authorizations (RFC 8555 §8.3) are kept beside them for
@@ -184,8 +185,8 @@ impl Challenges {
 #[derive(Debug)]
 pub struct Certs {
     presented: arc_swap::ArcSwap<Presented>,
-    /// Each site's certificate, in configuration order (the first is the
-    /// default); what `presented` is built from.
+    /// Each site's certificate, in configuration order; what `presented`
+    /// is built from.
     sites: parking_lot::Mutex<Vec<(Vec<String>, Option<Arc<CertifiedKey>>)>>,
     pub(crate) challenges: Arc<Challenges>,
 }
@@ -194,7 +195,6 @@ pub struct Certs {
 #[derive(Debug, Default)]
 struct Presented {
     by_name: HashMap<String, Arc<CertifiedKey>>,
-    default: Option<Arc<CertifiedKey>>,
 }
 
 impl Certs {
@@ -249,7 +249,6 @@ impl Certs {
         let mut p = Presented::default();
         for (names, key) in sites {
             let Some(key) = key else { continue };
-            p.default.get_or_insert_with(|| key.clone());
             for n in names {
                 p.by_name.insert(n.clone(), key.clone());
             }
@@ -263,25 +262,56 @@ impl Certs {
     }
 }
 
-impl ResolvesServerCert for Certs {
+/// What one listener presents: the certificates of its own `acme` list,
+/// picked by SNI from [`Certs`]; a handshake naming none of them (or no
+/// name) gets the listener's first certificate.
+#[derive(Debug)]
+pub struct ListenerCerts {
+    all: Arc<Certs>,
+    /// The listener's certificates, in its configuration order.
+    sites: Vec<Vec<String>>,
+}
+
+impl Certs {
+    /// The resolver of a listener whose `acme` list is `sites`.
+    pub fn for_listener(self: &Arc<Self>, sites: &[Vec<String>]) -> Arc<ListenerCerts> {
+        Arc::new(ListenerCerts {
+            all: self.clone(),
+            sites: sites.to_vec(),
+        })
+    }
+}
+
+impl ListenerCerts {
+    fn has(&self, name: &str) -> bool {
+        self.sites.iter().any(|s| s.iter().any(|n| n == name))
+    }
+}
+
+impl ResolvesServerCert for ListenerCerts {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         if hello
             .alpn()
             .is_some_and(|mut p| p.any(|p| p == ACME_TLS_ALPN))
         {
             let name = hello.server_name()?.to_ascii_lowercase();
-            return self.challenges.alpn(&name);
+            return if self.has(&name) {
+                self.all.challenges.alpn(&name)
+            } else {
+                None
+            };
         }
-        let presented = self.presented.load();
+        let presented = self.all.presented.load();
         hello
             .server_name()
-            .and_then(|n| {
-                presented
-                    .by_name
-                    .get(n)
-                    .or_else(|| presented.by_name.get(&n.to_ascii_lowercase()))
+            .map(str::to_ascii_lowercase)
+            .filter(|n| self.has(n))
+            .and_then(|n| presented.by_name.get(&n))
+            .or_else(|| {
+                self.sites
+                    .iter()
+                    .find_map(|s| s.first().and_then(|n| presented.by_name.get(n)))
             })
-            .or(presented.default.as_ref())
             .cloned()
     }
 }

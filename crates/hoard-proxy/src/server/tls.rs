@@ -59,7 +59,7 @@ fn server_config(
 /// An acceptor presenting the certificates ACME keeps (see `crate::acme`),
 /// offering `acme-tls/1` last so that TLS-ALPN-01 validation can connect.
 pub fn acme_acceptor(
-    certs: Arc<crate::acme::Certs>,
+    certs: Arc<dyn rustls::server::ResolvesServerCert>,
     http2: bool,
 ) -> Result<tokio_rustls::TlsAcceptor, String> {
     let mut config = resolver_config(certs, rustls::DEFAULT_VERSIONS)?;
@@ -76,12 +76,14 @@ pub fn acme_acceptor(
 
 /// The QUIC (HTTP/3) configuration of an ACME listener: the certificates
 /// ACME keeps, by SNI (TLS-ALPN-01 is validated over TCP only).
-pub fn acme_quic(certs: Arc<crate::acme::Certs>) -> Result<quinn::ServerConfig, String> {
+pub fn acme_quic(
+    certs: Arc<dyn rustls::server::ResolvesServerCert>,
+) -> Result<quinn::ServerConfig, String> {
     quic_from(resolver_config(certs, &[&rustls::version::TLS13])?)
 }
 
 fn resolver_config(
-    certs: Arc<crate::acme::Certs>,
+    certs: Arc<dyn rustls::server::ResolvesServerCert>,
     versions: &[&'static rustls::SupportedProtocolVersion],
 ) -> Result<rustls::ServerConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());

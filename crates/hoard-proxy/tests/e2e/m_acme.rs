@@ -1100,3 +1100,42 @@ async fn m00010_a_failed_http01_validation_falls_back_to_tls_alpn01() {
     );
     origin.finish().await;
 }
+
+// m00011: each TLS listener presents the certificates of its own `acme`
+// list: SNI for a name of another listener gets this listener's first
+// certificate (the client's check fails), as nginx's default server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn m00011_each_listener_presents_its_own_certificates() {
+    let t = Test::new("m00011");
+    let (http_port, tls_a, tls_b) = (free_port(), free_port(), free_port());
+    let pebble = Pebble::start(t.dir(), http_port, tls_a).await;
+    let origin = t.origin().start().await;
+    let dir = t.dir().to_path_buf();
+    let ca = (pebble.directory.as_str(), pebble.api_root.as_path());
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| {
+            acme_sites(c, ca, &dir, Some(http_port), tls_a, &[&["a11.example.com"]]);
+            let mut b = c.listeners[1].clone();
+            b.address = SocketAddr::from(([127, 0, 0, 1], tls_b));
+            b.acme = vec![vec!["b11.example.com".into()]];
+            c.listeners.push(b);
+        })
+        .start()
+        .await;
+    proxy.wait_counter("acme_certificates_issued", 2).await;
+    let root = pebble.issuing_root().await;
+    let at = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
+    let a = presented(at(tls_a), "a11.example.com", &root).await;
+    let b = presented(at(tls_b), "b11.example.com", &root).await;
+    assert_ne!(a, b);
+    for (port, name) in [(tls_a, "b11.example.com"), (tls_b, "a11.example.com")] {
+        let e = connect_tls(at(port), name, &root).await.err();
+        assert!(
+            e.as_deref().is_some_and(|e| e.contains("certificate")),
+            "{name} on port {port}: {e:?}"
+        );
+    }
+    origin.finish().await;
+}
