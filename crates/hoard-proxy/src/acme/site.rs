@@ -399,7 +399,15 @@ impl Site {
                 return Err(format!("{name}: challenge {}: {e}", kind.as_str()));
             }
         }
-        let retries = RetryPolicy::new().timeout(Duration::from_secs(60));
+        // The order's state is looked at 50 ms after the challenges are
+        // ready, then at doubling waits (the crate's default starts at
+        // 250 ms): a CA that validates at once (a private one) gives the
+        // certificate in a fraction of a second, and a public one that
+        // takes seconds is asked a handful of times more, within a minute.
+        let retries = RetryPolicy::new()
+            .initial_delay(Duration::from_millis(50))
+            .backoff(2.0)
+            .timeout(Duration::from_secs(60));
         let validated = match order.poll_ready(&retries).await {
             Ok(OrderStatus::Ready) => Ok(()),
             Ok(status) => Err(order
