@@ -84,20 +84,22 @@ impl Challenges {
 
     /// The key authorization for an HTTP-01 `token`, if one is pending.
     pub fn http01(&self, token: &str) -> Option<String> {
-        let now = self.clock.now();
-        self.http01
-            .lock()
-            .get(token)
-            .filter(|a| a.live(now))
-            .map(|a| a.value.clone())
+        self.pending(&self.http01, token)
     }
 
     /// The TLS-ALPN-01 certificate for `name`, if one is pending.
     fn alpn(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+        self.pending(&self.alpn, name)
+    }
+
+    fn pending<T: Clone>(
+        &self,
+        map: &parking_lot::Mutex<HashMap<String, Answer<T>>>,
+        key: &str,
+    ) -> Option<T> {
         let now = self.clock.now();
-        self.alpn
-            .lock()
-            .get(name)
+        map.lock()
+            .get(key)
             .filter(|a| a.live(now))
             .map(|a| a.value.clone())
     }

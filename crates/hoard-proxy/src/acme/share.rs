@@ -15,8 +15,11 @@
 //! | `fetch` | a member whose certificate is missing or due | 200 with a `certificate`, or 404 |
 //!
 //! A certificate's private key travels sealed (ChaCha20-Poly1305 under a
-//! key derived from the cluster secret, the site's names as associated
-//! data); unsigned requests, and any request on a node without a
+//! key derived from the cluster secret, the site's names and the chain as
+//! associated data; the receiver checks the certificate names them).
+//! Messages are signed with their body and taken once; unsigned,
+//! altered or replayed ones, answers and certificates from a member that
+//! is not the site's orderer, and any request on a node without a
 //! cluster, get 403.
 //!
 //! With a Redis/Valkey bus (`[cluster.bus]`) the orderer also keeps the

@@ -52,6 +52,12 @@ enum Failed {
     Fetch(String),
 }
 
+/// True when `issued` ends later than `have` (or there is none): the one
+/// to present of the two.
+fn ends_later(issued: &Issued, have: Option<&Issued>) -> bool {
+    have.is_none_or(|have| issued.not_after > have.not_after)
+}
+
 /// Where a site's new certificate came from (a renewal's outcome).
 enum Renewed {
     /// This node ordered it from the CA.
@@ -163,11 +169,7 @@ impl Site {
     /// once the newer wins). True when presented.
     fn present(&self, acme: &Acme, issued: &Issued, force: bool) -> bool {
         let mut st = self.state.lock();
-        let newer = st
-            .issued
-            .as_ref()
-            .is_none_or(|have| issued.not_after > have.not_after);
-        if !(force || newer) {
+        if !(force || ends_later(issued, st.issued.as_ref())) {
             return false;
         }
         acme.certs.install(&self.names, issued.key.clone());
@@ -225,11 +227,7 @@ impl Site {
     }
 
     fn newer(&self, issued: &Issued) -> bool {
-        self.state
-            .lock()
-            .issued
-            .as_ref()
-            .is_none_or(|have| issued.not_after > have.not_after)
+        ends_later(issued, self.state.lock().issued.as_ref())
     }
 
     /// Starts the task (see the module docs).

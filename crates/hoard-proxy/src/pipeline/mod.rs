@@ -366,14 +366,17 @@ impl Pipeline {
             })
         });
         if let Some(acme) = self.acme.as_ref().filter(|a| a.active()) {
-            let token = req.uri().path().strip_prefix(crate::acme::CHALLENGE_PATH);
-            let host = req.uri().host().or_else(|| {
-                req.headers()
-                    .get(header::HOST)
-                    .and_then(|v| v.to_str().ok())
-            });
-            if let Some(token) =
-                token.filter(|_| host.is_some_and(|h| acme.serves_challenges_for(h)))
+            let ours = || {
+                req.uri()
+                    .host()
+                    .or_else(|| req.headers().get(header::HOST)?.to_str().ok())
+                    .is_some_and(|h| acme.serves_challenges_for(h))
+            };
+            if let Some(token) = req
+                .uri()
+                .path()
+                .strip_prefix(crate::acme::CHALLENGE_PATH)
+                .filter(|_| ours())
             {
                 // An ACME challenge for one of hoard's names: answered
                 // here, never cached or forwarded.
