@@ -56,6 +56,9 @@ pub struct Record {
     /// For requests that went forward (or waited for a fill): time until
     /// the origin's response head was there.
     pub upstream: Option<Duration>,
+    /// For requests that went forward: the number of servers of the
+    /// upstream tried (more than 1 after a failover); 0 when not known.
+    pub upstream_tries: u32,
     /// Time from the request head to the end of the response body; for
     /// a tunnel, to its close.
     pub total: Duration,
@@ -88,6 +91,7 @@ impl Record {
             bytes: 0,
             cache: Outcome::Error.as_str(),
             upstream: None,
+            upstream_tries: 0,
             owner: None,
             total: Duration::ZERO,
             tunnel_to_origin: None,
@@ -137,6 +141,10 @@ impl Record {
                 match self.upstream {
                     Some(d) => push_ms(out, d),
                     None => out.push_str("null"),
+                }
+                if self.upstream_tries > 0 {
+                    out.push_str(",\"upstream_tries\":");
+                    out.push_str(num.format(self.upstream_tries));
                 }
                 out.push_str(",\"total_ms\":");
                 push_ms(out, self.total);

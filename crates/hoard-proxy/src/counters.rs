@@ -68,8 +68,11 @@ counters! {
     origin_connections_reused,
     /// Requests retried once because a reused connection proved dead.
     origin_retries,
-    /// Origin connect failures (answered 502 or 504).
+    /// Origin connect failures (answered 502 or 504 unless another server answered).
     origin_connect_errors,
+    /// Requests tried on the next server of their upstream after a server
+    /// failed (failover: `retry_on`, `tries`, `backup`); one per extra try.
+    origin_failovers,
     /// Origin TLS connections that made a full handshake.
     origin_tls_handshakes,
     /// Origin TLS connections that resumed an earlier session.

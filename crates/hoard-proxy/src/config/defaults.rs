@@ -86,6 +86,9 @@ impl UpstreamConfig {
         UpstreamConfig {
             name: name.into(),
             servers,
+            backup: Vec::new(),
+            retry_on: crate::upstream::failover::RetryOn::DEFAULT,
+            tries: None,
             connect_timeout: Duration::from_secs(3),
             read_timeout: Duration::from_secs(30),
             max_idle: 64,

@@ -16,6 +16,7 @@ mod edge;
 pub mod ops;
 mod raw;
 pub mod rules;
+mod servers;
 pub mod units;
 pub mod zones;
 
@@ -32,6 +33,7 @@ use regex::Regex;
 pub use cluster::{ClusterConfig, Member};
 pub use ops::{AccessLogConfig, AdminConfig, Cidr, LogFormat, LogTarget};
 use raw::{RawConfig, RawKey, RawRoute};
+use servers::parse_server_url;
 
 /// An error in the configuration: where it is and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,6 +265,15 @@ pub struct UpstreamConfig {
     pub name: String,
     /// Servers, used round-robin.
     pub servers: Vec<ServerAddr>,
+    /// Backup servers: used only while every one of `servers` is down or
+    /// has failed for the request (see `upstream::failover`).
+    pub backup: Vec<ServerAddr>,
+    /// When a request that reached a server goes on to the next one.
+    /// Default: `["error"]`.
+    pub retry_on: crate::upstream::failover::RetryOn,
+    /// Most servers a request is tried on. Default (`None`): every server
+    /// once, backups included.
+    pub tries: Option<u32>,
     /// Connect timeout (504 when exceeded). Default: 3s.
     pub connect_timeout: Duration,
     /// Time to wait for response headers and between body reads (504 / abort). Default: 30s.
@@ -613,7 +624,7 @@ impl Config {
                 ca: Some(ca.clone()),
                 ..crate::upstream::tls::TlsSettings::verified()
             });
-        let tls = origin_tls(std::slice::from_ref(&server), tls_settings).map_err(|m| {
+        let tls = origin_tls(std::iter::once(&server), tls_settings).map_err(|m| {
             err(
                 if q.upstream_ca.is_some() {
                     "--upstream-ca"
@@ -845,56 +856,13 @@ fn key_at(text: &str, offset: usize) -> String {
     }
 }
 
-fn parse_server_url(s: &str) -> Result<ServerAddr, String> {
-    if let Some(path) = s.strip_prefix("unix:") {
-        if !path.starts_with('/') {
-            return Err(format!("{s:?}: expected unix:/absolute/path"));
-        }
-        return Ok(ServerAddr {
-            authority: s.to_string(),
-            tls: false,
-            host: "localhost".into(),
-        });
-    }
-    let (rest, tls) = match (s.strip_prefix("http://"), s.strip_prefix("https://")) {
-        (Some(r), _) => (r, false),
-        (_, Some(r)) => (r, true),
-        _ => {
-            return Err(format!(
-                "{s:?}: expected http://host:port, https://host:port or unix:/path"
-            ))
-        }
-    };
-    let authority = rest.trim_end_matches('/');
-    if authority.is_empty() || authority.contains('/') {
-        return Err(format!("{s:?}: expected a host and port with no path"));
-    }
-    let has_port = authority.rsplit_once(':').is_some_and(|(h, p)| {
-        p.parse::<u16>().is_ok() && (!h.starts_with('[') || h.ends_with(']'))
-    });
-    let authority = if has_port {
-        authority.to_string()
-    } else {
-        format!("{authority}:{}", if tls { 443 } else { 80 })
-    };
-    let host = authority
-        .rsplit_once(':')
-        .map_or(authority.as_str(), |(h, _)| h)
-        .to_string();
-    Ok(ServerAddr {
-        authority,
-        tls,
-        host,
-    })
-}
-
 /// The TLS client of an upstream whose servers include `https://` ones
 /// (`None` when none does and no `tls` table was given).
-fn origin_tls(
-    servers: &[ServerAddr],
+fn origin_tls<'a>(
+    mut servers: impl Iterator<Item = &'a ServerAddr>,
     settings: Option<crate::upstream::tls::TlsSettings>,
 ) -> Result<Option<crate::upstream::tls::OriginTls>, String> {
-    if settings.is_none() && !servers.iter().any(|s| s.tls) {
+    if settings.is_none() && !servers.any(|s| s.tls) {
         return Ok(None);
     }
     let settings = settings.unwrap_or_else(crate::upstream::tls::TlsSettings::verified);
@@ -1101,12 +1069,7 @@ impl Resolver<'_> {
         }
         let mut upstreams = Vec::new();
         for (name, u) in raw.upstreams {
-            let mut servers = Vec::new();
-            for (j, s) in u.servers.iter().enumerate() {
-                servers.push(parse_server_url(s.get_ref()).map_err(|m| {
-                    self.err(Some(s.span()), format!("upstream.{name}.servers[{j}]"), m)
-                })?);
-            }
+            let servers = self.server_list(&name, "servers", &u.servers)?;
             if servers.is_empty() {
                 return Err(self.err(
                     None,
@@ -1115,6 +1078,7 @@ impl Resolver<'_> {
                 ));
             }
             let mut up = UpstreamConfig::new(&name, servers);
+            self.failover(&name, &u, &mut up)?;
             if let Some(t) = u.connect_timeout {
                 up.connect_timeout = t.0;
             }
@@ -1148,7 +1112,7 @@ impl Resolver<'_> {
                     key: t.key.as_ref().map(PathBuf::from),
                 }
             });
-            up.tls = origin_tls(&up.servers, settings).map_err(|m| {
+            up.tls = origin_tls(up.servers.iter().chain(&up.backup), settings).map_err(|m| {
                 self.err(
                     u.tls.as_ref().map(|t| t.span()),
                     format!("upstream.{name}.tls"),

@@ -140,6 +140,10 @@ pub struct RawUpstream {
     pub down_after: Option<u32>,
     pub down_backoff_max: Option<Dur>,
     pub tls: Option<Spanned<RawUpstreamTls>>,
+    #[serde(default)]
+    pub backup: Vec<Spanned<String>>,
+    pub retry_on: Option<Vec<Spanned<String>>>,
+    pub tries: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize)]

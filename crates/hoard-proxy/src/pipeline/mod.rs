@@ -147,31 +147,50 @@ tokio::task_local! {
 }
 
 /// What a request's task notes for `serve` (see [`OUTCOME`]).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Noted {
     /// The cache outcome; the last one wins.
     pub outcome: Option<Outcome>,
     /// In a cluster: the member (index) that owns the key of a request
     /// that went forward to another member, for the access log.
     pub owner: Option<u16>,
+    /// For a request that went to the origin: the number of servers its
+    /// upstream tried (set by the upstream, which may run in a fill's
+    /// task), for the access log. The last origin request wins.
+    pub tries: Option<Arc<crate::upstream::failover::Tries>>,
+}
+
+/// Changes what the request's task noted (see [`OUTCOME`]).
+fn note(f: impl FnOnce(&mut Noted)) {
+    let _ = OUTCOME.try_with(|c| {
+        let mut n = c.take();
+        f(&mut n);
+        c.set(n);
+    });
 }
 
 /// Records the request's outcome (see [`OUTCOME`]); the last one wins.
 pub(crate) fn note_outcome(outcome: Outcome) {
-    let _ = OUTCOME.try_with(|c| {
-        let mut n = c.get();
-        n.outcome = Some(outcome);
-        c.set(n);
-    });
+    note(|n| n.outcome = Some(outcome));
 }
 
 /// Records the member that owns the request's key (see [`Noted::owner`]).
 pub(crate) fn note_owner(owner: u16) {
-    let _ = OUTCOME.try_with(|c| {
-        let mut n = c.get();
-        n.owner = Some(owner);
-        c.set(n);
-    });
+    note(|n| n.owner = Some(owner));
+}
+
+/// A count of servers tried for an origin request of this request's task
+/// (see [`Noted::tries`]); `None` outside a request's task.
+pub(crate) fn note_tries() -> Option<Arc<crate::upstream::failover::Tries>> {
+    let tries = Arc::new(crate::upstream::failover::Tries::default());
+    OUTCOME
+        .try_with(|c| {
+            let mut n = c.take();
+            n.tries = Some(tries.clone());
+            c.set(n);
+        })
+        .ok()?;
+    Some(tries)
 }
 
 /// The route rule that matched a cacheable request, if any.
@@ -445,7 +464,7 @@ impl Pipeline {
                         Ok(resp) => resp,
                         Err(e) => self.error_response(&e, None),
                     };
-                    (resp, OUTCOME.with(std::cell::Cell::get))
+                    (resp, OUTCOME.with(std::cell::Cell::take))
                 })
                 .await
         };
@@ -466,6 +485,9 @@ impl Pipeline {
                     None => Outcome::Error.as_str(),
                 };
                 record.upstream = outcome.is_some_and(Outcome::went_forward).then_some(ttfb);
+                if record.upstream.is_some() {
+                    record.upstream_tries = noted.tries.as_ref().map_or(0, |t| t.get());
+                }
                 record.owner = noted
                     .owner
                     .and_then(|i| self.cluster.as_ref().and_then(|c| c.name(i)));

@@ -118,6 +118,7 @@ impl Pipeline {
             headers,
             body,
             interim: ctx.interim.clone(),
+            tries: super::note_tries(),
         }
     }
 }
