@@ -9,18 +9,18 @@
 # (`curl --parallel`), to each proxy: errors (any status but 200) out of N,
 # and the requests each origin saw (exactly N each: nothing sent twice).
 #
-#   bench/failover.sh                      # N=200, CONCURRENT=16
+#   bench/failover.sh                      # N=100, CONCURRENT=16
 #   N=40 bench/failover.sh
 #   HOARD_BEFORE=/path/to/old/hoard bench/failover.sh   # an older hoard too
 #
-# Knobs: N (200), CONCURRENT (16), BASE_PORT (19380), HOARD_BIN,
+# Knobs: N (100), CONCURRENT (16), BASE_PORT (19380), HOARD_BIN,
 # SKIP_BUILD=1, KEEP=1. HOARD_BEFORE: another hoard binary measured the same
 # way (for example one without failover).
 set -euo pipefail
 BENCH_NAME=failover
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-N="${N:-200}"
+N="${N:-100}"
 CONCURRENT="${CONCURRENT:-16}"
 NEXT_PORT="${BASE_PORT:-19380}"
 HOARD_BIN="${HOARD_BIN:-$ROOT/target/release/hoard}"
@@ -67,10 +67,13 @@ ORIGIN_PID="$STARTED_PID"
 wait_port "${ORIGIN[nginx]}" origin "$ORIGIN_PID"
 
 # ------------------------------------------------------------ proxies
-free_port "PORT[nginx]"
-{
-    nginx_common nginx
-    cat <<EOF
+# Started afresh for each phase: neither begins knowing the dead server.
+declare -A PID
+start_nginx_proxy() {
+    free_port "PORT[nginx]"
+    {
+        nginx_common nginx
+        cat <<EOF
 http {
     access_log off;
 $(nginx_temp_paths nginx)
@@ -89,9 +92,11 @@ $(nginx_temp_paths nginx)
     }
 }
 EOF
-} >"$RUN/nginx.conf"
-start_nginx nginx
-wait_port "${PORT[nginx]}" nginx "$STARTED_PID"
+    } >"$RUN/nginx.conf"
+    start_nginx nginx
+    PID[nginx]="$STARTED_PID"
+    wait_port "${PORT[nginx]}" nginx "$STARTED_PID"
+}
 
 start_hoard() { # name binary
     local name="$1" bin="$2"
@@ -107,10 +112,17 @@ servers = ["http://127.0.0.1:$DEAD_PORT", "http://127.0.0.1:${ORIGIN[$name]}"]
 EOF
     "$bin" check --config "$RUN/$name/hoard.toml" >/dev/null
     spawn "$RUN/$name/stderr.log" "$bin" run --config "$RUN/$name/hoard.toml"
+    PID[$name]="$STARTED_PID"
     wait_port "${PORT[$name]}" "$name" "$STARTED_PID" "$RUN/$name/stderr.log"
 }
-start_hoard hoard "$HOARD_BIN"
-[ -z "$HOARD_BEFORE" ] || start_hoard hoard-before "$HOARD_BEFORE"
+
+start_proxy() { # name
+    case "$1" in
+        nginx) start_nginx_proxy ;;
+        hoard) start_hoard hoard "$HOARD_BIN" ;;
+        hoard-before) start_hoard hoard-before "$HOARD_BEFORE" ;;
+    esac
+}
 
 # ------------------------------------------------------------ load
 urls() { # port phase: N distinct URLs, in a curl config file
@@ -126,7 +138,8 @@ run() {
     shift 2
     urls "${PORT[$name]}" "$phase" >"$RUN/$name.$phase.urls"
     before="$(wc -l <"$RUN/origin/$name.log")"
-    codes="$(curl -s -w '%{http_code}\n' --max-time 30 "$@" -K "$RUN/$name.$phase.urls" || true)"
+    codes="$(curl -s -w '%{http_code}\n' --max-time 30 "$@" -K "$RUN/$name.$phase.urls" \
+        2>>"$RUN/curl.log" || true)"
     echo "$codes" >"$RUN/$name.$phase.codes"
     errors="$((N - $(grep -c '^200$' <<<"$codes" || true)))"
     # nginx writes its access log line after the response: let it catch up.
@@ -140,10 +153,14 @@ run() {
 
 declare -A RES
 for p in $PROXIES; do
+    start_proxy "$p"
     RES[$p-seq]="$(run "$p" seq)"
-    log "$p, $N sequential: errors and origin requests: ${RES[$p-seq]}"
+    log "$p, $N sequential: errors, origin requests: ${RES[$p-seq]}"
+    stop_pid "${PID[$p]}"
+    start_proxy "$p"
     RES[$p-par]="$(run "$p" par --parallel --parallel-immediate --parallel-max "$CONCURRENT")"
-    log "$p, $N by $CONCURRENT: errors and origin requests: ${RES[$p-par]}"
+    log "$p, $N by $CONCURRENT: errors, origin requests: ${RES[$p-par]}"
+    stop_pid "${PID[$p]}"
 done
 
 report_start failover
@@ -152,7 +169,7 @@ report_start failover
     echo
     machine_line
     echo "- hoard $git_rev (built $(hoard_built), $HOARD_BIN), nginx $(nginx -v 2>&1 | sed 's/.*\///')"
-    echo "- upstream: 127.0.0.1:$DEAD_PORT (refuses) then the live origin; both proxies with their defaults; each proxy started fresh"
+    echo "- upstream: 127.0.0.1:$DEAD_PORT (refuses) then the live origin; every proxy with its defaults, started afresh for each column"
     echo
     echo "| proxy | $N sequential: errors | origin saw | $N, $CONCURRENT at a time: errors | origin saw |"
     echo "|---|---|---|---|---|"
