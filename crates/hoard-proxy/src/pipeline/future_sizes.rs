@@ -110,8 +110,10 @@ pub(crate) fn sizes() -> Vec<(&'static str, usize)> {
 
 /// The most the request's future (`serve`) may take in a debug build
 /// (release builds lay it out smaller). A change that needs more boxes its
-/// rare step instead, or raises this and says why.
-pub(crate) const SERVE_BUDGET: usize = 2560;
+/// rare step instead, or raises this and says why. (2576: the request's
+/// noted state carries the count of servers its upstream tried, a pointer
+/// the access log reads after a failover, 16 bytes with its alignment.)
+pub(crate) const SERVE_BUDGET: usize = 2576;
 
 #[cfg(test)]
 mod tests {

@@ -401,3 +401,111 @@ async fn r01008_an_upgrade_goes_on_after_a_refused_connect() {
         .expect_counter("origin_connect_errors", 1)
         .expect_counter("origin_failovers", 1);
 }
+
+// r01009: a server that takes the request and answers nothing within
+// `read_timeout`: with "timeout" in `retry_on` a GET goes on to the next
+// server; without it (the default) the client gets the 504.
+#[tokio::test]
+async fn r01009_retry_on_timeout() {
+    let t = Test::new("r01009");
+    let answered = t.barrier(2);
+    let slow = t
+        .origin()
+        .script({
+            let answered = answered.clone();
+            |mut s| async move {
+                s.rxreq().await.expect_url("/a");
+                s.rxreq().await.expect_url("/b");
+                answered.sync().await; // hold both until the client saw its 504
+            }
+        })
+        .start()
+        .await;
+    let next = answers(&t, 1, "next").start().await;
+    let start = |retry_on| {
+        t.proxy()
+            .upstream(|u| {
+                u.servers = vec![at(&slow), at(&next)];
+                u.read_timeout = std::time::Duration::from_millis(200);
+                u.retry_on = retry_on;
+            })
+            .start()
+    };
+    let proxy = start(RetryOn::DEFAULT.with("timeout").unwrap()).await;
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("next");
+    proxy
+        .expect_counter("origin_timeouts", 1)
+        .expect_counter("origin_failovers", 1);
+    let proxy = start(RetryOn::DEFAULT).await;
+    t.client(&proxy)
+        .get("/b")
+        .send()
+        .await
+        .expect_status(504)
+        .expect_cache_status("detail=read-timeout");
+    proxy.expect_counter("origin_failovers", 0);
+    answered.sync().await;
+    slow.finish().await;
+    next.finish().await;
+}
+
+// r01010: a server whose TLS handshake fails (a certificate nobody
+// trusts) is passed over for the next one, whatever the method: the
+// request never left.
+#[tokio::test]
+async fn r01010_a_failed_tls_handshake_goes_on() {
+    use hoard_testkit::pki::TestCa;
+    let t = Test::new("r01010");
+    let (trusted, stranger) = (TestCa::new(), TestCa::new());
+    let impostor = t
+        .origin()
+        .tls(stranger.server_config(&stranger.issue(&["127.0.0.1"]), false))
+        .start()
+        .await;
+    let good = t
+        .origin()
+        .tls(trusted.server_config(&trusted.issue(&["127.0.0.1"]), false))
+        .script(|mut s| async move {
+            s.rxreq().await.expect_method("POST").expect_body("payload");
+            s.txresp(200).body("secure").send().await;
+        })
+        .start()
+        .await;
+    let ca = t.dir().join("ca.pem");
+    trusted.write(&ca);
+    let tls = hoard_proxy::upstream::tls::build(&hoard_proxy::upstream::tls::TlsSettings {
+        ca: Some(ca),
+        ..hoard_proxy::upstream::tls::TlsSettings::verified()
+    })
+    .unwrap();
+    let https = |o: &Origin| ServerAddr {
+        authority: o.addr().to_string(),
+        tls: true,
+        host: "127.0.0.1".into(),
+    };
+    let proxy = t
+        .proxy()
+        .upstream(|u| {
+            u.servers = vec![https(&impostor), https(&good)];
+            u.tls = Some(tls);
+        })
+        .start()
+        .await;
+    t.client(&proxy)
+        .post("/p")
+        .body("payload")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("secure");
+    proxy
+        .expect_counter("origin_tls_errors", 1)
+        .expect_counter("origin_failovers", 1);
+    impostor.finish().await;
+    good.finish().await;
+}
