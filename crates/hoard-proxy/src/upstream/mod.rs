@@ -295,10 +295,7 @@ impl Upstream {
                     self.stats
                         .record(OriginResult::of_status(status.as_u16()), took);
                     let failure = Failure::Status(status.as_u16());
-                    if last
-                        || !self.cfg.retry_on.status(status.as_u16())
-                        || !failure.goes_on(self.cfg.retry_on, &req.method, replayable)
-                    {
+                    if last || !failure.goes_on(self.cfg.retry_on, &req.method, replayable) {
                         Self::note_tries(&req, tried);
                         return Ok(resp);
                     }
@@ -384,7 +381,7 @@ impl Upstream {
                 // resend. One that was written may have been processed: resend
                 // only idempotent methods (RFC 9110 §9.2.2).
                 let retry = match failed {
-                    Exchange::Back(r, _) if was_reused => r,
+                    Exchange::Back(r, _) if was_reused => *r,
                     Exchange::Failed(Failure::Error, _)
                         if was_reused && replayable && req.method.is_idempotent() =>
                     {
@@ -450,7 +447,7 @@ impl Upstream {
             Ok(Err(mut e)) => {
                 let err = send_error(authority, e.error());
                 match e.take_message() {
-                    Some(r) => Err(Exchange::Back(r, err)),
+                    Some(r) => Err(Exchange::Back(Box::new(r), err)),
                     // The client's body failed: its fault, not the server's.
                     None if err.source == crate::error::ErrorSource::Client => {
                         Err(Exchange::Failed(Failure::Final, err))
@@ -707,7 +704,7 @@ impl Upstream {
 /// How an exchange on a connection failed.
 enum Exchange {
     /// hyper gave the request back: it was never written.
-    Back(Request<ReqBody>, ProxyError),
+    Back(Box<Request<ReqBody>>, ProxyError),
     /// It was (maybe) written.
     Failed(Failure, ProxyError),
 }
