@@ -41,6 +41,24 @@ fn check_names_file_line_and_key() {
 }
 
 #[test]
+fn check_refuses_a_server_with_words_after_its_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hoard.toml");
+    std::fs::write(
+        &path,
+        "[upstream.app]\nservers = [\n  \"http://127.0.0.1:8080\",\n  \"http://127.0.0.1:1 backup\",\n]\n",
+    )
+    .unwrap();
+    let (code, _, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("hoard.toml:4: `upstream.app.servers[1]`"),
+        "{err}"
+    );
+    assert!(err.contains("backup = [...]"), "{err}");
+}
+
+#[test]
 fn quick_start_needs_an_upstream() {
     let (code, _, err) = hoard(&[]);
     assert_eq!(code, 2, "{err}");
