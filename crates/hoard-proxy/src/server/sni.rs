@@ -117,9 +117,11 @@ pub fn load(cert: &Path, key: &Path) -> Result<Loaded, LoadError> {
     let certified = CertifiedKey::new(chain, signer);
     match certified.keys_match() {
         Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => {}
-        Err(rustls::Error::InconsistentKeys(_)) => return Err(LoadError::Mismatch(format!(
+        Err(rustls::Error::InconsistentKeys(_)) => {
+            return Err(LoadError::Mismatch(format!(
             "{k} is not the key of {c} (a renewed certificate with the old key, or files swapped?)"
-        ))),
+        )))
+        }
         Err(e) => return Err(LoadError::Cert(format!("{c}: {e}"))),
     }
     if names.is_empty() {

@@ -324,8 +324,7 @@ async fn r03003_unknown_and_absent_server_names_get_the_first() {
     assert_eq!(names_for(addr, Some("a.example")).await, ["a.example"]);
     let e = connect(addr, "other.example", &connector(Some(&ca), true))
         .await
-        .err()
-        .expect("no certificate for other.example");
+        .expect_err("no certificate for other.example");
     assert!(e.contains("certificate"), "{e}");
     assert_eq!(origin.requests(), 0);
     origin.finish().await;
