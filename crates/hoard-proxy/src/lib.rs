@@ -116,15 +116,11 @@ fn listener_state(
 ) -> Result<server::ListenerState, StartError> {
     // Certificate files by SNI (read again at each reload), with the
     // listener's ACME certificates when it has both.
-    let sni = match l.certs.is_empty() {
-        true => None,
-        false => Some(
-            server::sni::FileCerts::load(
-                &l.certs,
-                (!l.acme.is_empty()).then(|| acme.certs.for_listener(&l.acme)),
-            )
-            .map_err(StartError::Tls)?,
-        ),
+    let sni = if l.certs.is_empty() {
+        None
+    } else {
+        let with_acme = (!l.acme.is_empty()).then(|| acme.certs.for_listener(&l.acme));
+        Some(server::sni::FileCerts::load(&l.certs, with_acme).map_err(StartError::Tls)?)
     };
     Ok(server::ListenerState {
         http2: l.http2,
