@@ -94,3 +94,38 @@ fn acme_flags_need_a_domain() {
     let (code, _, err) = hoard(&["--upstream", "http://127.0.0.1:9", "--help"]);
     assert_eq!(code, 0, "{err}");
 }
+
+#[test]
+fn check_says_how_to_write_several_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sni.toml");
+    let up = "[upstream.app]\nservers = [\"http://127.0.0.1:8080\"]\n";
+    // One table where the list of certificates belongs.
+    std::fs::write(
+        &path,
+        format!("[[listener]]\naddress = \"0.0.0.0:443\"\ntls = {{ certs = {{ cert = \"a.pem\", key = \"a.key\" }} }}\n{up}"),
+    )
+    .unwrap();
+    let (code, _, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("sni.toml:3"), "{err}");
+    assert!(
+        err.contains("certs = [{ cert = \"a.pem\", key = \"a.key\" }]"),
+        "{err}"
+    );
+    assert!(!err.contains("invalid type"), "{err}");
+    // A certificate file that is not there: the certificate and its line.
+    std::fs::write(
+        &path,
+        format!(
+            "[[listener]]\naddress = \"0.0.0.0:443\"\ntls = {{ certs = [\n  {{ cert = \"{0}/a.pem\", key = \"{0}/a.key\" }},\n] }}\n{up}",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("sni.toml:4"), "{err}");
+    assert!(err.contains("listener[0].tls.certs[0].cert"), "{err}");
+    assert!(err.contains("a.pem"), "{err}");
+}

@@ -31,6 +31,7 @@ impl Default for ListenerConfig {
         ListenerConfig {
             address: LISTEN,
             tls: None,
+            certs: Vec::new(),
             http2: LISTENER_HTTP2,
             http3: false,
             proxy_protocol: None,

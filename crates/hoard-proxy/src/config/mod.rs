@@ -10,6 +10,7 @@
 //! documented in the README's configuration reference.
 
 pub mod acme;
+mod certs;
 pub mod cluster;
 pub mod defaults;
 mod edge;
@@ -98,6 +99,11 @@ pub struct ListenerConfig {
     pub address: SocketAddr,
     /// TLS (HTTP/1.1 and h2 by ALPN); plain otherwise (HTTP/1.1 and h2c prior knowledge).
     pub tls: Option<TlsConfig>,
+    /// Certificate files picked by SNI (`tls = { certs = [...] }`), each
+    /// for the DNS names of its subjectAltName, the first for no or an
+    /// unknown server name (see `crate::server::sni`). Empty unless given
+    /// (then `tls` is `None`); may go with `acme`.
+    pub certs: Vec<TlsConfig>,
     /// Accept HTTP/2. Default: true.
     pub http2: bool,
     /// Also serve HTTP/3 over QUIC on the same port (UDP), advertised with
@@ -969,17 +975,31 @@ impl Resolver<'_> {
                     ));
                 }
             }
-            let (tls, acme_names) = match l.tls {
-                None => (None, Vec::new()),
-                Some(t) => match (t.cert, t.key, t.acme) {
-                    (Some(cert), Some(key), None) => (
+            let (tls, files, acme_names) = match l.tls {
+                None => (None, Vec::new(), Vec::new()),
+                Some(t) => match (t.cert, t.key, t.acme, t.certs) {
+                    (Some(cert), Some(key), None, None) => (
                         Some(TlsConfig {
-                            cert: cert.into(),
-                            key: key.into(),
+                            cert: cert.0.into(),
+                            key: key.0.into(),
                         }),
                         Vec::new(),
+                        Vec::new(),
                     ),
-                    (None, None, Some(certs)) if !certs.get_ref().is_empty() => {
+                    (Some(_), _, _, Some(files)) | (_, Some(_), _, Some(files)) => {
+                        return Err(self.err(
+                            Some(files.span()),
+                            format!("listener[{i}].tls.certs"),
+                            "with `cert` and `key`: one or the other (every certificate in `certs`)"
+                                .into(),
+                        ))
+                    }
+                    (None, None, None, Some(files)) => {
+                        (None, self.listener_certs(i, files)?, Vec::new())
+                    }
+                    (None, None, Some(certs), files)
+                        if !certs.get_ref().is_empty() || files.is_some() =>
+                    {
                         let span = certs.span();
                         let certs = certs
                             .into_inner()
@@ -1004,9 +1024,13 @@ impl Resolver<'_> {
                             .map_err(|m| {
                                 self.err(Some(span), format!("listener[{i}].tls.acme"), m)
                             })?;
-                        (None, certs)
+                        let files = match files {
+                            Some(f) => self.listener_certs(i, f)?,
+                            None => Vec::new(),
+                        };
+                        (None, files, certs)
                     }
-                    (_, _, Some(names)) => {
+                    (_, _, Some(names), _) => {
                         return Err(self.err(
                             Some(names.span()),
                             format!("listener[{i}].tls.acme"),
@@ -1017,13 +1041,13 @@ impl Resolver<'_> {
                         return Err(self.err(
                             Some(l.address.span()),
                             format!("listener[{i}].tls"),
-                            "needs `cert` and `key`, or `acme` names".into(),
+                            "needs `cert` and `key`, `certs`, or `acme` names".into(),
                         ))
                     }
                 },
             };
             if let Some(r) = &l.redirect_https {
-                if tls.is_some() || !acme_names.is_empty() {
+                if tls.is_some() || !files.is_empty() || !acme_names.is_empty() {
                     return Err(self.err(
                         Some(r.span()),
                         format!("listener[{i}].redirect_https"),
@@ -1037,6 +1061,7 @@ impl Resolver<'_> {
                 acme: acme_names,
                 redirect_https: l.redirect_https.map(|r| r.into_inner()),
                 tls,
+                certs: files,
                 http2: l.http2.unwrap_or(defaults::LISTENER_HTTP2),
                 proxy_protocol: match (l.proxy_protocol, &l.proxy_protocol_from) {
                     (Some(true), from) => Some(

@@ -62,6 +62,7 @@ pub struct RawServer {
 #[serde(deny_unknown_fields)]
 pub struct RawListener {
     pub address: Spanned<String>,
+    #[serde(default, deserialize_with = "super::certs::tls_table")]
     pub tls: Option<RawTls>,
     pub http2: Option<bool>,
     pub http3: Option<Spanned<bool>>,
@@ -73,9 +74,10 @@ pub struct RawListener {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTls {
-    pub cert: Option<String>,
-    pub key: Option<String>,
+    pub cert: Option<super::certs::FileName>,
+    pub key: Option<super::certs::FileName>,
     pub acme: Option<Spanned<Vec<RawAcmeCert>>>,
+    pub certs: Option<Spanned<super::certs::CertList>>,
 }
 
 /// One certificate of `tls.acme`: a name (a certificate of its own) or a

@@ -40,6 +40,7 @@ mod q_edge;
 mod r_failover;
 mod r_partial;
 mod r_range;
+mod r_sni;
 mod s_slice;
 mod w_coalesce;
 mod w_fill;
