@@ -121,7 +121,8 @@ async fn r06003_site_and_route_limits_override_server() {
     post("/page", 5000).send().await.expect_status(413);
     post("/upload/a", 50_000).send().await.expect_status(200);
     post("/upload/b", 2 << 20).send().await.expect_status(413);
-    assert_eq!(origin.connections(), 1, "the refused ones made none");
+    // The two taken ones may share a connection; the refused ones open none.
+    assert!(origin.connections() <= 2, "{}", origin.connections());
     origin.finish().await;
 }
 
@@ -394,9 +395,10 @@ async fn r06009_client_no_cache_ignore() {
     origin.finish().await;
 }
 
-// r06010: the default, `revalidate` (RFC 9111 §5.2.1.4): each client
-// no-cache (or Pragma: no-cache) makes a conditional request with the
-// stored ETag; the 304 refreshes and the stored body is served.
+// r06010: the default, `revalidate` (RFC 9111 §5.2.1.4): each of 20
+// sequential requests with no-cache (or Pragma: no-cache) makes a
+// conditional request with the stored ETag; each 304 refreshes and the
+// stored body is served.
 #[tokio::test]
 async fn r06010_client_no_cache_revalidate_is_conditional() {
     let t = Test::new("r06010");
@@ -410,7 +412,7 @@ async fn r06010_client_no_cache_revalidate_is_conditional() {
                 .body("stored")
                 .send()
                 .await;
-            for _ in 0..2 {
+            for _ in 0..20 {
                 s.rxreq().await.expect_header("if-none-match", "\"v1\"");
                 s.txresp(304)
                     .hdr("Cache-Control", "max-age=600")
@@ -429,7 +431,8 @@ async fn r06010_client_no_cache_revalidate_is_conditional() {
         .await
         .expect_body("stored");
     proxy.wait_counter("objects_stored", 1).await;
-    for (name, value) in [("Cache-Control", "no-cache"), ("Pragma", "no-cache")] {
+    for i in 0..20 {
+        let (name, value) = [("Cache-Control", "no-cache"), ("Pragma", "no-cache")][i % 2];
         t.client(&proxy)
             .get("/obj")
             .hdr(name, value)
@@ -439,7 +442,12 @@ async fn r06010_client_no_cache_revalidate_is_conditional() {
             .expect_body("stored")
             .expect_cache_status("fwd=request; fwd-status=304");
     }
-    proxy.expect_counter("cache_revalidate", 2);
+    proxy.expect_counter("cache_revalidate", 20);
+    assert_eq!(
+        origin.requests(),
+        21,
+        "one fill, then one conditional request each"
+    );
     origin.finish().await;
 }
 
@@ -534,5 +542,40 @@ async fn r06012_concurrent_no_cache_share_one_revalidation() {
         c.await.unwrap().expect_status(200).expect_body("stored");
     }
     assert_eq!(origin.requests(), 2, "one fill, one shared revalidation");
+    origin.finish().await;
+}
+
+// r06013: a route that raises a small server limit lets a chunked body
+// past the server's limit through whole; the server's limit still cuts
+// one on another route.
+#[tokio::test]
+async fn r06013_chunked_body_under_raised_route_limit() {
+    let t = Test::new("r06013");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let r = s.rxreq().await;
+            r.expect_url("/upload/a").expect_body("x".repeat(1200));
+            s.txresp(201).body("taken").send().await;
+        })
+        .start()
+        .await;
+    let cfg = site(
+        "max_body_size = \"1000\"",
+        "",
+        "[[site.route]]\nprefix = \"/upload/\"\nmax_body_size = \"1MiB\"\n[[site.route]]\nprefix = \"/\"\n",
+    );
+    let proxy = t.proxy().toml(&origin, &cfg).start().await;
+    let chunk = "x".repeat(600);
+    for (path, status) in [("/upload/a", 201), ("/page", 413)] {
+        let mut c = t.client(&proxy).connect().await;
+        c.send_raw(format!(
+            "POST {path} HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\
+             258\r\n{chunk}\r\n258\r\n{chunk}\r\n0\r\n\r\n"
+        ))
+        .await;
+        c.read_response().await.expect_status(status);
+    }
+    assert_eq!(origin.requests(), 1);
     origin.finish().await;
 }
