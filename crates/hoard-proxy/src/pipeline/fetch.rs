@@ -298,11 +298,13 @@ impl Pipeline {
                 }
                 let now = self.clock.now();
                 // The fill this request joined validated the stored
-                // response with the origin: the validation a client's
-                // `no-cache` asks for (RFC 9111 §5.2.1.4), so concurrent
-                // ones share one conditional request.
+                // response with the origin while the request waited: the
+                // validation a client's `no-cache` or `max-age=0` asks for
+                // (RFC 9111 §5.2.1.4, §5.2.1.1), so simultaneous ones
+                // share one conditional request.
                 let validated = CacheControl {
                     no_cache: false,
+                    max_age: None,
                     ..req_cc.clone()
                 };
                 match self.store.lookup(key.digest, &key.text, &ctx.headers).await {

@@ -491,8 +491,9 @@ async fn r06011_client_no_cache_without_validator_fetches() {
     origin.finish().await;
 }
 
-// r06012: `revalidate`, 20 concurrent no-cache requests: they join one
-// conditional request; the 304 it gets is the validation each asked for.
+// r06012: `revalidate`, 20 concurrent requests with no-cache or
+// max-age=0: they join one conditional request; the 304 it gets is the
+// validation each asked for.
 #[tokio::test]
 async fn r06012_concurrent_no_cache_share_one_revalidation() {
     let t = Test::new("r06012");
@@ -528,11 +529,14 @@ async fn r06012_concurrent_no_cache_share_one_revalidation() {
         .await
         .expect_body("stored");
     proxy.wait_counter("objects_stored", 1).await;
+    // One second old: max-age=0 asks for a validation too.
+    t.clock.advance(super::secs(1));
     let clients: Vec<_> = (0..20)
-        .map(|_| {
+        .map(|i| {
+            let asks = ["no-cache", "max-age=0"];
             t.client(&proxy)
                 .get("/obj")
-                .hdr("Cache-Control", "no-cache")
+                .hdr("Cache-Control", asks[i % 2])
                 .spawn()
         })
         .collect();
