@@ -28,9 +28,9 @@ pub struct Respond {
 
 impl Respond {
     /// A fixed answer; `Content-Length` is set from `body` (RFC 9110
-    /// §8.6), except for a 204, which has none.
+    /// §8.6), except for a 204 or 304, which have no body to measure.
     pub fn new(status: StatusCode, body: Bytes, mut headers: HeaderMap) -> Respond {
-        if status != StatusCode::NO_CONTENT {
+        if !matches!(status, StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED) {
             headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
         }
         Respond {

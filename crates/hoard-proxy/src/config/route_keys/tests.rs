@@ -99,7 +99,10 @@ fn respond_is_built_once_and_needs_no_upstream() {
         "{UP}[upstream.b]\nservers = [\"http://127.0.0.1:8\"]\n[[site]]\n[[site.route]]\n\
          respond = {{ status = 204 }}\n"
     );
-    Config::from_toml("hoard.toml", &two).unwrap();
+    let c = Config::from_toml("hoard.toml", &two).unwrap();
+    let r = c.sites[0].routes[0].edge.as_ref().unwrap();
+    let r = r.respond.as_ref().unwrap();
+    assert!(r.body.is_empty() && r.headers.is_empty(), "{:?}", r.headers);
 }
 
 #[test]
