@@ -157,6 +157,8 @@ counters! {
     bypass_rule_matches,
     /// Requests answered with a route's configured redirect.
     edge_redirects,
+    /// Requests answered with a route's fixed answer (`respond`).
+    edge_responds,
     /// Requests refused 403 by a route's `allow`/`deny`.
     edge_access_denied,
     /// Requests refused 401 by a route's `basic_auth` (no or wrong credentials).

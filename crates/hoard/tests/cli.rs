@@ -129,3 +129,20 @@ fn check_says_how_to_write_several_certificates() {
     assert!(err.contains("listener[0].tls.certs[0].cert"), "{err}");
     assert!(err.contains("a.pem"), "{err}");
 }
+
+#[test]
+fn check_reads_respond_files_from_the_config_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hoard.toml");
+    let text = "[[site]]\nmax_body_size = \"1MiB\"\n[[site.route]]\nprefix = \"/healthz\"\nrespond = { status = 200, body = \"ok\" }\n\
+                [[site.route]]\nprefix = \"/\"\nclient_no_cache = \"ignore\"\nrespond = { status = 503, body_file = \"maintenance.html\" }\n";
+    std::fs::write(&path, text).unwrap();
+    let (code, _, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hoard.toml:9"), "{err}");
+    assert!(err.contains("site[0].route[1].respond.body_file"), "{err}");
+    assert!(err.contains("maintenance.html"), "{err}");
+    std::fs::write(dir.path().join("maintenance.html"), "<p>soon</p>").unwrap();
+    let (code, out, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "stdout {out} stderr {err}");
+}

@@ -138,6 +138,7 @@ impl RouteConfig {
             no_store: Vec::new(),
             forward_unkeyed: false,
             edge: None,
+            max_body_size: None,
         }
     }
 }

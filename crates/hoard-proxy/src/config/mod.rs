@@ -16,6 +16,7 @@ pub mod defaults;
 mod edge;
 pub mod ops;
 mod raw;
+mod route_keys;
 pub mod rules;
 mod servers;
 pub mod units;
@@ -406,6 +407,9 @@ pub struct RouteConfig {
     /// Redirect, limits, access, credentials, header edits, error pages
     /// (see `edge`); `None` when the route sets none of them.
     pub edge: Option<std::sync::Arc<crate::edge::Edge>>,
+    /// Largest request body (413 beyond): the route's `max_body_size`,
+    /// else its site's; `None`: `server.max_body_size`.
+    pub max_body_size: Option<u64>,
 }
 
 /// What a range request for an object not in the cache fetches (route
@@ -1151,12 +1155,14 @@ impl Resolver<'_> {
             };
             upstreams.push(up);
         }
-        // A configuration whose every route redirects needs no origin.
+        // A configuration whose every route redirects or responds needs no origin.
         let only_redirects = !raw.sites.is_empty()
-            && raw
-                .sites
-                .iter()
-                .all(|s| !s.routes.is_empty() && s.routes.iter().all(|r| r.redirect.is_some()));
+            && raw.sites.iter().all(|s| {
+                !s.routes.is_empty()
+                    && s.routes
+                        .iter()
+                        .all(|r| r.redirect.is_some() || r.respond.is_some())
+            });
         if upstreams.is_empty() && !only_redirects {
             return Err(self.err(
                 None,
@@ -1188,11 +1194,14 @@ impl Resolver<'_> {
                     &cache,
                     error_pages.as_ref(),
                 )?;
+                let mut route = route;
+                route.max_body_size = route.max_body_size.or(site.max_body_size.map(|s| s.0));
                 routes.push(std::sync::Arc::new(route));
                 probes.push(probe);
             }
             if routes.is_empty() {
                 let mut route = RouteConfig::catch_all();
+                route.max_body_size = site.max_body_size.map(|s| s.0);
                 if let Some(pages) = &error_pages {
                     route.edge = Some(std::sync::Arc::new(crate::edge::Edge {
                         error_pages: Some(pages.clone()),
@@ -1362,8 +1371,8 @@ impl Resolver<'_> {
             (None, None) => PathMatch::Prefix("/".into()),
         };
         let upstream = match r.upstream {
-            // A redirect never reaches an origin.
-            None if upstreams.len() == 1 || r.redirect.is_some() => 0,
+            // A redirect or a fixed answer never reaches an origin.
+            None if upstreams.len() == 1 || r.redirect.is_some() || r.respond.is_some() => 0,
             None => {
                 return Err(self.err(
                     None,
@@ -1436,6 +1445,7 @@ impl Resolver<'_> {
         }
         policy.stale_while_revalidate = r.stale_while_revalidate.map(|d| d.0);
         policy.stale_if_error = r.stale_if_error.map(|d| d.0);
+        policy.client_no_cache = self.client_no_cache(at, r.client_no_cache)?;
         let mut key = match r.key {
             Some(k) => self.key_template(k, &format!("{at}.key"))?,
             None => KeyTemplate::default(),
@@ -1490,6 +1500,7 @@ impl Resolver<'_> {
             &path,
             site_pages,
         )?;
+        let edge = self.with_respond(at, edge, r.respond)?;
         let encodings = match &r.encodings {
             None => d.encodings.clone(),
             Some(list) => {
@@ -1557,6 +1568,7 @@ impl Resolver<'_> {
                 compress_min_size: r.compress_min_size.map_or(d.compress_min_size, |x| x.0),
                 fill_accept_encoding,
                 edge,
+                max_body_size: r.max_body_size.map(|s| s.0),
             },
             probe,
         ))

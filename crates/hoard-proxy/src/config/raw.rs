@@ -167,6 +167,7 @@ pub struct RawSite {
     pub routes: Vec<RawRoute>,
     pub error_pages: Option<BTreeMap<String, Spanned<String>>>,
     pub scheme: Option<Spanned<String>>,
+    pub max_body_size: Option<Size>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -213,6 +214,9 @@ pub struct RawRoute {
     pub limit: Option<Spanned<super::edge::RawLimit>>,
     pub limit_connections: Option<Spanned<u32>>,
     pub error_pages: Option<BTreeMap<String, Spanned<String>>>,
+    pub max_body_size: Option<Size>,
+    pub respond: Option<Spanned<super::route_keys::RawRespond>>,
+    pub client_no_cache: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

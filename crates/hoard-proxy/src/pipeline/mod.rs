@@ -45,7 +45,7 @@ use hoard_policy::cache_status::{CacheStatus, Fwd, Outcome};
 use hoard_policy::clock::Clock;
 use hoard_policy::headers::strip_hop_by_hop;
 use hoard_policy::key::{CacheKey, KeyInput};
-use hoard_policy::reuse::{request_cache_control, reuse, Reuse};
+use hoard_policy::reuse::{request_cache_control_for, reuse, Reuse};
 use hoard_policy::target::{normalise_authority, normalise_path_and_query, TargetError};
 use hoard_store::{Lookup, Store};
 use http::header::{self, HeaderMap, HeaderValue};
@@ -545,6 +545,15 @@ impl Pipeline {
                     return Ok(resp);
                 }
             }
+            if let Some(r) = &edge.respond {
+                // After the limits and access checks, which protect it.
+                let mut resp = self.fixed_answer(r, &ctx.method);
+                edge.finish(&mut resp, &vars);
+                if let Some(guard) = held {
+                    resp.extensions_mut().insert(guard);
+                }
+                return Ok(resp);
+            }
             if edge.auth.is_some() {
                 // The credentials were hoard's (see `edge::basic_auth`).
                 ctx.headers.remove(header::AUTHORIZATION);
@@ -609,19 +618,6 @@ impl Pipeline {
         tunnel::refuse_connect(&parts)?;
         let authority = request_authority(&parts, tls)?;
         normalise_target(&mut parts.uri)?;
-        if let Some(len) = parts
-            .headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            if len > limits.max_body_size {
-                return Err(ProxyError::client(
-                    ErrorKind::BodyTooLarge,
-                    format!("body of {len} bytes"),
-                ));
-            }
-        }
         let site_idx = select_site(&run.cfg, &authority, tls).ok_or_else(|| {
             ProxyError::client(
                 ErrorKind::NoRoute,
@@ -639,6 +635,21 @@ impl Pipeline {
             return Ok(Prepared::Answered(resp));
         };
         let route = &site.routes[route_idx];
+        // A declared body over the route's limit: 413 before anything is
+        // sent on (a streamed one is cut in `route_request`).
+        if let Some(len) = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            if len > route.max_body_size.unwrap_or(limits.max_body_size) {
+                return Err(ProxyError::client(
+                    ErrorKind::BodyTooLarge,
+                    format!("body of {len} bytes"),
+                ));
+            }
+        }
         // Costs one look at an empty list unless trusted proxies are set.
         let client =
             forwarding::client_addr(peer.ip(), &parts.headers, &run.cfg.server.trusted_proxies);
@@ -677,7 +688,11 @@ impl Pipeline {
         let ctx = Ctx {
             route,
             site,
-            upstream: &run.upstreams[route.upstream],
+            // Only a route that answers by itself has no upstream to use.
+            upstream: run
+                .upstreams
+                .get(route.upstream)
+                .unwrap_or(&run.no_upstream),
             run,
             peer,
             client,
@@ -741,7 +756,8 @@ impl Pipeline {
             let body = if http_body::Body::is_end_stream(&body) {
                 None
             } else {
-                let limited = Limited::new(body, limits.max_body_size as usize)
+                let max = route.max_body_size.unwrap_or(limits.max_body_size);
+                let limited = Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX))
                     .map_err(|e| e as crate::error::BoxError);
                 Some(
                     client_body::ClientBody::new(limited, limits.body_read_timeout).boxed()
@@ -801,7 +817,9 @@ impl Pipeline {
         ctx: &Ctx<'_>,
         applied: Applied<'_>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
-        let req_cc = request_cache_control(&ctx.headers);
+        // A route with `client_no_cache = "ignore"` reads the client's
+        // directives without those that would force a revalidation.
+        let req_cc = request_cache_control_for(&ctx.headers, ctx.route.policy.client_no_cache);
         let key = ctx.key_for(ctx.route, ctx.uri.path(), ctx.uri.query());
         let now = self.clock.now();
         let mut variant = None;

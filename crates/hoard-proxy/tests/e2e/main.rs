@@ -38,6 +38,7 @@ mod n_store;
 mod o_ops;
 mod q_edge;
 mod r_failover;
+mod r_keys;
 mod r_partial;
 mod r_range;
 mod r_sni;
