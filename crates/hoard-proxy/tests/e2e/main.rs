@@ -37,6 +37,7 @@ mod n_races;
 mod n_store;
 mod o_ops;
 mod q_edge;
+mod r_logs;
 mod r_partial;
 mod r_range;
 mod s_slice;
