@@ -115,13 +115,12 @@ impl std::fmt::Display for RequestId {
 fn seed() -> (u64, u64) {
     let mut b = [0u8; 16];
     if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b).is_err() {
-        // No system randomness: the time and the thread's stack still
-        // tell processes and threads apart.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let here = std::ptr::addr_of!(b) as u64;
-        return (mix(t ^ here), mix(t));
+        // No system randomness from ring: the standard library's hash
+        // keys (seeded per thread, never the same twice) stand in.
+        use std::hash::{BuildHasher, Hasher};
+        let h = std::collections::hash_map::RandomState::new().build_hasher();
+        let p = h.finish();
+        return (p, mix(p ^ std::process::id() as u64));
     }
     let (p, n) = b.split_at(8);
     (
