@@ -182,11 +182,12 @@ impl Record {
         push_ms(out, self.total);
         out.push_str(",\"request_id\":");
         match &self.request_id {
-            Some(id) => {
-                // Visible ASCII (made, or checked when kept): escaped as any.
-                let mut text = String::with_capacity(32);
-                id.push_to(&mut text);
-                push_json_str(out, &text);
+            Some(RequestId::Kept(v)) => push_json_str(out, v.to_str().unwrap_or("-")),
+            Some(made) => {
+                // Hex digits: nothing to escape.
+                out.push('"');
+                made.push_to(out);
+                out.push('"');
             }
             None => out.push_str("null"),
         }
