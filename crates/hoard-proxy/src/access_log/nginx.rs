@@ -174,6 +174,33 @@ mod tests {
         assert_eq!(s, "a\\x22b\\x5Cc\\x09d\\x7F\\xC3\\xA9 ok");
     }
 
+    fn line(uri: &str, version: http::Version) -> String {
+        let rec = Record::start(
+            SystemTime::UNIX_EPOCH,
+            "2001:db8::7".parse().unwrap(),
+            http::Method::GET,
+            &http::HeaderMap::new(),
+            uri.parse().unwrap(),
+            version,
+        );
+        let mut s = String::new();
+        combined(&rec, &mut s);
+        s
+    }
+
+    #[test]
+    fn request_line_as_nginx_prints_it() {
+        // HTTP/2 and HTTP/3 carry the target as :scheme, :authority, :path.
+        assert_eq!(
+            line("https://example.com/x?y=1", http::Version::HTTP_2),
+            "2001:db8::7 - - [01/Jan/1970:00:00:00 +0000] \"GET /x?y=1 HTTP/2.0\" 0 0 \"-\" \"-\"\n"
+        );
+        // Absolute-form over HTTP/1.x stays as sent.
+        assert!(line("http://example.com/x", http::Version::HTTP_11)
+            .contains("\"GET http://example.com/x HTTP/1.1\""));
+        assert!(line("/x", http::Version::HTTP_10).contains("\"GET /x HTTP/1.0\""));
+    }
+
     #[test]
     fn time_local() {
         let mut s = String::new();

@@ -398,6 +398,55 @@ async fn r02008_purge_allow_takes_the_resolved_client() {
     origin.finish().await;
 }
 
+// r02009: over HTTP/2 the combined line's request is the path and
+// `HTTP/2.0`, as nginx prints it (the target arrives as :scheme,
+// :authority and :path).
+#[tokio::test]
+async fn r02009_combined_line_over_http2() {
+    use http_body_util::BodyExt;
+    let t = Test::new("r02009");
+    let (origin, _) = noting(&t, 1, "max-age=60", "over h2");
+    let origin = origin.start().await;
+    let log = log_path(&t);
+    let l = log.clone();
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(move |c| {
+            c.access_log.target = hoard_proxy::config::LogTarget::File(l);
+            c.access_log.format = hoard_proxy::config::LogFormat::Combined;
+        })
+        .start()
+        .await;
+    let stream = tokio::net::TcpStream::connect(hoard_testkit::Endpoint::endpoint(&proxy))
+        .await
+        .unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get("http://h2.example/two?x=1")
+        .header("user-agent", "h2-client/1")
+        .header("referer", "https://r.example/")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"over h2");
+    let got = lines(&proxy, &log, 1).await;
+    assert_eq!(
+        got,
+        [
+            r#"127.0.0.1 - - [01/Jan/2026:00:00:00 +0000] "GET /two?x=1 HTTP/2.0" 200 7 "https://r.example/" "h2-client/1""#
+        ]
+    );
+    origin.finish().await;
+}
+
 // r02010: a sane X-Request-Id from a trusted proxy is kept: the origin
 // gets it and the log has it.
 #[tokio::test]
