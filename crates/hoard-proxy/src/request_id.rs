@@ -1,4 +1,4 @@
-//! Request ids: one per client request, in `X-Request-Id` to the origin and
+//! Request ids: in `X-Request-Id` to the origin and
 //! in the access log.
 //!
 //! ## Model
