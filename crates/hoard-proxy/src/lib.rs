@@ -22,6 +22,7 @@ pub mod fill;
 pub mod metrics;
 pub mod pipeline;
 pub mod request_body;
+pub mod request_id;
 pub mod server;
 pub mod upstream;
 pub mod via;

@@ -61,6 +61,7 @@ use crate::counters::Counters;
 use crate::error::{ErrorKind, ProxyError};
 use crate::fill::FillEngine;
 use crate::metrics::Metrics;
+use crate::request_id::RequestId;
 use crate::server::sendfile::SendQueue;
 use crate::server::tally::{Pending, Tallied};
 use crate::upstream::{ReqBody, Upstream};
@@ -210,9 +211,13 @@ pub(crate) struct Ctx<'a> {
     pub site: &'a SiteConfig,
     pub upstream: &'a Arc<Upstream>,
     pub peer: SocketAddr,
-    /// The client's address as the edge rules and `$remote_addr` see it:
-    /// the peer's, or from `X-Forwarded-For` when the peer is a trusted proxy.
+    /// The client's address as the access log, the edge rules, the cache
+    /// rules and `$remote_addr` see it: the peer's (the PROXY protocol's),
+    /// or from `X-Forwarded-For` when the peer is a trusted proxy.
     pub client: std::net::IpAddr,
+    /// With the access log on: the request's id in its line, which goes
+    /// to the origin too (see [`crate::request_id`]).
+    pub request_id: Option<&'a RequestId>,
     pub tls: bool,
     pub method: Method,
     pub uri: Uri,
@@ -373,14 +378,7 @@ impl Pipeline {
         let line = self.access_log.as_ref().map(|log| {
             Box::new(Pending {
                 log: log.clone(),
-                record: Record::start(
-                    self.clock.now(),
-                    peer,
-                    req.method().clone(),
-                    req.headers().get(header::HOST).cloned(),
-                    req.uri().clone(),
-                    req.version(),
-                ),
+                record: self.record(&req, peer.ip()),
                 started,
             })
         });
@@ -449,7 +447,12 @@ impl Pipeline {
             || (self.cluster.is_some() && req.uri().path() == crate::cluster::purge::PATH);
         let (resp, noted) = if purge {
             let resp = if req.method().as_str() == "PURGE" {
-                Box::pin(self.purge_method(req, peer, tls)).await
+                let client = forwarding::client_addr(
+                    peer.ip(),
+                    req.headers(),
+                    &self.run().cfg.server.trusted_proxies,
+                );
+                Box::pin(self.purge_method(req, client, tls)).await
             } else if peer_acme {
                 Box::pin(self.peer_acme(req)).await
             } else {
@@ -460,7 +463,9 @@ impl Pipeline {
             self.counters.inc(&self.counters.requests_total);
             OUTCOME
                 .scope(std::cell::Cell::new(Noted::default()), async {
-                    let resp = match self.recv(req, conn).await {
+                    // The log line's id goes to the origin too.
+                    let id = line.as_deref().and_then(|l| l.record.request_id.as_ref());
+                    let resp = match self.recv(req, conn, id).await {
                         Ok(resp) => resp,
                         Err(e) => self.error_response(&e, None),
                     };
@@ -511,12 +516,34 @@ impl Pipeline {
         Response::from_parts(parts, body)
     }
 
+    /// The access log's record of a request as it arrives, with the
+    /// client's address and the request id the rest of the pipeline takes
+    /// (the same rules, the same running configuration).
+    fn record<B>(&self, req: &Request<B>, peer: std::net::IpAddr) -> Record {
+        let run = self.run();
+        let trusted = &run.cfg.server.trusted_proxies;
+        let mut record = Record::start(
+            self.clock.now(),
+            forwarding::client_addr(peer, req.headers(), trusted),
+            req.method().clone(),
+            req.headers(),
+            req.uri().clone(),
+            req.version(),
+        );
+        let from_trusted = trusted.iter().any(|c| c.contains(peer));
+        record.request_id = Some(
+            RequestId::from_client(from_trusted, req.headers()).unwrap_or_else(RequestId::make),
+        );
+        record
+    }
+
     /// A request: `prepare`, the route's edge rules, then the cache (or a
     /// pass, or a tunnel), then the edge rules' last step on the response.
     async fn recv(
         self: &Arc<Self>,
         req: Request<RequestBody>,
         conn: Conn,
+        request_id: Option<&RequestId>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let tls = conn.tls;
         let run = self.snapshot();
@@ -525,7 +552,7 @@ impl Pipeline {
             body,
             upgrade,
             at,
-        } = match self.prepare(&run, req, conn)? {
+        } = match self.prepare(&run, req, conn, request_id)? {
             Prepared::Go(r) => r,
             Prepared::Answered(resp) => return Ok(resp),
         };
@@ -587,6 +614,7 @@ impl Pipeline {
         run: &'r running::Running,
         req: Request<RequestBody>,
         conn: Conn,
+        request_id: Option<&'r RequestId>,
     ) -> Result<Prepared<'r>, ProxyError> {
         let Conn {
             peer,
@@ -696,6 +724,7 @@ impl Pipeline {
             run,
             peer,
             client,
+            request_id,
             tls,
             method: parts.method,
             uri: parts.uri,
@@ -735,7 +764,7 @@ impl Pipeline {
                 method: &ctx.method,
                 headers: &ctx.headers,
                 query: ctx.uri.query(),
-                peer: ctx.peer.ip(),
+                client: ctx.client,
             };
             if let Some(rule) = first_match(&route.bypass, &input) {
                 self.counters.inc(&self.counters.bypass_rule_matches);

@@ -39,6 +39,7 @@ mod o_ops;
 mod q_edge;
 mod r_failover;
 mod r_keys;
+mod r_logs;
 mod r_partial;
 mod r_range;
 mod r_sni;
