@@ -38,18 +38,32 @@ use crate::config::ServerConfig;
 use crate::pipeline::{Conn, Pipeline};
 use crate::request_body::RequestBody;
 
-/// Opens a QUIC endpoint on `addr` (UDP) with the listener's `quic`
-/// configuration and the server's limits.
+/// Opens a QUIC endpoint on `addr` (UDP), or on `inherited` (the socket
+/// the previous process passed on, see [`super::inherit`]), with the
+/// listener's `quic` configuration and the server's limits. Returns it
+/// with a second handle on its socket (what a binary upgrade passes on).
 ///
 /// # Errors
 /// When the UDP socket cannot be bound.
 pub fn bind(
     addr: SocketAddr,
+    inherited: Option<std::net::UdpSocket>,
     mut quic: quinn::ServerConfig,
     server: &ServerConfig,
-) -> std::io::Result<quinn::Endpoint> {
+) -> std::io::Result<(quinn::Endpoint, std::os::fd::OwnedFd)> {
     quic.transport_config(Arc::new(transport(server)));
-    quinn::Endpoint::server(quic, addr)
+    let socket = match inherited {
+        Some(s) => s,
+        None => std::net::UdpSocket::bind(addr)?,
+    };
+    let handle = socket.try_clone()?.into();
+    let endpoint = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(quic),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )?;
+    Ok((endpoint, handle))
 }
 
 /// The transport limits of every connection.

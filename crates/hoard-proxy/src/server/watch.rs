@@ -200,6 +200,18 @@ impl Activity {
         }
     }
 
+    /// True when nothing is in flight and nothing has moved for `d` (a
+    /// draining connection may close); `dog` as for [`Activity::verdict`].
+    pub fn quiet(&self, dog: &mut Watchdog, d: Duration) -> bool {
+        let progress = self.progress.load(Relaxed);
+        let now = Instant::now();
+        if progress != dog.seen {
+            dog.seen = progress;
+            dog.since = now;
+        }
+        self.in_flight.load(Relaxed) == 0 && now.saturating_duration_since(dog.since) >= d
+    }
+
     /// The watchdog's decision now; `dog` remembers when progress was last seen.
     pub fn verdict(&self, dog: &mut Watchdog) -> Verdict {
         let now = Instant::now();
