@@ -287,21 +287,25 @@ fn hoard_upgrade(pid_file: &Path) {
 
 /// Waits for the old process to exit after handing over; returns the new pid.
 async fn handed_over(s: &mut Setup) -> Successor {
-    let old = s.hoard.child.id();
+    handed_over_from(&mut s.hoard, &s.pid_file).await
+}
+
+async fn handed_over_from(hoard: &mut Hoard, pid_file: &Path) -> Successor {
+    let old = hoard.child.id();
     until("the new process's pid file", || {
-        read_pid(&s.pid_file).is_some_and(|p| p != old)
+        read_pid(pid_file).is_some_and(|p| p != old)
     })
     .await;
-    let new = Successor(read_pid(&s.pid_file).unwrap());
-    s.hoard.wait_log("upgrade: the new process is ready").await;
+    let new = Successor(read_pid(pid_file).unwrap());
+    hoard.wait_log("upgrade: the new process is ready").await;
     let mut status = None;
     until("the old process to exit", || {
-        status = s.hoard.child.try_wait().unwrap();
+        status = hoard.child.try_wait().unwrap();
         status.is_some()
     })
     .await;
     assert!(status.unwrap().success(), "old process: {status:?}");
-    let mut oldbin = s.pid_file.clone().into_os_string();
+    let mut oldbin = pid_file.to_path_buf().into_os_string();
     oldbin.push(".oldbin");
     assert!(
         !Path::new(&oldbin).exists(),
@@ -404,4 +408,47 @@ async fn a_new_process_that_cannot_start_leaves_the_old_one_serving() {
     assert_eq!(origin.requests(), 2);
     new.quit(&s.pid_file).await;
     origin.finish().await;
+}
+
+#[tokio::test]
+async fn tls_http3_and_admin_sockets_are_inherited() {
+    let t = Test::new("upgrade-h3");
+    let ca = hoard_testkit::pki::TestCa::new();
+    let (cert, key) = ca.issue(&["localhost"]).write(t.dir(), "server");
+    let (listen, admin) = free_ports();
+    let pid_file = t.dir().join("hoard.pid");
+    let mut hoard = Hoard::start(&[
+        "--upstream",
+        "http://127.0.0.1:9",
+        "--listen",
+        &listen.to_string(),
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+        "--http3",
+        "--admin",
+        &admin.to_string(),
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+    ])
+    .await;
+    hoard.wait_log("ready").await;
+    signal(hoard.child.id(), Signal::USR2);
+    for (kind, addr) in [("admin", admin), ("tcp", listen), ("udp", listen)] {
+        let line = hoard
+            .wait_log(&format!("listening socket inherited kind=\"{kind}\""))
+            .await;
+        assert!(line.contains(&format!("addr={addr}")), "{line}");
+    }
+    let new = handed_over_from(&mut hoard, &pid_file).await;
+    // The old process is gone; the ports are still the new one's.
+    let udp = std::net::UdpSocket::bind(listen).unwrap_err();
+    assert_eq!(udp.kind(), std::io::ErrorKind::AddrInUse);
+    t.client(admin)
+        .get("/status")
+        .send()
+        .await
+        .expect_status(200);
+    new.quit(&pid_file).await;
 }

@@ -28,11 +28,11 @@
 //! When the proxy's shutdown signal fires, each accept loop closes its
 //! listener (new connections are refused, unless a new process shares the
 //! socket after a binary upgrade) and drains: requests in flight complete;
-//! an HTTP/1.x response written from then on says `Connection: close`; a
-//! connection with nothing in flight is closed once it has been quiet for
-//! [`DRAIN_QUIET`] (so a request already on its way, or a keep-alive
-//! client's next one, is answered instead of cut off); HTTP/2 connections
-//! get a GOAWAY. The loop ends when every connection is closed or after
+//! an HTTP/1.x request that arrives from then on is answered with
+//! `Connection: close`; a connection with nothing in flight is closed once
+//! it has been quiet for [`DRAIN_QUIET`] (so a request already on its way,
+//! or a keep-alive client's next one, is answered instead of cut off);
+//! HTTP/2 connections get a GOAWAY. The loop ends when every connection is closed or after
 //! `server.shutdown_timeout`, whichever comes first.
 
 pub mod cork;
@@ -429,9 +429,6 @@ async fn serve_connection(
     let activity = Activity::new(limits);
     let act = activity.clone();
     let counters = pipeline.counters.clone();
-    // Set when a shutdown begins: HTTP/1.x responses then close.
-    let draining = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let drain_flag = draining.clone();
     let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let p = pipeline.clone();
         let alt_svc = alt_svc.clone();
@@ -439,9 +436,9 @@ async fn serve_connection(
         let n = served.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         // The last request a keep-alive connection may carry is answered
         // with `Connection: close` (HTTP/1.x; h2 clients open new streams).
-        let h1 = req.version() <= hyper::Version::HTTP_11;
-        let last = h1 && n >= max_requests;
-        let drain_flag = drain_flag.clone();
+        // So is a request that arrives while the server drains.
+        let last = req.version() <= hyper::Version::HTTP_11
+            && (n >= max_requests || act.draining.load(std::sync::atomic::Ordering::Relaxed));
         // Only HTTP/1.x writes chunks as they are (HTTP/2 copies them into frames).
         let send = q
             .as_ref()
@@ -469,7 +466,7 @@ async fn serve_connection(
             if let Some(v) = alt_svc {
                 resp.headers_mut().insert(hyper::header::ALT_SVC, v);
             }
-            if last || (h1 && drain_flag.load(std::sync::atomic::Ordering::Relaxed)) {
+            if last {
                 resp.headers_mut().insert(
                     hyper::header::CONNECTION,
                     hyper::header::HeaderValue::from_static("close"),
@@ -492,7 +489,9 @@ async fn serve_connection(
             let mut closing = false;
             // A shutdown that began while the connection was silent.
             let mut drain_tick = shutdown.borrow_and_update().then(|| tokio::time::interval(DRAIN_QUIET / 5));
-            draining.store(drain_tick.is_some(), std::sync::atomic::Ordering::Relaxed);
+            if drain_tick.is_some() {
+                activity.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             loop {
                 let verdict = tokio::select! {
                     biased;
@@ -500,7 +499,7 @@ async fn serve_connection(
                     _ = shutdown.changed(), if drain_tick.is_none() => {
                         // HTTP/1.x answers what comes (with `Connection:
                         // close`) and closes when quiet; HTTP/2 says GOAWAY.
-                        draining.store(true, std::sync::atomic::Ordering::Relaxed);
+                        activity.draining.store(true, std::sync::atomic::Ordering::Relaxed);
                         drain_tick = Some(tokio::time::interval(DRAIN_QUIET / 5));
                         if !$h1 && !closing {
                             closing = true;

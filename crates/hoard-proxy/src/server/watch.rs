@@ -111,6 +111,9 @@ pub struct Activity {
     progress: AtomicU64,
     /// A write is waiting for the client to read.
     blocked: std::sync::atomic::AtomicBool,
+    /// The server drains: HTTP/1.x requests are answered with
+    /// `Connection: close`.
+    pub draining: std::sync::atomic::AtomicBool,
     in_flight: AtomicUsize,
     resets: AtomicU64,
     window_start: AtomicU64,
@@ -141,6 +144,7 @@ impl Activity {
             opened: Instant::now(),
             progress: AtomicU64::new(0),
             blocked: std::sync::atomic::AtomicBool::new(false),
+            draining: std::sync::atomic::AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             resets: AtomicU64::new(0),
             window_start: AtomicU64::new(0),
