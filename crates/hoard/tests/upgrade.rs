@@ -452,3 +452,31 @@ async fn tls_http3_and_admin_sockets_are_inherited() {
         .expect_status(200);
     new.quit(&pid_file).await;
 }
+
+#[test]
+fn hoard_upgrade_names_a_missing_pid_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none.pid");
+    let out = Command::new(env!("CARGO_BIN_EXE_hoard"))
+        .args(["upgrade", "--pid-file"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("hoard: upgrade:") && err.contains("none.pid"),
+        "{err}"
+    );
+    std::fs::write(&missing, "twelve\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hoard"))
+        .args(["upgrade", "--pid-file"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("not a process id"),
+        "{err}"
+    );
+}

@@ -17,7 +17,9 @@
 //! 2 MiB per connection, each way), the address validation and
 //! anti-amplification limit of RFC 9000 §8 (quinn).
 //! On shutdown (or when a reload removes the listener) the endpoint stops
-//! accepting, each connection gets a GOAWAY and drains.
+//! accepting (new connection attempts are ignored, so that their
+//! retransmissions may reach a new process sharing the socket after a
+//! binary upgrade), each connection gets a GOAWAY and drains.
 //!
 //! ## What differs from HTTP/2
 //!
@@ -122,7 +124,21 @@ pub async fn accept_loop(
     }
     tracker.close();
     let timeout = pipeline.run().cfg.server.shutdown_timeout;
-    let _ = tokio::time::timeout(timeout, tracker.wait()).await;
+    // A connection attempt that reaches this endpoint while it drains is
+    // ignored, not refused: after a binary upgrade the new process shares
+    // the UDP socket, and the client's next Initial packet may reach it.
+    let ignore = async {
+        while let Some(i) = endpoint.accept().await {
+            i.ignore();
+        }
+    };
+    let drained = async {
+        tokio::select! {
+            _ = tracker.wait() => {}
+            _ = ignore => {}
+        }
+    };
+    let _ = tokio::time::timeout(timeout, drained).await;
     endpoint.close(quinn::VarInt::from_u32(0), b"shutdown");
 }
 
