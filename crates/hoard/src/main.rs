@@ -145,9 +145,9 @@ fn run(
     }
     let rt = rt.build()?;
     rt.block_on(async move {
+        let signals = Signals::install();
         let inherited = std::mem::take(&mut handover.inherited);
         let proxy = Proxy::start_inheriting(config, Arc::new(SystemClock), inherited).await?;
-        let signals = Signals::install();
         let mut pid = pid_file
             .map(|p| {
                 service::PidFile::write(p).map_err(|e| format!("--pid-file {}: {e}", p.display()))
