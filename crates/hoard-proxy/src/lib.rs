@@ -28,6 +28,7 @@ pub mod upstream;
 pub mod via;
 
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
 use hoard_policy::clock::Clock;
@@ -93,6 +94,10 @@ pub struct Proxy {
     clock: Arc<dyn Clock>,
     /// Reloads asked for through the admin API.
     reload_asks: tokio::sync::Mutex<tokio::sync::mpsc::Receiver<ReloadAsk>>,
+    /// A handle on the admin listener's socket, for a binary upgrade.
+    admin_socket: parking_lot::Mutex<Option<(SocketAddr, OwnedFd)>>,
+    /// Sockets from the previous process, while starting.
+    inherited: parking_lot::Mutex<Option<server::inherit::Inherited>>,
 }
 
 /// One bound client listener.
@@ -105,6 +110,9 @@ struct Listening {
     stop: watch::Sender<bool>,
     /// Its QUIC endpoint, when it serves HTTP/3 too.
     quic: Option<quinn::Endpoint>,
+    /// Handles on its TCP and UDP sockets, for a binary upgrade (dropped
+    /// when it closes, so a closed port refuses connections).
+    sockets: Vec<(server::inherit::SocketKind, OwnedFd)>,
 }
 
 pub use pipeline::running::ReloadRecord;
@@ -167,6 +175,20 @@ impl Proxy {
     /// # Errors
     /// When a listener cannot bind or TLS material cannot be loaded.
     pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Proxy, StartError> {
+        Proxy::start_inheriting(cfg, clock, server::inherit::Inherited::default()).await
+    }
+
+    /// [`Proxy::start`], adopting the listening sockets of a previous
+    /// process where a listener's address matches (a binary upgrade; see
+    /// [`server::inherit`]); those no listener adopts are closed.
+    ///
+    /// # Errors
+    /// As [`Proxy::start`].
+    pub async fn start_inheriting(
+        cfg: Config,
+        clock: Arc<dyn Clock>,
+        inherited: server::inherit::Inherited,
+    ) -> Result<Proxy, StartError> {
         let cfg = Arc::new(cfg);
         warn_unkeyed(&cfg);
         let counters = Arc::new(Counters::default());
@@ -202,10 +224,14 @@ impl Proxy {
             }
         }
         let mut tasks = Vec::new();
+        let mut admin_socket = None;
         let admin_addr = match cfg.admin.address {
             Some(a) => {
-                let (bound, t) = admin::start(a, pipeline.clone(), rx.clone())
-                    .map_err(|e| StartError::Admin(a, e))?;
+                let admin_err = |e| StartError::Admin(a, e);
+                let listener = server::bind_or_adopt(a, inherited.admin(a)).map_err(admin_err)?;
+                admin_socket = Some((a, listener.as_fd().try_clone_to_owned().map_err(admin_err)?));
+                let (bound, t) =
+                    admin::start(listener, pipeline.clone(), rx.clone()).map_err(admin_err)?;
                 tasks.extend(t);
                 Some(bound)
             }
@@ -219,10 +245,14 @@ impl Proxy {
             tasks: parking_lot::Mutex::new(tasks),
             clock,
             reload_asks: tokio::sync::Mutex::new(ask_rx),
+            admin_socket: parking_lot::Mutex::new(admin_socket),
+            inherited: parking_lot::Mutex::new(Some(inherited)),
         };
         for l in &cfg.listeners {
             proxy.open(l.clone(), listener_state(l, proxy.acme())?)?;
         }
+        // Inherited sockets no listener took are closed.
+        drop(proxy.inherited.lock().take());
         // After the listeners: a challenge needs them.
         proxy.acme().start(proxy.shutdown.subscribe());
         Ok(proxy)
@@ -241,15 +271,28 @@ impl Proxy {
         cfg: config::ListenerConfig,
         mut state: server::ListenerState,
     ) -> Result<SocketAddr, StartError> {
-        let listener = server::bind(cfg.address).map_err(|e| StartError::Bind(cfg.address, e))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| StartError::Bind(cfg.address, e))?;
+        use server::inherit::SocketKind;
+        let bind_err = |e| StartError::Bind(cfg.address, e);
+        let (tcp, udp) = match &*self.inherited.lock() {
+            Some(i) => (
+                i.tcp(cfg.address),
+                state.quic.as_ref().and_then(|_| i.udp(cfg.address)),
+            ),
+            None => (None, None),
+        };
+        let listener = server::bind_or_adopt(cfg.address, tcp).map_err(bind_err)?;
+        let addr = listener.local_addr().map_err(bind_err)?;
+        let mut sockets = vec![(
+            SocketKind::Tcp,
+            listener.as_fd().try_clone_to_owned().map_err(bind_err)?,
+        )];
         // HTTP/3 on the same port, over UDP.
         let quic = match state.quic.clone() {
             Some(q) => {
                 let server = &self.pipeline.run().cfg.server;
-                let e = server::h3::bind(addr, q, server).map_err(|e| StartError::Bind(addr, e))?;
+                let (e, socket) = server::h3::bind(addr, udp, q, server)
+                    .map_err(|e| StartError::Bind(addr, e))?;
+                sockets.push((SocketKind::Udp, socket));
                 state.alt_svc = alt_svc(addr.port());
                 Some(e)
             }
@@ -277,6 +320,7 @@ impl Proxy {
             state,
             stop,
             quic,
+            sockets,
         });
         Ok(addr)
     }
@@ -480,9 +524,34 @@ impl Proxy {
     /// Starts a shutdown: listeners close, connections drain (see [`server`]).
     pub fn begin_shutdown(&self) {
         let _ = self.shutdown.send(true);
-        for l in self.listeners.lock().iter() {
+        for l in self.listeners.lock().iter_mut() {
             let _ = l.stop.send(true);
+            l.sockets.clear();
         }
+        self.admin_socket.lock().take();
+    }
+
+    /// The listening sockets a new process takes over in a binary upgrade:
+    /// each client listener's TCP socket (and UDP socket with HTTP/3) and
+    /// the admin listener's, named by the address their configuration
+    /// gives. The descriptors are new handles on the same sockets (closed
+    /// on exec unless passed on on purpose).
+    ///
+    /// # Errors
+    /// When a descriptor cannot be duplicated (out of descriptors).
+    pub fn inheritable(
+        &self,
+    ) -> std::io::Result<Vec<(server::inherit::SocketKind, SocketAddr, OwnedFd)>> {
+        let mut out = Vec::new();
+        for l in self.listeners.lock().iter() {
+            for (kind, fd) in &l.sockets {
+                out.push((*kind, l.cfg.address, fd.try_clone()?));
+            }
+        }
+        if let Some((a, fd)) = &*self.admin_socket.lock() {
+            out.push((server::inherit::SocketKind::Admin, *a, fd.try_clone()?));
+        }
+        Ok(out)
     }
 
     /// Shuts down and waits until every connection is closed or the

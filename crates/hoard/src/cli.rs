@@ -6,6 +6,7 @@
 //! hoard check --config hoard.toml
 //! hoard purge --admin http://127.0.0.1:8001 (URL | --prefix P | --host H | --tag T) [--soft]
 //! hoard reload --pid-file /run/hoard.pid
+//! hoard upgrade --pid-file /run/hoard.pid
 //! ```
 
 use std::net::SocketAddr;
@@ -55,6 +56,13 @@ enum Command {
     Purge(PurgeArgs),
     /// Ask a running hoard to re-read its configuration (sends SIGHUP).
     Reload {
+        /// The pid file the running hoard writes (`--pid-file`).
+        #[arg(long)]
+        pid_file: PathBuf,
+    },
+    /// Ask a running hoard to hand its listening sockets to a new process of
+    /// the binary now at its path, which then serves (sends SIGUSR2).
+    Upgrade {
         /// The pid file the running hoard writes (`--pid-file`).
         #[arg(long)]
         pid_file: PathBuf,
@@ -238,6 +246,14 @@ impl Cli {
         }
     }
 
+    /// `hoard upgrade`'s pid file.
+    pub fn upgrade(&self) -> Option<&Path> {
+        match &self.command {
+            Some(Command::Upgrade { pid_file }) => Some(pid_file),
+            _ => None,
+        }
+    }
+
     /// Where to write the process id, if asked.
     pub fn pid_file(&self) -> Option<&Path> {
         match &self.command {
@@ -266,8 +282,10 @@ impl Cli {
             Some(Command::Run { config, .. }) | Some(Command::Check { config }) => {
                 Config::from_file(config)
             }
-            Some(Command::Purge(_)) | Some(Command::Reload { .. }) => {
-                unreachable!("invariant: purge and reload have no configuration")
+            Some(Command::Purge(_))
+            | Some(Command::Reload { .. })
+            | Some(Command::Upgrade { .. }) => {
+                unreachable!("invariant: purge, reload and upgrade have no configuration")
             }
             None => {
                 let q = &self.quick;

@@ -1,7 +1,9 @@
 //! The `hoard` binary: command line, logging, runtime, signals.
 
 mod cli;
+mod fdpass;
 mod service;
+mod upgrade;
 
 /// mimalloc: threads free each other's allocations without taking a lock
 /// (a purge dropping 100k objects on a blocking thread must not stall the
@@ -41,8 +43,22 @@ fn main() -> ExitCode {
     if let Some(p) = cli.purge() {
         return purge(p);
     }
+    if let Some(pid_file) = cli.upgrade() {
+        return match service::send_signal(pid_file, rustix::process::Signal::USR2) {
+            Ok(pid) => {
+                println!(
+                    "upgrade requested (process {pid}); the new process writes its pid to the pid file once it serves, the old one's is renamed .oldbin"
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("hoard: upgrade: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(pid_file) = cli.reload() {
-        return match service::send_reload(pid_file) {
+        return match service::send_signal(pid_file, rustix::process::Signal::HUP) {
             Ok(pid) => {
                 println!(
                     "reload requested (process {pid}); the outcome is logged and shown in /status"
@@ -118,6 +134,10 @@ fn run(
     pid_file: Option<&std::path::Path>,
     config_file: Option<&std::path::Path>,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    // Read first: the sockets a previous process passed on (a binary
+    // upgrade), before anything opens a descriptor of its own.
+    let exe = upgrade::Exe::current();
+    let mut handover = upgrade::received()?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
     if config.server.threads > 0 {
@@ -125,20 +145,32 @@ fn run(
     }
     let rt = rt.build()?;
     rt.block_on(async move {
-        let proxy = Proxy::start(config, Arc::new(SystemClock)).await?;
-        let signals = wait_for_signal(&proxy, config_file);
-        let _pid = pid_file
+        let signals = Signals::install();
+        let inherited = std::mem::take(&mut handover.inherited);
+        let proxy = Proxy::start_inheriting(config, Arc::new(SystemClock), inherited).await?;
+        let mut pid = pid_file
             .map(|p| {
                 service::PidFile::write(p).map_err(|e| format!("--pid-file {}: {e}", p.display()))
             })
             .transpose()?;
-        // Listeners are bound: ready for systemd (`Type=notify`).
-        service::notify("READY=1");
+        // Listeners are bound: ready for systemd (`Type=notify`); after an
+        // upgrade this process is the service's main one (the unit needs
+        // `NotifyAccess=all` for systemd to take that from it).
+        if handover.upgrading() {
+            service::notify(&format!("MAINPID={}\nREADY=1", std::process::id()));
+        } else {
+            service::notify("READY=1");
+        }
         tracing::info!(pid = std::process::id(), "ready");
-        signals.await;
-        tracing::info!("shutting down");
-        service::notify("STOPPING=1");
+        handover.ready();
+        let stop = signals.wait(&proxy, config_file, &exe, pid.as_mut()).await;
+        tracing::info!(why = stop.as_str(), "shutting down: stop accepting, drain");
+        if !matches!(stop, Stop::Upgraded) {
+            service::notify("STOPPING=1");
+        }
         proxy.shutdown().await;
+        drop(pid);
+        tracing::info!("stopped");
         Ok(())
     })
 }
@@ -178,28 +210,79 @@ fn reload(proxy: &Proxy, file: Option<&std::path::Path>) -> Result<hoard_proxy::
     outcome
 }
 
-/// Waits for SIGINT or SIGTERM; on SIGHUP (or the admin API's `POST
-/// /reload`) the configuration is reloaded, on SIGUSR1 the access log
-/// reopens its file.
-fn wait_for_signal<'a>(
-    proxy: &'a Proxy,
-    config_file: Option<&'a std::path::Path>,
-) -> impl std::future::Future<Output = ()> + 'a {
-    // The handlers are installed now, before the pid file and readiness
-    // tell anyone to send signals (SIGHUP's default action would end us).
+/// Why the process stops; each way drains (see [`Proxy::shutdown`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Interrupt,
+    Terminate,
+    /// `nginx -s quit`'s signal.
+    Quit,
+    /// A new process took over (SIGUSR2).
+    Upgraded,
+}
+
+impl Stop {
+    fn as_str(self) -> &'static str {
+        match self {
+            Stop::Interrupt => "SIGINT",
+            Stop::Terminate => "SIGTERM",
+            Stop::Quit => "SIGQUIT",
+            Stop::Upgraded => "upgraded",
+        }
+    }
+}
+
+/// The signals hoard acts on, caught from [`Signals::install`] on.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let install = |kind: SignalKind| signal(kind).expect("invariant: signal handler installs");
-        let mut int = install(SignalKind::interrupt());
-        let mut term = install(SignalKind::terminate());
-        let mut usr1 = install(SignalKind::user_defined1());
-        let mut hup = install(SignalKind::hangup());
-        async move {
+    streams: [tokio::signal::unix::Signal; 6],
+}
+
+impl Signals {
+    /// Installs the handlers; call it before the pid file and readiness
+    /// tell anyone to send signals (SIGHUP's default action would end us).
+    fn install() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let install =
+                |kind: SignalKind| signal(kind).expect("invariant: signal handler installs");
+            Signals {
+                streams: [
+                    install(SignalKind::interrupt()),
+                    install(SignalKind::terminate()),
+                    install(SignalKind::quit()),
+                    install(SignalKind::hangup()),
+                    install(SignalKind::user_defined1()),
+                    install(SignalKind::user_defined2()),
+                ],
+            }
+        }
+        #[cfg(not(unix))]
+        Signals {}
+    }
+
+    /// Waits for SIGINT, SIGTERM or SIGQUIT (each drains), or a binary
+    /// upgrade that succeeds (SIGUSR2, see `upgrade`); on SIGHUP (or the
+    /// admin API's `POST /reload`) the configuration is reloaded, on
+    /// SIGUSR1 the access log reopens its file. A binary upgrade runs to
+    /// its end (the new process ready or failed) before the next signal is
+    /// looked at.
+    async fn wait(
+        self,
+        proxy: &Proxy,
+        config_file: Option<&std::path::Path>,
+        exe: &upgrade::Exe,
+        mut pid_file: Option<&mut service::PidFile>,
+    ) -> Stop {
+        #[cfg(unix)]
+        {
+            let [mut int, mut term, mut quit, mut hup, mut usr1, mut usr2] = self.streams;
             loop {
                 tokio::select! {
-                    _ = int.recv() => return,
-                    _ = term.recv() => return,
+                    _ = int.recv() => return Stop::Interrupt,
+                    _ = term.recv() => return Stop::Terminate,
+                    _ = quit.recv() => return Stop::Quit,
                     _ = hup.recv() => {
                         let _ = reload(proxy, config_file);
                     }
@@ -208,15 +291,24 @@ fn wait_for_signal<'a>(
                         tracing::info!("SIGUSR1: reopening the access log");
                         proxy.reopen_logs();
                     }
+                    _ = usr2.recv() => {
+                        tracing::info!("SIGUSR2: binary upgrade");
+                        match upgrade::start(exe, proxy, pid_file.as_deref_mut()).await {
+                            Ok(pid) => {
+                                tracing::info!(new_pid = pid, "upgrade: the new process is ready");
+                                return Stop::Upgraded;
+                            }
+                            Err(e) => tracing::error!("upgrade failed, this process serves on: {e}"),
+                        }
+                    }
                 }
             }
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (proxy, config_file);
-        async {
+        #[cfg(not(unix))]
+        {
+            let _ = (proxy, config_file, exe, pid_file);
             let _ = tokio::signal::ctrl_c().await;
+            Stop::Interrupt
         }
     }
 }

@@ -1,12 +1,18 @@
-//! Running as a service: the pid file, systemd readiness (`sd_notify`), and
-//! `hoard reload`.
+//! Running as a service: the pid file, systemd readiness (`sd_notify`),
+//! `hoard reload` and `hoard upgrade`.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 /// The pid file, removed when dropped (a clean stop).
 #[derive(Debug)]
-pub struct PidFile(PathBuf);
+pub struct PidFile {
+    /// The name given (`--pid-file`).
+    path: PathBuf,
+    /// Where it is now: `path`, or `path.oldbin` during and after a binary
+    /// upgrade (the new process writes `path`).
+    now: PathBuf,
+}
 
 impl PidFile {
     /// Writes this process's id to `path` (through a temporary name, so a
@@ -15,13 +21,38 @@ impl PidFile {
         let tmp = path.with_extension("pid.tmp");
         std::fs::write(&tmp, format!("{}\n", std::process::id()))?;
         std::fs::rename(&tmp, path)?;
-        Ok(PidFile(path.to_path_buf()))
+        Ok(PidFile {
+            path: path.to_path_buf(),
+            now: path.to_path_buf(),
+        })
+    }
+
+    /// Renames the file `NAME.oldbin` (as nginx does), leaving its name to
+    /// the new process of a binary upgrade.
+    pub fn set_aside(&mut self) -> io::Result<()> {
+        let mut old = self.path.clone().into_os_string();
+        old.push(".oldbin");
+        std::fs::rename(&self.path, &old)?;
+        self.now = old.into();
+        Ok(())
+    }
+
+    /// Gives the file its name back (the new process failed).
+    pub fn restore(&mut self) {
+        if self.now != self.path {
+            match std::fs::rename(&self.now, &self.path) {
+                Ok(()) => self.now = self.path.clone(),
+                Err(e) => {
+                    tracing::warn!(error = %e, file = %self.now.display(), "pid file: cannot restore its name")
+                }
+            }
+        }
     }
 }
 
 impl Drop for PidFile {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(&self.now);
     }
 }
 
@@ -43,8 +74,9 @@ pub fn notify(state: &str) {
     let _ = state;
 }
 
-/// `hoard reload`: sends SIGHUP to the process named in `pid_file`.
-pub fn send_reload(pid_file: &Path) -> Result<i32, String> {
+/// `hoard reload` (SIGHUP) and `hoard upgrade` (SIGUSR2): sends `signal`
+/// to the process named in `pid_file`.
+pub fn send_signal(pid_file: &Path, signal: rustix::process::Signal) -> Result<i32, String> {
     let text =
         std::fs::read_to_string(pid_file).map_err(|e| format!("{}: {e}", pid_file.display()))?;
     let pid: i32 = text.trim().parse().map_err(|_| {
@@ -54,13 +86,9 @@ pub fn send_reload(pid_file: &Path) -> Result<i32, String> {
             text.trim()
         )
     })?;
-    // kill(1) rather than an unsafe libc call: this runs once, by hand.
-    let status = std::process::Command::new("kill")
-        .args(["-HUP", &pid.to_string()])
-        .status()
-        .map_err(|e| format!("kill: {e}"))?;
-    if !status.success() {
-        return Err(format!("process {pid}: kill -HUP failed ({status})"));
-    }
+    let target = rustix::process::Pid::from_raw(pid)
+        .filter(|_| pid > 0)
+        .ok_or_else(|| format!("{}: not a process id: {pid}", pid_file.display()))?;
+    rustix::process::kill_process(target, signal).map_err(|e| format!("process {pid}: {e}"))?;
     Ok(pid)
 }

@@ -60,16 +60,15 @@ pub struct Admin {
     sampler: status::Sampler,
 }
 
-/// Binds the admin listener and starts its accept loop and sampler.
+/// Starts the admin listener's accept loop (on its bound socket) and sampler.
 ///
 /// # Errors
-/// When the address cannot be bound.
+/// When the socket's address cannot be read.
 pub fn start(
-    addr: SocketAddr,
+    listener: TcpListener,
     pipeline: Arc<Pipeline>,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<(SocketAddr, Vec<tokio::task::JoinHandle<()>>)> {
-    let listener = crate::server::bind(addr)?;
     let local = listener.local_addr()?;
     let admin = Arc::new(Admin {
         token: pipeline.run().cfg.admin.token.clone(),

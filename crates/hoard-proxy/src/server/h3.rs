@@ -17,7 +17,9 @@
 //! 2 MiB per connection, each way), the address validation and
 //! anti-amplification limit of RFC 9000 §8 (quinn).
 //! On shutdown (or when a reload removes the listener) the endpoint stops
-//! accepting, each connection gets a GOAWAY and drains.
+//! accepting (new connection attempts are ignored, so that their
+//! retransmissions may reach a new process sharing the socket after a
+//! binary upgrade), each connection gets a GOAWAY and drains.
 //!
 //! ## What differs from HTTP/2
 //!
@@ -38,18 +40,32 @@ use crate::config::ServerConfig;
 use crate::pipeline::{Conn, Pipeline};
 use crate::request_body::RequestBody;
 
-/// Opens a QUIC endpoint on `addr` (UDP) with the listener's `quic`
-/// configuration and the server's limits.
+/// Opens a QUIC endpoint on `addr` (UDP), or on `inherited` (the socket
+/// the previous process passed on, see [`super::inherit`]), with the
+/// listener's `quic` configuration and the server's limits. Returns it
+/// with a second handle on its socket (what a binary upgrade passes on).
 ///
 /// # Errors
 /// When the UDP socket cannot be bound.
 pub fn bind(
     addr: SocketAddr,
+    inherited: Option<std::net::UdpSocket>,
     mut quic: quinn::ServerConfig,
     server: &ServerConfig,
-) -> std::io::Result<quinn::Endpoint> {
+) -> std::io::Result<(quinn::Endpoint, std::os::fd::OwnedFd)> {
     quic.transport_config(Arc::new(transport(server)));
-    quinn::Endpoint::server(quic, addr)
+    let socket = match inherited {
+        Some(s) => s,
+        None => std::net::UdpSocket::bind(addr)?,
+    };
+    let handle = socket.try_clone()?.into();
+    let endpoint = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(quic),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )?;
+    Ok((endpoint, handle))
 }
 
 /// The transport limits of every connection.
@@ -108,7 +124,21 @@ pub async fn accept_loop(
     }
     tracker.close();
     let timeout = pipeline.run().cfg.server.shutdown_timeout;
-    let _ = tokio::time::timeout(timeout, tracker.wait()).await;
+    // A connection attempt that reaches this endpoint while it drains is
+    // ignored, not refused: after a binary upgrade the new process shares
+    // the UDP socket, and the client's next Initial packet may reach it.
+    let ignore = async {
+        while let Some(i) = endpoint.accept().await {
+            i.ignore();
+        }
+    };
+    let drained = async {
+        tokio::select! {
+            _ = tracker.wait() => {}
+            _ = ignore => {}
+        }
+    };
+    let _ = tokio::time::timeout(timeout, drained).await;
     endpoint.close(quinn::VarInt::from_u32(0), b"shutdown");
 }
 

@@ -26,13 +26,18 @@
 //! ## Shutdown
 //!
 //! When the proxy's shutdown signal fires, each accept loop closes its
-//! listener (new connections are refused) and drains: requests in flight
-//! complete, idle keep-alive connections are closed, HTTP/2 connections get a
-//! GOAWAY. The loop ends when every connection is closed or after
+//! listener (new connections are refused, unless a new process shares the
+//! socket after a binary upgrade) and drains: requests in flight complete;
+//! an HTTP/1.x request that arrives from then on is answered with
+//! `Connection: close`; a connection with nothing in flight is closed once
+//! it has been quiet for [`DRAIN_QUIET`] (so a request already on its way,
+//! or a keep-alive client's next one, is answered instead of cut off);
+//! HTTP/2 connections get a GOAWAY. The loop ends when every connection is closed or after
 //! `server.shutdown_timeout`, whichever comes first.
 
 pub mod cork;
 pub mod h3;
+pub mod inherit;
 pub mod inline_exec;
 pub mod proxy_protocol;
 pub mod sendfile;
@@ -59,6 +64,18 @@ use inline_exec::InlineExec;
 use sendfile::{SendQueue, SendfileStream};
 use watch::{Activity, Limits, Tracked, Verdict, Watched};
 
+/// How long a draining connection with nothing in flight waits for a
+/// request before it is closed (see the module docs).
+pub const DRAIN_QUIET: Duration = Duration::from_millis(250);
+
+/// Resolves once a shutdown has begun and `DRAIN_QUIET` has passed since.
+async fn drained(shutdown: &mut signal::Receiver<bool>) {
+    if !*shutdown.borrow_and_update() {
+        let _ = shutdown.changed().await;
+    }
+    tokio::time::sleep(DRAIN_QUIET).await;
+}
+
 /// Binds a listener (SO_REUSEADDR, backlog 4096).
 pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let domain = if addr.is_ipv6() {
@@ -72,6 +89,18 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.bind(&addr.into())?;
     socket.listen(4096)?;
     TcpListener::from_std(socket.into())
+}
+
+/// Adopts `inherited` (a socket passed on by the previous process, see
+/// [`inherit`]) or else binds `addr`.
+pub fn bind_or_adopt(
+    addr: SocketAddr,
+    inherited: Option<std::net::TcpListener>,
+) -> std::io::Result<TcpListener> {
+    match inherited {
+        Some(l) => TcpListener::from_std(l),
+        None => bind(addr),
+    }
 }
 
 fn builder(server: &ServerConfig, http2: bool) -> auto::Builder<InlineExec> {
@@ -308,7 +337,7 @@ async fn serve(
         }
         let read = tokio::select! {
             r = tokio::time::timeout(handshake_timeout, proxy_protocol::read_header(&mut stream)) => r,
-            _ = shutdown.changed() => return,
+            _ = drained(&mut shutdown) => return,
         };
         match read {
             Ok(Ok(Some(client))) => peer = client,
@@ -336,13 +365,13 @@ async fn serve(
         // A client that connects and says nothing is closed on the head
         // timeout, like one that stops in the middle of a head.
         // (`peek` waits for a byte; readiness alone can be spurious.)
-        // A shutdown closes it at once (it has no request in flight).
+        // A shutdown closes it once it has stayed silent for `DRAIN_QUIET`.
         // Three bytes tell an HTTP/2 preface (`PRI * HTTP/2.0`) from a request.
         let mut first = [0u8; 3];
         let silent = Silent::new(&pipeline.silent);
         let peeked = tokio::select! {
             r = tokio::time::timeout(handshake_timeout, stream.peek(&mut first)) => r,
-            _ = shutdown.changed() => return,
+            _ = drained(&mut shutdown) => return,
             _ = pipeline.pressure.notified() => {
                 pipeline.counters.inc(&pipeline.counters.connections_reclaimed);
                 tracing::debug!(%peer, "silent connection closed to make room");
@@ -408,7 +437,9 @@ async fn serve_connection(
         let n = served.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         // The last request a keep-alive connection may carry is answered
         // with `Connection: close` (HTTP/1.x; h2 clients open new streams).
-        let last = n >= max_requests && req.version() <= hyper::Version::HTTP_11;
+        // So is a request that arrives while the server drains.
+        let last = req.version() <= hyper::Version::HTTP_11
+            && (n >= max_requests || act.draining.load(std::sync::atomic::Ordering::Relaxed));
         // Only HTTP/1.x writes chunks as they are (HTTP/2 copies them into frames).
         let send = q
             .as_ref()
@@ -449,21 +480,41 @@ async fn serve_connection(
     // shutdown or when the watchdog finds it idle or flooding resets, and
     // at once when the client stopped reading (see `watch`).
     macro_rules! drive {
-        // The connection future, and how to begin its graceful shutdown.
-        ($conn:expr, |$c:ident| $graceful:expr) => {{
+        // The connection future, whether it is HTTP/1.x, and how to begin
+        // its graceful shutdown.
+        ($conn:expr, $h1:expr, |$c:ident| $graceful:expr) => {{
             let conn = $conn;
             tokio::pin!(conn);
             let mut ticker = tokio::time::interval(limits.tick());
             let mut dog = activity.watchdog();
             let mut closing = false;
+            // A shutdown that began while the connection was silent.
+            let mut drain_tick = shutdown.borrow_and_update().then(|| tokio::time::interval(DRAIN_QUIET / 5));
+            if drain_tick.is_some() {
+                activity.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             loop {
                 let verdict = tokio::select! {
                     biased;
                     r = conn.as_mut() => break r,
-                    _ = shutdown.changed(), if !closing => {
-                        closing = true;
-                        let $c = conn.as_mut();
-                        $graceful;
+                    _ = shutdown.changed(), if drain_tick.is_none() => {
+                        // HTTP/1.x answers what comes (with `Connection:
+                        // close`) and closes when quiet; HTTP/2 says GOAWAY.
+                        activity.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+                        drain_tick = Some(tokio::time::interval(DRAIN_QUIET / 5));
+                        if !$h1 && !closing {
+                            closing = true;
+                            let $c = conn.as_mut();
+                            $graceful;
+                        }
+                        continue;
+                    }
+                    _ = async { drain_tick.as_mut().expect("invariant: guarded").tick().await }, if drain_tick.is_some() && !closing => {
+                        if activity.quiet(&mut dog, DRAIN_QUIET) {
+                            closing = true;
+                            let $c = conn.as_mut();
+                            $graceful;
+                        }
                         continue;
                     }
                     // A reset flood, or an interim response to write (the
@@ -496,6 +547,7 @@ async fn serve_connection(
         ($io:expr) => {
             drive!(
                 builder.serve_connection_with_upgrades(TokioIo::new(Watched::new($io, activity.clone())), svc),
+                true,
                 |c| c.graceful_shutdown()
             )
         };
@@ -509,6 +561,7 @@ async fn serve_connection(
                     builder.serve_connection_with_upgrades(TokioIo::new(io), svc),
                     handle
                 ),
+                false,
                 |c| c.inner().graceful_shutdown()
             )
         }};

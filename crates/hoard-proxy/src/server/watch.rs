@@ -111,6 +111,9 @@ pub struct Activity {
     progress: AtomicU64,
     /// A write is waiting for the client to read.
     blocked: std::sync::atomic::AtomicBool,
+    /// The server drains: HTTP/1.x requests are answered with
+    /// `Connection: close`.
+    pub draining: std::sync::atomic::AtomicBool,
     in_flight: AtomicUsize,
     resets: AtomicU64,
     window_start: AtomicU64,
@@ -141,6 +144,7 @@ impl Activity {
             opened: Instant::now(),
             progress: AtomicU64::new(0),
             blocked: std::sync::atomic::AtomicBool::new(false),
+            draining: std::sync::atomic::AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             resets: AtomicU64::new(0),
             window_start: AtomicU64::new(0),
@@ -198,6 +202,18 @@ impl Activity {
         if self.resets.fetch_add(1, Relaxed) + 1 > self.limits.max_resets {
             self.wake.notify_one();
         }
+    }
+
+    /// True when nothing is in flight and nothing has moved for `d` (a
+    /// draining connection may close); `dog` as for [`Activity::verdict`].
+    pub fn quiet(&self, dog: &mut Watchdog, d: Duration) -> bool {
+        let progress = self.progress.load(Relaxed);
+        let now = Instant::now();
+        if progress != dog.seen {
+            dog.seen = progress;
+            dog.since = now;
+        }
+        self.in_flight.load(Relaxed) == 0 && now.saturating_duration_since(dog.since) >= d
     }
 
     /// The watchdog's decision now; `dog` remembers when progress was last seen.
