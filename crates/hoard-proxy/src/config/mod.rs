@@ -13,9 +13,11 @@ pub mod acme;
 pub mod cluster;
 pub mod defaults;
 mod edge;
+mod include;
 pub mod ops;
 mod raw;
 pub mod rules;
+pub mod sites;
 pub mod units;
 pub mod zones;
 
@@ -32,6 +34,7 @@ use regex::Regex;
 pub use cluster::{ClusterConfig, Member};
 pub use ops::{AccessLogConfig, AdminConfig, Cidr, LogFormat, LogTarget};
 use raw::{RawConfig, RawKey, RawRoute};
+use toml::Spanned;
 
 /// An error in the configuration: where it is and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +79,7 @@ pub struct Config {
     pub cache: CacheConfig,
     /// Origin groups, referenced by routes by index.
     pub upstreams: Vec<UpstreamConfig>,
-    /// Sites selected by Host; the first site without hosts is the default.
+    /// Sites selected by Host (see `pipeline::select_site`).
     pub sites: Vec<SiteConfig>,
     /// The admin listener, `PURGE`, tag fields.
     pub admin: AdminConfig,
@@ -92,6 +95,8 @@ pub struct Config {
 /// A listening socket.
 #[derive(Debug, Clone)]
 pub struct ListenerConfig {
+    /// `name`, for sites' `listeners`.
+    pub name: Option<String>,
     /// Address; port 0 picks a free port.
     pub address: SocketAddr,
     /// TLS (HTTP/1.1 and h2 by ALPN); plain otherwise (HTTP/1.1 and h2c prior knowledge).
@@ -303,6 +308,8 @@ pub struct SiteConfig {
     /// `scheme = "http"` (`Some(false)`) or `"https"` (`Some(true)`): the
     /// site serves only requests that arrived so. `None`: both.
     pub tls: Option<bool>,
+    /// Its listeners, and whether it answers Hosts no site lists.
+    pub bind: sites::Bind,
 }
 
 /// How a route matches the path.
@@ -735,6 +742,7 @@ impl Config {
                 routes: vec![std::sync::Arc::new(route)],
                 error_pages: None,
                 tls: None,
+                bind: sites::Bind::default(),
             }],
             admin: AdminConfig {
                 address: q.admin,
@@ -789,7 +797,13 @@ impl Config {
                 message: msg,
             }
         })?;
-        Resolver { file, text, base }.resolve(raw)
+        let (raw, sources) = include::merge(file, text, base, raw)?;
+        Resolver {
+            file,
+            base,
+            sources: &sources,
+        }
+        .resolve(raw)
     }
 }
 
@@ -903,7 +917,8 @@ fn origin_tls(
 
 struct Resolver<'a> {
     file: &'a str,
-    text: &'a str,
+    /// The main file and those it includes (spans name one of them).
+    sources: &'a include::Sources,
     /// The configuration file's directory (relative file names start there).
     base: Option<&'a std::path::Path>,
 }
@@ -915,9 +930,16 @@ impl Resolver<'_> {
         key: String,
         message: String,
     ) -> ConfigError {
+        let (file, line) = match span {
+            Some(s) => {
+                let (file, line) = self.sources.locate(s.start);
+                (file, Some(line))
+            }
+            None => (self.file, None),
+        };
         ConfigError {
-            file: self.file.into(),
-            line: span.map(|s| line_of(self.text, s.start)),
+            file: file.into(),
+            line,
             key,
             message,
         }
@@ -984,6 +1006,11 @@ impl Resolver<'_> {
             max_fills: raw.cache.max_fills.unwrap_or(dc.max_fills).max(1),
         };
         let mut listeners = Vec::new();
+        let name_spans: Vec<_> = raw
+            .listeners
+            .iter()
+            .map(|l| l.name.as_ref().map(|n| n.span()))
+            .collect();
         for (i, l) in raw.listeners.into_iter().enumerate() {
             let address = l.address.get_ref().parse::<SocketAddr>().map_err(|e| {
                 self.err(
@@ -1064,6 +1091,7 @@ impl Resolver<'_> {
                 }
             }
             listeners.push(ListenerConfig {
+                name: l.name.map(Spanned::into_inner),
                 address,
                 http3: l.http3.as_ref().is_some_and(|h| *h.get_ref()),
                 acme: acme_names,
@@ -1096,6 +1124,7 @@ impl Resolver<'_> {
                 },
             });
         }
+        sites::check_listener_names(self, &listeners, &name_spans)?;
         if listeners.is_empty() {
             listeners.push(ListenerConfig::default());
         }
@@ -1164,10 +1193,9 @@ impl Resolver<'_> {
         }
         // A configuration whose every route redirects needs no origin.
         let only_redirects = !raw.sites.is_empty()
-            && raw
-                .sites
-                .iter()
-                .all(|s| !s.routes.is_empty() && s.routes.iter().all(|r| r.redirect.is_some()));
+            && raw.sites.iter().all(|s| {
+                !s.routes.is_empty() && s.routes.iter().all(|r| r.get_ref().redirect.is_some())
+            });
         if upstreams.is_empty() && !only_redirects {
             return Err(self.err(
                 None,
@@ -1176,7 +1204,14 @@ impl Resolver<'_> {
             ));
         }
         let mut sites = Vec::new();
+        let default_spans: Vec<_> = raw
+            .sites
+            .iter()
+            .map(|s| s.default.as_ref().map(|d| d.span()))
+            .collect();
         for (i, site) in raw.sites.into_iter().enumerate() {
+            self.check_shadowed(i, &site.routes)?;
+            let bind = self.bind(i, &site, &listeners)?;
             let hosts = site
                 .hosts
                 .iter()
@@ -1194,7 +1229,7 @@ impl Resolver<'_> {
             for (j, r) in site.routes.into_iter().enumerate() {
                 let (route, probe) = self.route(
                     &format!("site[{i}].route[{j}]"),
-                    r,
+                    r.into_inner(),
                     &upstreams,
                     &cache,
                     error_pages.as_ref(),
@@ -1233,16 +1268,19 @@ impl Resolver<'_> {
                 routes,
                 error_pages,
                 tls,
+                bind,
             };
             self.check_loops(&site, probes)?;
             sites.push(site);
         }
+        self.check_defaults(&sites, &default_spans, listeners.len())?;
         if sites.is_empty() {
             sites.push(SiteConfig {
                 hosts: Vec::new(),
                 routes: vec![std::sync::Arc::new(RouteConfig::catch_all())],
                 error_pages: None,
                 tls: None,
+                bind: sites::Bind::default(),
             });
         }
         let admin =
@@ -1369,7 +1407,7 @@ impl Resolver<'_> {
                     format!("invalid regex: {e}"),
                 )
             })?),
-            (Some(p), None) => PathMatch::Prefix(p),
+            (Some(p), None) => PathMatch::Prefix(p.into_inner()),
             (None, None) => PathMatch::Prefix("/".into()),
         };
         let upstream = match r.upstream {

@@ -39,6 +39,7 @@ mod o_ops;
 mod q_edge;
 mod r_partial;
 mod r_range;
+mod r_routes;
 mod s_slice;
 mod w_coalesce;
 mod w_fill;
