@@ -299,7 +299,8 @@ pub enum HostMatch {
 /// A virtual host.
 #[derive(Debug, Clone)]
 pub struct SiteConfig {
-    /// Host patterns; empty for the default site.
+    /// Host patterns; empty: it answers Hosts no site lists (see
+    /// `pipeline::select_site`).
     pub hosts: Vec<HostMatch>,
     /// Routes, tried in order (shared: a fill holds its route).
     pub routes: Vec<std::sync::Arc<RouteConfig>>,
