@@ -230,3 +230,39 @@ async fn r05005_a_route_never_reached_is_refused() {
     c.get("/admin/x").send().await.expect_status(403);
     origin.finish().await;
 }
+
+// r05006: the old answer for unknown Hosts, kept by choice: a default site
+// that refuses every request (403) while listed Hosts are served; the
+// origin sees only the listed Host's request.
+#[tokio::test]
+async fn r05006_a_default_site_can_refuse_unknown_hosts() {
+    let t = Test::new("r05006");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_header("host", "www.test");
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .body("www")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let cfg = format!(
+        "{UP}[[site]]\nhosts = [\"www.test\"]\n[[site.route]]\nupstream = \"app\"\n\
+         [[site]]\ndefault = true\n[[site.route]]\ndeny = [\"0.0.0.0/0\", \"::/0\"]\n"
+    );
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    let c = t.client(&proxy);
+    c.get("/")
+        .hdr("Host", "www.test")
+        .send()
+        .await
+        .expect_body("www");
+    for host in ["unknown.test", "127.0.0.1"] {
+        c.get("/").hdr("Host", host).send().await.expect_status(403);
+    }
+    assert_eq!(origin.requests(), 1);
+    origin.finish().await;
+}
