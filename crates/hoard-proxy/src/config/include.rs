@@ -110,11 +110,24 @@ pub(super) fn merge(
         .keys()
         .map(|k| (k.clone(), file.to_string()))
         .collect();
+    // The main file, so that a pattern matching it is refused by name.
+    let main = std::fs::canonicalize(file).ok();
     let mut seen: Vec<PathBuf> = Vec::new();
     for pattern in &patterns {
         let paths = expand(pattern.get_ref(), base)
             .map_err(|m| err_at(&sources, pattern.span(), "include", m))?;
         for path in paths {
+            if main.is_some() && std::fs::canonicalize(&path).ok() == main {
+                return Err(err_at(
+                    &sources,
+                    pattern.span(),
+                    "include",
+                    format!(
+                        "{} is the main file: it cannot include itself",
+                        path.display()
+                    ),
+                ));
+            }
             if seen.contains(&path) {
                 return Err(err_at(
                     &sources,

@@ -282,14 +282,19 @@ fn missing_includes_are_errors_saying_which() {
         assert!(e.file.ends_with("hoard.toml"), "{e}");
         assert!(e.message.contains(part), "{include}: {e}");
     }
-    // The same file twice.
-    let d = dir(&[
-        ("a.toml", ""),
+    // The same file twice; the main file itself.
+    for (include, part) in [
+        ("\"a.toml\", \"a.*\"", "a.toml is included twice"),
         (
-            "hoard.toml",
-            &format!("include = [\"a.toml\", \"*.toml\"]{up}"),
+            "\"*.toml\"",
+            "hoard.toml is the main file: it cannot include itself",
         ),
-    ]);
-    let e = Config::from_file(&d.path().join("hoard.toml")).unwrap_err();
-    assert!(e.message.contains("included twice"), "{e}");
+    ] {
+        let d = dir(&[
+            ("a.toml", ""),
+            ("hoard.toml", &format!("include = [{include}]{up}")),
+        ]);
+        let e = Config::from_file(&d.path().join("hoard.toml")).unwrap_err();
+        assert!(e.message.contains(part), "{e}");
+    }
 }
