@@ -109,6 +109,12 @@ impl Resolver<'_> {
         self.sources.locate(span.start).1
     }
 
+    /// `FILE:LINE` of a span (for a key that may be in another file).
+    fn place(&self, span: std::ops::Range<usize>) -> String {
+        let (file, line) = self.sources.locate(span.start);
+        format!("{file}:{line}")
+    }
+
     /// The span of a route's path match (its table when it has none).
     fn route_span(r: &Spanned<RawRoute>) -> std::ops::Range<usize> {
         let inner = r.get_ref();
@@ -231,14 +237,13 @@ impl Resolver<'_> {
                 .filter(|(_, s)| s.bind.default)
             {
                 if shared(a, b) {
-                    let line = |k: usize| spans[k].clone().map(|s| self.line(s));
                     return Err(self.err(
                         spans[j].clone(),
                         format!("site[{j}].default"),
                         format!(
-                            "a second default site: `site[{i}]` (line {}) is the default \
-                             already on the same listener",
-                            line(i).map_or("?".into(), |l| l.to_string()),
+                            "a second default site: `site[{i}]` ({}) is the default already \
+                             on the same listener",
+                            spans[i].clone().map_or("?".into(), |s| self.place(s)),
                         ),
                     ));
                 }
@@ -264,8 +269,8 @@ pub(super) fn check_listener_names(
                 spans[j].clone(),
                 format!("listener[{j}].name"),
                 format!(
-                    "{name:?} names `listener[{i}]` (line {}) already",
-                    spans[i].clone().map_or(0, |s| r.line(s))
+                    "{name:?} names `listener[{i}]` ({}) already",
+                    spans[i].clone().map_or("?".into(), |s| r.place(s))
                 ),
             ));
         }

@@ -120,7 +120,7 @@ fn two_defaults_on_one_listener_are_refused_naming_both() {
     );
     let e = error(&two);
     assert_eq!((e.line, e.key.as_str()), (Some(8), "site[1].default"));
-    assert!(e.message.contains("`site[0]` (line 5)"), "{e}");
+    assert!(e.message.contains("`site[0]` (hoard.toml:5)"), "{e}");
     // Each the default of its own listener, or of its own scheme: fine.
     let apart = format!(
         "[[listener]]\nname = \"a\"\naddress = \"127.0.0.1:0\"\n\
@@ -166,7 +166,7 @@ fn bad_listener_names_are_refused() {
             format!("{l}{l}{UP}"),
             5,
             "listener[1].name",
-            "names `listener[0]` (line 2) already",
+            "names `listener[0]` (hoard.toml:2) already",
         ),
     ] {
         let e = error(&text);
@@ -297,4 +297,23 @@ fn missing_includes_are_errors_saying_which() {
         let e = Config::from_file(&d.path().join("hoard.toml")).unwrap_err();
         assert!(e.message.contains(part), "{e}");
     }
+}
+
+#[test]
+fn a_second_default_in_an_included_file_names_both_files() {
+    let d = dir(&[
+        (
+            "hoard.toml",
+            "include = [\"b.toml\"]\n[upstream.app]\nservers = [\"http://127.0.0.1:9000\"]\n[[site]]\ndefault = true\n",
+        ),
+        ("b.toml", "[[site]]\nhosts = [\"b\"]\ndefault = true\n"),
+    ]);
+    let e = Config::from_file(&d.path().join("hoard.toml")).unwrap_err();
+    let main = d.path().join("hoard.toml").display().to_string();
+    let b = d.path().join("b.toml").display().to_string();
+    assert_eq!(
+        (e.file.as_str(), e.line, e.key.as_str()),
+        (b.as_str(), Some(3), "site[1].default")
+    );
+    assert!(e.message.contains(&format!("`site[0]` ({main}:5)")), "{e}");
 }
