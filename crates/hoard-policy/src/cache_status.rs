@@ -124,11 +124,13 @@ pub enum Outcome {
     Error,
     /// Answered with a route's configured redirect.
     Redirect,
+    /// Answered with a route's fixed answer (`respond`).
+    Respond,
 }
 
 impl Outcome {
     /// Every outcome, in a fixed order (metrics index by it).
-    pub const ALL: [Outcome; 8] = [
+    pub const ALL: [Outcome; 9] = [
         Outcome::Hit,
         Outcome::Miss,
         Outcome::Stale,
@@ -137,6 +139,7 @@ impl Outcome {
         Outcome::HitForPass,
         Outcome::Error,
         Outcome::Redirect,
+        Outcome::Respond,
     ];
 
     /// The name in metrics, logs and `/status`.
@@ -150,6 +153,7 @@ impl Outcome {
             Outcome::HitForPass => "hit_for_pass",
             Outcome::Error => "error",
             Outcome::Redirect => "redirect",
+            Outcome::Respond => "respond",
         }
     }
 

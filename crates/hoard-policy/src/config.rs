@@ -47,6 +47,44 @@ pub struct CachePolicy {
     pub stale_while_revalidate: Option<Duration>,
     /// Stale-if-error window when the response gives none (RFC 5861). Default: none.
     pub stale_if_error: Option<Duration>,
+    /// What a client's `no-cache` (and `max-age`, `min-fresh`, `Pragma:
+    /// no-cache`) does to the lookup. Default: [`ClientNoCache::Revalidate`].
+    pub client_no_cache: ClientNoCache,
+}
+
+/// What a client's request directives that ask for a fresher response
+/// than the stored one do (route `client_no_cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientNoCache {
+    /// RFC 9111 §5.2.1.4 (and §5.2.1.1, §5.2.1.3, §5.4): the stored
+    /// response is validated with the origin first (a conditional request
+    /// when it has a validator, else a full fetch).
+    #[default]
+    Revalidate,
+    /// They are disregarded for the lookup: a stored response is served
+    /// as if the client had not sent them, so clients cannot force origin
+    /// traffic (as nginx and Varnish do by default). `only-if-cached`,
+    /// `max-stale`, `stale-if-error` and `no-store` still apply.
+    Ignore,
+}
+
+impl ClientNoCache {
+    /// The name in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientNoCache::Revalidate => "revalidate",
+            ClientNoCache::Ignore => "ignore",
+        }
+    }
+
+    /// From its name in the configuration.
+    pub fn parse(s: &str) -> Option<ClientNoCache> {
+        match s {
+            "revalidate" => Some(ClientNoCache::Revalidate),
+            "ignore" => Some(ClientNoCache::Ignore),
+            _ => None,
+        }
+    }
 }
 
 impl Default for CachePolicy {
@@ -63,6 +101,7 @@ impl Default for CachePolicy {
             max_ttl: None,
             stale_while_revalidate: None,
             stale_if_error: None,
+            client_no_cache: ClientNoCache::Revalidate,
         }
     }
 }

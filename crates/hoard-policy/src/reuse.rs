@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime};
 use http::header::{self, HeaderMap};
 
 use crate::cache_control::CacheControl;
+use crate::config::ClientNoCache;
 use crate::freshness::StoredTimes;
 
 /// Why a stored response has to be validated before use.
@@ -91,6 +92,21 @@ pub fn request_cache_control(headers: &HeaderMap) -> CacheControl {
             }
         }
     }
+}
+
+/// The request's cache directives as a route with `client_no_cache`
+/// reads them for the lookup: with [`ClientNoCache::Ignore`], those that
+/// ask for a fresher response than the stored one (`no-cache`, `Pragma:
+/// no-cache`, `max-age`, `min-fresh`) are dropped; the others
+/// (`only-if-cached`, `max-stale`, `stale-if-error`, `no-store`) stay.
+pub fn request_cache_control_for(headers: &HeaderMap, mode: ClientNoCache) -> CacheControl {
+    let mut cc = request_cache_control(headers);
+    if mode == ClientNoCache::Ignore {
+        cc.no_cache = false;
+        cc.max_age = None;
+        cc.min_fresh = None;
+    }
+    cc
 }
 
 /// Decides how a stored response may be reused for a request at `now` (§4).
@@ -259,5 +275,50 @@ mod tests {
         assert!(request_cache_control(&h).no_cache);
         h.insert("cache-control", "max-age=5".parse().unwrap());
         assert!(!request_cache_control(&h).no_cache);
+    }
+
+    #[test]
+    fn client_no_cache_ignore_drops_what_asks_for_fresher() {
+        let times = StoredTimes {
+            request_time: t(0),
+            response_time: t(0),
+            date: t(0),
+            age_value: None,
+            lifetime: Duration::from_secs(10),
+        };
+        let rules = StoredRules::new(&CacheControl::default(), None, None);
+        let cases: &[(&str, &str, Reuse)] = &[
+            ("pragma", "no-cache", Reuse::Fresh),
+            ("cache-control", "no-cache", Reuse::Fresh),
+            ("cache-control", "max-age=0", Reuse::Fresh),
+            ("cache-control", "min-fresh=60", Reuse::Fresh),
+        ];
+        for (name, value, want) in cases {
+            let mut h = HeaderMap::new();
+            h.insert(*name, value.parse().unwrap());
+            let ignored = request_cache_control_for(&h, ClientNoCache::Ignore);
+            assert_eq!(
+                reuse(&times, &rules, &ignored, t(5)),
+                *want,
+                "{name}: {value}"
+            );
+            let kept = request_cache_control_for(&h, ClientNoCache::Revalidate);
+            assert!(
+                matches!(reuse(&times, &rules, &kept, t(5)), Reuse::Revalidate(_)),
+                "{name}: {value}"
+            );
+        }
+        // What can only spare the origin stays.
+        let mut h = HeaderMap::new();
+        h.insert(
+            "cache-control",
+            "no-cache, only-if-cached, max-stale=5, no-store"
+                .parse()
+                .unwrap(),
+        );
+        let cc = request_cache_control_for(&h, ClientNoCache::Ignore);
+        assert!(cc.only_if_cached && cc.no_store && !cc.no_cache);
+        assert_eq!(cc.max_stale, Some(Some(5)));
+        assert_eq!(reuse(&times, &rules, &cc, t(12)), Reuse::StaleAllowed);
     }
 }

@@ -11,25 +11,39 @@
 //! writer: when the batch is full the line is dropped and counted
 //! (`access_log_dropped`).
 //!
+//! ## Formats
+//!
+//! `json` (one object per line), `combined` (exactly nginx's line, for the
+//! tools that read it) and `hoard` (combined with the cache outcome, the
+//! times and the request id after it; see [`nginx`]). A line's values are
+//! taken from the request as it arrived (the client's address as
+//! `server.trusted_proxies` or the PROXY protocol give it), and formatted
+//! on the writer thread only: the user name of Basic credentials is
+//! decoded there, and a request id made here is written out there.
+//!
 //! ## Reopening
 //!
 //! [`AccessLog::reopen`] (the binary calls it on `SIGUSR1`) makes the writer
 //! close and reopen its file before its next batch, so logrotate can move
 //! the file away and signal.
 
+mod nginx;
+
 use std::io::{self, Write};
-use std::net::SocketAddr;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use hoard_policy::cache_status::Outcome;
-use http::{HeaderValue, Method, Uri};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, Uri};
 use parking_lot::Mutex;
 
 use crate::config::{AccessLogConfig, LogFormat, LogTarget};
 use crate::counters::Counters;
+use crate::request_id::RequestId;
 
 /// One request, as logged. Built from cheap clones of the request's parts
 /// (reference-counted bytes); the line is formatted on the writer thread.
@@ -37,12 +51,23 @@ use crate::counters::Counters;
 pub struct Record {
     /// When the request arrived.
     pub time: SystemTime,
-    /// Client address.
-    pub client: SocketAddr,
+    /// Client address: the peer's, the PROXY protocol's, or from a peer in
+    /// `server.trusted_proxies` the one its `X-Forwarded-For` gives (see
+    /// [`crate::pipeline::forwarding::client_addr`]).
+    pub client: IpAddr,
     /// Request method.
     pub method: Method,
     /// Host (or `:authority`) as sent.
     pub host: Option<HeaderValue>,
+    /// `User-Agent` as sent.
+    pub user_agent: Option<HeaderValue>,
+    /// `Referer` as sent.
+    pub referer: Option<HeaderValue>,
+    /// `Authorization` when it holds Basic credentials: the user name is
+    /// logged (decoded by the writer), never the password.
+    pub basic_auth: Option<HeaderValue>,
+    /// The request's id (see [`crate::request_id`]).
+    pub request_id: Option<RequestId>,
     /// The request target.
     pub uri: Uri,
     /// The protocol it came over (`HTTP/1.1`, `HTTP/2`, `HTTP/3`).
@@ -56,6 +81,9 @@ pub struct Record {
     /// For requests that went forward (or waited for a fill): time until
     /// the origin's response head was there.
     pub upstream: Option<Duration>,
+    /// For requests that went forward: the number of servers of the
+    /// upstream tried (more than 1 after a failover); 0 when not known.
+    pub upstream_tries: u32,
     /// Time from the request head to the end of the response body; for
     /// a tunnel, to its close.
     pub total: Duration,
@@ -68,26 +96,37 @@ pub struct Record {
 }
 
 impl Record {
-    /// Fills in what is known when the request arrives.
+    /// Fills in what is known when the request arrives (the fields are
+    /// reference-counted clones).
     pub fn start(
         time: SystemTime,
-        client: SocketAddr,
+        client: IpAddr,
         method: Method,
-        host: Option<HeaderValue>,
+        headers: &HeaderMap,
         uri: Uri,
         version: http::Version,
     ) -> Record {
+        let basic = |v: &&HeaderValue| {
+            v.as_bytes()
+                .get(..6)
+                .is_some_and(|p| p.eq_ignore_ascii_case(b"basic "))
+        };
         Record {
             time,
             client,
             method,
-            host,
+            host: headers.get(header::HOST).cloned(),
+            user_agent: headers.get(header::USER_AGENT).cloned(),
+            referer: headers.get(header::REFERER).cloned(),
+            basic_auth: headers.get(header::AUTHORIZATION).filter(basic).cloned(),
+            request_id: None,
             uri,
             version,
             status: 0,
             bytes: 0,
             cache: Outcome::Error.as_str(),
             upstream: None,
+            upstream_tries: 0,
             owner: None,
             total: Duration::ZERO,
             tunnel_to_origin: None,
@@ -108,65 +147,80 @@ impl Record {
 
     /// Appends the line to `out`.
     fn format_into(&self, format: LogFormat, out: &mut String) {
-        use std::fmt::Write as _;
         match format {
-            LogFormat::Json => {
-                // Written piece by piece (no formatting machinery): the
-                // writer thread formats a line per request.
-                let mut num = itoa::Buffer::new();
-                out.push_str("{\"time\":\"");
-                push_rfc3339(out, self.time);
-                out.push_str("\",\"client\":\"");
-                push_ip(out, self.client.ip());
-                out.push_str("\",\"method\":");
-                push_json_str(out, self.method.as_str());
-                out.push_str(",\"host\":");
-                push_json_str(out, self.host());
-                out.push_str(",\"path\":");
-                push_json_str(out, self.path());
-                out.push_str(",\"protocol\":\"");
-                out.push_str(protocol(self.version));
-                out.push('"');
-                out.push_str(",\"status\":");
-                out.push_str(num.format(self.status));
-                out.push_str(",\"bytes\":");
-                out.push_str(num.format(self.bytes));
-                out.push_str(",\"cache\":\"");
-                out.push_str(self.cache);
-                out.push_str("\",\"upstream_ms\":");
-                match self.upstream {
-                    Some(d) => push_ms(out, d),
-                    None => out.push_str("null"),
-                }
-                out.push_str(",\"total_ms\":");
-                push_ms(out, self.total);
-                if let Some(n) = self.tunnel_to_origin {
-                    out.push_str(",\"tunnel_bytes_to_origin\":");
-                    out.push_str(num.format(n));
-                }
-                if let Some(owner) = &self.owner {
-                    out.push_str(",\"owner\":");
-                    push_json_str(out, owner);
-                }
-                out.push_str("}\n");
-            }
-            LogFormat::Combined => {
-                let _ = write!(out, "{} - - [", self.client.ip());
-                push_rfc3339(out, self.time);
-                let _ = writeln!(
-                    out,
-                    "] \"{} {} {}\" {} {} \"{}\" {} {:.3}",
-                    self.method,
-                    self.path().replace('"', "%22"),
-                    protocol(self.version),
-                    self.status,
-                    self.bytes,
-                    self.host().replace('"', "%22"),
-                    self.cache,
-                    self.total.as_secs_f64(),
-                );
-            }
+            LogFormat::Json => self.json(out),
+            LogFormat::Combined => nginx::combined(self, out),
+            LogFormat::Hoard => nginx::hoard(self, out),
         }
+    }
+
+    /// The JSON line, written piece by piece (no formatting machinery):
+    /// the writer thread formats a line per request.
+    fn json(&self, out: &mut String) {
+        let mut num = itoa::Buffer::new();
+        out.push_str("{\"time\":\"");
+        push_rfc3339(out, self.time);
+        out.push_str("\",\"client\":\"");
+        push_ip(out, self.client);
+        out.push_str("\",\"method\":");
+        push_json_str(out, self.method.as_str());
+        out.push_str(",\"host\":");
+        push_json_str(out, self.host());
+        out.push_str(",\"path\":");
+        push_json_str(out, self.path());
+        out.push_str(",\"protocol\":\"");
+        out.push_str(protocol(self.version));
+        out.push('"');
+        out.push_str(",\"status\":");
+        out.push_str(num.format(self.status));
+        out.push_str(",\"bytes\":");
+        out.push_str(num.format(self.bytes));
+        out.push_str(",\"cache\":\"");
+        out.push_str(self.cache);
+        out.push_str("\",\"upstream_ms\":");
+        match self.upstream {
+            Some(d) => push_ms(out, d),
+            None => out.push_str("null"),
+        }
+        if self.upstream_tries > 0 {
+            out.push_str(",\"upstream_tries\":");
+            out.push_str(num.format(self.upstream_tries));
+        }
+        out.push_str(",\"total_ms\":");
+        push_ms(out, self.total);
+        out.push_str(",\"request_id\":");
+        match &self.request_id {
+            Some(RequestId::Kept(v)) => push_json_str(out, v.to_str().unwrap_or("-")),
+            Some(made) => {
+                // Hex digits: nothing to escape.
+                out.push('"');
+                made.push_to(out);
+                out.push('"');
+            }
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"user_agent\":");
+        push_json_field(out, self.user_agent.as_ref());
+        out.push_str(",\"referer\":");
+        push_json_field(out, self.referer.as_ref());
+        out.push_str(",\"remote_user\":");
+        match self
+            .basic_auth
+            .as_ref()
+            .and_then(|v| crate::edge::basic_auth::credentials(v.as_bytes()))
+        {
+            Some((user, _)) => push_json_str(out, &user),
+            None => out.push_str("null"),
+        }
+        if let Some(n) = self.tunnel_to_origin {
+            out.push_str(",\"tunnel_bytes_to_origin\":");
+            out.push_str(num.format(n));
+        }
+        if let Some(owner) = &self.owner {
+            out.push_str(",\"owner\":");
+            push_json_str(out, owner);
+        }
+        out.push_str("}\n");
     }
 
     #[cfg(test)]
@@ -189,7 +243,7 @@ pub fn protocol(v: http::Version) -> &'static str {
 }
 
 /// An IP address; IPv4 without the formatting machinery.
-fn push_ip(out: &mut String, ip: std::net::IpAddr) {
+fn push_ip(out: &mut String, ip: IpAddr) {
     use std::fmt::Write as _;
     match ip {
         std::net::IpAddr::V4(v4) => {
@@ -221,6 +275,15 @@ fn push_ms(out: &mut String, d: Duration) {
         out.push('0');
     }
     out.push_str(num.format(frac));
+}
+
+/// A field's value as a JSON string (bytes that are not UTF-8 replaced),
+/// or `null` when absent.
+fn push_json_field(out: &mut String, v: Option<&HeaderValue>) {
+    match v {
+        Some(v) => push_json_str(out, &String::from_utf8_lossy(v.as_bytes())),
+        None => out.push_str("null"),
+    }
 }
 
 /// A JSON string literal (quotes, backslashes and control characters escaped).
@@ -401,8 +464,19 @@ pub fn rfc3339(t: SystemTime) -> String {
     s
 }
 
-/// Appends `2026-11-23T11:17:10.123Z`.
-fn push_rfc3339(out: &mut String, t: SystemTime) {
+/// A time's calendar fields, in UTC.
+struct Civil {
+    year: u64,
+    month: u64,
+    day: u64,
+    hour: u64,
+    minute: u64,
+    second: u64,
+    millis: u64,
+}
+
+/// The calendar fields of `t` (UTC; times before 1970 count as 1970).
+fn civil(t: SystemTime) -> Civil {
     let d = t
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or(Duration::ZERO);
@@ -418,6 +492,20 @@ fn push_rfc3339(out: &mut String, t: SystemTime) {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
+    Civil {
+        year: year.max(0) as u64,
+        month: month as u64,
+        day: day as u64,
+        hour: rem / 3600,
+        minute: rem % 3600 / 60,
+        second: rem % 60,
+        millis: u64::from(d.subsec_millis()),
+    }
+}
+
+/// Appends `2026-11-23T11:17:10.123Z`.
+fn push_rfc3339(out: &mut String, t: SystemTime) {
+    let c = civil(t);
     let digits = |out: &mut String, n: u64, width: usize| {
         let mut num = itoa::Buffer::new();
         let s = num.format(n);
@@ -426,19 +514,19 @@ fn push_rfc3339(out: &mut String, t: SystemTime) {
         }
         out.push_str(s);
     };
-    digits(out, year.max(0) as u64, 4);
+    digits(out, c.year, 4);
     out.push('-');
-    digits(out, month as u64, 2);
+    digits(out, c.month, 2);
     out.push('-');
-    digits(out, day as u64, 2);
+    digits(out, c.day, 2);
     out.push('T');
-    digits(out, rem / 3600, 2);
+    digits(out, c.hour, 2);
     out.push(':');
-    digits(out, rem % 3600 / 60, 2);
+    digits(out, c.minute, 2);
     out.push(':');
-    digits(out, rem % 60, 2);
+    digits(out, c.second, 2);
     out.push('.');
-    digits(out, u64::from(d.subsec_millis()), 3);
+    digits(out, c.millis, 3);
     out.push('Z');
 }
 
@@ -457,11 +545,19 @@ mod tests {
 
     #[test]
     fn lines() {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, HeaderValue::from_static("example.com"));
+        h.insert(header::USER_AGENT, HeaderValue::from_static("curl/8.5.0"));
+        // "ann:pw"
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Basic YW5uOnB3"),
+        );
         let mut r = Record::start(
             SystemTime::UNIX_EPOCH,
-            "127.0.0.1:5000".parse().unwrap(),
+            "127.0.0.1".parse().unwrap(),
             Method::GET,
-            Some(HeaderValue::from_static("example.com")),
+            &h,
             "/a%22b?x=1".parse().unwrap(),
             http::Version::HTTP_3,
         );
@@ -469,6 +565,7 @@ mod tests {
         r.bytes = 5;
         r.cache = "hit";
         r.total = Duration::from_micros(1500);
+        r.request_id = Some(RequestId::Made([1, 0xab]));
         let json = r.format(LogFormat::Json);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(v["path"], "/a%22b?x=1");
@@ -477,10 +574,17 @@ mod tests {
         assert_eq!(v["protocol"], "HTTP/3.0");
         assert_eq!(v["total_ms"], 1.5);
         assert!(v["upstream_ms"].is_null());
-        let combined = r.format(LogFormat::Combined);
-        assert!(
-            combined.starts_with("127.0.0.1 - - [1970-01-01T00:00:00.000Z] \"GET /a%22b?x=1 HTTP/3.0\" 200 5 \"example.com\" hit 0.002"),
-            "{combined}"
+        assert_eq!(v["user_agent"], "curl/8.5.0");
+        assert!(v["referer"].is_null());
+        assert_eq!(v["remote_user"], "ann");
+        assert_eq!(v["request_id"], "000000000000000100000000000000ab");
+        assert_eq!(
+            r.format(LogFormat::Combined),
+            "127.0.0.1 - ann [01/Jan/1970:00:00:00 +0000] \"GET /a%22b?x=1 HTTP/3.0\" 200 5 \"-\" \"curl/8.5.0\"\n"
+        );
+        assert_eq!(
+            r.format(LogFormat::Hoard),
+            "127.0.0.1 - ann [01/Jan/1970:00:00:00 +0000] \"GET /a%22b?x=1 HTTP/3.0\" 200 5 \"-\" \"curl/8.5.0\" hit - 0.001 000000000000000100000000000000ab \"example.com\"\n"
         );
     }
 }

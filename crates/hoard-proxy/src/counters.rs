@@ -68,8 +68,11 @@ counters! {
     origin_connections_reused,
     /// Requests retried once because a reused connection proved dead.
     origin_retries,
-    /// Origin connect failures (answered 502 or 504).
+    /// Origin connect failures (answered 502 or 504 unless another server answered).
     origin_connect_errors,
+    /// Requests tried on the next server of their upstream after a server
+    /// failed (failover: `retry_on`, `tries`, `backup`); one per extra try.
+    origin_failovers,
     /// Origin TLS connections that made a full handshake.
     origin_tls_handshakes,
     /// Origin TLS connections that resumed an earlier session.
@@ -154,6 +157,8 @@ counters! {
     bypass_rule_matches,
     /// Requests answered with a route's configured redirect.
     edge_redirects,
+    /// Requests answered with a route's fixed answer (`respond`).
+    edge_responds,
     /// Requests refused 403 by a route's `allow`/`deny`.
     edge_access_denied,
     /// Requests refused 401 by a route's `basic_auth` (no or wrong credentials).

@@ -22,6 +22,7 @@ pub mod fill;
 pub mod metrics;
 pub mod pipeline;
 pub mod request_body;
+pub mod request_id;
 pub mod server;
 pub mod upstream;
 pub mod via;
@@ -114,11 +115,24 @@ fn listener_state(
     (index, l): (usize, &config::ListenerConfig),
     acme: &acme::Acme,
 ) -> Result<server::ListenerState, StartError> {
+    // Certificate files by SNI (read again at each reload), with the
+    // listener's ACME certificates when it has both.
+    let sni = if l.certs.is_empty() {
+        None
+    } else {
+        let with_acme = (!l.acme.is_empty()).then(|| acme.certs.for_listener(&l.acme));
+        Some(server::sni::FileCerts::load(&l.certs, with_acme).map_err(StartError::Tls)?)
+    };
     Ok(server::ListenerState {
         http2: l.http2,
         proxy_protocol: l.proxy_protocol.clone().map(Arc::from),
         tls: match &l.tls {
             Some(t) => Some(server::tls::acceptor(t, l.http2).map_err(StartError::Tls)?),
+            None if sni.is_some() => sni
+                .clone()
+                .map(|s| server::tls::sni_acceptor(s, l.http2))
+                .transpose()
+                .map_err(StartError::Tls)?,
             None if !l.acme.is_empty() => Some(
                 server::tls::acme_acceptor(acme.certs.for_listener(&l.acme), l.http2)
                     .map_err(StartError::Tls)?,
@@ -127,6 +141,10 @@ fn listener_state(
         },
         quic: match &l.tls {
             Some(t) if l.http3 => Some(server::tls::quic(t).map_err(StartError::Tls)?),
+            None if l.http3 && sni.is_some() => sni
+                .map(server::tls::sni_quic)
+                .transpose()
+                .map_err(StartError::Tls)?,
             None if l.http3 && !l.acme.is_empty() => Some(
                 server::tls::acme_quic(acme.certs.for_listener(&l.acme))
                     .map_err(StartError::Tls)?,

@@ -41,6 +41,24 @@ fn check_names_file_line_and_key() {
 }
 
 #[test]
+fn check_refuses_a_server_with_words_after_its_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hoard.toml");
+    std::fs::write(
+        &path,
+        "[upstream.app]\nservers = [\n  \"http://127.0.0.1:8080\",\n  \"http://127.0.0.1:1 backup\",\n]\n",
+    )
+    .unwrap();
+    let (code, _, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("hoard.toml:4: `upstream.app.servers[1]`"),
+        "{err}"
+    );
+    assert!(err.contains("backup = [...]"), "{err}");
+}
+
+#[test]
 fn quick_start_needs_an_upstream() {
     let (code, _, err) = hoard(&[]);
     assert_eq!(code, 2, "{err}");
@@ -75,6 +93,58 @@ fn acme_flags_need_a_domain() {
     assert!(err.contains("--domain"), "{err}");
     let (code, _, err) = hoard(&["--upstream", "http://127.0.0.1:9", "--help"]);
     assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn check_says_how_to_write_several_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sni.toml");
+    let up = "[upstream.app]\nservers = [\"http://127.0.0.1:8080\"]\n";
+    // One table where the list of certificates belongs.
+    std::fs::write(
+        &path,
+        format!("[[listener]]\naddress = \"0.0.0.0:443\"\ntls = {{ certs = {{ cert = \"a.pem\", key = \"a.key\" }} }}\n{up}"),
+    )
+    .unwrap();
+    let (code, _, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("sni.toml:3"), "{err}");
+    assert!(
+        err.contains("certs = [{ cert = \"a.pem\", key = \"a.key\" }]"),
+        "{err}"
+    );
+    assert!(!err.contains("invalid type"), "{err}");
+    // A certificate file that is not there: the certificate and its line.
+    std::fs::write(
+        &path,
+        format!(
+            "[[listener]]\naddress = \"0.0.0.0:443\"\ntls = {{ certs = [\n  {{ cert = \"{0}/a.pem\", key = \"{0}/a.key\" }},\n] }}\n{up}",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("sni.toml:4"), "{err}");
+    assert!(err.contains("listener[0].tls.certs[0].cert"), "{err}");
+    assert!(err.contains("a.pem"), "{err}");
+}
+
+#[test]
+fn check_reads_respond_files_from_the_config_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hoard.toml");
+    let text = "[[site]]\nmax_body_size = \"1MiB\"\n[[site.route]]\nprefix = \"/healthz\"\nrespond = { status = 200, body = \"ok\" }\n\
+                [[site.route]]\nprefix = \"/\"\nclient_no_cache = \"ignore\"\nrespond = { status = 503, body_file = \"maintenance.html\" }\n";
+    std::fs::write(&path, text).unwrap();
+    let (code, _, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hoard.toml:9"), "{err}");
+    assert!(err.contains("site[0].route[1].respond.body_file"), "{err}");
+    assert!(err.contains("maintenance.html"), "{err}");
+    std::fs::write(dir.path().join("maintenance.html"), "<p>soon</p>").unwrap();
+    let (code, out, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "stdout {out} stderr {err}");
 }
 
 #[test]

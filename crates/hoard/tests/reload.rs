@@ -123,3 +123,50 @@ async fn quick_start_with_tls_and_http3() {
         "{line}"
     );
 }
+
+// Certificate files picked by SNI are read again on SIGHUP: a renewed
+// file is taken, a broken one refuses the reload naming the certificate
+// and its line (what the new certificate presents is checked in the e2e
+// case r03006).
+#[tokio::test]
+async fn sighup_rereads_certificate_files() {
+    let t = Test::new("cli-reload-certs");
+    let ca = hoard_testkit::pki::TestCa::new();
+    let (a, b) = (
+        ca.issue(&["a.example"]).write(t.dir(), "a"),
+        ca.issue(&["b.example"]).write(t.dir(), "b"),
+    );
+    let file = t.dir().join("hoard.toml");
+    let pid_file = t.dir().join("hoard.pid");
+    let text = format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\ntls = {{ certs = [\n  {{ cert = {:?}, key = {:?} }},\n  {{ cert = {:?}, key = {:?} }},\n] }}\n\
+         [upstream.app]\nservers = [\"http://127.0.0.1:9\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n",
+        a.0.display().to_string(),
+        a.1.display().to_string(),
+        b.0.display().to_string(),
+        b.1.display().to_string(),
+    );
+    std::fs::write(&file, &text).unwrap();
+    let mut hoard = Hoard::start(&[
+        "run",
+        "--config",
+        file.to_str().unwrap(),
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+    ])
+    .await;
+    hoard.wait_log("ready").await;
+    ca.issue(&["b.example"]).write(t.dir(), "b");
+    reload(&pid_file);
+    hoard.wait_log("configuration reloaded").await;
+    // A key that is not the certificate's.
+    std::fs::copy(&a.1, &b.1).unwrap();
+    reload(&pid_file);
+    let line = hoard.wait_log("reload refused").await;
+    assert!(
+        line.contains("hoard.toml:5") && line.contains("listener[0].tls.certs[1]"),
+        "{line}"
+    );
+    assert!(line.contains("is not the key of"), "{line}");
+    hoard.kill9();
+}

@@ -208,7 +208,7 @@ impl Acme {
                 && cfg
                     .listeners
                     .iter()
-                    .any(|l| l.tls.is_none() && l.acme.is_empty()),
+                    .any(|l| l.tls.is_none() && l.certs.is_empty() && l.acme.is_empty()),
             Ordering::Relaxed,
         );
         self.names

@@ -288,6 +288,16 @@ impl ListenerCerts {
     fn has(&self, name: &str) -> bool {
         self.sites.iter().any(|s| s.iter().any(|n| n == name))
     }
+
+    /// The certificate issued for exactly `name` (lower case), when it is
+    /// one of this listener's names and its certificate is installed
+    /// (no fallback: a listener with certificate files picks its own).
+    pub fn issued_for(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+        if !self.has(name) {
+            return None;
+        }
+        self.all.presented.load().by_name.get(name).cloned()
+    }
 }
 
 impl ResolvesServerCert for ListenerCerts {

@@ -107,6 +107,7 @@ impl EndpointSlices {
             headers,
             body: None,
             interim: None,
+            tries: None,
         };
         let resp = self
             .upstream

@@ -446,6 +446,7 @@ impl Cluster {
             headers,
             body: body.map(|b| http_body_util::Full::new(b).map_err(|e| match e {}).boxed()),
             interim: None,
+            tries: None,
         };
         tokio::time::timeout(wait, async {
             let resp = peer
@@ -553,6 +554,7 @@ impl Cluster {
             headers: base.headers.clone(),
             body: None,
             interim: base.interim.clone(),
+            tries: base.tries.clone(),
         };
         let target = hop.uri.path_and_query().map_or("/", |p| p.as_str());
         let signed = self.key.sign(

@@ -146,6 +146,7 @@ pub(super) fn request() -> OriginRequest {
         headers: HeaderMap::new(),
         body: None,
         interim: None,
+        tries: None,
     }
 }
 

@@ -32,6 +32,7 @@ impl Default for ListenerConfig {
             name: None,
             address: LISTEN,
             tls: None,
+            certs: Vec::new(),
             http2: LISTENER_HTTP2,
             http3: false,
             proxy_protocol: None,
@@ -87,6 +88,9 @@ impl UpstreamConfig {
         UpstreamConfig {
             name: name.into(),
             servers,
+            backup: Vec::new(),
+            retry_on: crate::upstream::failover::RetryOn::DEFAULT,
+            tries: None,
             connect_timeout: Duration::from_secs(3),
             read_timeout: Duration::from_secs(30),
             max_idle: 64,
@@ -135,6 +139,7 @@ impl RouteConfig {
             no_store: Vec::new(),
             forward_unkeyed: false,
             edge: None,
+            max_body_size: None,
         }
     }
 }

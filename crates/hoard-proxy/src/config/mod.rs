@@ -10,13 +10,16 @@
 //! documented in the README's configuration reference.
 
 pub mod acme;
+mod certs;
 pub mod cluster;
 pub mod defaults;
 mod edge;
 mod include;
 pub mod ops;
 mod raw;
+mod route_keys;
 pub mod rules;
+mod servers;
 pub mod sites;
 pub mod units;
 pub mod zones;
@@ -34,6 +37,7 @@ use regex::Regex;
 pub use cluster::{ClusterConfig, Member};
 pub use ops::{AccessLogConfig, AdminConfig, Cidr, LogFormat, LogTarget};
 use raw::{RawConfig, RawKey, RawRoute};
+use servers::parse_server_url;
 use toml::Spanned;
 
 /// An error in the configuration: where it is and what is wrong.
@@ -101,6 +105,11 @@ pub struct ListenerConfig {
     pub address: SocketAddr,
     /// TLS (HTTP/1.1 and h2 by ALPN); plain otherwise (HTTP/1.1 and h2c prior knowledge).
     pub tls: Option<TlsConfig>,
+    /// Certificate files picked by SNI (`tls = { certs = [...] }`), each
+    /// for the DNS names of its subjectAltName, the first for no or an
+    /// unknown server name (see `crate::server::sni`). Empty unless given
+    /// (then `tls` is `None`); may go with `acme`.
+    pub certs: Vec<TlsConfig>,
     /// Accept HTTP/2. Default: true.
     pub http2: bool,
     /// Also serve HTTP/3 over QUIC on the same port (UDP), advertised with
@@ -268,6 +277,15 @@ pub struct UpstreamConfig {
     pub name: String,
     /// Servers, used round-robin.
     pub servers: Vec<ServerAddr>,
+    /// Backup servers: used only while every one of `servers` is down or
+    /// has failed for the request (see `upstream::failover`).
+    pub backup: Vec<ServerAddr>,
+    /// When a request that reached a server goes on to the next one.
+    /// Default: `["error"]`.
+    pub retry_on: crate::upstream::failover::RetryOn,
+    /// Most servers a request is tried on. Default (`None`): every server
+    /// once, backups included.
+    pub tries: Option<u32>,
     /// Connect timeout (504 when exceeded). Default: 3s.
     pub connect_timeout: Duration,
     /// Time to wait for response headers and between body reads (504 / abort). Default: 30s.
@@ -397,6 +415,9 @@ pub struct RouteConfig {
     /// Redirect, limits, access, credentials, header edits, error pages
     /// (see `edge`); `None` when the route sets none of them.
     pub edge: Option<std::sync::Arc<crate::edge::Edge>>,
+    /// Largest request body (413 beyond): the route's `max_body_size`,
+    /// else its site's; `None`: `server.max_body_size`.
+    pub max_body_size: Option<u64>,
 }
 
 /// What a range request for an object not in the cache fetches (route
@@ -621,7 +642,7 @@ impl Config {
                 ca: Some(ca.clone()),
                 ..crate::upstream::tls::TlsSettings::verified()
             });
-        let tls = origin_tls(std::slice::from_ref(&server), tls_settings).map_err(|m| {
+        let tls = origin_tls(std::iter::once(&server), tls_settings).map_err(|m| {
             err(
                 if q.upstream_ca.is_some() {
                     "--upstream-ca"
@@ -860,56 +881,13 @@ fn key_at(text: &str, offset: usize) -> String {
     }
 }
 
-fn parse_server_url(s: &str) -> Result<ServerAddr, String> {
-    if let Some(path) = s.strip_prefix("unix:") {
-        if !path.starts_with('/') {
-            return Err(format!("{s:?}: expected unix:/absolute/path"));
-        }
-        return Ok(ServerAddr {
-            authority: s.to_string(),
-            tls: false,
-            host: "localhost".into(),
-        });
-    }
-    let (rest, tls) = match (s.strip_prefix("http://"), s.strip_prefix("https://")) {
-        (Some(r), _) => (r, false),
-        (_, Some(r)) => (r, true),
-        _ => {
-            return Err(format!(
-                "{s:?}: expected http://host:port, https://host:port or unix:/path"
-            ))
-        }
-    };
-    let authority = rest.trim_end_matches('/');
-    if authority.is_empty() || authority.contains('/') {
-        return Err(format!("{s:?}: expected a host and port with no path"));
-    }
-    let has_port = authority.rsplit_once(':').is_some_and(|(h, p)| {
-        p.parse::<u16>().is_ok() && (!h.starts_with('[') || h.ends_with(']'))
-    });
-    let authority = if has_port {
-        authority.to_string()
-    } else {
-        format!("{authority}:{}", if tls { 443 } else { 80 })
-    };
-    let host = authority
-        .rsplit_once(':')
-        .map_or(authority.as_str(), |(h, _)| h)
-        .to_string();
-    Ok(ServerAddr {
-        authority,
-        tls,
-        host,
-    })
-}
-
 /// The TLS client of an upstream whose servers include `https://` ones
 /// (`None` when none does and no `tls` table was given).
-fn origin_tls(
-    servers: &[ServerAddr],
+fn origin_tls<'a>(
+    mut servers: impl Iterator<Item = &'a ServerAddr>,
     settings: Option<crate::upstream::tls::TlsSettings>,
 ) -> Result<Option<crate::upstream::tls::OriginTls>, String> {
-    if settings.is_none() && !servers.iter().any(|s| s.tls) {
+    if settings.is_none() && !servers.any(|s| s.tls) {
         return Ok(None);
     }
     let settings = settings.unwrap_or_else(crate::upstream::tls::TlsSettings::verified);
@@ -1029,17 +1007,31 @@ impl Resolver<'_> {
                     ));
                 }
             }
-            let (tls, acme_names) = match l.tls {
-                None => (None, Vec::new()),
-                Some(t) => match (t.cert, t.key, t.acme) {
-                    (Some(cert), Some(key), None) => (
+            let (tls, files, acme_names) = match l.tls {
+                None => (None, Vec::new(), Vec::new()),
+                Some(t) => match (t.cert, t.key, t.acme, t.certs) {
+                    (Some(cert), Some(key), None, None) => (
                         Some(TlsConfig {
-                            cert: cert.into(),
-                            key: key.into(),
+                            cert: cert.0.into(),
+                            key: key.0.into(),
                         }),
                         Vec::new(),
+                        Vec::new(),
                     ),
-                    (None, None, Some(certs)) if !certs.get_ref().is_empty() => {
+                    (Some(_), _, _, Some(files)) | (_, Some(_), _, Some(files)) => {
+                        return Err(self.err(
+                            Some(files.span()),
+                            format!("listener[{i}].tls.certs"),
+                            "with `cert` and `key`: one or the other (every certificate in `certs`)"
+                                .into(),
+                        ))
+                    }
+                    (None, None, None, Some(files)) => {
+                        (None, self.listener_certs(i, files)?, Vec::new())
+                    }
+                    (None, None, Some(certs), files)
+                        if !certs.get_ref().is_empty() || files.is_some() =>
+                    {
                         let span = certs.span();
                         let certs = certs
                             .into_inner()
@@ -1064,9 +1056,13 @@ impl Resolver<'_> {
                             .map_err(|m| {
                                 self.err(Some(span), format!("listener[{i}].tls.acme"), m)
                             })?;
-                        (None, certs)
+                        let files = match files {
+                            Some(f) => self.listener_certs(i, f)?,
+                            None => Vec::new(),
+                        };
+                        (None, files, certs)
                     }
-                    (_, _, Some(names)) => {
+                    (_, _, Some(names), _) => {
                         return Err(self.err(
                             Some(names.span()),
                             format!("listener[{i}].tls.acme"),
@@ -1077,13 +1073,13 @@ impl Resolver<'_> {
                         return Err(self.err(
                             Some(l.address.span()),
                             format!("listener[{i}].tls"),
-                            "needs `cert` and `key`, or `acme` names".into(),
+                            "needs `cert` and `key`, `certs`, or `acme` names".into(),
                         ))
                     }
                 },
             };
             if let Some(r) = &l.redirect_https {
-                if tls.is_some() || !acme_names.is_empty() {
+                if tls.is_some() || !files.is_empty() || !acme_names.is_empty() {
                     return Err(self.err(
                         Some(r.span()),
                         format!("listener[{i}].redirect_https"),
@@ -1098,6 +1094,7 @@ impl Resolver<'_> {
                 acme: acme_names,
                 redirect_https: l.redirect_https.map(|r| r.into_inner()),
                 tls,
+                certs: files,
                 http2: l.http2.unwrap_or(defaults::LISTENER_HTTP2),
                 proxy_protocol: match (l.proxy_protocol, &l.proxy_protocol_from) {
                     (Some(true), from) => Some(
@@ -1131,12 +1128,7 @@ impl Resolver<'_> {
         }
         let mut upstreams = Vec::new();
         for (name, u) in raw.upstreams {
-            let mut servers = Vec::new();
-            for (j, s) in u.servers.iter().enumerate() {
-                servers.push(parse_server_url(s.get_ref()).map_err(|m| {
-                    self.err(Some(s.span()), format!("upstream.{name}.servers[{j}]"), m)
-                })?);
-            }
+            let servers = self.server_list(&name, "servers", &u.servers)?;
             if servers.is_empty() {
                 return Err(self.err(
                     None,
@@ -1145,6 +1137,7 @@ impl Resolver<'_> {
                 ));
             }
             let mut up = UpstreamConfig::new(&name, servers);
+            self.failover(&name, &u, &mut up)?;
             if let Some(t) = u.connect_timeout {
                 up.connect_timeout = t.0;
             }
@@ -1178,7 +1171,7 @@ impl Resolver<'_> {
                     key: t.key.as_ref().map(PathBuf::from),
                 }
             });
-            up.tls = origin_tls(&up.servers, settings).map_err(|m| {
+            up.tls = origin_tls(up.servers.iter().chain(&up.backup), settings).map_err(|m| {
                 self.err(
                     u.tls.as_ref().map(|t| t.span()),
                     format!("upstream.{name}.tls"),
@@ -1192,10 +1185,14 @@ impl Resolver<'_> {
             };
             upstreams.push(up);
         }
-        // A configuration whose every route redirects needs no origin.
+        // A configuration whose every route redirects or responds needs no origin.
         let only_redirects = !raw.sites.is_empty()
             && raw.sites.iter().all(|s| {
-                !s.routes.is_empty() && s.routes.iter().all(|r| r.get_ref().redirect.is_some())
+                !s.routes.is_empty()
+                    && s.routes.iter().all(|r| {
+                        let r = r.get_ref();
+                        r.redirect.is_some() || r.respond.is_some()
+                    })
             });
         if upstreams.is_empty() && !only_redirects {
             return Err(self.err(
@@ -1235,11 +1232,14 @@ impl Resolver<'_> {
                     &cache,
                     error_pages.as_ref(),
                 )?;
+                let mut route = route;
+                route.max_body_size = route.max_body_size.or(site.max_body_size.map(|s| s.0));
                 routes.push(std::sync::Arc::new(route));
                 probes.push(probe);
             }
             if routes.is_empty() {
                 let mut route = RouteConfig::catch_all();
+                route.max_body_size = site.max_body_size.map(|s| s.0);
                 if let Some(pages) = &error_pages {
                     route.edge = Some(std::sync::Arc::new(crate::edge::Edge {
                         error_pages: Some(pages.clone()),
@@ -1412,8 +1412,8 @@ impl Resolver<'_> {
             (None, None) => PathMatch::Prefix("/".into()),
         };
         let upstream = match r.upstream {
-            // A redirect never reaches an origin.
-            None if upstreams.len() == 1 || r.redirect.is_some() => 0,
+            // A redirect or a fixed answer never reaches an origin.
+            None if upstreams.len() == 1 || r.redirect.is_some() || r.respond.is_some() => 0,
             None => {
                 return Err(self.err(
                     None,
@@ -1486,6 +1486,7 @@ impl Resolver<'_> {
         }
         policy.stale_while_revalidate = r.stale_while_revalidate.map(|d| d.0);
         policy.stale_if_error = r.stale_if_error.map(|d| d.0);
+        policy.client_no_cache = self.client_no_cache(at, r.client_no_cache)?;
         let mut key = match r.key {
             Some(k) => self.key_template(k, &format!("{at}.key"))?,
             None => KeyTemplate::default(),
@@ -1540,6 +1541,7 @@ impl Resolver<'_> {
             &path,
             site_pages,
         )?;
+        let edge = self.with_respond(at, edge, r.respond)?;
         let encodings = match &r.encodings {
             None => d.encodings.clone(),
             Some(list) => {
@@ -1607,6 +1609,7 @@ impl Resolver<'_> {
                 compress_min_size: r.compress_min_size.map_or(d.compress_min_size, |x| x.0),
                 fill_accept_encoding,
                 edge,
+                max_body_size: r.max_body_size.map(|s| s.0),
             },
             probe,
         ))

@@ -111,8 +111,11 @@ pub enum LogFormat {
     /// One JSON object per line (default).
     #[default]
     Json,
-    /// The Common Log Format with the cache outcome and timings appended.
+    /// Exactly nginx's `combined` line, for the tools that read it.
     Combined,
+    /// `combined` with the cache outcome, upstream and request times, the
+    /// request id and the Host after it.
+    Hoard,
 }
 
 /// The access log (`[access_log]`, `--access-log`).
@@ -231,11 +234,12 @@ pub(super) fn access_log(
         Some(f) => match f.get_ref().as_str() {
             "json" => LogFormat::Json,
             "combined" => LogFormat::Combined,
+            "hoard" => LogFormat::Hoard,
             other => {
                 return Err((
                     Some(f.span()),
                     "access_log.format",
-                    format!("{other:?}: expected \"json\" or \"combined\""),
+                    format!("{other:?}: expected \"json\", \"combined\" or \"hoard\""),
                 ))
             }
         },

@@ -65,6 +65,7 @@ pub struct RawServer {
 pub struct RawListener {
     pub name: Option<Spanned<String>>,
     pub address: Spanned<String>,
+    #[serde(default, deserialize_with = "super::certs::tls_table")]
     pub tls: Option<RawTls>,
     pub http2: Option<bool>,
     pub http3: Option<Spanned<bool>>,
@@ -76,9 +77,10 @@ pub struct RawListener {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTls {
-    pub cert: Option<String>,
-    pub key: Option<String>,
+    pub cert: Option<super::certs::FileName>,
+    pub key: Option<super::certs::FileName>,
     pub acme: Option<Spanned<Vec<RawAcmeCert>>>,
+    pub certs: Option<Spanned<super::certs::CertList>>,
 }
 
 /// One certificate of `tls.acme`: a name (a certificate of its own) or a
@@ -143,6 +145,10 @@ pub struct RawUpstream {
     pub down_after: Option<u32>,
     pub down_backoff_max: Option<Dur>,
     pub tls: Option<Spanned<RawUpstreamTls>>,
+    #[serde(default)]
+    pub backup: Vec<Spanned<String>>,
+    pub retry_on: Option<Vec<Spanned<String>>>,
+    pub tries: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -166,6 +172,7 @@ pub struct RawSite {
     pub scheme: Option<Spanned<String>>,
     pub default: Option<Spanned<bool>>,
     pub listeners: Option<Spanned<Vec<Spanned<String>>>>,
+    pub max_body_size: Option<Size>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -212,6 +219,9 @@ pub struct RawRoute {
     pub limit: Option<Spanned<super::edge::RawLimit>>,
     pub limit_connections: Option<Spanned<u32>>,
     pub error_pages: Option<BTreeMap<String, Spanned<String>>>,
+    pub max_body_size: Option<Size>,
+    pub respond: Option<Spanned<super::route_keys::RawRespond>>,
+    pub client_no_cache: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -101,8 +101,9 @@ pub struct RuleInput<'a> {
     pub headers: &'a HeaderMap,
     /// The query, without `?`.
     pub query: Option<&'a str>,
-    /// The client's address.
-    pub peer: IpAddr,
+    /// The client's address (the PROXY protocol's, or from a trusted
+    /// proxy's `X-Forwarded-For`; see `pipeline::forwarding::client_addr`).
+    pub client: IpAddr,
 }
 
 impl Rule {
@@ -143,7 +144,7 @@ impl Condition {
                 })
             }),
             Condition::Method(methods) => methods.contains(req.method),
-            Condition::Client(ranges) => ranges.iter().any(|c| c.contains(req.peer)),
+            Condition::Client(ranges) => ranges.iter().any(|c| c.contains(req.client)),
         }
     }
 }
@@ -286,7 +287,7 @@ mod tests {
             method: &Method::GET,
             headers,
             query,
-            peer: "10.1.2.3".parse().unwrap(),
+            client: "10.1.2.3".parse().unwrap(),
         }
     }
 

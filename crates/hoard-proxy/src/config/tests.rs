@@ -289,6 +289,13 @@ fn admin_and_access_log_from_the_file() {
         (Some(4), "access_log.format"),
         "{e}"
     );
+    assert!(e.message.contains("\"hoard\""), "{e}");
+    let c = Config::from_toml(
+        "hoard.toml",
+        &format!("{UP}[access_log]\nformat = \"hoard\"\n"),
+    )
+    .unwrap();
+    assert_eq!(c.access_log.format, LogFormat::Hoard);
     let e = error(&format!("{UP}[admin]\ntokn = \"x\"\n"));
     assert_eq!((e.line, e.key.as_str()), (Some(4), "tokn"), "{e}");
 }

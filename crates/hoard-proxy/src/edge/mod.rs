@@ -7,6 +7,7 @@
 //!                         rate / in-progress limit ──► 429 + Retry-After
 //!                         allow / deny ──► 403
 //!                         basic_auth ──► 401 + WWW-Authenticate
+//!                         respond? ──► the fixed answer
 //!                         request_headers edits
 //!                           ▼
 //!                    tunnel / lookup / pass (the pipeline)
@@ -16,7 +17,9 @@
 //! The order is nginx's: `return` (rewrite phase), then `limit_req` and
 //! `limit_conn` (preaccess), then `allow`/`deny` and `auth_basic` (access).
 //! Every refusal happens before any lookup, so nothing stored reaches a
-//! request that should not have it.
+//! request that should not have it. A route's fixed answer (`respond`)
+//! comes after the access checks, so they protect it too (unlike nginx's
+//! `return 200 "..."`, which runs in the rewrite phase, before them).
 //!
 //! ## Cost
 //! Everything is built when the configuration is read (and again at a
@@ -37,6 +40,7 @@ pub mod headers;
 pub mod htpasswd;
 pub mod limit;
 pub mod redirect;
+pub mod respond;
 pub mod template;
 
 use std::sync::Arc;
@@ -69,6 +73,8 @@ pub struct Edge {
     pub response_headers: HeaderEdits,
     /// Pages for hoard's own errors (the site's, overridden by the route's).
     pub error_pages: Option<Arc<ErrorPages>>,
+    /// Answer every admitted request with this (see [`respond`]).
+    pub respond: Option<Arc<respond::Respond>>,
 }
 
 impl Edge {
@@ -82,6 +88,7 @@ impl Edge {
             && self.request_headers.is_empty()
             && self.response_headers.is_empty()
             && self.error_pages.is_none()
+            && self.respond.is_none()
     }
 
     /// The last step of every response of the route: an error page for

@@ -1,5 +1,6 @@
 //! The pipeline's edge step: a route's redirect, limits, access and
-//! credentials before anything is looked up, in nginx's order (see
+//! credentials before anything is looked up, in nginx's order, then its
+//! fixed answer (`respond`), if it has one (see
 //! [`crate::edge`] for the rules themselves).
 
 use std::sync::Arc;
@@ -100,6 +101,23 @@ impl Pipeline {
             }
         }
         Ok(guard)
+    }
+
+    /// A route's fixed answer (`respond`): never stored, never forwarded.
+    pub(super) fn fixed_answer(
+        &self,
+        r: &crate::edge::respond::Respond,
+        method: &http::Method,
+    ) -> Response<ProxyBody> {
+        self.counters.inc(&self.counters.edge_responds);
+        let mut resp = r.answer(method);
+        let cs = CacheStatus {
+            detail: Some("respond"),
+            ..Default::default()
+        };
+        self.add_cache_status(&mut resp, &cs);
+        super::note_outcome(Outcome::Respond);
+        resp
     }
 
     fn retry_later(&self, e: &ProxyError, secs: u64) -> Response<ProxyBody> {

@@ -297,10 +297,20 @@ impl Pipeline {
                     return Ok(resp);
                 }
                 let now = self.clock.now();
+                // The fill this request joined validated the stored
+                // response with the origin while the request waited: the
+                // validation a client's `no-cache` or `max-age=0` asks for
+                // (RFC 9111 §5.2.1.4, §5.2.1.1), so simultaneous ones
+                // share one conditional request.
+                let validated = CacheControl {
+                    no_cache: false,
+                    max_age: None,
+                    ..req_cc.clone()
+                };
                 match self.store.lookup(key.digest, &key.text, &ctx.headers).await {
                     Lookup::Hit(o)
                         if matches!(
-                            reuse(&o.times, &o.rules, req_cc, now),
+                            reuse(&o.times, &o.rules, &validated, now),
                             Reuse::Fresh | Reuse::StaleAllowed
                         ) =>
                     {

@@ -77,10 +77,20 @@ pub fn prepare(headers: &mut HeaderMap, hop: Hop<'_>, route_forwards: &[HeaderNa
         }
     }
     let ip = hop.peer.to_string();
-    let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-        Some(prev) if !prev.trim().is_empty() => format!("{prev}, {ip}"),
-        _ => ip.clone(),
-    };
+    // Every `X-Forwarded-For` field a trusted peer sent, in order (RFC
+    // 9110 §5.3: several fields are one list), as `client_addr` reads them.
+    let mut xff = String::new();
+    for prev in headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+    {
+        xff.push_str(prev);
+        xff.push_str(", ");
+    }
+    xff.push_str(&ip);
     if let Ok(v) = HeaderValue::from_str(&xff) {
         headers.insert("x-forwarded-for", v);
     }
@@ -203,5 +213,11 @@ mod tests {
         assert_eq!(h["x-original-url"], "/admin");
         assert!(h.get("x-http-method-override").is_none());
         assert_eq!(h.get_all("forwarded").iter().count(), 2);
+        // Several fields are one list.
+        let mut h = client();
+        h.append("x-forwarded-for", "10.8.8.8".parse().unwrap());
+        prepare(&mut h, hop(true), &[]);
+        assert_eq!(h["x-forwarded-for"], "10.9.9.9, 10.8.8.8, 192.0.2.7");
+        assert_eq!(h.get_all("x-forwarded-for").iter().count(), 1);
     }
 }

@@ -36,7 +36,7 @@ pub(crate) fn sizes() -> Vec<(&'static str, usize)> {
         ),
         (
             "recv",
-            size(|p: P, r: Request<RequestBody>| p.recv(r, unreachable!())),
+            size(|p: P, r: Request<RequestBody>| p.recv(r, unreachable!(), None)),
         ),
         (
             "route_request",
@@ -49,7 +49,7 @@ pub(crate) fn sizes() -> Vec<(&'static str, usize)> {
         ("pass", size(|p: P, c: C| p.pass(c, None, None))),
         (
             "purge_method",
-            size(move |p: P, r: Request<RequestBody>| p.purge_method(r, addr, false)),
+            size(move |p: P, r: Request<RequestBody>| p.purge_method(r, addr.ip(), false)),
         ),
         (
             "partial_copy",
@@ -110,8 +110,12 @@ pub(crate) fn sizes() -> Vec<(&'static str, usize)> {
 
 /// The most the request's future (`serve`) may take in a debug build
 /// (release builds lay it out smaller). A change that needs more boxes its
-/// rare step instead, or raises this and says why.
-pub(crate) const SERVE_BUDGET: usize = 2560;
+/// rare step instead, or raises this and says why. (2592: the request's
+/// noted state carries the count of servers its upstream tried, a pointer
+/// the access log reads after a failover, 16 bytes with its alignment; the
+/// access log's request id reaches the origin request by reference
+/// (`recv`'s argument and `Ctx::request_id`), 16 bytes.)
+pub(crate) const SERVE_BUDGET: usize = 2592;
 
 #[cfg(test)]
 mod tests {

@@ -45,7 +45,7 @@ use hoard_policy::cache_status::{CacheStatus, Fwd, Outcome};
 use hoard_policy::clock::Clock;
 use hoard_policy::headers::strip_hop_by_hop;
 use hoard_policy::key::{CacheKey, KeyInput};
-use hoard_policy::reuse::{request_cache_control, reuse, Reuse};
+use hoard_policy::reuse::{request_cache_control_for, reuse, Reuse};
 use hoard_policy::target::{normalise_authority, normalise_path_and_query, TargetError};
 use hoard_store::{Lookup, Store};
 use http::header::{self, HeaderMap, HeaderValue};
@@ -61,6 +61,7 @@ use crate::counters::Counters;
 use crate::error::{ErrorKind, ProxyError};
 use crate::fill::FillEngine;
 use crate::metrics::Metrics;
+use crate::request_id::RequestId;
 use crate::server::sendfile::SendQueue;
 use crate::server::tally::{Pending, Tallied};
 use crate::upstream::{ReqBody, Upstream};
@@ -150,31 +151,50 @@ tokio::task_local! {
 }
 
 /// What a request's task notes for `serve` (see [`OUTCOME`]).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Noted {
     /// The cache outcome; the last one wins.
     pub outcome: Option<Outcome>,
     /// In a cluster: the member (index) that owns the key of a request
     /// that went forward to another member, for the access log.
     pub owner: Option<u16>,
+    /// For a request that went to the origin: the number of servers its
+    /// upstream tried (set by the upstream, which may run in a fill's
+    /// task), for the access log. The last origin request wins.
+    pub tries: Option<Arc<crate::upstream::failover::Tries>>,
+}
+
+/// Changes what the request's task noted (see [`OUTCOME`]).
+fn note(f: impl FnOnce(&mut Noted)) {
+    let _ = OUTCOME.try_with(|c| {
+        let mut n = c.take();
+        f(&mut n);
+        c.set(n);
+    });
 }
 
 /// Records the request's outcome (see [`OUTCOME`]); the last one wins.
 pub(crate) fn note_outcome(outcome: Outcome) {
-    let _ = OUTCOME.try_with(|c| {
-        let mut n = c.get();
-        n.outcome = Some(outcome);
-        c.set(n);
-    });
+    note(|n| n.outcome = Some(outcome));
 }
 
 /// Records the member that owns the request's key (see [`Noted::owner`]).
 pub(crate) fn note_owner(owner: u16) {
-    let _ = OUTCOME.try_with(|c| {
-        let mut n = c.get();
-        n.owner = Some(owner);
-        c.set(n);
-    });
+    note(|n| n.owner = Some(owner));
+}
+
+/// A count of servers tried for an origin request of this request's task
+/// (see [`Noted::tries`]); `None` outside a request's task.
+pub(crate) fn note_tries() -> Option<Arc<crate::upstream::failover::Tries>> {
+    let tries = Arc::new(crate::upstream::failover::Tries::default());
+    OUTCOME
+        .try_with(|c| {
+            let mut n = c.take();
+            n.tries = Some(tries.clone());
+            c.set(n);
+        })
+        .ok()?;
+    Some(tries)
 }
 
 /// The route rule that matched a cacheable request, if any.
@@ -194,9 +214,13 @@ pub(crate) struct Ctx<'a> {
     pub site: &'a SiteConfig,
     pub upstream: &'a Arc<Upstream>,
     pub peer: SocketAddr,
-    /// The client's address as the edge rules and `$remote_addr` see it:
-    /// the peer's, or from `X-Forwarded-For` when the peer is a trusted proxy.
+    /// The client's address as the access log, the edge rules, the cache
+    /// rules and `$remote_addr` see it: the peer's (the PROXY protocol's),
+    /// or from `X-Forwarded-For` when the peer is a trusted proxy.
     pub client: std::net::IpAddr,
+    /// With the access log on: the request's id in its line, which goes
+    /// to the origin too (see [`crate::request_id`]).
+    pub request_id: Option<&'a RequestId>,
     pub tls: bool,
     pub method: Method,
     pub uri: Uri,
@@ -357,14 +381,7 @@ impl Pipeline {
         let line = self.access_log.as_ref().map(|log| {
             Box::new(Pending {
                 log: log.clone(),
-                record: Record::start(
-                    self.clock.now(),
-                    peer,
-                    req.method().clone(),
-                    req.headers().get(header::HOST).cloned(),
-                    req.uri().clone(),
-                    req.version(),
-                ),
+                record: self.record(&req, peer.ip()),
                 started,
             })
         });
@@ -433,7 +450,12 @@ impl Pipeline {
             || (self.cluster.is_some() && req.uri().path() == crate::cluster::purge::PATH);
         let (resp, noted) = if purge {
             let resp = if req.method().as_str() == "PURGE" {
-                Box::pin(self.purge_method(req, peer, tls)).await
+                let client = forwarding::client_addr(
+                    peer.ip(),
+                    req.headers(),
+                    &self.run().cfg.server.trusted_proxies,
+                );
+                Box::pin(self.purge_method(req, client, tls)).await
             } else if peer_acme {
                 Box::pin(self.peer_acme(req)).await
             } else {
@@ -444,11 +466,13 @@ impl Pipeline {
             self.counters.inc(&self.counters.requests_total);
             OUTCOME
                 .scope(std::cell::Cell::new(Noted::default()), async {
-                    let resp = match self.recv(req, conn).await {
+                    // The log line's id goes to the origin too.
+                    let id = line.as_deref().and_then(|l| l.record.request_id.as_ref());
+                    let resp = match self.recv(req, conn, id).await {
                         Ok(resp) => resp,
                         Err(e) => self.error_response(&e, None),
                     };
-                    (resp, OUTCOME.with(std::cell::Cell::get))
+                    (resp, OUTCOME.with(std::cell::Cell::take))
                 })
                 .await
         };
@@ -469,6 +493,9 @@ impl Pipeline {
                     None => Outcome::Error.as_str(),
                 };
                 record.upstream = outcome.is_some_and(Outcome::went_forward).then_some(ttfb);
+                if record.upstream.is_some() {
+                    record.upstream_tries = noted.tries.as_ref().map_or(0, |t| t.get());
+                }
                 record.owner = noted
                     .owner
                     .and_then(|i| self.cluster.as_ref().and_then(|c| c.name(i)));
@@ -492,12 +519,34 @@ impl Pipeline {
         Response::from_parts(parts, body)
     }
 
+    /// The access log's record of a request as it arrives, with the
+    /// client's address and the request id the rest of the pipeline takes
+    /// (the same rules, the same running configuration).
+    fn record<B>(&self, req: &Request<B>, peer: std::net::IpAddr) -> Record {
+        let run = self.run();
+        let trusted = &run.cfg.server.trusted_proxies;
+        let mut record = Record::start(
+            self.clock.now(),
+            forwarding::client_addr(peer, req.headers(), trusted),
+            req.method().clone(),
+            req.headers(),
+            req.uri().clone(),
+            req.version(),
+        );
+        let from_trusted = trusted.iter().any(|c| c.contains(peer));
+        record.request_id = Some(
+            RequestId::from_client(from_trusted, req.headers()).unwrap_or_else(RequestId::make),
+        );
+        record
+    }
+
     /// A request: `prepare`, the route's edge rules, then the cache (or a
     /// pass, or a tunnel), then the edge rules' last step on the response.
     async fn recv(
         self: &Arc<Self>,
         req: Request<RequestBody>,
         conn: Conn,
+        request_id: Option<&RequestId>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let tls = conn.tls;
         let run = self.snapshot();
@@ -506,7 +555,7 @@ impl Pipeline {
             body,
             upgrade,
             at,
-        } = match self.prepare(&run, req, conn)? {
+        } = match self.prepare(&run, req, conn, request_id)? {
             Prepared::Go(r) => r,
             Prepared::Answered(resp) => return Ok(resp),
         };
@@ -525,6 +574,15 @@ impl Pipeline {
                     edge.finish(&mut resp, &vars);
                     return Ok(resp);
                 }
+            }
+            if let Some(r) = &edge.respond {
+                // After the limits and access checks, which protect it.
+                let mut resp = self.fixed_answer(r, &ctx.method);
+                edge.finish(&mut resp, &vars);
+                if let Some(guard) = held {
+                    resp.extensions_mut().insert(guard);
+                }
+                return Ok(resp);
             }
             if edge.auth.is_some() {
                 // The credentials were hoard's (see `edge::basic_auth`).
@@ -559,6 +617,7 @@ impl Pipeline {
         run: &'r running::Running,
         req: Request<RequestBody>,
         conn: Conn,
+        request_id: Option<&'r RequestId>,
     ) -> Result<Prepared<'r>, ProxyError> {
         let Conn {
             peer,
@@ -591,19 +650,6 @@ impl Pipeline {
         tunnel::refuse_connect(&parts)?;
         let authority = request_authority(&parts, tls)?;
         normalise_target(&mut parts.uri)?;
-        if let Some(len) = parts
-            .headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            if len > limits.max_body_size {
-                return Err(ProxyError::client(
-                    ErrorKind::BodyTooLarge,
-                    format!("body of {len} bytes"),
-                ));
-            }
-        }
         let site_idx = select_site(&run.cfg, &authority, tls, Some(listener)).ok_or_else(|| {
             ProxyError::client(
                 ErrorKind::NoRoute,
@@ -621,6 +667,21 @@ impl Pipeline {
             return Ok(Prepared::Answered(resp));
         };
         let route = &site.routes[route_idx];
+        // A declared body over the route's limit: 413 before anything is
+        // sent on (a streamed one is cut in `route_request`).
+        if let Some(len) = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            if len > route.max_body_size.unwrap_or(limits.max_body_size) {
+                return Err(ProxyError::client(
+                    ErrorKind::BodyTooLarge,
+                    format!("body of {len} bytes"),
+                ));
+            }
+        }
         // Costs one look at an empty list unless trusted proxies are set.
         let client =
             forwarding::client_addr(peer.ip(), &parts.headers, &run.cfg.server.trusted_proxies);
@@ -659,10 +720,15 @@ impl Pipeline {
         let ctx = Ctx {
             route,
             site,
-            upstream: &run.upstreams[route.upstream],
+            // Only a route that answers by itself has no upstream to use.
+            upstream: run
+                .upstreams
+                .get(route.upstream)
+                .unwrap_or(&run.no_upstream),
             run,
             peer,
             client,
+            request_id,
             tls,
             method: parts.method,
             uri: parts.uri,
@@ -702,7 +768,7 @@ impl Pipeline {
                 method: &ctx.method,
                 headers: &ctx.headers,
                 query: ctx.uri.query(),
-                peer: ctx.peer.ip(),
+                client: ctx.client,
             };
             if let Some(rule) = first_match(&route.bypass, &input) {
                 self.counters.inc(&self.counters.bypass_rule_matches);
@@ -723,7 +789,8 @@ impl Pipeline {
             let body = if http_body::Body::is_end_stream(&body) {
                 None
             } else {
-                let limited = Limited::new(body, limits.max_body_size as usize)
+                let max = route.max_body_size.unwrap_or(limits.max_body_size);
+                let limited = Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX))
                     .map_err(|e| e as crate::error::BoxError);
                 Some(
                     client_body::ClientBody::new(limited, limits.body_read_timeout).boxed()
@@ -792,7 +859,9 @@ impl Pipeline {
         ctx: &Ctx<'_>,
         applied: Applied<'_>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
-        let req_cc = request_cache_control(&ctx.headers);
+        // A route with `client_no_cache = "ignore"` reads the client's
+        // directives without those that would force a revalidation.
+        let req_cc = request_cache_control_for(&ctx.headers, ctx.route.policy.client_no_cache);
         let key = ctx.key_for(ctx.route, ctx.uri.path(), ctx.uri.query());
         let now = self.clock.now();
         let mut variant = None;

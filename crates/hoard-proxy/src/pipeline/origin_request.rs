@@ -5,6 +5,7 @@ use http::{Method, Uri};
 
 use super::{Ctx, Pipeline};
 use crate::config::HostHeader;
+use crate::request_id::RequestId;
 use crate::upstream::{OriginRequest, ReqBody};
 
 /// Request fields a cache fill must not forward: the fill is shared, so the
@@ -42,7 +43,7 @@ pub(crate) fn client_accept_encoding(ctx: &Ctx<'_>, headers: &mut HeaderMap) {
 impl Pipeline {
     /// The origin request for `ctx`: same target, client fields minus
     /// hop-by-hop ones, Host as configured, `Via` appended, the forwarding
-    /// fields owned by hoard (see `forwarding`). For a fill (`for_fill`), the method is GET and the
+    /// fields owned by hoard (see `forwarding`), `X-Request-Id`. For a fill (`for_fill`), the method is GET and the
     /// client's preconditions and Range are removed.
     pub(crate) fn origin_request(
         &self,
@@ -93,6 +94,15 @@ impl Pipeline {
             },
             &ctx.route.forward_headers,
         );
+        // The request's id: the log line's; with the log off, a trusted
+        // proxy's, else one made here (a client's own copy is replaced).
+        let id = match ctx.request_id {
+            Some(id) => id.to_header(),
+            None => RequestId::from_client(trusted, &ctx.headers)
+                .unwrap_or_else(RequestId::make)
+                .to_header(),
+        };
+        headers.insert(crate::request_id::FIELD, id);
         if let Some(edge) = ctx.route.edge.as_deref() {
             // The route's own values of forwarding fields (`X-Real-IP =
             // "$remote_addr"`) are the operator's, not the client's: set
@@ -118,6 +128,7 @@ impl Pipeline {
             headers,
             body,
             interim: ctx.interim.clone(),
+            tries: super::note_tries(),
         }
     }
 }

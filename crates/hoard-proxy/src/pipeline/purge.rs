@@ -7,7 +7,6 @@
 //! what they fetched before it (see `hoard_store::catalog`).
 
 use std::borrow::Cow;
-use std::net::SocketAddr;
 
 use crate::request_body::RequestBody;
 use bytes::Bytes;
@@ -219,7 +218,7 @@ impl Pipeline {
     pub(crate) async fn purge_method(
         &self,
         req: Request<RequestBody>,
-        peer: SocketAddr,
+        client: std::net::IpAddr,
         tls: bool,
     ) -> Response<ProxyBody> {
         let allow = &self.run().cfg.admin.purge_allow;
@@ -230,8 +229,8 @@ impl Pipeline {
         if allow.is_empty() {
             return refuse(StatusCode::METHOD_NOT_ALLOWED, "PURGE is not enabled");
         }
-        if !allow.iter().any(|c| c.contains(peer.ip())) {
-            tracing::info!(%peer, "PURGE refused: client not in purge_allow");
+        if !allow.iter().any(|c| c.contains(client)) {
+            tracing::info!(%client, "PURGE refused: client not in purge_allow");
             return refuse(StatusCode::FORBIDDEN, "client not allowed to purge");
         }
         let authority = req
@@ -252,7 +251,7 @@ impl Pipeline {
             .get(SOFT_PURGE_FIELD)
             .is_some_and(|v| v.as_bytes() == b"1" || v.as_bytes().eq_ignore_ascii_case(b"true"));
         let answer = self
-            .purge_everywhere(&selector, soft, &peer.to_string())
+            .purge_everywhere(&selector, soft, &client.to_string())
             .await;
         json_response(StatusCode::OK, answer + "\n")
     }

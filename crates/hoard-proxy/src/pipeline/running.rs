@@ -38,6 +38,9 @@ pub struct Running {
     pub cfg: Arc<Config>,
     /// One per `cfg.upstreams`, same order (routes index them).
     pub upstreams: Vec<Arc<Upstream>>,
+    /// An upstream without servers, for the requests of a configuration
+    /// that has none (every route redirects or responds: none is sent on).
+    pub no_upstream: Arc<Upstream>,
     /// `Via` for this hop.
     pub via: Via,
     /// 1 for the configuration the proxy started with, +1 per reload.
@@ -65,6 +68,12 @@ fn rates(
         .collect()
 }
 
+/// See [`Running::no_upstream`].
+fn no_upstream(counters: &Arc<Counters>, clock: &Arc<dyn Clock>) -> Arc<Upstream> {
+    let cfg = crate::config::UpstreamConfig::new("", Vec::new());
+    Arc::new(Upstream::new(cfg, counters.clone(), clock.clone()))
+}
+
 impl Running {
     /// The first snapshot.
     pub fn first(cfg: Arc<Config>, counters: &Arc<Counters>, clock: &Arc<dyn Clock>) -> Running {
@@ -76,6 +85,7 @@ impl Running {
         Running {
             via: Via::new(&cfg.server.via),
             upstreams,
+            no_upstream: no_upstream(counters, clock),
             rates: rates(&cfg, clock),
             cfg,
             generation: 1,
@@ -108,6 +118,7 @@ impl Running {
         Running {
             via: Via::new(&cfg.server.via),
             upstreams,
+            no_upstream: no_upstream(counters, clock),
             rates: rates(&cfg, clock),
             cfg,
             generation: self.generation + 1,

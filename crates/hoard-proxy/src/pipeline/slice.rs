@@ -261,6 +261,7 @@ impl SliceCtx {
                 headers,
                 body: None,
                 interim: None,
+                tries: None,
             }),
             request_headers: self.headers.clone(),
             req_cc: self.req_cc.clone(),
@@ -507,6 +508,7 @@ impl SliceCtx {
                 headers,
                 body: None,
                 interim: None,
+                tries: None,
             })
             .await?;
         let (mut parts, body) = resp.into_parts();

@@ -36,6 +36,7 @@ pub mod h3;
 pub mod inline_exec;
 pub mod proxy_protocol;
 pub mod sendfile;
+pub mod sni;
 pub mod tally;
 pub mod tls;
 pub mod watch;

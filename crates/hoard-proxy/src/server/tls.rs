@@ -62,15 +62,35 @@ pub fn acme_acceptor(
     certs: Arc<dyn rustls::server::ResolvesServerCert>,
     http2: bool,
 ) -> Result<tokio_rustls::TlsAcceptor, String> {
+    resolver_acceptor(certs, http2, true)
+}
+
+/// An acceptor presenting certificate files by SNI (see [`super::sni`]),
+/// offering `acme-tls/1` too when the listener has ACME names as well.
+pub fn sni_acceptor(
+    certs: Arc<super::sni::FileCerts>,
+    http2: bool,
+) -> Result<tokio_rustls::TlsAcceptor, String> {
+    let acme = certs.with_acme();
+    resolver_acceptor(certs, http2, acme)
+}
+
+fn resolver_acceptor(
+    certs: Arc<dyn rustls::server::ResolvesServerCert>,
+    http2: bool,
+    acme: bool,
+) -> Result<tokio_rustls::TlsAcceptor, String> {
     let mut config = resolver_config(certs, rustls::DEFAULT_VERSIONS)?;
     config.alpn_protocols = if http2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     } else {
         vec![b"http/1.1".to_vec()]
     };
-    config
-        .alpn_protocols
-        .push(crate::acme::resolver::ACME_TLS_ALPN.to_vec());
+    if acme {
+        config
+            .alpn_protocols
+            .push(crate::acme::resolver::ACME_TLS_ALPN.to_vec());
+    }
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
@@ -79,6 +99,12 @@ pub fn acme_acceptor(
 pub fn acme_quic(
     certs: Arc<dyn rustls::server::ResolvesServerCert>,
 ) -> Result<quinn::ServerConfig, String> {
+    quic_from(resolver_config(certs, &[&rustls::version::TLS13])?)
+}
+
+/// The QUIC (HTTP/3) configuration of a listener with certificate files
+/// by SNI: the same resolver as its TCP side.
+pub fn sni_quic(certs: Arc<super::sni::FileCerts>) -> Result<quinn::ServerConfig, String> {
     quic_from(resolver_config(certs, &[&rustls::version::TLS13])?)
 }
 

@@ -7,8 +7,10 @@
 //! the read timeout between chunks and returns the connection to its pool at
 //! the end. A request that fails on a *reused* connection before any response
 //! arrived is retried once on a fresh connection (the idle connection had been
-//! closed by the origin).
+//! closed by the origin). A request that fails on a server goes on to the
+//! next one as [`failover`] says (backup servers included).
 
+pub mod failover;
 pub mod health;
 pub mod pool;
 pub mod tls;
@@ -33,6 +35,7 @@ use crate::config::UpstreamConfig;
 use crate::counters::Counters;
 use crate::error::{ErrorKind, ProxyError};
 use crate::metrics::{OriginResult, UpstreamStats};
+use failover::Failure;
 use pool::{Pool, PoolReturn};
 
 pub use crate::error::BoxError;
@@ -54,6 +57,8 @@ pub struct OriginRequest {
     /// Where a `103 Early Hints` from the origin goes: the client waiting
     /// for this request, if it can take one.
     pub interim: Option<crate::server::watch::Interim>,
+    /// Where the number of servers tried goes (for the access log).
+    pub tries: Option<Arc<failover::Tries>>,
 }
 
 impl OriginRequest {
@@ -132,14 +137,11 @@ impl Upstream {
         counters: Arc<Counters>,
         clock: Arc<dyn hoard_policy::clock::Clock>,
     ) -> Upstream {
-        let pools = cfg
-            .servers
-            .iter()
+        let n = cfg.servers.len() + cfg.backup.len();
+        let pools = (0..n)
             .map(|_| Arc::new(Pool::new(cfg.max_idle, cfg.idle_timeout)))
             .collect();
-        let health = cfg
-            .servers
-            .iter()
+        let health = (0..n)
             .map(|_| Arc::new(health::Health::new(cfg.down_after, cfg.down_backoff_max)))
             .collect();
         Upstream {
@@ -181,13 +183,9 @@ impl Upstream {
             && fresh.cfg.idle_timeout == self.cfg.idle_timeout;
         let same_health = fresh.cfg.down_after == self.cfg.down_after
             && fresh.cfg.down_backoff_max == self.cfg.down_backoff_max;
-        for (i, server) in fresh.cfg.servers.iter().enumerate() {
-            let Some(old) = self
-                .cfg
-                .servers
-                .iter()
-                .position(|s| s.authority == server.authority)
-            else {
+        for i in 0..fresh.pools.len() {
+            let server = fresh.server(i);
+            let Some(old) = self.all().position(|s| s.authority == server.authority) else {
                 continue;
             };
             if same_pools {
@@ -201,12 +199,25 @@ impl Upstream {
         fresh
     }
 
-    /// Each server's address and whether it is considered up now.
+    /// Every server: `servers`, then `backup`.
+    fn all(&self) -> impl Iterator<Item = &crate::config::ServerAddr> {
+        self.cfg.servers.iter().chain(&self.cfg.backup)
+    }
+
+    /// Server `i` of [`Upstream::all`].
+    fn server(&self, i: usize) -> &crate::config::ServerAddr {
+        let p = self.cfg.servers.len();
+        if i < p {
+            &self.cfg.servers[i]
+        } else {
+            &self.cfg.backup[i - p]
+        }
+    }
+
+    /// Each server's address (backups last) and whether it is considered up now.
     pub fn servers_up(&self) -> Vec<(&str, bool)> {
         let now = self.clock.now();
-        self.cfg
-            .servers
-            .iter()
+        self.all()
             .zip(&self.health)
             .map(|(s, h): (_, &Arc<health::Health>)| (s.authority.as_str(), !h.is_down(now)))
             .collect()
@@ -226,57 +237,123 @@ impl Upstream {
         }
     }
 
-    /// The next server round-robin, skipping servers that are down when another is up.
-    fn pick(&self) -> usize {
-        let n = self.cfg.servers.len();
+    /// The first server to try and the round-robin position it came
+    /// from (see [`failover`]).
+    fn pick(&self) -> (usize, usize) {
         let start = self.next.fetch_add(1, Ordering::Relaxed);
-        if n == 1 {
-            return 0;
+        let (p, b) = (self.cfg.servers.len(), self.cfg.backup.len());
+        if p == 1 && b == 0 {
+            return (0, start);
         }
         let now = self.clock.now();
-        (0..n)
-            .map(|k| (start + k) % n)
-            .find(|&i| !self.health[i].is_down(now))
-            .unwrap_or(start % n)
+        let first = failover::first(p, b, start, |i| !self.health[i].is_down(now));
+        (first, start)
     }
 
-    /// Sends a request and waits for the response head. See the module docs.
+    /// The servers to try after `first` failed, in order, within `tries`.
+    fn rest(&self, start: usize, first: usize) -> std::vec::IntoIter<usize> {
+        let (p, b) = (self.cfg.servers.len(), self.cfg.backup.len());
+        let now = self.clock.now();
+        let mut order = failover::order(p, b, start, |i| !self.health[i].is_down(now));
+        order.retain(|&i| i != first);
+        order.truncate(self.tries().saturating_sub(1));
+        order.into_iter()
+    }
+
+    /// Most servers a request is tried on.
+    fn tries(&self) -> usize {
+        let n = self.health.len();
+        self.cfg.tries.map_or(n, |t| n.min(t as usize))
+    }
+
+    /// Sends a request and waits for the response head, trying the next
+    /// server after a failure as [`failover`] says. See the module docs.
     /// A request without Host (`host = "server"`, or an HTTP/1.0 client that
     /// sent none) gets the `host:port` of the server it goes to.
     pub async fn send(&self, mut req: OriginRequest) -> Result<Response<OriginBody>, ProxyError> {
-        let i = self.pick();
-        self.default_host(i, &mut req);
-        let started = tokio::time::Instant::now();
-        // Boxed: connecting (TCP, TLS) and the exchange take kilobytes of
-        // future, which would otherwise be room in every request's future,
-        // hits included (see `pipeline::future_sizes`).
-        let result = Box::pin(self.send_to(i, req)).await;
-        let took = started.elapsed();
-        match &result {
-            Ok(resp) => {
-                self.record_status(i, resp.status());
-                self.stats
-                    .record(OriginResult::of_status(resp.status().as_u16()), took);
+        let (mut i, start) = self.pick();
+        let own_host = !req.headers.contains_key(http::header::HOST);
+        let replayable = req.body.is_none();
+        let mut rest: Option<std::vec::IntoIter<usize>> = None;
+        let mut tried = 1;
+        loop {
+            if own_host {
+                req.headers.remove(http::header::HOST);
+                self.default_host(i, &mut req);
             }
-            Err(e) => {
-                self.health[i].failure(self.clock.now());
-                let r = match e.kind {
-                    ErrorKind::ReadTimeout | ErrorKind::ConnectTimeout => OriginResult::Timeout,
-                    _ => OriginResult::Error,
-                };
-                self.stats.record(r, took);
-            }
+            let started = tokio::time::Instant::now();
+            // Boxed: connecting (TCP, TLS) and the exchange take kilobytes of
+            // future, which would otherwise be room in every request's future,
+            // hits included (see `pipeline::future_sizes`).
+            let result = Box::pin(self.send_to(i, &mut req, replayable)).await;
+            let took = started.elapsed();
+            let last = tried >= self.tries();
+            let failure = match result {
+                Ok(resp) => {
+                    let status = resp.status();
+                    self.record_status(i, status);
+                    self.stats
+                        .record(OriginResult::of_status(status.as_u16()), took);
+                    let failure = Failure::Status(status.as_u16());
+                    if last || !failure.goes_on(self.cfg.retry_on, &req.method, replayable) {
+                        Self::note_tries(&req, tried);
+                        return Ok(resp);
+                    }
+                    // Dropped unread: its connection closes with it.
+                    drop(resp);
+                    (failure, None)
+                }
+                Err((failure, e)) => {
+                    self.health[i].failure(self.clock.now());
+                    let r = match e.kind {
+                        ErrorKind::ReadTimeout | ErrorKind::ConnectTimeout => OriginResult::Timeout,
+                        _ => OriginResult::Error,
+                    };
+                    self.stats.record(r, took);
+                    if last || !failure.goes_on(self.cfg.retry_on, &req.method, replayable) {
+                        Self::note_tries(&req, tried);
+                        return Err(e);
+                    }
+                    (failure, Some(e))
+                }
+            };
+            let rest = rest.get_or_insert_with(|| self.rest(start, i));
+            let Some(next) = rest.next() else {
+                Self::note_tries(&req, tried);
+                return Err(failure.1.unwrap_or_else(|| {
+                    ProxyError::origin(ErrorKind::BadResponse, "no server left to try")
+                }));
+            };
+            self.counters.inc(&self.counters.origin_failovers);
+            tracing::info!(
+                upstream = %self.cfg.name,
+                from = %self.server(i).authority,
+                to = %self.server(next).authority,
+                reason = failure.0.as_str(),
+                error = failure.1.as_ref().map(tracing::field::display),
+                "origin server failed; trying the next one"
+            );
+            i = next;
+            tried += 1;
         }
-        result
     }
 
+    fn note_tries(req: &OriginRequest, n: usize) {
+        if let Some(t) = &req.tries {
+            t.set(u32::try_from(n).unwrap_or(u32::MAX));
+        }
+    }
+
+    /// One try on server `i`. On failure, a request that never reached the
+    /// server has its body back in `req`.
     async fn send_to(
         &self,
         i: usize,
-        mut req: OriginRequest,
-    ) -> Result<Response<OriginBody>, ProxyError> {
+        req: &mut OriginRequest,
+        replayable: bool,
+    ) -> Result<Response<OriginBody>, (Failure, ProxyError)> {
         let pool = &self.pools[i];
-        let authority = &self.cfg.servers[i].authority;
+        let authority = &self.server(i).authority;
         self.counters.inc(&self.counters.origin_requests);
 
         let mut reused = None;
@@ -291,56 +368,40 @@ impl Upstream {
                 self.counters.inc(&self.counters.origin_connections_reused);
                 (s, true)
             }
-            None => (self.connect(i).await?, false),
+            None => (
+                self.connect(i).await.map_err(|e| (Failure::Unsent, e))?,
+                false,
+            ),
         };
-        let replayable = req.body.is_none();
         let body = req.body.take().unwrap_or_else(empty);
-        let first = req.build(body);
-        let result =
-            tokio::time::timeout(self.cfg.read_timeout, sender.try_send_request(first)).await;
-        let resp = match result {
-            Err(_) => {
-                self.counters.inc(&self.counters.origin_timeouts);
-                return Err(ProxyError::origin(
-                    ErrorKind::ReadTimeout,
-                    format!(
-                        "{authority}: no response head within {:?}",
-                        self.cfg.read_timeout
-                    ),
-                ));
-            }
-            Ok(Ok(resp)) => resp,
-            Ok(Err(mut e)) => {
+        let resp = match self.exchange(authority, &mut sender, req.build(body)).await {
+            Ok(resp) => resp,
+            Err(failed) => {
                 // A request hyper gave back was never written: always safe to
                 // resend. One that was written may have been processed: resend
                 // only idempotent methods (RFC 9110 §9.2.2).
-                let unsent = e.take_message();
-                let retry = match unsent {
-                    Some(r) if was_reused => Some(r),
-                    None if was_reused && replayable && req.method.is_idempotent() => {
-                        Some(req.build(empty()))
+                let retry = match failed {
+                    Exchange::Back(r, _) if was_reused => *r,
+                    Exchange::Failed(Failure::Error, _)
+                        if was_reused && replayable && req.method.is_idempotent() =>
+                    {
+                        req.build(empty())
                     }
-                    _ => None,
-                };
-                let Some(retry) = retry else {
-                    return Err(self.counted(send_error(authority, e.error())));
+                    failed => return Err(self.failed(failed, req, replayable)),
                 };
                 self.counters.inc(&self.counters.origin_retries);
-                sender = self.connect(i).await?;
-                match tokio::time::timeout(self.cfg.read_timeout, sender.send_request(retry)).await
-                {
-                    Err(_) => {
-                        self.counters.inc(&self.counters.origin_timeouts);
-                        return Err(ProxyError::origin(
-                            ErrorKind::ReadTimeout,
-                            format!(
-                                "{authority}: no response head within {:?}",
-                                self.cfg.read_timeout
-                            ),
-                        ));
+                sender = match self.connect(i).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        if !replayable {
+                            req.body = Some(retry.into_body());
+                        }
+                        return Err((Failure::Unsent, e));
                     }
-                    Ok(Err(e)) => return Err(self.counted(send_error(authority, &e))),
-                    Ok(Ok(resp)) => resp,
+                };
+                match self.exchange(authority, &mut sender, retry).await {
+                    Ok(resp) => resp,
+                    Err(failed) => return Err(self.failed(failed, req, replayable)),
                 }
             }
         };
@@ -348,9 +409,9 @@ impl Upstream {
             // The connection is dropped, never reused: where this response
             // ends is not known for sure (a smuggling vector).
             self.counters.inc(&self.counters.origin_broken_responses);
-            return Err(ProxyError::origin(
-                ErrorKind::BadResponse,
-                format!("{authority}: {why}"),
+            return Err((
+                Failure::Final,
+                ProxyError::origin(ErrorKind::BadResponse, format!("{authority}: {why}")),
             ));
         }
         let ret = PoolReturn {
@@ -361,6 +422,61 @@ impl Upstream {
         Ok(resp.map(|body| OriginBody::new(body, self.cfg.read_timeout, ret, stats)))
     }
 
+    /// Writes a request on a connection and waits for the response head.
+    async fn exchange(
+        &self,
+        authority: &str,
+        sender: &mut hyper::client::conn::http1::SendRequest<ReqBody>,
+        req: Request<ReqBody>,
+    ) -> Result<Response<Incoming>, Exchange> {
+        match tokio::time::timeout(self.cfg.read_timeout, sender.try_send_request(req)).await {
+            Err(_) => {
+                self.counters.inc(&self.counters.origin_timeouts);
+                Err(Exchange::Failed(
+                    Failure::Timeout,
+                    ProxyError::origin(
+                        ErrorKind::ReadTimeout,
+                        format!(
+                            "{authority}: no response head within {:?}",
+                            self.cfg.read_timeout
+                        ),
+                    ),
+                ))
+            }
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(mut e)) => {
+                let err = send_error(authority, e.error());
+                match e.take_message() {
+                    Some(r) => Err(Exchange::Back(Box::new(r), err)),
+                    // The client's body failed: its fault, not the server's.
+                    None if err.source == crate::error::ErrorSource::Client => {
+                        Err(Exchange::Failed(Failure::Final, err))
+                    }
+                    None => Err(Exchange::Failed(Failure::Error, err)),
+                }
+            }
+        }
+    }
+
+    /// A failed exchange as `send_to` returns it: a request given back has
+    /// its body put back in `req` for the next server.
+    fn failed(
+        &self,
+        failed: Exchange,
+        req: &mut OriginRequest,
+        replayable: bool,
+    ) -> (Failure, ProxyError) {
+        match failed {
+            Exchange::Back(r, e) => {
+                if !replayable {
+                    req.body = Some(r.into_body());
+                }
+                (Failure::Unsent, self.counted(e))
+            }
+            Exchange::Failed(f, e) => (f, self.counted(e)),
+        }
+    }
+
     /// Opens a connection to server `i`: TCP, then TLS for an `https://`
     /// server (the whole within `connect_timeout`), then the HTTP/1.1
     /// handshake.
@@ -368,7 +484,7 @@ impl Upstream {
         &self,
         i: usize,
     ) -> Result<hyper::client::conn::http1::SendRequest<ReqBody>, ProxyError> {
-        let server = &self.cfg.servers[i];
+        let server = self.server(i);
         let authority = server.authority.as_str();
         let deadline = tokio::time::Instant::now() + self.cfg.connect_timeout;
         let timed_out = || {
@@ -494,7 +610,7 @@ impl Upstream {
         if req.headers.contains_key(http::header::HOST) {
             return;
         }
-        let server = &self.cfg.servers[i];
+        let server = self.server(i);
         let host = if server.authority.starts_with("unix:") {
             &server.host
         } else {
@@ -511,17 +627,44 @@ impl Upstream {
         &self,
         mut req: OriginRequest,
     ) -> Result<Response<Incoming>, ProxyError> {
-        let i = self.pick();
-        self.default_host(i, &mut req);
-        self.counters.inc(&self.counters.origin_requests);
-        let authority = self.cfg.servers[i].authority.clone();
-        let mut sender = match Box::pin(self.connect(i)).await {
-            Ok(s) => s,
-            Err(e) => {
-                self.health[i].failure(self.clock.now());
-                return Err(e);
+        let (mut i, start) = self.pick();
+        let own_host = !req.headers.contains_key(http::header::HOST);
+        let mut rest: Option<std::vec::IntoIter<usize>> = None;
+        let mut tried = 1;
+        // A server that cannot be reached: the next one (the request has
+        // not left, whatever its method).
+        let mut sender = loop {
+            if own_host {
+                req.headers.remove(http::header::HOST);
+                self.default_host(i, &mut req);
             }
+            self.counters.inc(&self.counters.origin_requests);
+            let e = match Box::pin(self.connect(i)).await {
+                Ok(s) => break s,
+                Err(e) => e,
+            };
+            self.health[i].failure(self.clock.now());
+            let next = match tried < self.tries() {
+                true => rest.get_or_insert_with(|| self.rest(start, i)).next(),
+                false => None,
+            };
+            let Some(next) = next else {
+                Self::note_tries(&req, tried);
+                return Err(e);
+            };
+            self.counters.inc(&self.counters.origin_failovers);
+            tracing::info!(
+                upstream = %self.cfg.name,
+                from = %self.server(i).authority,
+                to = %self.server(next).authority,
+                error = %e,
+                "origin server unreachable; trying the next one"
+            );
+            i = next;
+            tried += 1;
         };
+        Self::note_tries(&req, tried);
+        let authority = self.server(i).authority.clone();
         let body = req.body.take().unwrap_or_else(empty);
         let sent =
             tokio::time::timeout(self.cfg.read_timeout, sender.send_request(req.build(body)));
@@ -556,6 +699,14 @@ impl Upstream {
     pub fn idle_connections(&self) -> usize {
         self.pools.iter().map(|p| p.idle_len()).sum()
     }
+}
+
+/// How an exchange on a connection failed.
+enum Exchange {
+    /// hyper gave the request back: it was never written.
+    Back(Box<Request<ReqBody>>, ProxyError),
+    /// It was (maybe) written.
+    Failed(Failure, ProxyError),
 }
 
 /// Maps a failed exchange: a request body over the size limit (413) or

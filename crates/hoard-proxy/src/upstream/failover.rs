@@ -1,0 +1,215 @@
+//! Failover: the servers of an upstream a request is tried on, in what
+//! order, and when a failed try goes on to the next one.
+//!
+//! ## Order
+//!
+//! The first try goes to the next of `servers` round-robin that health
+//! (see [`super::health`]) says is up. After a failure the rest follow:
+//! the other `servers` that are up, then the `backup` servers that are up,
+//! then the servers that are down (as a last resort, so that a recovered
+//! one is found), each group from the same round-robin start. A backup
+//! server therefore serves only while every one of `servers` is down or has
+//! failed for this request. `tries` bounds the whole (default: every
+//! server once).
+//!
+//! ## When to go on
+//!
+//! * A request that never reached the server (connect refused or timed out,
+//!   TLS handshake failed, or the connection closed before the request was
+//!   written and hyper gave it back) goes on whatever its method: nothing
+//!   was processed. Its body, not streamed yet, goes with it.
+//! * Otherwise only an idempotent method (RFC 9110 §9.2.2) with an empty
+//!   body goes on, and only on the upstream's `retry_on` conditions:
+//!   `error` (the connection failed or was reset before a response head),
+//!   `timeout` (no response head within `read_timeout`), `502`, `503`,
+//!   `504` (that answer from the server). A body already streamed is never
+//!   sent twice.
+//! * On the last try, an answer with a retryable status goes to the client
+//!   as it is.
+
+use http::Method;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The `retry_on` conditions of an upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryOn(u8);
+
+const NAMES: [(&str, u8); 5] = [
+    ("error", 1),
+    ("timeout", 2),
+    ("502", 4),
+    ("503", 8),
+    ("504", 16),
+];
+
+impl RetryOn {
+    /// No condition: only requests that never reached a server go on.
+    pub const NONE: RetryOn = RetryOn(0);
+    /// The default, `["error"]`.
+    pub const DEFAULT: RetryOn = RetryOn(1);
+
+    /// These conditions and the one called `name`.
+    pub fn with(self, name: &str) -> Result<RetryOn, String> {
+        match NAMES.iter().find(|(n, _)| *n == name) {
+            Some((_, bit)) => Ok(RetryOn(self.0 | bit)),
+            None => Err(format!(
+                "unknown condition {name:?}: expected \"error\", \"timeout\", \"502\", \"503\" or \"504\""
+            )),
+        }
+    }
+
+    fn has(self, name: &str) -> bool {
+        NAMES.iter().any(|(n, bit)| *n == name && self.0 & bit != 0)
+    }
+
+    /// Whether an answer with this status goes on to the next server.
+    pub fn status(self, status: u16) -> bool {
+        match status {
+            502 => self.has("502"),
+            503 => self.has("503"),
+            504 => self.has("504"),
+            _ => false,
+        }
+    }
+
+    /// The condition names, as written in the file.
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        NAMES
+            .into_iter()
+            .filter(move |(_, bit)| self.0 & bit != 0)
+            .map(|(n, _)| n)
+    }
+}
+
+/// How one try on a server ended without an answer for the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The request never reached the server (see the module docs).
+    Unsent,
+    /// The connection failed or was reset after the request was (maybe)
+    /// written, before a response head.
+    Error,
+    /// No response head within the read timeout.
+    Timeout,
+    /// The server answered with this retryable status (502, 503, 504).
+    Status(u16),
+    /// Anything else (the client's body failed, a response with broken
+    /// framing): never tried elsewhere.
+    Final,
+}
+
+impl Failure {
+    /// A short name for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Failure::Unsent => "unsent",
+            Failure::Error => "error",
+            Failure::Timeout => "timeout",
+            Failure::Status(502) => "502",
+            Failure::Status(503) => "503",
+            Failure::Status(_) => "504",
+            Failure::Final => "final",
+        }
+    }
+
+    /// Whether the request goes on to the next server after this failure.
+    /// `replayable`: its body is empty, so it can be sent again.
+    pub fn goes_on(self, on: RetryOn, method: &Method, replayable: bool) -> bool {
+        match self {
+            Failure::Unsent => true,
+            Failure::Final => false,
+            _ if !(replayable && method.is_idempotent()) => false,
+            Failure::Error => on.has("error"),
+            Failure::Timeout => on.has("timeout"),
+            Failure::Status(s) => on.status(s),
+        }
+    }
+}
+
+/// The number of servers a request was tried on, for its access log line:
+/// set by the upstream, read by the request's task when it logs.
+#[derive(Debug, Default)]
+pub struct Tries(AtomicU32);
+
+impl Tries {
+    /// Servers tried so far.
+    pub fn get(&self) -> u32 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn set(&self, n: u32) {
+        self.0.store(n, Ordering::Relaxed);
+    }
+}
+
+/// Indexes `0..primaries` are the upstream's `servers`, the next
+/// `backups` its `backup` ones. The first server to try from round-robin
+/// position `start`: the first up one of `servers`, else of `backup`, else
+/// the one of `servers` at `start`. Allocates nothing.
+pub(super) fn first(
+    primaries: usize,
+    backups: usize,
+    start: usize,
+    up: impl Fn(usize) -> bool,
+) -> usize {
+    rotation(0, primaries, start)
+        .chain(rotation(primaries, backups, start))
+        .find(|&i| up(i))
+        .unwrap_or(start % primaries)
+}
+
+/// Every server in the order of the module docs, from round-robin
+/// position `start`, with `up` read once per server.
+pub(super) fn order(
+    primaries: usize,
+    backups: usize,
+    start: usize,
+    up: impl Fn(usize) -> bool,
+) -> Vec<usize> {
+    let up: Vec<bool> = (0..primaries + backups).map(up).collect();
+    let all = || rotation(0, primaries, start).chain(rotation(primaries, backups, start));
+    all()
+        .filter(|&i| up[i])
+        .chain(all().filter(|&i| !up[i]))
+        .collect()
+}
+
+fn rotation(base: usize, n: usize, start: usize) -> impl Iterator<Item = usize> + Clone {
+    (0..n).map(move |k| base + (start + k) % n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_puts_backups_after_live_servers_and_down_ones_last() {
+        // servers 0, 1, 2; backups 3, 4; 1 and 3 down.
+        let up = |i: usize| i != 1 && i != 3;
+        assert_eq!(order(3, 2, 1, up), [2, 0, 4, 1, 3]);
+        assert_eq!(first(3, 2, 1, up), 2);
+        // Every primary down: a backup first.
+        assert_eq!(first(2, 1, 0, |i| i == 2), 2);
+        // Everything down: round-robin over the primaries.
+        assert_eq!(first(2, 1, 1, |_| false), 1);
+        assert_eq!(order(2, 1, 1, |_| false), [1, 0, 2]);
+    }
+
+    #[test]
+    fn only_unsent_requests_go_on_whatever_the_method() {
+        let on = RetryOn::DEFAULT.with("503").unwrap();
+        assert!(Failure::Unsent.goes_on(RetryOn::NONE, &Method::POST, false));
+        assert!(Failure::Error.goes_on(on, &Method::GET, true));
+        assert!(!Failure::Error.goes_on(on, &Method::POST, true));
+        assert!(
+            !Failure::Error.goes_on(on, &Method::PUT, false),
+            "body streamed"
+        );
+        assert!(!Failure::Timeout.goes_on(on, &Method::GET, true));
+        assert!(Failure::Status(503).goes_on(on, &Method::GET, true));
+        assert!(!Failure::Status(502).goes_on(on, &Method::GET, true));
+        assert!(!Failure::Final.goes_on(on, &Method::GET, true));
+        assert!(RetryOn::NONE.with("bogus").is_err());
+        assert_eq!(on.names().collect::<Vec<_>>(), ["error", "503"]);
+    }
+}
