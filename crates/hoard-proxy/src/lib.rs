@@ -120,7 +120,7 @@ pub use pipeline::running::ReloadRecord;
 pub use pipeline::running::{ReloadAsk, Reloaded};
 
 fn listener_state(
-    l: &config::ListenerConfig,
+    (index, l): (usize, &config::ListenerConfig),
     acme: &acme::Acme,
 ) -> Result<server::ListenerState, StartError> {
     // Certificate files by SNI (read again at each reload), with the
@@ -161,6 +161,7 @@ fn listener_state(
         },
         alt_svc: None,
         redirect_https: l.redirect_https,
+        index: Arc::new(std::sync::atomic::AtomicUsize::new(index)),
     })
 }
 
@@ -248,8 +249,8 @@ impl Proxy {
             admin_socket: parking_lot::Mutex::new(admin_socket),
             inherited: parking_lot::Mutex::new(Some(inherited)),
         };
-        for l in &cfg.listeners {
-            proxy.open(l.clone(), listener_state(l, proxy.acme())?)?;
+        for (i, l) in cfg.listeners.iter().enumerate() {
+            proxy.open(l.clone(), listener_state((i, l), proxy.acme())?)?;
         }
         // Inherited sockets no listener took are closed.
         drop(proxy.inherited.lock().take());
@@ -299,6 +300,7 @@ impl Proxy {
             None => None,
         };
         tracing::info!(%addr, tls = state.tls.is_some(), http3 = quic.is_some(), "listening");
+        let index = state.index.clone();
         let state = Arc::new(arc_swap::ArcSwap::from_pointee(state));
         let (stop, rx) = watch::channel(false);
         if let Some(e) = &quic {
@@ -306,6 +308,7 @@ impl Proxy {
                 e.clone(),
                 self.pipeline.clone(),
                 rx.clone(),
+                index,
             )));
         }
         self.tasks.lock().push(tokio::spawn(server::accept_loop(
@@ -386,8 +389,8 @@ impl Proxy {
         let restart_needed = pipeline::running::restart_needed(&old.cfg, &cfg);
         // Everything that can fail first: TLS material, then new sockets.
         let mut states = Vec::new();
-        for l in &cfg.listeners {
-            states.push(listener_state(l, self.acme())?);
+        for (i, l) in cfg.listeners.iter().enumerate() {
+            states.push(listener_state((i, l), self.acme())?);
         }
         let mut out = Reloaded {
             restart_needed,
@@ -423,6 +426,12 @@ impl Proxy {
                 .find(|x| x.cfg.address == l.address)
             {
                 let mut state = state;
+                // Its connections see the index it has now.
+                let index = state.index.load(std::sync::atomic::Ordering::Relaxed);
+                state.index = x.state.load().index.clone();
+                state
+                    .index
+                    .store(index, std::sync::atomic::Ordering::Relaxed);
                 // HTTP/3 keeps its endpoint and takes the new certificate
                 // (turning it on or off needs a restart).
                 match (&x.quic, state.quic.clone()) {

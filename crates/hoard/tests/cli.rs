@@ -146,3 +146,24 @@ fn check_reads_respond_files_from_the_config_dir() {
     let (code, out, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
     assert_eq!(code, 0, "stdout {out} stderr {err}");
 }
+
+#[test]
+fn check_refuses_a_route_an_earlier_catch_all_hides() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hoard.toml");
+    std::fs::write(
+        &path,
+        "[upstream.app]\nservers = [\"http://127.0.0.1:8080\"]\n[[site]]\n\
+         [[site.route]]\nupstream = \"app\"\n\
+         [[site.route]]\nprefix = \"/admin/\"\nallow = [\"10.0.0.0/8\"]\nupstream = \"app\"\n",
+    )
+    .unwrap();
+    let (code, _, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hoard.toml:7: `site[0].route[1]`"), "{err}");
+    assert!(
+        err.contains("prefix \"/admin/\" (line 7) is never reached")
+            && err.contains("`site[0].route[0]` (prefix \"/\", line 4)"),
+        "{err}"
+    );
+}

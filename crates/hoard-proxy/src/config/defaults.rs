@@ -29,6 +29,7 @@ pub const ACCESS_LOG_BUFFER: usize = 65536;
 impl Default for ListenerConfig {
     fn default() -> Self {
         ListenerConfig {
+            name: None,
             address: LISTEN,
             tls: None,
             certs: Vec::new(),

@@ -14,11 +14,13 @@ mod certs;
 pub mod cluster;
 pub mod defaults;
 mod edge;
+mod include;
 pub mod ops;
 mod raw;
 mod route_keys;
 pub mod rules;
 mod servers;
+pub mod sites;
 pub mod units;
 pub mod zones;
 
@@ -36,6 +38,7 @@ pub use cluster::{ClusterConfig, Member};
 pub use ops::{AccessLogConfig, AdminConfig, Cidr, LogFormat, LogTarget};
 use raw::{RawConfig, RawKey, RawRoute};
 use servers::parse_server_url;
+use toml::Spanned;
 
 /// An error in the configuration: where it is and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,7 +83,7 @@ pub struct Config {
     pub cache: CacheConfig,
     /// Origin groups, referenced by routes by index.
     pub upstreams: Vec<UpstreamConfig>,
-    /// Sites selected by Host; the first site without hosts is the default.
+    /// Sites selected by Host (see `pipeline::select_site`).
     pub sites: Vec<SiteConfig>,
     /// The admin listener, `PURGE`, tag fields.
     pub admin: AdminConfig,
@@ -96,6 +99,8 @@ pub struct Config {
 /// A listening socket.
 #[derive(Debug, Clone)]
 pub struct ListenerConfig {
+    /// `name`, for sites' `listeners`.
+    pub name: Option<String>,
     /// Address; port 0 picks a free port.
     pub address: SocketAddr,
     /// TLS (HTTP/1.1 and h2 by ALPN); plain otherwise (HTTP/1.1 and h2c prior knowledge).
@@ -312,7 +317,8 @@ pub enum HostMatch {
 /// A virtual host.
 #[derive(Debug, Clone)]
 pub struct SiteConfig {
-    /// Host patterns; empty for the default site.
+    /// Host patterns; empty: it answers Hosts no site lists (see
+    /// `pipeline::select_site`).
     pub hosts: Vec<HostMatch>,
     /// Routes, tried in order (shared: a fill holds its route).
     pub routes: Vec<std::sync::Arc<RouteConfig>>,
@@ -321,6 +327,8 @@ pub struct SiteConfig {
     /// `scheme = "http"` (`Some(false)`) or `"https"` (`Some(true)`): the
     /// site serves only requests that arrived so. `None`: both.
     pub tls: Option<bool>,
+    /// Its listeners, and whether it answers Hosts no site lists.
+    pub bind: sites::Bind,
 }
 
 /// How a route matches the path.
@@ -756,6 +764,7 @@ impl Config {
                 routes: vec![std::sync::Arc::new(route)],
                 error_pages: None,
                 tls: None,
+                bind: sites::Bind::default(),
             }],
             admin: AdminConfig {
                 address: q.admin,
@@ -810,7 +819,13 @@ impl Config {
                 message: msg,
             }
         })?;
-        Resolver { file, text, base }.resolve(raw)
+        let (raw, sources) = include::merge(file, text, base, raw)?;
+        Resolver {
+            file,
+            base,
+            sources: &sources,
+        }
+        .resolve(raw)
     }
 }
 
@@ -881,7 +896,8 @@ fn origin_tls<'a>(
 
 struct Resolver<'a> {
     file: &'a str,
-    text: &'a str,
+    /// The main file and those it includes (spans name one of them).
+    sources: &'a include::Sources,
     /// The configuration file's directory (relative file names start there).
     base: Option<&'a std::path::Path>,
 }
@@ -893,9 +909,16 @@ impl Resolver<'_> {
         key: String,
         message: String,
     ) -> ConfigError {
+        let (file, line) = match span {
+            Some(s) => {
+                let (file, line) = self.sources.locate(s.start);
+                (file, Some(line))
+            }
+            None => (self.file, None),
+        };
         ConfigError {
-            file: self.file.into(),
-            line: span.map(|s| line_of(self.text, s.start)),
+            file: file.into(),
+            line,
             key,
             message,
         }
@@ -962,6 +985,11 @@ impl Resolver<'_> {
             max_fills: raw.cache.max_fills.unwrap_or(dc.max_fills).max(1),
         };
         let mut listeners = Vec::new();
+        let name_spans: Vec<_> = raw
+            .listeners
+            .iter()
+            .map(|l| l.name.as_ref().map(|n| n.span()))
+            .collect();
         for (i, l) in raw.listeners.into_iter().enumerate() {
             let address = l.address.get_ref().parse::<SocketAddr>().map_err(|e| {
                 self.err(
@@ -1060,6 +1088,7 @@ impl Resolver<'_> {
                 }
             }
             listeners.push(ListenerConfig {
+                name: l.name.map(Spanned::into_inner),
                 address,
                 http3: l.http3.as_ref().is_some_and(|h| *h.get_ref()),
                 acme: acme_names,
@@ -1093,6 +1122,7 @@ impl Resolver<'_> {
                 },
             });
         }
+        sites::check_listener_names(self, &listeners, &name_spans)?;
         if listeners.is_empty() {
             listeners.push(ListenerConfig::default());
         }
@@ -1159,9 +1189,10 @@ impl Resolver<'_> {
         let only_redirects = !raw.sites.is_empty()
             && raw.sites.iter().all(|s| {
                 !s.routes.is_empty()
-                    && s.routes
-                        .iter()
-                        .all(|r| r.redirect.is_some() || r.respond.is_some())
+                    && s.routes.iter().all(|r| {
+                        let r = r.get_ref();
+                        r.redirect.is_some() || r.respond.is_some()
+                    })
             });
         if upstreams.is_empty() && !only_redirects {
             return Err(self.err(
@@ -1171,7 +1202,14 @@ impl Resolver<'_> {
             ));
         }
         let mut sites = Vec::new();
+        let default_spans: Vec<_> = raw
+            .sites
+            .iter()
+            .map(|s| s.default.as_ref().map(|d| d.span()))
+            .collect();
         for (i, site) in raw.sites.into_iter().enumerate() {
+            self.check_shadowed(i, &site.routes)?;
+            let bind = self.bind(i, &site, &listeners)?;
             let hosts = site
                 .hosts
                 .iter()
@@ -1189,7 +1227,7 @@ impl Resolver<'_> {
             for (j, r) in site.routes.into_iter().enumerate() {
                 let (route, probe) = self.route(
                     &format!("site[{i}].route[{j}]"),
-                    r,
+                    r.into_inner(),
                     &upstreams,
                     &cache,
                     error_pages.as_ref(),
@@ -1231,16 +1269,19 @@ impl Resolver<'_> {
                 routes,
                 error_pages,
                 tls,
+                bind,
             };
             self.check_loops(&site, probes)?;
             sites.push(site);
         }
+        self.check_defaults(&sites, &default_spans, listeners.len())?;
         if sites.is_empty() {
             sites.push(SiteConfig {
                 hosts: Vec::new(),
                 routes: vec![std::sync::Arc::new(RouteConfig::catch_all())],
                 error_pages: None,
                 tls: None,
+                bind: sites::Bind::default(),
             });
         }
         let admin =
@@ -1367,7 +1408,7 @@ impl Resolver<'_> {
                     format!("invalid regex: {e}"),
                 )
             })?),
-            (Some(p), None) => PathMatch::Prefix(p),
+            (Some(p), None) => PathMatch::Prefix(p.into_inner()),
             (None, None) => PathMatch::Prefix("/".into()),
         };
         let upstream = match r.upstream {

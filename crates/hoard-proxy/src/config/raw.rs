@@ -13,6 +13,8 @@ use super::units::{Dur, Size};
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
+    /// Other files holding sites, upstreams and listeners (see `include`).
+    pub include: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub server: RawServer,
     #[serde(default, rename = "listener")]
@@ -61,6 +63,7 @@ pub struct RawServer {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawListener {
+    pub name: Option<Spanned<String>>,
     pub address: Spanned<String>,
     #[serde(default, deserialize_with = "super::certs::tls_table")]
     pub tls: Option<RawTls>,
@@ -164,16 +167,18 @@ pub struct RawSite {
     #[serde(default)]
     pub hosts: Vec<String>,
     #[serde(default, rename = "route")]
-    pub routes: Vec<RawRoute>,
+    pub routes: Vec<Spanned<RawRoute>>,
     pub error_pages: Option<BTreeMap<String, Spanned<String>>>,
     pub scheme: Option<Spanned<String>>,
+    pub default: Option<Spanned<bool>>,
+    pub listeners: Option<Spanned<Vec<Spanned<String>>>>,
     pub max_body_size: Option<Size>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRoute {
-    pub prefix: Option<String>,
+    pub prefix: Option<Spanned<String>>,
     pub regex: Option<Spanned<String>>,
     pub upstream: Option<Spanned<String>>,
     pub cache: Option<bool>,

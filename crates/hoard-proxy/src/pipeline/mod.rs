@@ -117,6 +117,9 @@ pub struct Conn {
     /// The listener redirects to HTTPS on this port (see
     /// `ListenerConfig::redirect_https`).
     pub redirect_https: Option<u16>,
+    /// The listener it came in on: its index in the configuration's
+    /// listeners (for sites' `listeners`).
+    pub listener: usize,
 }
 
 /// A request ready for the edge rules and the cache (see `Pipeline::prepare`).
@@ -621,6 +624,7 @@ impl Pipeline {
             tls,
             send,
             interim,
+            listener,
             ..
         } = conn;
         let (mut parts, body) = req.into_parts();
@@ -646,7 +650,7 @@ impl Pipeline {
         tunnel::refuse_connect(&parts)?;
         let authority = request_authority(&parts, tls)?;
         normalise_target(&mut parts.uri)?;
-        let site_idx = select_site(&run.cfg, &authority, tls).ok_or_else(|| {
+        let site_idx = select_site(&run.cfg, &authority, tls, Some(listener)).ok_or_else(|| {
             ProxyError::client(
                 ErrorKind::NoRoute,
                 format!("no site for host {authority:?}"),
@@ -815,28 +819,37 @@ pub(crate) fn edge_vars<'a>(
 }
 
 /// The site that serves `authority`, which is in normal form (lower case,
-/// see `hoard_policy::target`), over TLS or not, if any: the first whose
-/// hosts match, else the first without hosts, among the sites whose
-/// `scheme` admits the request.
-pub(crate) fn select_site(cfg: &Config, authority: &str, tls: bool) -> Option<usize> {
+/// see `hoard_policy::target`), over TLS or not, on a listener (`None`:
+/// any), among the sites whose `scheme` and `listeners` admit the request:
+/// the first whose hosts match; for a Host no site lists, the site with
+/// `default = true`, else the first without hosts, else the first (as
+/// nginx takes the `default_server`, else the first server of a port).
+pub(crate) fn select_site(
+    cfg: &Config,
+    authority: &str,
+    tls: bool,
+    listener: Option<usize>,
+) -> Option<usize> {
     let sites = &cfg.sites;
     if let [only] = sites.as_slice() {
-        if only.hosts.is_empty() && only.tls.is_none() {
+        if only.hosts.is_empty() && only.tls.is_none() && only.bind.on(listener) {
             return Some(0);
         }
     }
     let host = strip_port(authority);
-    let admits = |s: &SiteConfig| s.tls.is_none_or(|t| t == tls);
+    let here = |s: &SiteConfig| s.tls.is_none_or(|t| t == tls) && s.bind.on(listener);
     sites
         .iter()
         .position(|s| {
-            admits(s)
+            here(s)
                 && s.hosts.iter().any(|m| match m {
                     HostMatch::Exact(h) => h == host,
                     HostMatch::Suffix(suffix) => host.ends_with(suffix.as_str()),
                 })
         })
-        .or_else(|| sites.iter().position(|s| admits(s) && s.hosts.is_empty()))
+        .or_else(|| sites.iter().position(|s| here(s) && s.bind.default))
+        .or_else(|| sites.iter().position(|s| here(s) && s.hosts.is_empty()))
+        .or_else(|| sites.iter().position(here))
 }
 
 impl Pipeline {

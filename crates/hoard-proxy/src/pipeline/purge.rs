@@ -42,7 +42,7 @@ impl Pipeline {
         let (path, query) = (path.as_ref(), query.as_deref());
         let host = normalize_host(authority, scheme);
         let run = self.snapshot();
-        let route = super::select_site(&run.cfg, &host, scheme == "https").and_then(|s| {
+        let route = super::select_site(&run.cfg, &host, scheme == "https", None).and_then(|s| {
             let site = &run.cfg.sites[s];
             site.route_for(path).map(|r| &site.routes[r])
         });

@@ -94,6 +94,7 @@ pub async fn accept_loop(
     endpoint: quinn::Endpoint,
     pipeline: Arc<Pipeline>,
     mut shutdown: signal::Receiver<bool>,
+    listener: Arc<std::sync::atomic::AtomicUsize>,
 ) {
     let tracker = TaskTracker::new();
     let counters = pipeline.counters.clone();
@@ -120,6 +121,7 @@ pub async fn accept_loop(
             },
             pipeline.clone(),
             shutdown.clone(),
+            listener.clone(),
         ));
     }
     tracker.close();
@@ -147,6 +149,7 @@ async fn connection(
     _open: super::Open,
     pipeline: Arc<Pipeline>,
     mut shutdown: signal::Receiver<bool>,
+    listener: Arc<std::sync::atomic::AtomicUsize>,
 ) {
     let peer = incoming.remote_address();
     let _closed = Closed(pipeline.counters.clone());
@@ -200,9 +203,10 @@ async fn connection(
             }
         };
         let p = pipeline.clone();
+        let at = listener.load(std::sync::atomic::Ordering::Relaxed);
         requests.spawn(async move {
             match resolver.resolve_request().await {
-                Ok((req, stream)) => request(p, peer, req, stream).await,
+                Ok((req, stream)) => request(p, (peer, at), req, stream).await,
                 Err(e) => tracing::debug!(%peer, error = %e, "HTTP/3 request refused"),
             }
         });
@@ -223,7 +227,12 @@ impl Drop for Closed {
 type Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 
 /// Serves one request stream.
-async fn request(p: Arc<Pipeline>, peer: SocketAddr, req: http::Request<()>, stream: Stream) {
+async fn request(
+    p: Arc<Pipeline>,
+    (peer, listener): (SocketAddr, usize),
+    req: http::Request<()>,
+    stream: Stream,
+) {
     let (mut send, recv) = stream.split();
     // No body unless the client announced one (a GET's stream ends with
     // its head; a POST without Content-Length streams).
@@ -241,6 +250,7 @@ async fn request(p: Arc<Pipeline>, peer: SocketAddr, req: http::Request<()>, str
         send: None,
         interim: None,
         redirect_https: None,
+        listener,
     };
     let resp = p.serve(req, conn).await;
     let (mut parts, mut body) = resp.into_parts();

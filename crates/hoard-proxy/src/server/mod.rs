@@ -144,6 +144,9 @@ pub struct ListenerState {
     pub alt_svc: Option<http::HeaderValue>,
     /// Redirect every request (but ACME challenges) to HTTPS on this port.
     pub redirect_https: Option<u16>,
+    /// The listener's index in the running configuration's listeners (a
+    /// reload that moves it stores the new one), for sites' `listeners`.
+    pub index: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Debug for ListenerState {
@@ -234,6 +237,7 @@ pub async fn accept_loop(
             ConnSettings {
                 alt_svc: listener_state.alt_svc.clone(),
                 redirect_https: listener_state.redirect_https,
+                listener: listener_state.index.clone(),
                 handshake_timeout: server.header_read_timeout,
                 sendfile: server.sendfile,
                 limits: Limits {
@@ -266,6 +270,8 @@ struct ConnSettings {
     alt_svc: Option<http::HeaderValue>,
     /// See `ListenerState::redirect_https`.
     redirect_https: Option<u16>,
+    /// See `ListenerState::index`.
+    listener: Arc<std::sync::atomic::AtomicUsize>,
     /// A TLS handshake gets as long as a request head.
     handshake_timeout: Duration,
     /// Plain HTTP/1.1 connections send disk hits with sendfile.
@@ -317,6 +323,7 @@ async fn serve(
     let ConnSettings {
         alt_svc,
         redirect_https,
+        listener,
         handshake_timeout,
         sendfile,
         limits,
@@ -393,7 +400,7 @@ async fn serve(
     // for its first byte holds only this small future.
     Box::pin(serve_connection(
         stream,
-        (alt_svc, redirect_https),
+        (alt_svc, redirect_https, listener),
         peer,
         builder,
         pipeline,
@@ -411,7 +418,11 @@ async fn serve(
 #[allow(clippy::too_many_arguments)]
 async fn serve_connection(
     stream: TcpStream,
-    (alt_svc, redirect_https): (Option<http::HeaderValue>, Option<u16>),
+    (alt_svc, redirect_https, listener): (
+        Option<http::HeaderValue>,
+        Option<u16>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ),
     peer: SocketAddr,
     builder: Arc<auto::Builder<InlineExec>>,
     pipeline: Arc<Pipeline>,
@@ -456,6 +467,7 @@ async fn serve_connection(
             send,
             interim: interim.clone(),
             redirect_https,
+            listener: listener.load(std::sync::atomic::Ordering::Relaxed),
         };
         async move {
             let mut resp = p

@@ -42,6 +42,7 @@ mod r_keys;
 mod r_logs;
 mod r_partial;
 mod r_range;
+mod r_routes;
 mod r_sni;
 mod s_slice;
 mod w_coalesce;
