@@ -132,8 +132,8 @@ impl Resolver<'_> {
             let span = c.span();
             let c = c.into_inner();
             let files = TlsConfig {
-                cert: c.cert.0.into(),
-                key: c.key.0.into(),
+                cert: self.file_path(&c.cert.0),
+                key: self.file_path(&c.key.0),
             };
             if let Err(e) = sni::load(&files.cert, &files.key) {
                 let key = match e.part() {

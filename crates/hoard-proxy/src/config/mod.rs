@@ -1012,8 +1012,8 @@ impl Resolver<'_> {
                 Some(t) => match (t.cert, t.key, t.acme, t.certs) {
                     (Some(cert), Some(key), None, None) => (
                         Some(TlsConfig {
-                            cert: cert.0.into(),
-                            key: key.0.into(),
+                            cert: self.file_path(&cert.0),
+                            key: self.file_path(&key.0),
                         }),
                         Vec::new(),
                         Vec::new(),
