@@ -21,6 +21,7 @@ pub mod error;
 pub mod fill;
 pub mod metrics;
 pub mod pipeline;
+pub mod privileges;
 pub mod request_body;
 pub mod server;
 pub mod upstream;
@@ -51,6 +52,8 @@ pub enum StartError {
     Admin(SocketAddr, std::io::Error),
     /// The access log could not be opened.
     AccessLog(std::io::Error),
+    /// The step between binding and serving failed (`server.user`).
+    BeforeServing(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -61,6 +64,7 @@ impl std::fmt::Display for StartError {
             StartError::Storage(e) => write!(f, "cache storage: {e}"),
             StartError::Admin(a, e) => write!(f, "admin listener: cannot listen on {a}: {e}"),
             StartError::AccessLog(e) => write!(f, "{e}"),
+            StartError::BeforeServing(e) => write!(f, "{e}"),
         }
     }
 }
@@ -103,6 +107,15 @@ struct Listening {
     /// Closes this listener; its connections drain.
     stop: watch::Sender<bool>,
     /// Its QUIC endpoint, when it serves HTTP/3 too.
+    quic: Option<quinn::Endpoint>,
+}
+
+/// A listener bound and not served yet (see [`Proxy::start_with`]).
+struct Bound {
+    cfg: config::ListenerConfig,
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    state: server::ListenerState,
     quic: Option<quinn::Endpoint>,
 }
 
@@ -149,6 +162,21 @@ impl Proxy {
     /// # Errors
     /// When a listener cannot bind or TLS material cannot be loaded.
     pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Proxy, StartError> {
+        Proxy::start_with(cfg, clock, || Ok(())).await
+    }
+
+    /// As [`Proxy::start`], running `before_serving` once every socket is
+    /// bound and the disk zones and the access log are open, before a
+    /// connection is accepted (the binary drops root there, see
+    /// [`privileges`]).
+    ///
+    /// # Errors
+    /// As [`Proxy::start`], and `before_serving`'s error.
+    pub async fn start_with(
+        cfg: Config,
+        clock: Arc<dyn Clock>,
+        before_serving: impl FnOnce() -> Result<(), String>,
+    ) -> Result<Proxy, StartError> {
         let cfg = Arc::new(cfg);
         warn_unkeyed(&cfg);
         let counters = Arc::new(Counters::default());
@@ -162,6 +190,7 @@ impl Proxy {
         .map_err(StartError::Storage)?
         .with_near(cfg.cluster.as_ref().map_or(0, |c| c.near_cache_size));
         store.start();
+        store.bans().set_max(cfg.admin.max_pending_bans);
         let store = Arc::new(store);
         let mut pipeline =
             pipeline::Pipeline::new(cfg.clone(), store, counters.clone(), clock.clone());
@@ -183,27 +212,35 @@ impl Proxy {
                 cluster::bus::start(&pipeline, rx.clone());
             }
         }
-        let mut tasks = Vec::new();
-        let admin_addr = match cfg.admin.address {
+        let admin_listener = match cfg.admin.address {
             Some(a) => {
-                let (bound, t) = admin::start(a, pipeline.clone(), rx.clone())
-                    .map_err(|e| StartError::Admin(a, e))?;
-                tasks.extend(t);
-                Some(bound)
+                let l = server::bind(a).map_err(|e| StartError::Admin(a, e))?;
+                let bound = l.local_addr().map_err(|e| StartError::Admin(a, e))?;
+                Some((l, bound))
             }
             None => None,
         };
+        let admin_addr = admin_listener.as_ref().map(|(_, a)| *a);
         let proxy = Proxy {
             admin_addr,
             pipeline,
             shutdown: tx,
             listeners: parking_lot::Mutex::new(Vec::new()),
-            tasks: parking_lot::Mutex::new(tasks),
+            tasks: parking_lot::Mutex::new(Vec::new()),
             clock,
             reload_asks: tokio::sync::Mutex::new(ask_rx),
         };
+        let mut bound = Vec::new();
         for l in &cfg.listeners {
-            proxy.open(l.clone(), listener_state(l, proxy.acme())?)?;
+            bound.push(proxy.bind(l.clone(), listener_state(l, proxy.acme())?)?);
+        }
+        before_serving().map_err(StartError::BeforeServing)?;
+        if let Some((l, _)) = admin_listener {
+            let t = admin::serve(l, proxy.pipeline.clone(), rx.clone());
+            proxy.tasks.lock().extend(t);
+        }
+        for b in bound {
+            proxy.serve(b);
         }
         // After the listeners: a challenge needs them.
         proxy.acme().start(proxy.shutdown.subscribe());
@@ -221,8 +258,18 @@ impl Proxy {
     fn open(
         &self,
         cfg: config::ListenerConfig,
-        mut state: server::ListenerState,
+        state: server::ListenerState,
     ) -> Result<SocketAddr, StartError> {
+        let bound = self.bind(cfg, state)?;
+        Ok(self.serve(bound))
+    }
+
+    /// Binds one listener (and its QUIC endpoint), serving nothing yet.
+    fn bind(
+        &self,
+        cfg: config::ListenerConfig,
+        mut state: server::ListenerState,
+    ) -> Result<Bound, StartError> {
         let listener = server::bind(cfg.address).map_err(|e| StartError::Bind(cfg.address, e))?;
         let addr = listener
             .local_addr()
@@ -237,6 +284,24 @@ impl Proxy {
             }
             None => None,
         };
+        Ok(Bound {
+            cfg,
+            listener,
+            addr,
+            state,
+            quic,
+        })
+    }
+
+    /// Serves a bound listener.
+    fn serve(&self, b: Bound) -> SocketAddr {
+        let Bound {
+            cfg,
+            listener,
+            addr,
+            state,
+            quic,
+        } = b;
         tracing::info!(%addr, tls = state.tls.is_some(), http3 = quic.is_some(), "listening");
         let state = Arc::new(arc_swap::ArcSwap::from_pointee(state));
         let (stop, rx) = watch::channel(false);
@@ -260,7 +325,7 @@ impl Proxy {
             stop,
             quic,
         });
-        Ok(addr)
+        addr
     }
 
     /// Applies a new configuration to new requests without closing a
@@ -386,6 +451,10 @@ impl Proxy {
             }
         }
         warn_unkeyed(&cfg);
+        self.pipeline
+            .store
+            .bans()
+            .set_max(cfg.admin.max_pending_bans);
         // Certificates added are ordered, removed ones no longer presented.
         self.acme().configure(&cfg);
         self.pipeline

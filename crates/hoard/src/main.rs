@@ -64,6 +64,9 @@ fn main() -> ExitCode {
     };
     if cli.check_only() {
         println!("configuration is valid");
+        if let Some(r) = &config.server.run_as {
+            println!("{}", service::run_as_needs(r, &config));
+        }
         return ExitCode::SUCCESS;
     }
     match run(config, cli.pid_file(), cli.config_file()) {
@@ -102,8 +105,11 @@ fn purge(p: &cli::PurgeArgs) -> ExitCode {
         &p.request(),
     ));
     match result {
-        Ok(n) => {
-            println!("{n}");
+        Ok(answer) => {
+            println!("{}", answer.purged);
+            if let Some(pending) = answer.pending_bans {
+                eprintln!("ban added: what it selects is no longer served; {pending} ban(s) pending, swept in the background");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -125,7 +131,14 @@ fn run(
     }
     let rt = rt.build()?;
     rt.block_on(async move {
-        let proxy = Proxy::start(config, Arc::new(SystemClock)).await?;
+        let run_as = config.server.run_as.clone();
+        let needed = hoard_proxy::privileges::needs(&config);
+        // Bound and opened as root: serve as `server.user` from here on.
+        let drop = move || match &run_as {
+            Some(r) => service::drop_privileges(r, &needed),
+            None => Ok(()),
+        };
+        let proxy = Proxy::start_with(config, Arc::new(SystemClock), drop).await?;
         let signals = wait_for_signal(&proxy, config_file);
         let _pid = pid_file
             .map(|p| {
