@@ -38,6 +38,7 @@ mod n_store;
 mod o_ops;
 mod q_edge;
 mod r_partial;
+mod r_purge;
 mod r_range;
 mod s_slice;
 mod w_coalesce;
