@@ -210,7 +210,10 @@ mod tests {
         assert_eq!(bans.check("http|a|/img/1.png", &h, t0), None);
         let b1 = bans.add(regex(r"^/img/.*\.png$"), false, t0).unwrap();
         bans.add(regex("^/soft/"), true, t0).unwrap();
-        assert_eq!(bans.add(regex("^/x"), false, t0), Err(BansFull { max: 2 }));
+        assert_eq!(
+            bans.add(regex("^/x"), false, t0).unwrap_err(),
+            BansFull { max: 2 }
+        );
         let before = t0 - Duration::from_secs(1);
         assert_eq!(
             bans.check("http|a|/img/1.png?v=2", &h, before),

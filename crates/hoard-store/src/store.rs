@@ -189,8 +189,12 @@ impl Store {
                     return found;
                 }
                 self.events.event("", StoreEvent::BannedAtLookup);
-                self.mark_stale(primary, at).await;
-                Box::pin(self.lookup_tiers(primary, key_text, request)).await
+                // Boxed: a hit's future does not carry this rare step's room.
+                Box::pin(async {
+                    self.mark_stale(primary, at).await;
+                    self.lookup_tiers(primary, key_text, request).await
+                })
+                .await
             }
         }
     }
