@@ -169,47 +169,19 @@ impl Store {
 
     /// Finds the variant of `primary` that matches a request, memory first.
     /// A hit a pending ban selects is removed (a miss) or, for a soft ban,
-    /// made stale first (see [`crate::bans`]).
+    /// made stale first (see [`crate::bans`]); that check adds no await
+    /// here (a hit's future keeps its size).
     pub async fn lookup(&self, primary: Digest, key_text: &str, request: &HeaderMap) -> Lookup {
-        let found = self.lookup_tiers(primary, key_text, request).await;
-        let Lookup::Hit(o) = &found else {
-            return found;
-        };
-        match self.bans.check(&o.key, &o.headers, o.times.request_time) {
-            None => found,
-            Some(Banned::Remove) => {
-                self.events.event("", StoreEvent::BannedAtLookup);
-                self.remove_all(primary);
-                self.catalog.forget(&[primary.0]);
-                Lookup::UriMiss
-            }
-            Some(Banned::Stale(at)) => {
-                // Once made stale at the ban's time it is left as it is.
-                if o.times.lifetime <= o.times.current_age(at) {
-                    return found;
-                }
-                self.events.event("", StoreEvent::BannedAtLookup);
-                // Boxed: a hit's future does not carry this rare step's room.
-                Box::pin(async {
-                    self.mark_stale(primary, at).await;
-                    self.lookup_tiers(primary, key_text, request).await
-                })
-                .await
-            }
-        }
-    }
-
-    async fn lookup_tiers(&self, primary: Digest, key_text: &str, request: &HeaderMap) -> Lookup {
         let mut result = Lookup::UriMiss;
         if let Some(m) = &self.memory {
             match m.lookup(primary, key_text, request) {
-                Lookup::Hit(o) => return Lookup::Hit(o),
+                Lookup::Hit(o) => return self.screen(m, primary, key_text, request, o),
                 other => result = other,
             }
         }
         if let Some(n) = &self.near {
             match n.lookup(primary, key_text, request) {
-                Lookup::Hit(o) => return Lookup::Hit(o),
+                Lookup::Hit(o) => return self.screen(n, primary, key_text, request, o),
                 Lookup::VaryMiss(names) if matches!(result, Lookup::UriMiss) => {
                     result = Lookup::VaryMiss(names);
                 }
@@ -222,6 +194,50 @@ impl Store {
         // Boxed: the zones' look-ups wait on the I/O pool and take room that
         // a memory hit (the caller's future holds this one) should not carry.
         Box::pin(self.lookup_zones(primary, key_text, request, result)).await
+    }
+
+    /// What a pending ban asks of this hit, if anything (one relaxed load
+    /// when no ban is pending).
+    #[inline]
+    fn banned(&self, o: &StoredObject) -> Option<Banned> {
+        match self.bans.check(&o.key, &o.headers, o.times.request_time)? {
+            // Once made stale at the ban's time it is left as it is.
+            Banned::Stale(at) if o.times.lifetime <= o.times.current_age(at) => None,
+            b => Some(b),
+        }
+    }
+
+    /// A hit in memory tier `tier`, unless a pending ban selects it: then
+    /// every copy of the key goes (a miss), or this tier's is made stale
+    /// (a soft ban).
+    fn screen(
+        &self,
+        tier: &MemoryStore,
+        primary: Digest,
+        key_text: &str,
+        request: &HeaderMap,
+        o: Arc<StoredObject>,
+    ) -> Lookup {
+        match self.banned(&o) {
+            None => Lookup::Hit(o),
+            Some(b) => {
+                self.events.event("", StoreEvent::BannedAtLookup);
+                match b {
+                    Banned::Remove => self.remove_banned(primary),
+                    Banned::Stale(at) => {
+                        tier.mark_stale(primary, at);
+                        tier.lookup(primary, key_text, request)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes every copy of a key a ban caught at lookup.
+    fn remove_banned(&self, primary: Digest) -> Lookup {
+        self.remove_all(primary);
+        self.catalog.forget(&[primary.0]);
+        Lookup::UriMiss
     }
 
     async fn lookup_zones(
@@ -237,6 +253,20 @@ impl Store {
                     let (obj, repeat, z) = self
                         .newest(primary, key_text, request, (obj, repeat, i))
                         .await;
+                    match self.banned(&obj) {
+                        None => {}
+                        Some(b) => {
+                            self.events.event("", StoreEvent::BannedAtLookup);
+                            let Banned::Stale(at) = b else {
+                                return self.remove_banned(primary);
+                            };
+                            z.mark_stale(primary.0, at).await;
+                            return match z.lookup(primary.0, key_text, request).await {
+                                ZoneLookup::Hit(o, _) => Lookup::Hit(o),
+                                _ => Lookup::UriMiss,
+                            };
+                        }
+                    }
                     if repeat {
                         if let Some(o) = self.promote(primary, request, &obj, z).await {
                             return Lookup::Hit(o);
