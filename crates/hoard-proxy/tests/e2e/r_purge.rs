@@ -311,3 +311,59 @@ async fn r07006_regex_purge_reaches_every_member() {
     }
     origin.finish().await;
 }
+
+// r07007: on a disk zone (no memory tier): the ban caught at lookup
+// removes the object, the sweep unlinks the other matching files before
+// it is done, and the files of what the ban does not select stay.
+#[tokio::test]
+async fn r07007_regex_ban_on_a_disk_zone_unlinks_the_files() {
+    let t = Test::new("r07007");
+    let origin = origin_serving(&t, &["/v/1.mp4", "/v/2.mp4", "/v/3.txt", "/v/1.mp4"]).await;
+    let dir = t.dir().join("zone");
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .disk(&dir, 64 << 20, 0)
+        .admin()
+        .start()
+        .await;
+    proxy.wait_counter("disk_load_done", 1).await;
+    // Each object's file, as it appears.
+    let mut files = Vec::new();
+    for (i, p) in ["/v/1.mp4", "/v/2.mp4", "/v/3.txt"].into_iter().enumerate() {
+        get(&t, &proxy, p).await.expect_body(format!("{p}#1"));
+        proxy.wait_counter("disk_stored", i as u64 + 1).await;
+        let now = crate::d_disk::objects(&dir);
+        let new: Vec<_> = now
+            .iter()
+            .filter(|f| !files.contains(*f))
+            .cloned()
+            .collect();
+        assert_eq!(new.len(), 1, "{now:?}");
+        files.push(new[0].clone());
+    }
+    t.clock.advance(Duration::from_secs(1));
+    proxy.store().bans().hold_sweeps(true);
+    answer(&purge(&t, &proxy, r#"{"regex": "\\.mp4$"}"#).await, 200);
+    get(&t, &proxy, "/v/1.mp4")
+        .await
+        .expect_cache_status("fwd=uri-miss")
+        .expect_body("/v/1.mp4#2");
+    proxy.expect_counter("bans_lookup_removed", 1);
+    proxy.wait_counter("disk_stored", 4).await;
+    assert!(files[1].exists(), "the sweep is held");
+    proxy.store().bans().hold_sweeps(false);
+    proxy.wait_counter("bans_swept", 1).await;
+    proxy.expect_counter("bans_swept_objects", 1);
+    assert!(!files[1].exists(), "2.mp4's file is unlinked by the sweep");
+    assert!(files[2].exists(), "3.txt's file stays");
+    get(&t, &proxy, "/v/3.txt")
+        .await
+        .expect_cache_status("hit")
+        .expect_body("/v/3.txt#1");
+    get(&t, &proxy, "/v/1.mp4")
+        .await
+        .expect_cache_status("hit")
+        .expect_body("/v/1.mp4#2");
+    origin.finish().await;
+}
