@@ -355,6 +355,16 @@ counters! {
     purges_tag,
     /// Purges that marked objects stale instead of removing them (soft).
     purges_soft,
+    /// Purges by a regular expression over the path (bans added; admin API, `hoard purge --regex`).
+    purges_regex,
+    /// Regex purges refused because `admin.max_pending_bans` bans were pending (a member's was applied at once instead).
+    bans_refused,
+    /// Objects a pending ban selected at lookup (removed, or made stale by a soft ban).
+    bans_lookup_removed,
+    /// Objects a ban's background sweep removed or made stale.
+    bans_swept_objects,
+    /// Bans whose sweep finished (and that were dropped from the list).
+    bans_swept,
     /// Objects removed or marked stale by purges.
     purged_objects,
     /// Fills not stored because a purge or an invalidation (unsafe request) that selects them came while they ran.
@@ -397,6 +407,9 @@ impl hoard_store::StoreEvents for Counters {
             E::WriteAbandoned => &self.disk_writes_abandoned,
             E::DirOffline => &self.disk_dirs_offline,
             E::DirOnline => &self.disk_dirs_online,
+            E::BannedAtLookup => &self.bans_lookup_removed,
+            E::BannedBySweep => &self.bans_swept_objects,
+            E::BanSwept => &self.bans_swept,
         };
         self.inc(c);
     }

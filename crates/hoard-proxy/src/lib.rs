@@ -21,6 +21,7 @@ pub mod error;
 pub mod fill;
 pub mod metrics;
 pub mod pipeline;
+pub mod privileges;
 pub mod request_body;
 pub mod request_id;
 pub mod server;
@@ -53,6 +54,8 @@ pub enum StartError {
     Admin(SocketAddr, std::io::Error),
     /// The access log could not be opened.
     AccessLog(std::io::Error),
+    /// The step between binding and serving failed (`server.user`).
+    BeforeServing(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -63,6 +66,7 @@ impl std::fmt::Display for StartError {
             StartError::Storage(e) => write!(f, "cache storage: {e}"),
             StartError::Admin(a, e) => write!(f, "admin listener: cannot listen on {a}: {e}"),
             StartError::AccessLog(e) => write!(f, "{e}"),
+            StartError::BeforeServing(e) => write!(f, "{e}"),
         }
     }
 }
@@ -112,6 +116,17 @@ struct Listening {
     quic: Option<quinn::Endpoint>,
     /// Handles on its TCP and UDP sockets, for a binary upgrade (dropped
     /// when it closes, so a closed port refuses connections).
+    sockets: Vec<(server::inherit::SocketKind, OwnedFd)>,
+}
+
+/// A listener bound and not served yet (see [`Proxy::start_with`]).
+struct Bound {
+    cfg: config::ListenerConfig,
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    state: server::ListenerState,
+    quic: Option<quinn::Endpoint>,
+    /// Handles on its TCP and UDP sockets (see [`Listening`]).
     sockets: Vec<(server::inherit::SocketKind, OwnedFd)>,
 }
 
@@ -176,19 +191,23 @@ impl Proxy {
     /// # Errors
     /// When a listener cannot bind or TLS material cannot be loaded.
     pub async fn start(cfg: Config, clock: Arc<dyn Clock>) -> Result<Proxy, StartError> {
-        Proxy::start_inheriting(cfg, clock, server::inherit::Inherited::default()).await
+        Proxy::start_with(cfg, clock, server::inherit::Inherited::default(), || Ok(())).await
     }
 
-    /// [`Proxy::start`], adopting the listening sockets of a previous
+    /// As [`Proxy::start`], adopting the listening sockets of a previous
     /// process where a listener's address matches (a binary upgrade; see
-    /// [`server::inherit`]); those no listener adopts are closed.
+    /// [`server::inherit`]; those no listener adopts are closed), and
+    /// running `before_serving` once every socket is bound and the disk
+    /// zones and the access log are open, before a connection is accepted
+    /// (the binary drops root there, see [`privileges`]).
     ///
     /// # Errors
-    /// As [`Proxy::start`].
-    pub async fn start_inheriting(
+    /// As [`Proxy::start`], and `before_serving`'s error.
+    pub async fn start_with(
         cfg: Config,
         clock: Arc<dyn Clock>,
         inherited: server::inherit::Inherited,
+        before_serving: impl FnOnce() -> Result<(), String>,
     ) -> Result<Proxy, StartError> {
         let cfg = Arc::new(cfg);
         warn_unkeyed(&cfg);
@@ -203,6 +222,7 @@ impl Proxy {
         .map_err(StartError::Storage)?
         .with_near(cfg.cluster.as_ref().map_or(0, |c| c.near_cache_size));
         store.start();
+        store.bans().set_max(cfg.admin.max_pending_bans);
         let store = Arc::new(store);
         let mut pipeline =
             pipeline::Pipeline::new(cfg.clone(), store, counters.clone(), clock.clone());
@@ -224,33 +244,40 @@ impl Proxy {
                 cluster::bus::start(&pipeline, rx.clone());
             }
         }
-        let mut tasks = Vec::new();
         let mut admin_socket = None;
-        let admin_addr = match cfg.admin.address {
+        let admin_listener = match cfg.admin.address {
             Some(a) => {
                 let admin_err = |e| StartError::Admin(a, e);
                 let listener = server::bind_or_adopt(a, inherited.admin(a)).map_err(admin_err)?;
                 admin_socket = Some((a, listener.as_fd().try_clone_to_owned().map_err(admin_err)?));
-                let (bound, t) =
-                    admin::start(listener, pipeline.clone(), rx.clone()).map_err(admin_err)?;
-                tasks.extend(t);
-                Some(bound)
+                let bound = listener.local_addr().map_err(admin_err)?;
+                Some((listener, bound))
             }
             None => None,
         };
+        let admin_addr = admin_listener.as_ref().map(|(_, a)| *a);
         let proxy = Proxy {
             admin_addr,
             pipeline,
             shutdown: tx,
             listeners: parking_lot::Mutex::new(Vec::new()),
-            tasks: parking_lot::Mutex::new(tasks),
+            tasks: parking_lot::Mutex::new(Vec::new()),
             clock,
             reload_asks: tokio::sync::Mutex::new(ask_rx),
             admin_socket: parking_lot::Mutex::new(admin_socket),
             inherited: parking_lot::Mutex::new(Some(inherited)),
         };
+        let mut bound = Vec::new();
         for (i, l) in cfg.listeners.iter().enumerate() {
-            proxy.open(l.clone(), listener_state((i, l), proxy.acme())?)?;
+            bound.push(proxy.bind(l.clone(), listener_state((i, l), proxy.acme())?)?);
+        }
+        before_serving().map_err(StartError::BeforeServing)?;
+        if let Some((l, _)) = admin_listener {
+            let t = admin::serve(l, proxy.pipeline.clone(), rx.clone());
+            proxy.tasks.lock().extend(t);
+        }
+        for b in bound {
+            proxy.serve(b);
         }
         // Inherited sockets no listener took are closed.
         drop(proxy.inherited.lock().take());
@@ -270,8 +297,19 @@ impl Proxy {
     fn open(
         &self,
         cfg: config::ListenerConfig,
-        mut state: server::ListenerState,
+        state: server::ListenerState,
     ) -> Result<SocketAddr, StartError> {
+        let bound = self.bind(cfg, state)?;
+        Ok(self.serve(bound))
+    }
+
+    /// Binds one listener (and its QUIC endpoint), or adopts the sockets a
+    /// previous process passed on for its address; serves nothing yet.
+    fn bind(
+        &self,
+        cfg: config::ListenerConfig,
+        mut state: server::ListenerState,
+    ) -> Result<Bound, StartError> {
         use server::inherit::SocketKind;
         let bind_err = |e| StartError::Bind(cfg.address, e);
         let (tcp, udp) = match &*self.inherited.lock() {
@@ -299,6 +337,26 @@ impl Proxy {
             }
             None => None,
         };
+        Ok(Bound {
+            cfg,
+            listener,
+            addr,
+            state,
+            quic,
+            sockets,
+        })
+    }
+
+    /// Serves a bound listener.
+    fn serve(&self, b: Bound) -> SocketAddr {
+        let Bound {
+            cfg,
+            listener,
+            addr,
+            state,
+            quic,
+            sockets,
+        } = b;
         tracing::info!(%addr, tls = state.tls.is_some(), http3 = quic.is_some(), "listening");
         let index = state.index.clone();
         let state = Arc::new(arc_swap::ArcSwap::from_pointee(state));
@@ -325,7 +383,7 @@ impl Proxy {
             quic,
             sockets,
         });
-        Ok(addr)
+        addr
     }
 
     /// Applies a new configuration to new requests without closing a
@@ -457,6 +515,10 @@ impl Proxy {
             }
         }
         warn_unkeyed(&cfg);
+        self.pipeline
+            .store
+            .bans()
+            .set_max(cfg.admin.max_pending_bans);
         // Certificates added are ordered, removed ones no longer presented.
         self.acme().configure(&cfg);
         self.pipeline

@@ -86,7 +86,60 @@ pub enum Selector {
     Tag(String),
     /// One exact primary key text (an invalidation after an unsafe method).
     Key(String),
+    /// Keys whose path (the target without its query) a regular
+    /// expression matches; applied as a ban (see [`crate::bans`]).
+    Regex(PathRegex),
 }
+
+/// A regular expression over a key's path, compared by its source text.
+#[derive(Clone)]
+pub struct PathRegex(Arc<regex::Regex>);
+
+/// Longest regular expression source accepted.
+pub const MAX_REGEX_LEN: usize = 1024;
+
+impl PathRegex {
+    /// Compiles `source` with a bounded program size.
+    ///
+    /// # Errors
+    /// The compiler's message, or that it is too long.
+    pub fn new(source: &str) -> Result<PathRegex, String> {
+        if source.len() > MAX_REGEX_LEN {
+            return Err(format!("longer than {MAX_REGEX_LEN} bytes"));
+        }
+        regex::RegexBuilder::new(source)
+            .size_limit(1 << 20)
+            .build()
+            .map(|r| PathRegex(Arc::new(r)))
+            .map_err(|e| e.to_string())
+    }
+
+    /// The source text.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// True when the expression matches the path of `target` (path and
+    /// query as keyed; the query is not looked at).
+    pub fn matches_target(&self, target: &str) -> bool {
+        let path = target.split_once('?').map_or(target, |(p, _)| p);
+        self.0.is_match(path)
+    }
+}
+
+impl std::fmt::Debug for PathRegex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+impl PartialEq for PathRegex {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for PathRegex {}
 
 impl Selector {
     /// The name of the purge kind, for logs and metrics.
@@ -97,6 +150,7 @@ impl Selector {
             Selector::Host(_) => "host",
             Selector::Tag(_) => "tag",
             Selector::Key(_) => "key",
+            Selector::Regex(_) => "regex",
         }
     }
 
@@ -129,6 +183,7 @@ impl Selector {
             }
             Selector::Prefix(p) => k.starts_with(p),
             Selector::Host(h) => k.on_host(h),
+            Selector::Regex(r) => r.matches_target(k.target),
             Selector::Tag(_) | Selector::Key(_) => false,
         }
     }
@@ -288,6 +343,12 @@ impl Catalog {
                 .map(|(p, _)| *p)
                 .collect(),
         }
+    }
+
+    /// The stamp of `primary`'s entry: it changes whenever the key is
+    /// stored again (a ban's sweep leaves such keys alone).
+    pub fn stamp(&self, primary: u128) -> Option<u64> {
+        self.inner.lock().keys.get(&primary).map(|i| i.stamp)
     }
 
     /// Drops the entries of purged keys.

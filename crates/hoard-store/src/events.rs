@@ -36,6 +36,13 @@ pub enum StoreEvent {
     DirOffline,
     /// A directory came back into service.
     DirOnline,
+    /// A lookup found an object a pending ban selects (removed, or made
+    /// stale by a soft ban).
+    BannedAtLookup,
+    /// A ban's sweep removed (or made stale) an object.
+    BannedBySweep,
+    /// A ban's sweep finished; the ban was dropped.
+    BanSwept,
 }
 
 impl StoreEvent {
@@ -56,6 +63,9 @@ impl StoreEvent {
             StoreEvent::WriteAbandoned => "write-abandoned",
             StoreEvent::DirOffline => "dir-offline",
             StoreEvent::DirOnline => "dir-online",
+            StoreEvent::BannedAtLookup => "banned-at-lookup",
+            StoreEvent::BannedBySweep => "banned-by-sweep",
+            StoreEvent::BanSwept => "ban-swept",
         }
     }
 }

@@ -13,6 +13,7 @@
 //! * [`events`]: what the tiers report to the proxy's counters.
 #![deny(missing_docs, missing_debug_implementations)]
 
+pub mod bans;
 pub mod busy;
 pub mod catalog;
 pub mod disk;

@@ -30,6 +30,8 @@
 //!   publish) checks the catalogue's purge log since its fill started and
 //!   inserts under the catalogue's admission gate, so an object a purge
 //!   selected never comes back (see [`crate::catalog`]).
+//! * **Bans** (regex purges): checked at every hit while one is pending,
+//!   and swept in the background (see [`crate::bans`]).
 
 use std::io;
 use std::sync::Arc;
@@ -39,6 +41,7 @@ use hoard_policy::clock::Clock;
 use hoard_policy::key::Digest;
 use http::HeaderMap;
 
+use crate::bans::{Ban, Banned, Bans, BansFull};
 use crate::catalog::{Catalog, Raced, Selector};
 use crate::disk::format::Head;
 use crate::disk::index::DiskRef;
@@ -57,6 +60,8 @@ pub struct Store {
     zones: Vec<Arc<DiskZone>>,
     max_object: u64,
     catalog: Arc<Catalog>,
+    bans: Bans,
+    events: Arc<dyn StoreEvents>,
 }
 
 impl Store {
@@ -69,6 +74,8 @@ impl Store {
             near: None,
             zones: Vec::new(),
             catalog: Arc::default(),
+            bans: Bans::default(),
+            events: Arc::new(crate::events::NoEvents),
         }
     }
 
@@ -85,7 +92,9 @@ impl Store {
         clock: Arc<dyn Clock>,
     ) -> io::Result<Store> {
         if zones.is_empty() && memory_size > 0 {
-            return Ok(Store::memory_only(memory_size, max_object));
+            let mut s = Store::memory_only(memory_size, max_object);
+            s.events = events;
+            return Ok(s);
         }
         let memory = (memory_size > 0).then(|| MemoryStore::new(memory_size, max_object));
         let catalog = Arc::<Catalog>::default();
@@ -110,6 +119,8 @@ impl Store {
             zones,
             max_object,
             catalog,
+            bans: Bans::default(),
+            events,
         })
     }
 
@@ -157,17 +168,20 @@ impl Store {
     }
 
     /// Finds the variant of `primary` that matches a request, memory first.
+    /// A hit a pending ban selects is removed (a miss) or, for a soft ban,
+    /// made stale first (see [`crate::bans`]); that check adds no await
+    /// here (a hit's future keeps its size).
     pub async fn lookup(&self, primary: Digest, key_text: &str, request: &HeaderMap) -> Lookup {
         let mut result = Lookup::UriMiss;
         if let Some(m) = &self.memory {
             match m.lookup(primary, key_text, request) {
-                Lookup::Hit(o) => return Lookup::Hit(o),
+                Lookup::Hit(o) => return self.screen(m, primary, key_text, request, o),
                 other => result = other,
             }
         }
         if let Some(n) = &self.near {
             match n.lookup(primary, key_text, request) {
-                Lookup::Hit(o) => return Lookup::Hit(o),
+                Lookup::Hit(o) => return self.screen(n, primary, key_text, request, o),
                 Lookup::VaryMiss(names) if matches!(result, Lookup::UriMiss) => {
                     result = Lookup::VaryMiss(names);
                 }
@@ -180,6 +194,50 @@ impl Store {
         // Boxed: the zones' look-ups wait on the I/O pool and take room that
         // a memory hit (the caller's future holds this one) should not carry.
         Box::pin(self.lookup_zones(primary, key_text, request, result)).await
+    }
+
+    /// What a pending ban asks of this hit, if anything (one relaxed load
+    /// when no ban is pending).
+    #[inline]
+    fn banned(&self, o: &StoredObject) -> Option<Banned> {
+        match self.bans.check(&o.key, &o.headers, o.times.request_time)? {
+            // Once made stale at the ban's time it is left as it is.
+            Banned::Stale(at) if o.times.lifetime <= o.times.current_age(at) => None,
+            b => Some(b),
+        }
+    }
+
+    /// A hit in memory tier `tier`, unless a pending ban selects it: then
+    /// every copy of the key goes (a miss), or this tier's is made stale
+    /// (a soft ban).
+    fn screen(
+        &self,
+        tier: &MemoryStore,
+        primary: Digest,
+        key_text: &str,
+        request: &HeaderMap,
+        o: Arc<StoredObject>,
+    ) -> Lookup {
+        match self.banned(&o) {
+            None => Lookup::Hit(o),
+            Some(b) => {
+                self.events.event("", StoreEvent::BannedAtLookup);
+                match b {
+                    Banned::Remove => self.remove_banned(primary),
+                    Banned::Stale(at) => {
+                        tier.mark_stale(primary, at);
+                        tier.lookup(primary, key_text, request)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes every copy of a key a ban caught at lookup.
+    fn remove_banned(&self, primary: Digest) -> Lookup {
+        self.remove_all(primary);
+        self.catalog.forget(&[primary.0]);
+        Lookup::UriMiss
     }
 
     async fn lookup_zones(
@@ -195,6 +253,20 @@ impl Store {
                     let (obj, repeat, z) = self
                         .newest(primary, key_text, request, (obj, repeat, i))
                         .await;
+                    match self.banned(&obj) {
+                        None => {}
+                        Some(b) => {
+                            self.events.event("", StoreEvent::BannedAtLookup);
+                            let Banned::Stale(at) = b else {
+                                return self.remove_banned(primary);
+                            };
+                            z.mark_stale(primary.0, at).await;
+                            return match z.lookup(primary.0, key_text, request).await {
+                                ZoneLookup::Hit(o, _) => Lookup::Hit(o),
+                                _ => Lookup::UriMiss,
+                            };
+                        }
+                    }
                     if repeat {
                         if let Some(o) = self.promote(primary, request, &obj, z).await {
                             return Lookup::Hit(o);
@@ -589,6 +661,87 @@ impl Store {
         let in_memory = self.remove_in_memory(primary);
         let on_disk: usize = self.zones.iter().map(|z| z.purge(primary.0)).sum();
         in_memory.max(on_disk)
+    }
+
+    /// The pending bans.
+    pub fn bans(&self) -> &Bans {
+        &self.bans
+    }
+
+    /// Adds a ban (a purge applied lazily, see [`crate::bans`]) at `now`
+    /// and starts its sweep in the background; `swept` is told how many
+    /// objects the sweep removed (or made stale) when it is done.
+    ///
+    /// # Errors
+    /// [`BansFull`] when [`Bans::max`] bans are pending (nothing changes).
+    pub async fn ban(
+        self: &Arc<Self>,
+        selector: &Selector,
+        soft: bool,
+        now: SystemTime,
+        swept: impl FnOnce(&Ban, usize) + Send + 'static,
+    ) -> Result<Ban, BansFull> {
+        let ban = self.bans.add(selector.clone(), soft, now)?;
+        // Joins the purge log (fills racing it) and names the keys stored
+        // now, each with its stamp: a key stored again later is left alone.
+        let me = self.clone();
+        let sel = selector.clone();
+        let keys = tokio::task::spawn_blocking(move || {
+            let keys = me.catalog.select(&sel, soft);
+            keys.into_iter()
+                .filter_map(|p| me.catalog.stamp(p).map(|s| (p, s)))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        let me = self.clone();
+        let b = ban.clone();
+        tokio::spawn(async move {
+            me.bans.sweep_allowed().await;
+            let n = me.sweep_ban(&b, keys).await;
+            me.bans.done(b.id);
+            me.events.event("", StoreEvent::BanSwept);
+            swept(&b, n);
+        });
+        Ok(ban)
+    }
+
+    /// Removes (or makes stale) the objects of `keys` whose stamp has not
+    /// changed since the ban named them. Returns how many objects.
+    async fn sweep_ban(self: &Arc<Self>, ban: &Ban, keys: Vec<(u128, u64)>) -> usize {
+        let unchanged = |p: u128, s: u64| self.catalog.stamp(p) == Some(s);
+        let mut n = 0;
+        if ban.soft {
+            for (p, s) in keys {
+                if unchanged(p, s) {
+                    n += self.mark_stale(Digest(p), ban.at).await;
+                }
+            }
+        } else {
+            // In batches on the blocking pool (files are unlinked there).
+            for batch in keys.chunks(1024) {
+                let me = self.clone();
+                let batch = batch.to_vec();
+                n += tokio::task::spawn_blocking(move || {
+                    let mut n = 0;
+                    let mut gone = Vec::new();
+                    for (p, s) in batch {
+                        if me.catalog.stamp(p) == Some(s) {
+                            n += me.purge_key(Digest(p));
+                            gone.push(p);
+                        }
+                    }
+                    me.catalog.forget(&gone);
+                    n
+                })
+                .await
+                .unwrap_or(0);
+            }
+        }
+        for _ in 0..n {
+            self.events.event("", StoreEvent::BannedBySweep);
+        }
+        n
     }
 
     /// Makes every stored variant of `primary` stale at `now`, in every

@@ -4,7 +4,7 @@
 //! hoard --upstream http://127.0.0.1:8080 [--listen ADDR] [--cache-size 256MiB] ...
 //! hoard run --config hoard.toml
 //! hoard check --config hoard.toml
-//! hoard purge --admin http://127.0.0.1:8001 (URL | --prefix P | --host H | --tag T) [--soft]
+//! hoard purge --admin http://127.0.0.1:8001 (URL | --prefix P | --host H | --tag T | --regex R) [--soft]
 //! hoard reload --pid-file /run/hoard.pid
 //! hoard upgrade --pid-file /run/hoard.pid
 //! ```
@@ -71,7 +71,7 @@ enum Command {
 
 /// `hoard purge`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["url", "prefix", "host", "tag"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["url", "prefix", "host", "tag", "regex"])))]
 pub struct PurgeArgs {
     /// The admin listener, e.g. http://127.0.0.1:8001.
     #[arg(long)]
@@ -90,6 +90,10 @@ pub struct PurgeArgs {
     /// Every response tagged with this (Surrogate-Key, Cache-Tag).
     #[arg(long)]
     pub tag: Option<String>,
+    /// Every URL whose path (without the query) this regular expression
+    /// matches, e.g. '^/img/.*\.png$' (a ban: effective at once, swept in the background).
+    #[arg(long)]
+    pub regex: Option<String>,
     /// Mark stale instead of removing (stale-while-revalidate and stale-if-error still serve them).
     #[arg(long)]
     pub soft: bool,
@@ -104,6 +108,8 @@ impl PurgeArgs {
             ("prefix", p)
         } else if let Some(h) = &self.host {
             ("host", h)
+        } else if let Some(r) = &self.regex {
+            ("regex", r)
         } else {
             (
                 "tag",

@@ -80,6 +80,9 @@ fn main() -> ExitCode {
     };
     if cli.check_only() {
         println!("configuration is valid");
+        if let Some(r) = &config.server.run_as {
+            println!("{}", service::run_as_needs(r, &config));
+        }
         return ExitCode::SUCCESS;
     }
     match run(config, cli.pid_file(), cli.config_file()) {
@@ -118,8 +121,11 @@ fn purge(p: &cli::PurgeArgs) -> ExitCode {
         &p.request(),
     ));
     match result {
-        Ok(n) => {
-            println!("{n}");
+        Ok(answer) => {
+            println!("{}", answer.purged);
+            if let Some(pending) = answer.pending_bans {
+                eprintln!("ban added: what it selects is no longer served; {pending} ban(s) pending, swept in the background");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -147,7 +153,15 @@ fn run(
     rt.block_on(async move {
         let signals = Signals::install();
         let inherited = std::mem::take(&mut handover.inherited);
-        let proxy = Proxy::start_inheriting(config, Arc::new(SystemClock), inherited).await?;
+        let run_as = config.server.run_as.clone();
+        let needed = hoard_proxy::privileges::needs(&config);
+        // Bound and opened as root: serve as `server.user` from here on (a
+        // process started by a binary upgrade is that user already).
+        let drop_root = move || match &run_as {
+            Some(r) => service::drop_privileges(r, &needed),
+            None => Ok(()),
+        };
+        let proxy = Proxy::start_with(config, Arc::new(SystemClock), inherited, drop_root).await?;
         let mut pid = pid_file
             .map(|p| {
                 service::PidFile::write(p).map_err(|e| format!("--pid-file {}: {e}", p.display()))

@@ -1,5 +1,5 @@
 //! Running as a service: the pid file, systemd readiness (`sd_notify`),
-//! `hoard reload` and `hoard upgrade`.
+//! `hoard reload`, `hoard upgrade`, and serving as `server.user`.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -91,4 +91,26 @@ pub fn send_signal(pid_file: &Path, signal: rustix::process::Signal) -> Result<i
         .ok_or_else(|| format!("{}: not a process id: {pid}", pid_file.display()))?;
     rustix::process::kill_process(target, signal).map_err(|e| format!("process {pid}: {e}"))?;
     Ok(pid)
+}
+
+/// `hoard check`'s line for `server.user`: who serves and what it must
+/// be able to write.
+pub fn run_as_needs(r: &hoard_proxy::privileges::RunAs, cfg: &hoard_proxy::Config) -> String {
+    let needed = hoard_proxy::privileges::needs(cfg);
+    if needed.is_empty() {
+        return format!("runs as {r}; needs write access to nothing");
+    }
+    let list: Vec<String> = needed.iter().map(|p| p.display().to_string()).collect();
+    format!("runs as {r}; needs write access to {}", list.join(", "))
+}
+
+/// Drops root for `r` once the proxy has bound and opened what needs root
+/// (see `hoard_proxy::privileges`), and logs it.
+pub fn drop_privileges(
+    r: &hoard_proxy::privileges::RunAs,
+    needed: &[std::path::PathBuf],
+) -> Result<(), String> {
+    let given = hoard_proxy::privileges::drop_to(r, needed)?;
+    tracing::info!(user = %r.user, group = %r.group, uid = r.uid, gid = r.gid, given_to_user = given, "serving as an unprivileged user");
+    Ok(())
 }

@@ -111,3 +111,60 @@ async fn admin_off_loopback_needs_a_token() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("cannot reach the admin listener"), "{err}");
 }
+
+// `hoard purge --regex`: a ban over the path; the count is 0 (the sweep
+// counts later) and the pending bans are said on standard error; a
+// regular expression that does not compile is refused, naming the field.
+#[tokio::test]
+async fn purge_regex_adds_a_ban() {
+    let t = Test::new("cli-purge-regex");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for path in ["/img/a.png", "/img/b.jpg", "/img/a.png"] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(path)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let proxy = t.proxy().origin(&origin).admin().start().await;
+    for p in ["/img/a.png", "/img/b.jpg"] {
+        t.client(&proxy).get(p).send().await.expect_body(p);
+    }
+    let admin = format!("http://{}", proxy.admin());
+    let args = |re: &str| {
+        ["purge", "--admin", &admin, "--regex", re]
+            .map(String::from)
+            .to_vec()
+    };
+    let (code, out, err) = hoard(args(r"^/img/.*\.png$")).await;
+    assert_eq!((code, out.as_str()), (0, "0\n"), "{err}");
+    assert!(
+        err.contains("ban added") && err.contains("pending"),
+        "{err}"
+    );
+    proxy.wait_counter("bans_swept", 1).await;
+    proxy.expect_counter("bans_swept_objects", 1);
+    t.client(&proxy)
+        .get("/img/b.jpg")
+        .send()
+        .await
+        .expect_cache_status("hit");
+    t.client(&proxy)
+        .get("/img/a.png")
+        .send()
+        .await
+        .expect_cache_status("fwd=uri-miss");
+    let (code, _, err) = hoard(args("(")).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("field \"regex\"") && err.contains("regular expression"),
+        "{err}"
+    );
+    origin.finish().await;
+}

@@ -8,21 +8,35 @@ use hyper_util::rt::TokioIo;
 /// What to purge, as `hoard purge` takes it.
 #[derive(Debug, Clone)]
 pub struct PurgeRequest {
-    /// `url`, `prefix`, `host` or `tag`.
+    /// `url`, `prefix`, `host`, `tag` or `regex`.
     pub kind: &'static str,
-    /// The URL, prefix, host or tag.
+    /// The URL, prefix, host, tag or regular expression.
     pub value: String,
     /// Mark stale instead of removing.
     pub soft: bool,
 }
 
+/// What the admin API answered to a purge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PurgeAnswer {
+    /// Objects removed or made stale (0 for a regex purge: its sweep
+    /// counts them later).
+    pub purged: u64,
+    /// For a regex purge: bans pending, this one included.
+    pub pending_bans: Option<u64>,
+}
+
 /// Sends a purge to the admin API at `admin` (`http://host:port`) and
-/// returns the number of objects purged.
+/// returns what it answered.
 ///
 /// # Errors
 /// A message for the operator: unreachable, refused (401), or the API's
 /// own error text.
-pub async fn purge(admin: &str, token: Option<&str>, what: &PurgeRequest) -> Result<u64, String> {
+pub async fn purge(
+    admin: &str,
+    token: Option<&str>,
+    what: &PurgeRequest,
+) -> Result<PurgeAnswer, String> {
     let base: Uri = admin
         .parse()
         .map_err(|e| format!("--admin {admin:?}: {e}"))?;
@@ -70,10 +84,14 @@ pub async fn purge(admin: &str, token: Option<&str>, what: &PurgeRequest) -> Res
             .unwrap_or_default();
         return Err(format!("the admin API answered {status}: {msg}{field}"));
     }
-    v["purged"].as_u64().ok_or_else(|| {
+    let purged = v["purged"].as_u64().ok_or_else(|| {
         format!(
             "unexpected answer from the admin API: {}",
             String::from_utf8_lossy(&bytes)
         )
+    })?;
+    Ok(PurgeAnswer {
+        purged,
+        pending_bans: v["pending_bans"].as_u64(),
     })
 }

@@ -2,7 +2,7 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `POST /purge` `{"url"|"prefix"|"host"|"tag": "...", "soft": bool}` | `{"purged": N}`; 400 naming the field |
+//! | `POST /purge` `{"url"|"prefix"|"host"|"tag"|"regex": "...", "soft": bool}` | `{"purged": N}` (a regex: a ban, `{"purged": 0, "pending_bans": N}`, swept in the background); 400 naming the field; 429 when `max_pending_bans` bans are pending |
 //! | `GET /metrics` | Prometheus text format 0.0.4 ([`prometheus`]) |
 //! | `GET /status` | the dashboard's figures as JSON ([`status`]) |
 //! | `GET /` | the dashboard (one embedded page that polls `/status`) |
@@ -70,6 +70,18 @@ pub fn start(
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<(SocketAddr, Vec<tokio::task::JoinHandle<()>>)> {
     let local = listener.local_addr()?;
+    Ok((local, serve(listener, pipeline, shutdown)))
+}
+
+/// Serves the API on a bound listener; returns its tasks.
+pub fn serve(
+    listener: TcpListener,
+    pipeline: Arc<Pipeline>,
+    shutdown: watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let local = listener
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let admin = Arc::new(Admin {
         token: pipeline.run().cfg.admin.token.clone(),
         pipeline,
@@ -79,7 +91,7 @@ pub fn start(
     tracing::info!(addr = %local, token = admin.token.is_some(), "admin listening");
     let sampler = tokio::spawn(status::sample_loop(admin.clone(), shutdown.clone()));
     let accept = tokio::spawn(accept_loop(listener, admin, shutdown));
-    Ok((local, vec![accept, sampler]))
+    vec![accept, sampler]
 }
 
 async fn accept_loop(
@@ -262,6 +274,17 @@ impl Admin {
             Ok(x) => x,
             Err((field, msg)) => return error(StatusCode::BAD_REQUEST, field, &msg),
         };
+        if matches!(selector, Selector::Regex(_)) && self.pipeline.bans_full() {
+            let c = &self.pipeline.counters;
+            c.inc(&c.bans_refused);
+            let max = self.pipeline.store.bans().max();
+            tracing::warn!(%peer, what = ?selector, max, "regex purge refused: the ban list is full");
+            return error(
+                StatusCode::TOO_MANY_REQUESTS,
+                Some("regex"),
+                &format!("{max} bans are pending (admin.max_pending_bans); try again when their sweeps are done"),
+            );
+        }
         let answer = self
             .pipeline
             .purge_everywhere(&selector, soft, &format!("admin {peer}"))
@@ -269,19 +292,21 @@ impl Admin {
         json_response(StatusCode::OK, answer + "\n")
     }
 
-    /// Reads `{"url"|"prefix"|"host"|"tag": "...", "soft": bool}`.
+    /// Reads `{"url"|"prefix"|"host"|"tag"|"regex": "...", "soft": bool}`.
     fn parse_purge(&self, body: &[u8]) -> Result<(Selector, bool), (Option<&'static str>, String)> {
         let v: serde_json::Value = serde_json::from_slice(body)
             .map_err(|e| (None, format!("the body is not JSON: {e}")))?;
         let obj = v
             .as_object()
             .ok_or((None, "the body must be a JSON object".to_string()))?;
-        const KINDS: [&str; 4] = ["url", "prefix", "host", "tag"];
+        const KINDS: [&str; 5] = ["url", "prefix", "host", "tag", "regex"];
         for k in obj.keys() {
             if !KINDS.contains(&k.as_str()) && k != "soft" {
                 return Err((
                     None,
-                    format!("unknown field {k:?}: expected one of url, prefix, host, tag, soft"),
+                    format!(
+                        "unknown field {k:?}: expected one of url, prefix, host, tag, regex, soft"
+                    ),
                 ));
             }
         }
@@ -297,11 +322,11 @@ impl Admin {
             .collect();
         let kind = match given.as_slice() {
             [one] => *one,
-            [] => return Err((None, "give one of url, prefix, host, tag".into())),
+            [] => return Err((None, "give one of url, prefix, host, tag, regex".into())),
             [_, second, ..] => {
                 return Err((
                     KINDS.iter().copied().find(|k| k == second),
-                    "give only one of url, prefix, host, tag".into(),
+                    "give only one of url, prefix, host, tag, regex".into(),
                 ))
             }
         };
@@ -309,9 +334,14 @@ impl Admin {
         let text = obj[kind]
             .as_str()
             .filter(|s| !s.trim().is_empty())
-            .ok_or((field, "must be a non-empty string".to_string()))?
-            .trim();
+            .ok_or((field, "must be a non-empty string".to_string()))?;
+        // A regular expression is taken as written (spaces may matter).
+        let text = if kind == "regex" { text } else { text.trim() };
         let selector = match kind {
+            "regex" => Selector::Regex(
+                hoard_store::catalog::PathRegex::new(text)
+                    .map_err(|e| (field, format!("not a valid regular expression: {e}")))?,
+            ),
             "url" => {
                 let uri: http::Uri = text
                     .parse()

@@ -55,6 +55,7 @@ families! {
     PURGES = "hoard_purges_total" "counter" "Purges, by kind.",
     PURGED = "hoard_purged_objects_total" "counter" "Objects removed or made stale by purges.",
     CATALOGUE = "hoard_catalogue_keys" "gauge" "Keys in the purge catalogue.",
+    BANS = "hoard_bans_pending" "gauge" "Regex purges (bans) whose background sweep is still running.",
     CLUSTER_UP = "hoard_cluster_member_up" "gauge" "In a cluster: 1 when a member is considered up (this node always is), 0 when down.",
     CLUSTER_SHARE = "hoard_cluster_member_share" "gauge" "In a cluster: the share of keys a member owns now (0 to 1; 0 when it is left out as down).",
     BUS_BEHIND = "hoard_cluster_bus_behind_ms" "gauge" "With a cluster bus: how far each member's applied log position is behind the newest position known here (milliseconds of entry ids).",
@@ -273,6 +274,7 @@ pub fn render(admin: &Admin) -> String {
         ("prefix", &c.purges_prefix),
         ("host", &c.purges_host),
         ("tag", &c.purges_tag),
+        ("regex", &c.purges_regex),
     ] {
         o.sample(PURGES, &[("kind", kind)], get(a));
     }
@@ -280,6 +282,8 @@ pub fn render(admin: &Admin) -> String {
     o.sample(PURGED, &[], get(&c.purged_objects));
     o.head(CATALOGUE);
     o.sample(CATALOGUE, &[], p.store.catalog().len());
+    o.head(BANS);
+    o.sample(BANS, &[], p.store.bans().pending());
     o.head(UPTIME);
     o.sample(UPTIME, &[], admin.started.elapsed().as_secs());
 

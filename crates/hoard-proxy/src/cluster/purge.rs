@@ -68,6 +68,7 @@ pub fn encode(selector: &Selector, soft: bool) -> serde_json::Value {
         Selector::Host(h) => serde_json::json!({ "host": h }),
         Selector::Tag(t) => serde_json::json!({ "tag": t }),
         Selector::Key(k) => serde_json::json!({ "key": k }),
+        Selector::Regex(r) => serde_json::json!({ "regex": r.as_str() }),
     };
     serde_json::json!({ "selector": sel, "soft": soft })
 }
@@ -89,6 +90,7 @@ pub fn decode(body: &[u8]) -> Option<(Selector, bool)> {
         "host" => Selector::Host(text(value)?),
         "tag" => Selector::Tag(text(value)?),
         "key" => Selector::Key(text(value)?),
+        "regex" => Selector::Regex(hoard_store::catalog::PathRegex::new(&text(value)?).ok()?),
         _ => return None,
     };
     Some((sel, soft))
@@ -223,6 +225,10 @@ mod tests {
             (Selector::Host("example.com".into()), false),
             (Selector::Tag("product-7".into()), true),
             (Selector::Key("http|example.com|/x".into()), false),
+            (
+                Selector::Regex(hoard_store::catalog::PathRegex::new(r"^/img/.*\.png$").unwrap()),
+                true,
+            ),
         ] {
             let body = encode(&sel, soft).to_string();
             assert_eq!(decode(body.as_bytes()), Some((sel, soft)));

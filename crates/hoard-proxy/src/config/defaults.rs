@@ -64,6 +64,7 @@ impl Default for ServerConfig {
             body_read_timeout: Duration::from_secs(60),
             max_resets: 200,
             trusted_proxies: Vec::new(),
+            run_as: None,
         }
     }
 }

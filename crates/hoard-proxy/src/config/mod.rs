@@ -19,6 +19,7 @@ pub mod ops;
 mod raw;
 mod route_keys;
 pub mod rules;
+mod run_as;
 mod servers;
 pub mod sites;
 pub mod units;
@@ -187,6 +188,9 @@ pub struct ServerConfig {
     /// Peers whose forwarding chain (`X-Forwarded-For`, `Forwarded`,
     /// `X-Forwarded-Proto`, `X-Forwarded-Host`) is kept and extended. Default: none.
     pub trusted_proxies: Vec<Cidr>,
+    /// Who serves: started as root, hoard binds and opens what needs root,
+    /// then drops to this user and group (`user`, `group`). Default: none.
+    pub run_as: Option<crate::privileges::RunAs>,
 }
 
 /// The cache store.
@@ -960,6 +964,7 @@ impl Resolver<'_> {
                         .map_err(|m| self.err(Some(c.span()), "server.trusted_proxies".into(), m))
                 })
                 .collect::<Result<_, _>>()?,
+            run_as: self.run_as(s.user.as_ref(), s.group.as_ref())?,
         };
         let dc = CacheConfig::default();
         let max_object_size = raw

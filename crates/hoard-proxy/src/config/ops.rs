@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 /// The admin listener (`[admin]`, `--admin`): JSON API, metrics, dashboard.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct AdminConfig {
     /// Where it listens; `None` (default) turns it off.
     pub address: Option<SocketAddr>,
@@ -19,6 +19,21 @@ pub struct AdminConfig {
     /// Send `Surrogate-Key` and `Cache-Tag` on to clients. Default: false
     /// (they are for this cache and are removed).
     pub forward_tags: bool,
+    /// Regex purges (bans) whose background sweep may be running at once;
+    /// one more is refused with 429. Default: 64.
+    pub max_pending_bans: usize,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            address: None,
+            token: None,
+            purge_allow: Vec::new(),
+            forward_tags: false,
+            max_pending_bans: hoard_store::bans::DEFAULT_MAX_BANS,
+        }
+    }
 }
 
 /// An address range, `10.0.0.0/8` or `::1/128` (a bare address is one host).
@@ -140,6 +155,7 @@ pub(crate) struct RawAdmin {
     #[serde(default)]
     pub purge_allow: Vec<Spanned<String>>,
     pub forward_tags: Option<bool>,
+    pub max_pending_bans: Option<Spanned<usize>>,
 }
 
 /// `[access_log]` as written.
@@ -189,11 +205,23 @@ pub(super) fn admin(
         purge_allow
             .push(Cidr::parse(c.get_ref()).map_err(|m| (Some(c.span()), "admin.purge_allow", m))?);
     }
+    let max_pending_bans = match &raw.max_pending_bans {
+        Some(m) if *m.get_ref() == 0 => {
+            return Err((
+                Some(m.span()),
+                "admin.max_pending_bans",
+                "must be at least 1".into(),
+            ))
+        }
+        Some(m) => *m.get_ref(),
+        None => hoard_store::bans::DEFAULT_MAX_BANS,
+    };
     let cfg = AdminConfig {
         address,
         token,
         purge_allow,
         forward_tags: raw.forward_tags.unwrap_or(false),
+        max_pending_bans,
     };
     check_admin(&cfg).map_err(|m| (raw.address.as_ref().map(|a| a.span()), "admin.token", m))?;
     Ok(cfg)

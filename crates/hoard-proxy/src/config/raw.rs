@@ -58,6 +58,8 @@ pub struct RawServer {
     pub max_resets: Option<u64>,
     #[serde(default)]
     pub trusted_proxies: Vec<Spanned<String>>,
+    pub user: Option<Spanned<String>>,
+    pub group: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -273,6 +273,25 @@ fn admin_and_access_log_from_the_file() {
         (Some(5), "admin.purge_allow"),
         "{e}"
     );
+    // Regex purges pending at once: 64 by default, at least 1.
+    assert_eq!(c.admin.max_pending_bans, 64);
+    let c = Config::from_toml(
+        "hoard.toml",
+        &format!("{UP}[admin]\nmax_pending_bans = 3\n"),
+    )
+    .unwrap();
+    assert_eq!(c.admin.max_pending_bans, 3);
+    let e = error(&format!("{UP}[admin]\nmax_pending_bans = 0\n"));
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(4), "admin.max_pending_bans"),
+        "{e}"
+    );
+    // `group` needs `user`; an unknown user is named with its line.
+    let e = error(&format!("[server]\ngroup = \"nogroup\"\n{UP}"));
+    assert_eq!((e.line, e.key.as_str()), (Some(2), "server.group"), "{e}");
+    let e = error(&format!("[server]\nuser = \"no-such-user-x\"\n{UP}"));
+    assert_eq!((e.line, e.key.as_str()), (Some(2), "server.user"), "{e}");
     let e = error(&format!("{UP}[admin]\naddress = \"localhost\"\n"));
     assert_eq!((e.line, e.key.as_str()), (Some(4), "admin.address"), "{e}");
     let e = error(&format!(

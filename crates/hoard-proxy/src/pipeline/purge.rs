@@ -5,6 +5,13 @@
 //! value, every slice) and the store removes their objects from every tier,
 //! or with `soft` makes them stale. Fills that raced the purge do not store
 //! what they fetched before it (see `hoard_store::catalog`).
+//!
+//! A regex purge is a ban (`hoard_store::bans`): it takes effect at once
+//! (every hit is checked against the pending bans, fills racing it do not
+//! store) and a background sweep removes what it selects; the answer does
+//! not wait for the sweep. At most `admin.max_pending_bans` are pending:
+//! the admin API refuses one more with 429; one that comes from another
+//! member is applied at once instead (a scan, as a prefix purge is).
 
 use std::borrow::Cow;
 
@@ -81,6 +88,7 @@ impl Pipeline {
             Selector::Prefix(_) => &c.purges_prefix,
             Selector::Host(_) => &c.purges_host,
             Selector::Tag(_) => &c.purges_tag,
+            Selector::Regex(_) => &c.purges_regex,
             // Not a purge kind of the API (invalidations count apart).
             Selector::Key(_) => &c.purges_url,
         });
@@ -95,7 +103,10 @@ impl Pipeline {
                 .coalescer
                 .detach(|key, headers| selector.selects(key, headers))
         };
-        let n = self.store.purge(selector, soft, self.clock.now()).await;
+        let n = match selector {
+            Selector::Regex(_) => self.ban(selector, soft, source).await,
+            _ => self.store.purge(selector, soft, self.clock.now()).await,
+        };
         c.add(&c.purged_objects, n as u64);
         tracing::info!(
             source,
@@ -110,13 +121,56 @@ impl Pipeline {
         n
     }
 
+    /// Adds a ban for a regex purge; returns how many keys its sweep will
+    /// visit. With the list full, the purge is applied at once instead.
+    async fn ban(&self, selector: &Selector, soft: bool, source: &str) -> usize {
+        let counters = self.counters.clone();
+        let sweep_source = source.to_string();
+        let swept = move |ban: &hoard_store::bans::Ban, n: usize| {
+            tracing::info!(
+                source = sweep_source,
+                ban = ban.id,
+                what = ?ban.selector,
+                soft = ban.soft,
+                purged = n,
+                "ban swept"
+            );
+            counters.add(&counters.purged_objects, n as u64);
+        };
+        match self
+            .store
+            .ban(selector, soft, self.clock.now(), swept)
+            .await
+        {
+            // Objects are counted when the sweep has removed them.
+            Ok(_) => 0,
+            Err(full) => {
+                self.counters.inc(&self.counters.bans_refused);
+                tracing::warn!(source, what = ?selector, "{full}: applied at once instead");
+                self.store.purge(selector, soft, self.clock.now()).await
+            }
+        }
+    }
+
+    /// True when a regex purge would be refused now: `admin.max_pending_bans`
+    /// bans are pending.
+    pub fn bans_full(&self) -> bool {
+        let bans = self.store.bans();
+        bans.pending() >= bans.max()
+    }
+
     /// Runs a purge here and, in a cluster, on every other member (see
     /// `cluster::purge`); the JSON answer: `{"purged": N}`, with
     /// `"nodes": {"n1": "acked", ...}` in a cluster.
     pub async fn purge_everywhere(&self, selector: &Selector, soft: bool, source: &str) -> String {
         let n = self.purge(selector, soft, source).await;
+        let mut local = serde_json::json!({ "purged": n });
+        if let Selector::Regex(_) = selector {
+            // The sweep runs on: how many bans (this one included) are pending.
+            local["pending_bans"] = self.store.bans().pending().into();
+        }
         match &self.cluster {
-            None => serde_json::json!({ "purged": n }).to_string(),
+            None => local.to_string(),
             Some(c) => {
                 let started = tokio::time::Instant::now();
                 let spread = c.spread(selector, soft).await;
@@ -126,7 +180,8 @@ impl Pipeline {
                     .into_iter()
                     .map(|(name, ack)| (name, ack.as_str().into()))
                     .collect();
-                let mut answer = serde_json::json!({ "purged": n, "nodes": nodes });
+                let mut answer = local;
+                answer["nodes"] = nodes.into();
                 match spread.log {
                     Some(Ok(entry)) => answer["entry"] = entry.to_string().into(),
                     // The log could not take it: sent over HTTP instead.

@@ -176,6 +176,9 @@ pub fn restart_needed(old: &Config, new: &Config) -> Vec<&'static str> {
     if old.server.max_connections != new.server.max_connections {
         keys.push("server.max_connections");
     }
+    if old.server.run_as != new.server.run_as {
+        keys.push("server.user");
+    }
     if old.admin.address != new.admin.address {
         keys.push("admin.address");
     }

@@ -41,6 +41,7 @@ mod r_failover;
 mod r_keys;
 mod r_logs;
 mod r_partial;
+mod r_purge;
 mod r_range;
 mod r_routes;
 mod r_sni;
