@@ -118,8 +118,9 @@ pub struct Conn {
     /// `ListenerConfig::redirect_https`).
     pub redirect_https: Option<u16>,
     /// The listener it came in on: its index in the configuration's
-    /// listeners (for sites' `listeners`).
-    pub listener: usize,
+    /// listeners (for sites' `listeners`; a `u16` fits beside the fields
+    /// above, where a `usize` would grow every request's future).
+    pub listener: u16,
 }
 
 /// A request ready for the edge rules and the cache (see `Pipeline::prepare`).
@@ -650,12 +651,13 @@ impl Pipeline {
         tunnel::refuse_connect(&parts)?;
         let authority = request_authority(&parts, tls)?;
         normalise_target(&mut parts.uri)?;
-        let site_idx = select_site(&run.cfg, &authority, tls, Some(listener)).ok_or_else(|| {
-            ProxyError::client(
-                ErrorKind::NoRoute,
-                format!("no site for host {authority:?}"),
-            )
-        })?;
+        let site_idx = select_site(&run.cfg, &authority, tls, Some(usize::from(listener)))
+            .ok_or_else(|| {
+                ProxyError::client(
+                    ErrorKind::NoRoute,
+                    format!("no site for host {authority:?}"),
+                )
+            })?;
         let site = &run.cfg.sites[site_idx];
         let path = parts.uri.path();
         let Some(route_idx) = site.route_for(path) else {

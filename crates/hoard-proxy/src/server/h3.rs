@@ -250,7 +250,7 @@ async fn request(
         send: None,
         interim: None,
         redirect_https: None,
-        listener,
+        listener: u16::try_from(listener).unwrap_or(u16::MAX),
     };
     let resp = p.serve(req, conn).await;
     let (mut parts, mut body) = resp.into_parts();

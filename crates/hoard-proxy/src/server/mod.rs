@@ -467,7 +467,8 @@ async fn serve_connection(
             send,
             interim: interim.clone(),
             redirect_https,
-            listener: listener.load(std::sync::atomic::Ordering::Relaxed),
+            listener: u16::try_from(listener.load(std::sync::atomic::Ordering::Relaxed))
+                .unwrap_or(u16::MAX),
         };
         async move {
             let mut resp = p
