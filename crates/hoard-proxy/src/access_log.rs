@@ -106,6 +106,25 @@ impl Record {
         uri: Uri,
         version: http::Version,
     ) -> Record {
+        // One pass over the fields (the first of each name, as `get`
+        // would give): cheaper than a hashed look-up per name.
+        let (mut host, mut user_agent, mut referer, mut basic_auth) = (None, None, None, None);
+        for (name, value) in headers {
+            let slot = if name == header::HOST {
+                &mut host
+            } else if name == header::USER_AGENT {
+                &mut user_agent
+            } else if name == header::REFERER {
+                &mut referer
+            } else if name == header::AUTHORIZATION {
+                &mut basic_auth
+            } else {
+                continue;
+            };
+            if slot.is_none() {
+                *slot = Some(value);
+            }
+        }
         let basic = |v: &&HeaderValue| {
             v.as_bytes()
                 .get(..6)
@@ -115,10 +134,10 @@ impl Record {
             time,
             client,
             method,
-            host: headers.get(header::HOST).cloned(),
-            user_agent: headers.get(header::USER_AGENT).cloned(),
-            referer: headers.get(header::REFERER).cloned(),
-            basic_auth: headers.get(header::AUTHORIZATION).filter(basic).cloned(),
+            host: host.cloned(),
+            user_agent: user_agent.cloned(),
+            referer: referer.cloned(),
+            basic_auth: basic_auth.filter(basic).cloned(),
             request_id: None,
             uri,
             version,
@@ -503,31 +522,69 @@ fn civil(t: SystemTime) -> Civil {
     }
 }
 
-/// Appends `2026-11-23T11:17:10.123Z`.
+/// Appends `2026-11-23T11:17:10.123Z`. The text up to the seconds is
+/// made once a second per thread (the writer formats many lines a second;
+/// nginx keeps its time strings the same way), the milliseconds each time.
 fn push_rfc3339(out: &mut String, t: SystemTime) {
-    let c = civil(t);
-    let digits = |out: &mut String, n: u64, width: usize| {
-        let mut num = itoa::Buffer::new();
-        let s = num.format(n);
-        for _ in s.len()..width {
-            out.push('0');
+    let d = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO);
+    per_second(&RFC3339_SECOND, out, d.as_secs(), |text| {
+        let c = civil(t);
+        let digits = |out: &mut String, n: u64, width: usize| {
+            let mut num = itoa::Buffer::new();
+            let s = num.format(n);
+            for _ in s.len()..width {
+                out.push('0');
+            }
+            out.push_str(s);
+        };
+        digits(text, c.year, 4);
+        text.push('-');
+        digits(text, c.month, 2);
+        text.push('-');
+        digits(text, c.day, 2);
+        text.push('T');
+        digits(text, c.hour, 2);
+        text.push(':');
+        digits(text, c.minute, 2);
+        text.push(':');
+        digits(text, c.second, 2);
+        text.push('.');
+    });
+    let ms = d.subsec_millis();
+    let tail = [
+        b'0' + (ms / 100 % 10) as u8,
+        b'0' + (ms / 10 % 10) as u8,
+        b'0' + (ms % 10) as u8,
+        b'Z',
+    ];
+    out.push_str(std::str::from_utf8(&tail).unwrap_or("000Z"));
+}
+
+thread_local! {
+    /// `push_rfc3339`'s text for the last second it wrote (see [`per_second`]).
+    static RFC3339_SECOND: std::cell::RefCell<(Option<u64>, String)> =
+        const { std::cell::RefCell::new((None, String::new())) };
+}
+
+/// Appends the text `make` writes for the whole second `secs`, made again
+/// only when the second changed since this thread last asked `cache`.
+fn per_second(
+    cache: &'static std::thread::LocalKey<std::cell::RefCell<(Option<u64>, String)>>,
+    out: &mut String,
+    secs: u64,
+    make: impl FnOnce(&mut String),
+) {
+    cache.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 != Some(secs) {
+            c.1.clear();
+            make(&mut c.1);
+            c.0 = Some(secs);
         }
-        out.push_str(s);
-    };
-    digits(out, c.year, 4);
-    out.push('-');
-    digits(out, c.month, 2);
-    out.push('-');
-    digits(out, c.day, 2);
-    out.push('T');
-    digits(out, c.hour, 2);
-    out.push(':');
-    digits(out, c.minute, 2);
-    out.push(':');
-    digits(out, c.second, 2);
-    out.push('.');
-    digits(out, c.millis, 3);
-    out.push('Z');
+        out.push_str(&c.1);
+    });
 }
 
 #[cfg(test)]

@@ -92,12 +92,17 @@ impl RequestId {
         match self {
             RequestId::Kept(v) => out.push_str(v.to_str().unwrap_or("-")),
             RequestId::Made(words) => {
+                // Written into a buffer and appended once: a push per
+                // digit costs a capacity check each (the log writes one
+                // per line).
                 const HEX: &[u8; 16] = b"0123456789abcdef";
-                for w in words {
-                    for i in (0..16).rev() {
-                        out.push(char::from(HEX[((w >> (i * 4)) & 0xf) as usize]));
+                let mut text = [0u8; 32];
+                for (digits, w) in text.chunks_exact_mut(16).zip(words) {
+                    for (i, d) in digits.iter_mut().enumerate() {
+                        *d = HEX[((w >> ((15 - i) * 4)) & 0xf) as usize];
                     }
                 }
+                out.push_str(std::str::from_utf8(&text).unwrap_or("-"));
             }
         }
     }

@@ -122,29 +122,41 @@ pub(super) fn push_escaped(out: &mut String, bytes: &[u8]) {
     }
 }
 
-/// `27/Nov/2026:08:15:02 +0000` (nginx's `$time_local`, in UTC).
+/// `27/Nov/2026:08:15:02 +0000` (nginx's `$time_local`, in UTC), made once
+/// a second per thread.
 fn push_time_local(out: &mut String, t: SystemTime) {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
-    let c = civil(t);
-    let two = |out: &mut String, n: u64| {
-        out.push(char::from(b'0' + (n / 10 % 10) as u8));
-        out.push(char::from(b'0' + (n % 10) as u8));
-    };
-    two(out, c.day);
-    out.push('/');
-    out.push_str(MONTHS[(c.month as usize).clamp(1, 12) - 1]);
-    out.push('/');
-    let mut num = itoa::Buffer::new();
-    out.push_str(num.format(c.year));
-    out.push(':');
-    two(out, c.hour);
-    out.push(':');
-    two(out, c.minute);
-    out.push(':');
-    two(out, c.second);
-    out.push_str(" +0000");
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    super::per_second(&TIME_LOCAL_SECOND, out, secs, |out| {
+        let c = civil(t);
+        let two = |out: &mut String, n: u64| {
+            out.push(char::from(b'0' + (n / 10 % 10) as u8));
+            out.push(char::from(b'0' + (n % 10) as u8));
+        };
+        two(out, c.day);
+        out.push('/');
+        out.push_str(MONTHS[(c.month as usize).clamp(1, 12) - 1]);
+        out.push('/');
+        let mut num = itoa::Buffer::new();
+        out.push_str(num.format(c.year));
+        out.push(':');
+        two(out, c.hour);
+        out.push(':');
+        two(out, c.minute);
+        out.push(':');
+        two(out, c.second);
+        out.push_str(" +0000");
+    });
+}
+
+thread_local! {
+    /// `push_time_local`'s text for the last second it wrote.
+    static TIME_LOCAL_SECOND: std::cell::RefCell<(Option<u64>, String)> =
+        const { std::cell::RefCell::new((None, String::new())) };
 }
 
 /// Seconds with milliseconds, `0.012` (nginx's `$request_time`).
