@@ -266,13 +266,26 @@ fn push_ip(out: &mut String, ip: IpAddr) {
     use std::fmt::Write as _;
     match ip {
         std::net::IpAddr::V4(v4) => {
-            let mut num = itoa::Buffer::new();
-            for (i, o) in v4.octets().iter().enumerate() {
+            // Written into a buffer and appended once (one line each).
+            let mut text = [0u8; 15];
+            let mut n = 0;
+            for (i, o) in v4.octets().into_iter().enumerate() {
                 if i > 0 {
-                    out.push('.');
+                    text[n] = b'.';
+                    n += 1;
                 }
-                out.push_str(num.format(*o));
+                if o >= 100 {
+                    text[n] = b'0' + o / 100;
+                    n += 1;
+                }
+                if o >= 10 {
+                    text[n] = b'0' + o / 10 % 10;
+                    n += 1;
+                }
+                text[n] = b'0' + o % 10;
+                n += 1;
             }
+            out.push_str(std::str::from_utf8(&text[..n]).unwrap_or("-"));
         }
         v6 => {
             let _ = write!(out, "{v6}");

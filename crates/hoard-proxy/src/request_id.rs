@@ -97,10 +97,10 @@ impl RequestId {
                 // per line).
                 const HEX: &[u8; 16] = b"0123456789abcdef";
                 let mut text = [0u8; 32];
-                for (digits, w) in text.chunks_exact_mut(16).zip(words) {
-                    for (i, d) in digits.iter_mut().enumerate() {
-                        *d = HEX[((w >> ((15 - i) * 4)) & 0xf) as usize];
-                    }
+                let bytes = words.map(u64::to_be_bytes);
+                for (pair, b) in text.chunks_exact_mut(2).zip(bytes.as_flattened()) {
+                    pair[0] = HEX[usize::from(b >> 4)];
+                    pair[1] = HEX[usize::from(b & 0xf)];
                 }
                 out.push_str(std::str::from_utf8(&text).unwrap_or("-"));
             }
