@@ -504,7 +504,6 @@ struct Civil {
     hour: u64,
     minute: u64,
     second: u64,
-    millis: u64,
 }
 
 /// The calendar fields of `t` (UTC; times before 1970 count as 1970).
@@ -531,7 +530,6 @@ fn civil(t: SystemTime) -> Civil {
         hour: rem / 3600,
         minute: rem % 3600 / 60,
         second: rem % 60,
-        millis: u64::from(d.subsec_millis()),
     }
 }
 

@@ -95,12 +95,10 @@ impl RequestId {
                 // Written into a buffer and appended once: a push per
                 // digit costs a capacity check each (the log writes one
                 // per line).
-                const HEX: &[u8; 16] = b"0123456789abcdef";
                 let mut text = [0u8; 32];
                 let bytes = words.map(u64::to_be_bytes);
                 for (pair, b) in text.chunks_exact_mut(2).zip(bytes.as_flattened()) {
-                    pair[0] = HEX[usize::from(b >> 4)];
-                    pair[1] = HEX[usize::from(b & 0xf)];
+                    pair.copy_from_slice(&HEX_PAIRS[usize::from(*b)]);
                 }
                 out.push_str(std::str::from_utf8(&text).unwrap_or("-"));
             }
@@ -115,6 +113,18 @@ impl std::fmt::Display for RequestId {
         f.write_str(&s)
     }
 }
+
+/// Each byte's two lowercase hex digits.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut t = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = [HEX[i >> 4], HEX[i & 0xf]];
+        i += 1;
+    }
+    t
+};
 
 /// A thread's first state: a random prefix and starting point.
 fn seed() -> (u64, u64) {
