@@ -83,9 +83,25 @@ async fn j00001_a_purge_is_acked_by_every_member_through_the_log() {
         .unwrap()
         .clone();
     assert_eq!(positions.len(), 3, "{positions:?}");
-    // And /metrics how far behind the newest position each one is.
-    let m = t.client(nodes[0].admin()).get("/metrics").send().await;
-    let text = String::from_utf8_lossy(&m.body).to_string();
+    // And /metrics how far behind the newest position each one is. The
+    // members' positions reach n1 through the log: under load the page
+    // can be read before the last of them has, so it is read again until
+    // every member shows none behind (a deadline, not a pause).
+    let zero = |text: &str| {
+        ["n1", "n2", "n3"].iter().all(|n| {
+            let entries = format!("hoard_cluster_bus_behind_entries{{member=\"{n}\"}} 0");
+            text.lines().any(|l| l == entries)
+        })
+    };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let text = loop {
+        let m = t.client(nodes[0].admin()).get("/metrics").send().await;
+        let text = String::from_utf8_lossy(&m.body).to_string();
+        if zero(&text) || tokio::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     for n in ["n1", "n2", "n3"] {
         // Every member applied the one entry: none is behind in entries.
         let entries = format!("hoard_cluster_bus_behind_entries{{member=\"{n}\"}} 0");
