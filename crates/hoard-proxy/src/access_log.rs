@@ -295,11 +295,15 @@ fn push_ip(out: &mut String, ip: IpAddr) {
 
 /// Milliseconds with three decimals, e.g. `0.412`.
 fn push_ms(out: &mut String, d: Duration) {
-    let micros = d.as_micros().min(u128::from(u64::MAX)) as u64;
+    push_thousandths(out, d.as_micros().min(u128::from(u64::MAX)) as u64);
+}
+
+/// `n` thousandths as a decimal with three places: 1234 is `1.234`.
+pub(super) fn push_thousandths(out: &mut String, n: u64) {
     let mut num = itoa::Buffer::new();
-    out.push_str(num.format(micros / 1000));
+    out.push_str(num.format(n / 1000));
     out.push('.');
-    let frac = micros % 1000;
+    let frac = n % 1000;
     if frac < 100 {
         out.push('0');
     }

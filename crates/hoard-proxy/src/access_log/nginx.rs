@@ -161,18 +161,7 @@ thread_local! {
 
 /// Seconds with milliseconds, `0.012` (nginx's `$request_time`).
 fn push_secs(out: &mut String, d: Duration) {
-    let ms = d.as_millis().min(u128::from(u64::MAX)) as u64;
-    let mut num = itoa::Buffer::new();
-    out.push_str(num.format(ms / 1000));
-    out.push('.');
-    let frac = ms % 1000;
-    if frac < 100 {
-        out.push('0');
-    }
-    if frac < 10 {
-        out.push('0');
-    }
-    out.push_str(num.format(frac));
+    super::push_thousandths(out, d.as_millis().min(u128::from(u64::MAX)) as u64);
 }
 
 #[cfg(test)]
