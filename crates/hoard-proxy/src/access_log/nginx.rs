@@ -15,6 +15,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::{civil, protocol, push_ip, Record};
+use crate::request_id::RequestId;
 
 /// Appends the `combined` line (with its newline).
 pub(super) fn combined(rec: &Record, out: &mut String) {
@@ -36,7 +37,10 @@ pub(super) fn hoard(rec: &Record, out: &mut String) {
     push_secs(out, rec.total);
     out.push(' ');
     match &rec.request_id {
-        Some(id) => id.push_to(out),
+        // A kept id is any visible ASCII, quotes included: escaped as
+        // nginx escapes variables, so the line stays parseable.
+        Some(RequestId::Kept(v)) => push_escaped(out, v.as_bytes()),
+        Some(made) => made.push_to(out),
         None => out.push('-'),
     }
     out.push_str(" \"");
@@ -200,6 +204,22 @@ mod tests {
         assert!(line("http://example.com/x", http::Version::HTTP_11)
             .contains("\"GET http://example.com/x HTTP/1.1\""));
         assert!(line("/x", http::Version::HTTP_10).contains("\"GET /x HTTP/1.0\""));
+    }
+
+    #[test]
+    fn a_kept_request_id_is_escaped_in_the_hoard_line() {
+        let mut rec = Record::start(
+            SystemTime::UNIX_EPOCH,
+            "192.0.2.1".parse().unwrap(),
+            http::Method::GET,
+            &http::HeaderMap::new(),
+            "/x".parse().unwrap(),
+            http::Version::HTTP_11,
+        );
+        rec.request_id = Some(RequestId::Kept(http::HeaderValue::from_static("lb\"7")));
+        let mut s = String::new();
+        hoard(&rec, &mut s);
+        assert!(s.contains(" lb\\x227 \""), "{s}");
     }
 
     #[test]

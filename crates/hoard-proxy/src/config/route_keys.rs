@@ -144,6 +144,15 @@ impl Resolver<'_> {
                     format!("{name:?} is not a header name"),
                 )
             })?;
+            if h == CONTENT_TYPE {
+                return Err(self.err(
+                    Some(value.span()),
+                    key,
+                    "set by `respond.content_type` (or from the body file's extension), \
+                     not in `headers`"
+                        .into(),
+                ));
+            }
             if REFUSED.contains(&h.as_str()) {
                 return Err(self.err(
                     Some(value.span()),

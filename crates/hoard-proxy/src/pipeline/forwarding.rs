@@ -144,13 +144,14 @@ pub fn client_addr(
         return peer;
     }
     let mut client = peer;
+    // From the last hop back, over every line of the field.
     let hops = headers
         .get_all("x-forwarded-for")
         .iter()
+        .rev()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .collect::<Vec<_>>();
-    for hop in hops.iter().rev() {
+        .flat_map(|v| v.rsplit(','));
+    for hop in hops {
         let Ok(ip) = hop.trim().parse::<std::net::IpAddr>() else {
             break;
         };

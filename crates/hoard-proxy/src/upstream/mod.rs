@@ -239,15 +239,23 @@ impl Upstream {
 
     /// The first server to try and the round-robin position it came
     /// from (see [`failover`]).
-    fn pick(&self) -> (usize, usize) {
+    fn pick(&self) -> Result<(usize, usize), ProxyError> {
+        if self.cfg.servers.is_empty() {
+            // The stand-in upstream of a configuration whose routes all
+            // redirect or respond: nothing is ever to be sent to it.
+            return Err(ProxyError::origin(
+                ErrorKind::ConnectRefused,
+                format!("upstream {:?} has no servers", self.cfg.name),
+            ));
+        }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let (p, b) = (self.cfg.servers.len(), self.cfg.backup.len());
         if p == 1 && b == 0 {
-            return (0, start);
+            return Ok((0, start));
         }
         let now = self.clock.now();
         let first = failover::first(p, b, start, |i| !self.health[i].is_down(now));
-        (first, start)
+        Ok((first, start))
     }
 
     /// The servers to try after `first` failed, in order, within `tries`.
@@ -271,7 +279,7 @@ impl Upstream {
     /// A request without Host (`host = "server"`, or an HTTP/1.0 client that
     /// sent none) gets the `host:port` of the server it goes to.
     pub async fn send(&self, mut req: OriginRequest) -> Result<Response<OriginBody>, ProxyError> {
-        let (mut i, start) = self.pick();
+        let (mut i, start) = self.pick()?;
         let own_host = !req.headers.contains_key(http::header::HOST);
         let replayable = req.body.is_none();
         let mut rest: Option<std::vec::IntoIter<usize>> = None;
@@ -627,7 +635,7 @@ impl Upstream {
         &self,
         mut req: OriginRequest,
     ) -> Result<Response<Incoming>, ProxyError> {
-        let (mut i, start) = self.pick();
+        let (mut i, start) = self.pick()?;
         let own_host = !req.headers.contains_key(http::header::HOST);
         let mut rest: Option<std::vec::IntoIter<usize>> = None;
         let mut tried = 1;

@@ -132,6 +132,11 @@ fn respond_errors_name_key_and_line() {
             "framing",
         ),
         (
+            "respond = { status = 200, headers = { \"Content-Type\" = \"text/html\" } }",
+            "respond.headers.Content-Type",
+            "respond.content_type",
+        ),
+        (
             "respond = { status = 200, headers = { \"Bad Name\" = \"5\" } }",
             "respond.headers.Bad Name",
             "not a header name",
