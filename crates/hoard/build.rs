@@ -1,18 +1,28 @@
 //! Records the git commit the binary is built from (`hoard --version`,
 //! `/status`); "unknown" outside a git checkout.
+//!
+//! Cargo reruns a build script whose `rerun-if-changed` path does not exist on
+//! every build, which would relink the binary each time. So the script names
+//! only the files git itself reports for this checkout (a worktree's HEAD
+//! lives under `.git/worktrees/NAME/`, a branch may be loose or packed) and
+//! only those that exist.
 
+use std::path::PathBuf;
 use std::process::Command;
 
-fn main() {
-    let commit = Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
+fn git(args: &[&str]) -> Option<String> {
+    Command::new("git")
+        .args(args)
         .output()
         .ok()
         .filter(|o| o.status.success())
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".into());
+}
+
+fn main() {
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
     let dirty = Command::new("git")
         .args(["status", "--porcelain", "--untracked-files=no"])
         .output()
@@ -25,12 +35,17 @@ fn main() {
         commit
     };
     println!("cargo:rustc-env=HOARD_COMMIT={commit}");
-    // Rebuilt when HEAD moves (a commit, a checkout).
-    for path in [
-        "../../.git/HEAD",
-        "../../.git/refs/heads",
-        "../../.git/packed-refs",
-    ] {
-        println!("cargo:rerun-if-changed={path}");
+    // Rebuilt when HEAD moves: HEAD itself (a checkout), the branch it names
+    // (a commit), and packed-refs (a branch that is packed).
+    println!("cargo:rerun-if-changed=build.rs");
+    let mut watched = vec![git(&["rev-parse", "--git-path", "HEAD"])];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watched.push(git(&["rev-parse", "--git-path", &branch]));
+    }
+    watched.push(git(&["rev-parse", "--git-path", "packed-refs"]));
+    for path in watched.into_iter().flatten().map(PathBuf::from) {
+        if path.exists() {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
     }
 }
