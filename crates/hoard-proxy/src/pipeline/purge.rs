@@ -162,19 +162,31 @@ impl Pipeline {
     /// Runs a purge here and, in a cluster, on every other member (see
     /// `cluster::purge`); the JSON answer: `{"purged": N}`, with
     /// `"nodes": {"n1": "acked", ...}` in a cluster.
+    ///
+    /// In a cluster the other members go first and this node applies the
+    /// purge once they have acknowledged (or timed out): applied here first,
+    /// a request for a purged key could be forwarded to its owner before the
+    /// owner had purged it, and the old copy kept in this node's near tier
+    /// after the purge was answered.
     pub async fn purge_everywhere(&self, selector: &Selector, soft: bool, source: &str) -> String {
+        let spread = match &self.cluster {
+            None => None,
+            Some(c) => {
+                let started = tokio::time::Instant::now();
+                let spread = c.spread(selector, soft).await;
+                self.metrics.purge_fanout(started.elapsed());
+                Some(spread)
+            }
+        };
         let n = self.purge(selector, soft, source).await;
         let mut local = serde_json::json!({ "purged": n });
         if let Selector::Regex(_) = selector {
             // The sweep runs on: how many bans (this one included) are pending.
             local["pending_bans"] = self.store.bans().pending().into();
         }
-        match &self.cluster {
+        match spread {
             None => local.to_string(),
-            Some(c) => {
-                let started = tokio::time::Instant::now();
-                let spread = c.spread(selector, soft).await;
-                self.metrics.purge_fanout(started.elapsed());
+            Some(spread) => {
                 let nodes: serde_json::Map<String, serde_json::Value> = spread
                     .acks
                     .into_iter()

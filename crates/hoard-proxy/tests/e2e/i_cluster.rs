@@ -41,8 +41,14 @@ pub(crate) async fn cluster_sized(
 ) -> Vec<TestProxy> {
     // i cases from port 21000, j cases from 23000.
     let (series, case) = t.name().split_at(1);
-    let case: u16 = case.parse().expect("an xNNNNN case");
-    let base = if series == "j" { 23_000 } else { 21_000 };
+    let case: u32 = case.parse().expect("an xNNNNN case");
+    // Other series from 25000, by the case's last two digits.
+    let (base, case) = match series {
+        "i" => (21_000, case),
+        "j" => (23_000, case),
+        _ => (25_000, case % 100),
+    };
+    let (base, case) = (base as u16, case as u16);
     let mut held = Vec::new();
     for port in (base + 16 * case)..(base + 16 * case + 16) {
         if held.len() == n {
