@@ -219,6 +219,8 @@ counters! {
     cluster_members_left,
     /// Failed resolutions of the member list (DNS, Redis); the view was kept.
     cluster_discovery_errors,
+    /// Resolutions of the member list that succeeded.
+    cluster_discovery_reads,
     /// Misses this node owns that its previous owner answered while this node ramped up.
     cluster_rampup_hits,
     /// Misses asked of the previous owner while ramping up that it did not hold (then fetched).

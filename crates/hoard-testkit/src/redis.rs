@@ -74,6 +74,15 @@ impl RedisServer {
         self.stop();
         self.spawn().await;
     }
+
+    /// Starts it again on the same port with nothing in it (as a Redis
+    /// without persistence, or a failover to an empty replica).
+    pub async fn restart_empty(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        std::fs::create_dir_all(&self.dir).expect("redis directory");
+        self.spawn().await;
+    }
 }
 
 impl Drop for RedisServer {

@@ -39,7 +39,7 @@
 //! a multiplexed connection for everyone on it), with a response timeout
 //! above the block time (the crate's default of 500 ms would cut them).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -244,7 +244,9 @@ impl Bus {
     }
 
     /// The members whose last heartbeat is within `ttl` of `now_ms`: name
-    /// and address. Entries ten times older are removed.
+    /// and address; and every name listed at all (a member whose entry is
+    /// missing, not old, may be one the bus lost). Entries ten times older
+    /// are removed.
     ///
     /// # Errors
     /// When the bus cannot be reached.
@@ -252,13 +254,14 @@ impl Bus {
         &self,
         now_ms: u64,
         ttl: Duration,
-    ) -> redis::RedisResult<Vec<(String, std::net::SocketAddr)>> {
+    ) -> redis::RedisResult<(Vec<(String, std::net::SocketAddr)>, HashSet<String>)> {
         let mut c = self.conn().await?;
         let all: HashMap<String, String> = redis::cmd("HGETALL")
             .arg(&self.members_hash)
             .query_async(&mut c)
             .await?;
         let ttl = ttl.as_millis() as u64;
+        let listed: HashSet<String> = all.keys().cloned().collect();
         let mut alive = Vec::new();
         let mut dead = Vec::new();
         for (node, v) in all {
@@ -281,7 +284,7 @@ impl Bus {
                 .query_async::<()>(&mut c)
                 .await?;
         }
-        Ok(alive)
+        Ok((alive, listed))
     }
 
     /// Keeps `value` under `key` for every member (`PREFIX:value:KEY`):

@@ -18,7 +18,9 @@
 //! that answers with this node's own name is remembered and skipped. An
 //! address that the source no longer gives leaves the view at once (its
 //! keys go to their second choices, as for a member that is down); a
-//! failed resolution keeps the view as it is.
+//! failed resolution keeps the view as it is. With heartbeats, a member
+//! whose entry is missing rather than old (Redis restarted empty) is kept
+//! for one heartbeat `ttl`: it has not had the chance to write again.
 //!
 //! Until its first resolution has been tried, this node answers
 //! probes with 503: others do not route to a node that does not know the
@@ -72,6 +74,9 @@ enum Finder {
     Redis {
         advertise: SocketAddr,
         ttl: Duration,
+        /// Members of the view whose heartbeat entry is missing (not old),
+        /// since when (ms on the proxy's clock).
+        missing: parking_lot::Mutex<HashMap<String, u64>>,
     },
     Kubernetes(Box<super::kubernetes::EndpointSlices>),
 }
@@ -128,6 +133,7 @@ impl Finder {
                 Finder::Redis {
                     advertise: *advertise,
                     ttl: *ttl,
+                    missing: Default::default(),
                 },
                 *refresh,
             )),
@@ -175,20 +181,43 @@ impl Finder {
                 Ok(found)
             }
             Finder::Kubernetes(k) => k.ready().await,
-            Finder::Redis { advertise, ttl } => {
+            Finder::Redis {
+                advertise,
+                ttl,
+                missing,
+            } => {
                 let bus = c.bus.as_ref().ok_or("redis membership without a bus")?;
-                bus.heartbeat(c.node(), *advertise, c.clock_ms())
+                let now = c.clock_ms();
+                bus.heartbeat(c.node(), *advertise, now)
                     .await
                     .map_err(|e| format!("heartbeat: {e}"))?;
-                let seen = bus
-                    .members(c.clock_ms(), *ttl)
+                let (seen, listed) = bus
+                    .members(now, *ttl)
                     .await
                     .map_err(|e| format!("reading members: {e}"))?;
-                Ok(seen
+                let mut found: HashSet<SocketAddr> = seen
                     .into_iter()
                     .filter(|(name, _)| name != c.node())
                     .map(|(_, a)| a)
-                    .collect())
+                    .collect();
+                // A member whose entry is missing rather than old (Redis
+                // restarted empty, or a failover lost it) has had no chance
+                // to write its next heartbeat: kept for one `ttl`, as if its
+                // last one had been just before.
+                let mut missing = missing.lock();
+                let view = c.view();
+                missing.retain(|name, _| view.members.iter().any(|m| *m.name == **name));
+                for (i, m) in view.members.iter().enumerate() {
+                    if i == view.me || listed.contains(&*m.name) {
+                        missing.remove(&*m.name);
+                        continue;
+                    }
+                    let since = *missing.entry(m.name.to_string()).or_insert(now);
+                    if now.saturating_sub(since) < ttl.as_millis() as u64 {
+                        found.insert(m.addr);
+                    }
+                }
+                Ok(found)
             }
         }
     }
@@ -207,7 +236,10 @@ async fn run(cluster: Weak<Cluster>) {
     loop {
         let Some(c) = cluster.upgrade() else { return };
         match finder.find(&c).await {
-            Ok(found) => joins.reconcile(&c, found).await,
+            Ok(found) => {
+                c.counters.inc(&c.counters.cluster_discovery_reads);
+                joins.reconcile(&c, found).await
+            }
             Err(e) => {
                 c.counters.inc(&c.counters.cluster_discovery_errors);
                 tracing::warn!(error = %e, "cluster members not resolved; the member list is kept");

@@ -645,3 +645,47 @@ async fn j00014_kubernetes_endpoint_slices_make_the_member_list() {
     api.finish().await;
     origin.finish().await;
 }
+
+// j00015: Redis restarted empty under two members that find each other by
+// heartbeat: the first to read the new, empty list sees only itself, and
+// must not drop the other (whose entry is missing, not old: it has not had
+// the chance to write again). Neither leaves, and once both have written
+// again a purge is acknowledged by both.
+#[tokio::test]
+async fn j00015_redis_back_empty_keeps_the_members() {
+    let t = Test::new("j00015");
+    let mut redis = RedisServer::start(&t.dir().join("redis")).await;
+    let p = ports(&t, 2, &[Ipv4Addr::LOCALHOST]);
+    let at = |i: usize| SocketAddr::from(([127, 0, 0, 1], p[i]));
+    let origin = t.origin().start().await;
+    let mut nodes = Vec::new();
+    for i in 0..2 {
+        let mut c = ClusterConfig::new(&format!("n{}", i + 1), Vec::new(), SECRET.to_vec());
+        let mut bus = hoard_proxy::config::cluster::bus(&redis.url()).unwrap();
+        bus.prefix = "hoard-j15".into();
+        c.bus = Some(bus);
+        c.discovery = Discovery::Redis {
+            advertise: at(i),
+            refresh: Duration::from_millis(50),
+            ttl: Duration::from_secs(2),
+        };
+        c.rampup = Duration::ZERO;
+        nodes.push(node(&t, &origin, at(i), c).await);
+    }
+    for n in &nodes {
+        n.wait_counter("cluster_members_joined", 1).await;
+        n.wait_counter("cluster_bus_caught_up", 1).await;
+    }
+    redis.restart_empty().await;
+    // Each node reads the new list a few times: the first read of the
+    // first node saw only itself.
+    for n in &nodes {
+        let reads = n.counter("cluster_discovery_reads");
+        n.wait_counter("cluster_discovery_reads", reads + 4).await;
+    }
+    for n in &nodes {
+        n.expect_counter("cluster_members_left", 0);
+        assert_eq!(names(&t, n).await, ["n1", "n2"]);
+    }
+    origin.finish().await;
+}
