@@ -49,7 +49,7 @@ use access::Access;
 use basic_auth::BasicAuth;
 use error_pages::{ErrorPages, Generated};
 use headers::HeaderEdits;
-use limit::{ConnLimit, RateSpec};
+use limit::RateSpec;
 use redirect::Redirect;
 
 use crate::body::ProxyBody;
@@ -61,8 +61,10 @@ pub struct Edge {
     pub redirect: Option<Redirect>,
     /// Requests per client address.
     pub rate: Option<RateSpec>,
-    /// Requests in progress per client address.
-    pub connections: Option<Arc<ConnLimit>>,
+    /// Requests in progress per client address, at most (`limit_connections`;
+    /// the counts are the running configuration's, see
+    /// [`crate::pipeline::limits`]).
+    pub connections: Option<u32>,
     /// Client addresses let in.
     pub access: Access,
     /// Credentials asked for.
