@@ -25,7 +25,10 @@
 //! Everything is built when the configuration is read (and again at a
 //! reload): a route without edge rules has `RouteConfig::edge == None` and
 //! its requests pay one pointer test. Fixed header values are ready
-//! `HeaderValue`s.
+//! `HeaderValue`s. A site's `response_headers` are merged into each of its
+//! routes' then (see [`headers::HeaderEdits::under`]), so they cost a
+//! request nothing more. The limits' state is the running configuration's
+//! ([`crate::pipeline::limits`]), so that it outlives a reload.
 //!
 //! ## Client address
 //! The address the rules see is the peer's (after the PROXY protocol); from
