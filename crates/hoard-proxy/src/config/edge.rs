@@ -17,7 +17,7 @@ use crate::edge::basic_auth::BasicAuth;
 use crate::edge::error_pages::{content_type, ErrorPages, Page};
 use crate::edge::headers::{HeaderEdits, Value, REFUSED};
 use crate::edge::htpasswd::Users;
-use crate::edge::limit::{ConnLimit, Rate, RateSpec};
+use crate::edge::limit::{Rate, RateSpec};
 use crate::edge::redirect::{Redirect, STATUSES};
 use crate::edge::template::{Template, Vars};
 use crate::edge::Edge;
@@ -139,7 +139,7 @@ impl Resolver<'_> {
         Ok((!pages.is_empty()).then(|| Arc::new(pages)))
     }
 
-    fn header_edits(
+    pub(super) fn header_edits(
         &self,
         at: &str,
         raw: Option<Spanned<RawHeaderEdits>>,
@@ -281,7 +281,7 @@ impl Resolver<'_> {
                     "0 would refuse every request: at least 1".into(),
                 ));
             }
-            edge.connections = Some(Arc::new(ConnLimit::new(*n.get_ref())));
+            edge.connections = Some(*n.get_ref());
         }
         Ok(((!edge.is_empty()).then(|| Arc::new(edge)), probe))
     }

@@ -328,6 +328,9 @@ pub struct SiteConfig {
     pub routes: Vec<std::sync::Arc<RouteConfig>>,
     /// Pages for hoard's own errors (`error_pages`), routes inherit them.
     pub error_pages: Option<std::sync::Arc<crate::edge::error_pages::ErrorPages>>,
+    /// `response_headers`: under each route's own (merged into its edge),
+    /// and on the site's answer for a path no route takes.
+    pub response_headers: crate::edge::headers::HeaderEdits,
     /// `scheme = "http"` (`Some(false)`) or `"https"` (`Some(true)`): the
     /// site serves only requests that arrived so. `None`: both.
     pub tls: Option<bool>,
@@ -767,6 +770,7 @@ impl Config {
                 hosts: Vec::new(),
                 routes: vec![std::sync::Arc::new(route)],
                 error_pages: None,
+                response_headers: Default::default(),
                 tls: None,
                 bind: sites::Bind::default(),
             }],
@@ -1227,6 +1231,10 @@ impl Resolver<'_> {
                 })
                 .collect();
             let error_pages = self.error_pages(&format!("site[{i}]"), site.error_pages, None)?;
+            let response_headers = self.header_edits(
+                &format!("site[{i}].response_headers"),
+                site.response_headers,
+            )?;
             let mut routes = Vec::new();
             let mut probes = Vec::new();
             for (j, r) in site.routes.into_iter().enumerate() {
@@ -1253,6 +1261,7 @@ impl Resolver<'_> {
                 }
                 routes.push(std::sync::Arc::new(route));
             }
+            sites::under_site_headers(&mut routes, &response_headers);
             let tls = match site
                 .scheme
                 .as_ref()
@@ -1273,6 +1282,7 @@ impl Resolver<'_> {
                 hosts,
                 routes,
                 error_pages,
+                response_headers,
                 tls,
                 bind,
             };
@@ -1285,6 +1295,7 @@ impl Resolver<'_> {
                 hosts: Vec::new(),
                 routes: vec![std::sync::Arc::new(RouteConfig::catch_all())],
                 error_pages: None,
+                response_headers: Default::default(),
                 tls: None,
                 bind: sites::Bind::default(),
             });

@@ -175,6 +175,7 @@ pub struct RawSite {
     pub default: Option<Spanned<bool>>,
     pub listeners: Option<Spanned<Vec<Spanned<String>>>>,
     pub max_body_size: Option<Size>,
+    pub response_headers: Option<Spanned<super::edge::RawHeaderEdits>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

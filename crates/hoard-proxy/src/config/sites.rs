@@ -4,10 +4,14 @@
 //! answers Hosts no site lists (`default = true`), and the listeners a
 //! site answers on (`listeners = ["public"]`).
 
+use std::sync::Arc;
+
 use toml::Spanned;
 
 use super::raw::{RawRoute, RawSite};
-use super::{ConfigError, ListenerConfig, Resolver, SiteConfig};
+use super::{ConfigError, ListenerConfig, Resolver, RouteConfig, SiteConfig};
+use crate::edge::headers::HeaderEdits;
+use crate::edge::Edge;
 
 /// Where a site answers: its listeners, and whether it is their default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -250,6 +254,20 @@ impl Resolver<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Puts a site's `response_headers` under each of its routes' own (see
+/// [`HeaderEdits::under`]): a route without edge keys gets an edge for them.
+pub(super) fn under_site_headers(routes: &mut [Arc<RouteConfig>], site: &HeaderEdits) {
+    if site.is_empty() {
+        return;
+    }
+    for route in routes {
+        let route = Arc::make_mut(route);
+        let mut edge = route.edge.as_deref().cloned().unwrap_or_else(Edge::default);
+        edge.response_headers = site.under(&edge.response_headers);
+        route.edge = Some(Arc::new(edge));
     }
 }
 

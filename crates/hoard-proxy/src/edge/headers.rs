@@ -1,6 +1,7 @@
 //! Header edits of a route (nginx `add_header ... always`,
 //! `proxy_hide_header`, `proxy_set_header`): `remove`, then `set` (replaces
-//! every field of the name), then `add` (appends). Built once per route and
+//! every field of the name), then `add` (appends). A site's
+//! `response_headers` go under each route's (see [`HeaderEdits::under`]). Built once per route and
 //! reload; a value without variables is a ready [`HeaderValue`], so a hit
 //! pays one insert per field and no formatting.
 
@@ -73,6 +74,41 @@ impl HeaderEdits {
         self.remove.is_empty() && self.set.is_empty() && self.add.is_empty()
     }
 
+    /// Every name the edits touch (removed, set or added).
+    fn names(&self) -> impl Iterator<Item = &HeaderName> {
+        self.remove
+            .iter()
+            .chain(self.set.iter().map(|(n, _)| n))
+            .chain(self.add.iter().map(|(n, _)| n))
+    }
+
+    /// A site's edits (`self`) under a route's own: the site's edits of the
+    /// names the route does not edit, then the route's. A route that edits
+    /// a name (by `set`, `add` or `remove`) decides that field alone, and
+    /// everything else the site says still applies (unlike nginx, where a
+    /// location's own `add_header` drops every one it would inherit).
+    pub fn under(&self, route: &HeaderEdits) -> HeaderEdits {
+        let mine = |n: &HeaderName| !route.names().any(|r| r == n);
+        let keep = |list: &[(HeaderName, Value)], own: &[(HeaderName, Value)]| {
+            list.iter()
+                .filter(|(n, _)| mine(n))
+                .chain(own)
+                .cloned()
+                .collect()
+        };
+        HeaderEdits {
+            remove: self
+                .remove
+                .iter()
+                .filter(|n| mine(n))
+                .chain(&route.remove)
+                .cloned()
+                .collect(),
+            set: keep(&self.set, &route.set),
+            add: keep(&self.add, &route.add),
+        }
+    }
+
     /// Sets and adds again the forwarding fields among the edits (those
     /// [`crate::pipeline::forwarding::prepare`] removes from what clients
     /// send), after it ran.
@@ -110,5 +146,57 @@ impl HeaderEdits {
                 headers.append(name.clone(), v);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixed(v: &'static str) -> Value {
+        Value::Fixed(HeaderValue::from_static(v))
+    }
+
+    fn name(n: &'static str) -> HeaderName {
+        HeaderName::from_static(n)
+    }
+
+    #[test]
+    fn a_route_edit_of_a_name_replaces_the_sites() {
+        let site = HeaderEdits {
+            remove: vec![name("x-powered-by")],
+            set: vec![
+                (name("strict-transport-security"), fixed("max-age=1")),
+                (name("x-frame-options"), fixed("DENY")),
+            ],
+            add: vec![(name("x-site"), fixed("s"))],
+        };
+        let route = HeaderEdits {
+            remove: Vec::new(),
+            set: vec![(name("x-powered-by"), fixed("hoard"))],
+            add: vec![(name("strict-transport-security"), fixed("max-age=0"))],
+        };
+        let mut h = HeaderMap::new();
+        h.insert("x-powered-by", HeaderValue::from_static("PHP"));
+        h.insert("strict-transport-security", HeaderValue::from_static("x"));
+        let vars = Vars {
+            host: "example.com",
+            request_uri: "/",
+            remote_addr: std::net::Ipv4Addr::LOCALHOST.into(),
+            scheme: "https",
+            path: "/",
+        };
+        site.under(&route).apply(&mut h, &vars);
+        assert_eq!(h["x-powered-by"], "hoard");
+        assert_eq!(h["x-frame-options"], "DENY");
+        assert_eq!(h["x-site"], "s");
+        let sts: Vec<_> = h.get_all("strict-transport-security").iter().collect();
+        assert_eq!(sts, ["x", "max-age=0"], "the route's add alone");
+        // No route edits: the site's alone.
+        let alone = site.under(&HeaderEdits::default());
+        assert_eq!(
+            (alone.remove.len(), alone.set.len(), alone.add.len()),
+            (1, 2, 1)
+        );
     }
 }

@@ -18,7 +18,12 @@
 //! requests in progress. Over the limit: 429 with `Retry-After: 1`. Each
 //! HTTP/2 stream counts, as each request on a connection does in nginx.
 //!
-//! Both start empty at a reload.
+//! ## Across a reload
+//! Both are state of the running configuration, not of the file (see
+//! [`crate::pipeline::limits`]): a reload keeps a route's rate cells when
+//! its `limit` is the same as before (a changed one starts empty), and
+//! always keeps its counts of requests in progress (a changed
+//! `limit_connections` applies to them at once).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -87,6 +92,7 @@ type Cell = governor::RateLimiter<NotKeyed, InMemoryState, LimitClock, NoOpMiddl
 /// The per-address rate cells of one route. See the module docs.
 #[derive(Debug)]
 pub struct RateLimiter {
+    spec: RateSpec,
     quota: Quota,
     clock: LimitClock,
     cells: quick_cache::sync::Cache<IpAddr, Arc<Cell>>,
@@ -100,10 +106,16 @@ impl RateLimiter {
             .expect("a period of at least 1ns")
             .allow_burst(NonZeroU32::new(spec.burst.saturating_add(1)).expect("at least 1"));
         RateLimiter {
+            spec: *spec,
             quota,
             clock: LimitClock(clock),
             cells: quick_cache::sync::Cache::new(spec.max_clients.max(1)),
         }
+    }
+
+    /// The settings the cells were made for.
+    pub fn spec(&self) -> &RateSpec {
+        &self.spec
     }
 
     /// `Ok` when `client` may go on, else how long until it may.
@@ -136,7 +148,9 @@ pub fn retry_after(wait: Duration) -> u64 {
 #[derive(Debug)]
 pub struct ConnLimit {
     max: u32,
-    held: parking_lot::Mutex<HashMap<IpAddr, u32>>,
+    /// Shared with the limit's successors after a reload (see
+    /// [`ConnLimit::renew`]).
+    held: Arc<parking_lot::Mutex<HashMap<IpAddr, u32>>>,
 }
 
 /// One request in progress; given back when dropped.
@@ -151,7 +165,16 @@ impl ConnLimit {
     pub fn new(max: u32) -> ConnLimit {
         ConnLimit {
             max,
-            held: parking_lot::Mutex::default(),
+            held: Arc::default(),
+        }
+    }
+
+    /// The same counts under a new maximum (a reload): requests in
+    /// progress stay counted, and give their place back here when they end.
+    pub fn renew(&self, max: u32) -> ConnLimit {
+        ConnLimit {
+            max,
+            held: self.held.clone(),
         }
     }
 
@@ -266,5 +289,19 @@ mod tests {
         let g3 = lim.enter(a).unwrap();
         drop((g2, g3));
         assert_eq!(lim.tracked(), 0);
+    }
+
+    #[test]
+    fn a_renewed_limit_keeps_the_counts() {
+        let old = Arc::new(ConnLimit::new(2));
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let g = old.enter(a).unwrap();
+        let new = Arc::new(old.renew(1));
+        assert!(new.enter(a).is_none(), "the old request counts");
+        drop(g);
+        let g = new.enter(a).unwrap();
+        assert_eq!(old.tracked(), 1, "one count, shared");
+        drop(g);
+        assert_eq!(new.tracked(), 0);
     }
 }

@@ -25,7 +25,10 @@
 //! Everything is built when the configuration is read (and again at a
 //! reload): a route without edge rules has `RouteConfig::edge == None` and
 //! its requests pay one pointer test. Fixed header values are ready
-//! `HeaderValue`s.
+//! `HeaderValue`s. A site's `response_headers` are merged into each of its
+//! routes' then (see [`headers::HeaderEdits::under`]), so they cost a
+//! request nothing more. The limits' state is the running configuration's
+//! ([`crate::pipeline::limits`]), so that it outlives a reload.
 //!
 //! ## Client address
 //! The address the rules see is the peer's (after the PROXY protocol); from
@@ -49,7 +52,7 @@ use access::Access;
 use basic_auth::BasicAuth;
 use error_pages::{ErrorPages, Generated};
 use headers::HeaderEdits;
-use limit::{ConnLimit, RateSpec};
+use limit::RateSpec;
 use redirect::Redirect;
 
 use crate::body::ProxyBody;
@@ -61,8 +64,10 @@ pub struct Edge {
     pub redirect: Option<Redirect>,
     /// Requests per client address.
     pub rate: Option<RateSpec>,
-    /// Requests in progress per client address.
-    pub connections: Option<Arc<ConnLimit>>,
+    /// Requests in progress per client address, at most (`limit_connections`;
+    /// the counts are the running configuration's, see
+    /// [`crate::pipeline::limits`]).
+    pub connections: Option<u32>,
     /// Client addresses let in.
     pub access: Access,
     /// Credentials asked for.

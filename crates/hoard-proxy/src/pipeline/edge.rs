@@ -9,10 +9,11 @@ use hoard_policy::cache_status::{CacheStatus, Outcome};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Response, StatusCode};
 
+use super::limits::Limits;
 use super::Pipeline;
 use crate::body::ProxyBody;
 use crate::config::PathMatch;
-use crate::edge::limit::{retry_after, ConnGuard, RateLimiter};
+use crate::edge::limit::{retry_after, ConnGuard};
 use crate::edge::template::Vars;
 use crate::edge::Edge;
 use crate::error::{ErrorKind, ProxyError};
@@ -23,7 +24,7 @@ impl Pipeline {
     pub(super) async fn admit(
         &self,
         edge: &Edge,
-        rate: Option<&RateLimiter>,
+        limits: &Limits,
         path: &PathMatch,
         vars: &Vars<'_>,
         headers: &HeaderMap,
@@ -55,7 +56,7 @@ impl Pipeline {
             super::note_outcome(Outcome::Redirect);
             return Err(resp);
         }
-        if let Some(rate) = rate {
+        if let Some(rate) = &limits.rate {
             if let Err(wait) = rate.check(vars.remote_addr) {
                 self.counters.inc(&self.counters.edge_rate_limited);
                 let e = ProxyError::client(
@@ -66,7 +67,7 @@ impl Pipeline {
             }
         }
         let mut guard = None;
-        if let Some(limit) = &edge.connections {
+        if let Some(limit) = &limits.connections {
             match limit.enter(vars.remote_addr) {
                 Some(g) => guard = Some(Arc::new(g)),
                 None => {

@@ -102,7 +102,7 @@ pub(crate) fn sizes() -> Vec<(&'static str, usize)> {
             "admit",
             size(|p: P, e: &'static crate::edge::Edge| {
                 let v: &'static crate::edge::template::Vars<'static> = unreachable!();
-                p.admit(e, None, unreachable!(), v, unreachable!())
+                p.admit(e, unreachable!(), unreachable!(), v, unreachable!())
             }),
         ),
     ]

@@ -25,6 +25,7 @@ pub mod forwarding;
 #[cfg(test)]
 mod future_sizes;
 mod hit;
+pub mod limits;
 mod origin_request;
 mod partial;
 mod pass;
@@ -512,9 +513,15 @@ impl Pipeline {
             None => None,
         };
         let mut parts = parts;
-        let held = parts
+        let mut held = parts
             .extensions
             .remove::<Arc<crate::edge::limit::ConnGuard>>();
+        if let Some(end) = parts.extensions.get::<tunnel::TunnelEnd>() {
+            // Counted for the tunnel's life, not its empty body's.
+            if let Some(guard) = held.take() {
+                end.hold(guard);
+            }
+        }
         let mut body = Tallied::new(body, self.metrics.clone(), pending);
         body.hold(held);
         Response::from_parts(parts, body)
@@ -565,9 +572,9 @@ impl Pipeline {
         let mut held = None;
         if let Some(edge) = edge {
             let vars = edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);
-            let rate = run.rates[at.0][at.1].as_ref();
+            let limits = run.limits.get(at.0, at.1);
             match self
-                .admit(edge, rate, &ctx.route.path, &vars, &ctx.headers)
+                .admit(edge, limits, &ctx.route.path, &vars, &ctx.headers)
                 .await
             {
                 Ok(guard) => held = guard,
@@ -666,9 +673,28 @@ impl Pipeline {
             if let Some(pages) = &site.error_pages {
                 crate::edge::replace_error(pages, &mut resp);
             }
+            if !site.response_headers.is_empty() {
+                let trusted = &run.cfg.server.trusted_proxies;
+                let client = forwarding::client_addr(peer.ip(), &parts.headers, trusted);
+                let vars = edge_vars(&parts.uri, &authority, client, tls);
+                site.response_headers.apply(resp.headers_mut(), &vars);
+            }
             return Ok(Prepared::Answered(resp));
         };
         let route = &site.routes[route_idx];
+        // Costs one look at an empty list unless trusted proxies are set.
+        let client =
+            forwarding::client_addr(peer.ip(), &parts.headers, &run.cfg.server.trusted_proxies);
+        // hoard's own refusals from here on answer for the route: its error
+        // page and header edits apply, as to its other answers.
+        let refuse = |e: ProxyError, uri: &Uri| match route.edge.as_deref() {
+            None => Err(e),
+            Some(edge) => {
+                let mut resp = self.error_response(&e, None);
+                edge.finish(&mut resp, &edge_vars(uri, &authority, client, tls));
+                Ok(Prepared::Answered(resp))
+            }
+        };
         // A declared body over the route's limit: 413 before anything is
         // sent on (a streamed one is cut in `route_request`).
         if let Some(len) = parts
@@ -678,16 +704,15 @@ impl Pipeline {
             .and_then(|v| v.parse::<u64>().ok())
         {
             if len > route.max_body_size.unwrap_or(limits.max_body_size) {
-                return Err(ProxyError::client(
-                    ErrorKind::BodyTooLarge,
-                    format!("body of {len} bytes"),
-                ));
+                let e = ProxyError::client(ErrorKind::BodyTooLarge, format!("body of {len} bytes"));
+                return refuse(e, &parts.uri);
             }
         }
-        // Costs one look at an empty list unless trusted proxies are set.
-        let client =
-            forwarding::client_addr(peer.ip(), &parts.headers, &run.cfg.server.trusted_proxies);
-        let upgrade = tunnel::check(&parts, route.upgrade)?.and_then(|asked| {
+        let asked = match tunnel::check(&parts, route.upgrade) {
+            Ok(asked) => asked,
+            Err(e) => return refuse(e, &parts.uri),
+        };
+        let upgrade = asked.and_then(|asked| {
             if matches!(asked, tunnel::Asked::WebSocketOverHttp2) {
                 // RFC 8441 §5: a GET with an Upgrade, to the origin.
                 parts.method = Method::GET;
@@ -703,10 +728,8 @@ impl Pipeline {
         // (RFC 9110 §10.1.1).
         if let Some(expect) = headers.remove(header::EXPECT) {
             if !expect.as_bytes().eq_ignore_ascii_case(b"100-continue") {
-                return Err(ProxyError::client(
-                    ErrorKind::ExpectationFailed,
-                    "unsupported expectation",
-                ));
+                let e = ProxyError::client(ErrorKind::ExpectationFailed, "unsupported expectation");
+                return refuse(e, &parts.uri);
             }
         }
         // Fills ask the origin for identity; the client's field is kept

@@ -14,7 +14,8 @@
 //! upstream keeps its identity by *name*, and within it each server by
 //! address, so idle connections and health survive a reload (see
 //! `Upstream::renew`); added upstreams start empty, removed ones are
-//! dropped when their last request ends. The pipeline then swaps the
+//! dropped when their last request ends. The routes' limits keep their
+//! state the same way (see [`super::limits`]). The pipeline then swaps the
 //! snapshot in one store: new requests see the new one.
 //!
 //! What a snapshot does not carry needs a restart: the cache store
@@ -45,27 +46,9 @@ pub struct Running {
     pub via: Via,
     /// 1 for the configuration the proxy started with, +1 per reload.
     pub generation: u64,
-    /// The rate cells of each route with a `limit`, by site and route.
-    pub rates: Vec<Vec<Option<crate::edge::limit::RateLimiter>>>,
-}
-
-/// The rate cells of every route that has a `limit` (empty at each reload).
-fn rates(
-    cfg: &Config,
-    clock: &Arc<dyn Clock>,
-) -> Vec<Vec<Option<crate::edge::limit::RateLimiter>>> {
-    cfg.sites
-        .iter()
-        .map(|s| {
-            s.routes
-                .iter()
-                .map(|r| {
-                    let spec = r.edge.as_ref()?.rate.as_ref()?;
-                    Some(crate::edge::limit::RateLimiter::new(spec, clock.clone()))
-                })
-                .collect()
-        })
-        .collect()
+    /// The state of each route's limits (kept across a reload, see
+    /// [`super::limits`]).
+    pub limits: super::limits::RouteLimits,
 }
 
 /// See [`Running::no_upstream`].
@@ -86,7 +69,7 @@ impl Running {
             via: Via::new(&cfg.server.via),
             upstreams,
             no_upstream: no_upstream(counters, clock),
-            rates: rates(&cfg, clock),
+            limits: super::limits::RouteLimits::first(&cfg, clock),
             cfg,
             generation: 1,
         }
@@ -119,7 +102,7 @@ impl Running {
             via: Via::new(&cfg.server.via),
             upstreams,
             no_upstream: no_upstream(counters, clock),
-            rates: rates(&cfg, clock),
+            limits: self.limits.next(&self.cfg, &cfg, clock),
             cfg,
             generation: self.generation + 1,
         }

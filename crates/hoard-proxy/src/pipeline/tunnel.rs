@@ -23,7 +23,10 @@
 //! closed, counted, and the request's access log line written (status
 //! 101, bytes each way, the tunnel's whole life as its time): the
 //! response carries a [`TunnelEnd`] that `Pipeline::serve` hands the line
-//! to, instead of writing it when the (empty) body is sent.
+//! to, instead of writing it when the (empty) body is sent. The request's
+//! place in its route's `limit_connections` goes the same way: it is held
+//! for the tunnel's life and given back when the tunnel closes, before
+//! `tunnels_closed` counts it.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,24 +40,42 @@ use hoard_policy::cache_status::Outcome;
 
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
+use crate::edge::limit::ConnGuard;
 use crate::error::{ErrorKind, ProxyError};
 use crate::server::tally::Pending;
 
-/// Where a tunnel's access log line waits for the tunnel to close: put in
-/// the `101`'s extensions by [`Pipeline::tunnel`], filled by
-/// `Pipeline::serve` before the `101` is sent, taken by the tunnel's task.
+/// Where a tunnel's access log line and its `limit_connections` guard
+/// wait for the tunnel to close: put in the `101`'s extensions by
+/// [`Pipeline::tunnel`], filled by `Pipeline::serve` before the `101` is
+/// sent, taken by the tunnel's task.
 #[derive(Clone, Default)]
-pub(crate) struct TunnelEnd(Arc<parking_lot::Mutex<Option<Box<Pending>>>>);
+pub(crate) struct TunnelEnd(Arc<parking_lot::Mutex<Held>>);
+
+/// What a [`TunnelEnd`] holds.
+#[derive(Default)]
+struct Held {
+    line: Option<Box<Pending>>,
+    guard: Option<Arc<ConnGuard>>,
+}
 
 impl TunnelEnd {
     /// Hands over the request's line (by `serve`, before the tunnel runs).
     pub(crate) fn put(&self, line: Box<Pending>) {
-        *self.0.lock() = Some(line);
+        self.0.lock().line = Some(line);
     }
 
-    /// Writes the line, if the log is on: bytes each way.
-    fn write(&self, to_client: u64, to_origin: u64) {
-        if let Some(mut p) = self.0.lock().take() {
+    /// Keeps the request counted by its route's `limit_connections` until
+    /// the tunnel closes (by `serve`, before the tunnel runs).
+    pub(crate) fn hold(&self, guard: Arc<ConnGuard>) {
+        self.0.lock().guard = Some(guard);
+    }
+
+    /// Gives the count back and writes the line, if the log is on: bytes
+    /// each way.
+    fn close(&self, to_client: u64, to_origin: u64) {
+        let Held { line, guard } = std::mem::take(&mut *self.0.lock());
+        drop(guard);
+        if let Some(mut p) = line {
             p.record.tunnel_to_origin = Some(to_origin);
             p.write(to_client);
         }
@@ -249,10 +270,10 @@ impl Pipeline {
                 (Ok(c), Ok(o)) => carry(c, o, idle).await,
                 _ => (0, 0),
             };
+            end.close(down, up);
             counters.add(&counters.tunnel_bytes_to_origin, up);
             counters.add(&counters.tunnel_bytes_to_client, down);
             counters.inc(&counters.tunnels_closed);
-            end.write(down, up);
         });
         Ok(out)
     }
