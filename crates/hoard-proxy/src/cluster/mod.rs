@@ -168,6 +168,11 @@ pub enum Source {
     Parent,
 }
 
+/// The member whose answer this is (an owner's, in a response's
+/// extensions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served(pub u16);
+
 impl Source {
     /// True when this node stores the answer as an owner does (not a
     /// near copy).
@@ -610,9 +615,26 @@ impl Cluster {
         req: OriginRequest,
         origin: &Upstream,
     ) -> Result<(Response<OriginBody>, Source), ProxyError> {
+        self.send_after(key, tls, req, origin, None).await
+    }
+
+    /// [`Cluster::send`], passing over member `skip`: the one whose answer
+    /// broke off when a fill asks for the rest (see `fill::resume`). An
+    /// owner's answer carries [`Served`], the member that sent it.
+    pub async fn send_after(
+        &self,
+        key: &[u8],
+        tls: bool,
+        req: OriginRequest,
+        origin: &Upstream,
+        skip: Option<u16>,
+    ) -> Result<(Response<OriginBody>, Source), ProxyError> {
         let view = self.view.load_full();
         let choices = ring::choices(&view.slots, key, view.ranked());
         for (n, &i) in choices.iter().enumerate() {
+            if skip == Some(view.members[i].id) {
+                continue;
+            }
             if i == view.me {
                 if n == 0 {
                     if let Some(&prev) = choices.get(1) {
@@ -628,7 +650,8 @@ impl Cluster {
             let hop = self.hop(&req, tls);
             self.counters.inc(&self.counters.cluster_forwarded);
             match self.ask(&view.members[i], hop, last).await {
-                Ok(resp) => {
+                Ok(mut resp) => {
+                    resp.extensions_mut().insert(Served(view.members[i].id));
                     let keep = self.near.record(key);
                     return Ok((resp, Source::Owner { keep }));
                 }
