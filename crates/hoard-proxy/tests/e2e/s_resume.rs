@@ -272,14 +272,21 @@ async fn three_nodes(t: &Test, origin: &Origin, tune: &crate::i_cluster::Tune) -
     nodes
 }
 
-/// A path whose owner is n2, with n3 next, then n1.
-fn owned_by_n2_then_n3() -> String {
+/// A path whose owner choices are `order` (0 is n1).
+fn owned_in_order(order: [usize; 3]) -> String {
     use hoard_proxy::cluster::ring::{choices, Slot};
     let slots: Vec<Slot> = (1..=3).map(|i| Slot::new(&format!("n{i}"), 1.0)).collect();
     (0..1000)
         .map(|i| format!("/p/{i}"))
-        .find(|p| choices(&slots, format!("http|localhost|{p}").as_bytes(), |_| true) == [1, 2, 0])
+        .find(|p| choices(&slots, format!("http|localhost|{p}").as_bytes(), |_| true) == order)
         .expect("a path in that order")
+}
+
+/// n2 stops within 200 ms of its shutdown (its fills are cancelled).
+fn n2_stops_fast(i: usize, c: &mut hoard_proxy::config::Config) {
+    if i == 1 {
+        c.server.shutdown_timeout = std::time::Duration::from_millis(200);
+    }
 }
 
 // s01006: three nodes; n1's readers (one leader, two collapsed) read an
@@ -289,7 +296,7 @@ fn owned_by_n2_then_n3() -> String {
 #[tokio::test]
 async fn s01006_an_owner_dying_mid_body_costs_its_readers_nothing() {
     let t = Test::new("s01006");
-    let path = owned_by_n2_then_n3();
+    let path = owned_in_order([1, 2, 0]);
     let (go, head) = (t.barrier(2), t.barrier(2));
     let origin = t
         .origin()
@@ -319,12 +326,7 @@ async fn s01006_an_owner_dying_mid_body_costs_its_readers_nothing() {
         })
         .start()
         .await;
-    let tune = |i: usize, c: &mut hoard_proxy::config::Config| {
-        if i == 1 {
-            c.server.shutdown_timeout = std::time::Duration::from_millis(200);
-        }
-    };
-    let mut nodes = three_nodes(&t, &origin, &tune).await;
+    let mut nodes = three_nodes(&t, &origin, &n2_stops_fast).await;
     let n1 = &nodes[0];
     let mut leader = t.client(n1).connect().await;
     leader.get(&path).tx().await;
@@ -345,5 +347,164 @@ async fn s01006_an_owner_dying_mid_body_costs_its_readers_nothing() {
         .expect_counter("fill_cut", 0)
         .expect_counter("client_errors", 0);
     nodes[1].expect_counter("range_misses", 1);
+    origin.finish().await;
+}
+
+// s01007: an upstream of two servers: the first drops mid-body, the rest
+// is asked of the next one (round-robin), which answers 206; one uncut
+// body, stored whole.
+#[tokio::test]
+async fn s01007_the_rest_comes_from_the_next_server() {
+    let t = Test::new("s01007");
+    let go = t.barrier(2);
+    let first = dropping_origin(&t, &go, ("ETag", "\"v1\"".into()), |_| async {}).await;
+    let next = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq()
+                .await
+                .expect_header("range", "bytes=40-")
+                .expect_header("if-range", "\"v1\"");
+            s.txresp(206)
+                .hdr("Cache-Control", "max-age=60")
+                .hdr("ETag", "\"v1\"")
+                .hdr("Content-Range", "bytes 40-99/100")
+                .body(&V1[CUT..])
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let server = |o: &Origin| hoard_proxy::config::ServerAddr::http(o.addr().to_string());
+    let servers = vec![server(&first), server(&next)];
+    let proxy = t.proxy().upstream(|u| u.servers = servers).start().await;
+    for r in three_readers(&t, &proxy, "/s", &go).await {
+        r.await.unwrap().unwrap().expect_body(V1);
+    }
+    proxy
+        .expect_counter("fill_resumed", 1)
+        .expect_counter("objects_stored", 1);
+    first.finish().await;
+    next.finish().await;
+}
+
+// s01008: a source that ignores Range answers the request for the rest
+// with a 200 of the same representation (same strong ETag and length):
+// the bytes already read are skipped, the readers see one uncut body.
+#[tokio::test]
+async fn s01008_a_whole_answer_of_the_same_bytes_is_skipped_to_the_cut() {
+    let t = Test::new("s01008");
+    let go = t.barrier(2);
+    let origin = dropping_origin(&t, &go, ("ETag", "\"v1\"".into()), |mut s| async move {
+        s.rxreq().await.expect_header("range", "bytes=40-");
+        s.txresp(200)
+            .hdr("Cache-Control", "max-age=60")
+            .hdr("ETag", "\"v1\"")
+            .body(V1)
+            .send()
+            .await;
+    })
+    .await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    for r in three_readers(&t, &proxy, "/i", &go).await {
+        r.await.unwrap().unwrap().expect_body(V1);
+    }
+    proxy
+        .expect_counter("fill_resumed", 1)
+        .expect_counter("objects_stored", 1);
+    origin.finish().await;
+}
+
+// s01009: the attempts are bounded: an upstream of one server is asked
+// once for the rest; when that answer drops too, the readers are cut
+// after the bytes they had (one of each answer), counted, nothing stored.
+#[tokio::test]
+async fn s01009_a_rest_that_drops_again_is_not_asked_for_forever() {
+    let t = Test::new("s01009");
+    let go = t.barrier(2);
+    let origin = dropping_origin(&t, &go, ("ETag", "\"v1\"".into()), |mut s| async move {
+        s.rxreq().await.expect_header("range", "bytes=40-");
+        s.txresp(206)
+            .hdr("Cache-Control", "max-age=60")
+            .hdr("ETag", "\"v1\"")
+            .hdr("Content-Range", "bytes 40-99/100")
+            .body(&V1[CUT..])
+            .send_truncated(10)
+            .await;
+    })
+    .await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    for r in three_readers(&t, &proxy, "/b", &go).await {
+        let err = r.await.unwrap().expect_err("cut");
+        assert_eq!(err.partial().unwrap().body, &V1[..CUT + 10]);
+    }
+    proxy.wait_counter("fills_aborted", 1).await;
+    proxy
+        .expect_counter("fill_resumed", 1)
+        .expect_counter("fill_cut", 1)
+        .expect_counter("objects_stored", 0);
+    origin.finish().await;
+}
+
+// s01010: the same where the key's next choice after its dead owner is
+// the forwarding node itself: n1 asks the origin for the rest (Range and
+// If-Range), and its readers see one uncut body.
+#[tokio::test]
+async fn s01010_an_owner_dying_mid_body_is_resumed_from_the_origin() {
+    let t = Test::new("s01010");
+    let path = owned_in_order([1, 0, 2]);
+    let (go, head) = (t.barrier(2), t.barrier(2));
+    let origin = t
+        .origin()
+        .script({
+            let (go, head) = (go.clone(), head.clone());
+            move |mut s| async move {
+                s.rxreq().await.expect_no_header("range");
+                go.sync().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .hdr("ETag", "\"v1\"")
+                    .hdr("Content-Length", V1.len())
+                    .send_head()
+                    .await;
+                s.chunk(&V1[..CUT]).await;
+                head.sync().await;
+                let r = s.rxreq().await;
+                r.expect_header("range", "bytes=40-")
+                    .expect_header("if-range", "\"v1\"");
+                assert_eq!(
+                    r.header("via").as_deref(),
+                    Some("1.1 hoard-n1"),
+                    "sent by n1"
+                );
+                s.txresp(206)
+                    .hdr("Cache-Control", "max-age=60")
+                    .hdr("ETag", "\"v1\"")
+                    .hdr("Content-Range", "bytes 40-99/100")
+                    .body(&V1[CUT..])
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let mut nodes = three_nodes(&t, &origin, &n2_stops_fast).await;
+    let n1 = &nodes[0];
+    let mut leader = t.client(n1).connect().await;
+    leader.get(&path).tx().await;
+    n1.wait_counter("fills_started", 1).await;
+    let followers: Vec<_> = (0..2).map(|_| t.client(n1).get(&path).spawn()).collect();
+    n1.wait_counter("fill_waiters_total", 2).await;
+    go.sync().await;
+    leader.read_until(&V1[..CUT]).await;
+    nodes.remove(1).stop().await;
+    head.sync().await;
+    leader.read_until(&V1[CUT..]).await;
+    for f in followers {
+        f.await.unwrap().expect_status(200).expect_body(V1);
+    }
+    nodes[0]
+        .expect_counter("fill_resumed", 1)
+        .expect_counter("fill_cut", 0);
     origin.finish().await;
 }
