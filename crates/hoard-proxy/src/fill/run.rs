@@ -197,12 +197,8 @@ impl FillEngine {
         let by = job.route_key.as_deref().unwrap_or(&job.key.text);
         let again = super::resume::Again::of(&oreq, by.as_bytes());
         let sent = match (&self.cluster, job.cluster_tls) {
-            (Some(c), Some(tls)) => {
-                let by = job.route_key.as_deref().unwrap_or(&job.key.text);
-                c.send(by.as_bytes(), tls, oreq, &job.upstream).await
-            }
+            (Some(c), Some(tls)) => c.send(by.as_bytes(), tls, oreq, &job.upstream).await,
             (Some(c), None) if job.tier_tls.is_some() => {
-                let by = job.route_key.as_deref().unwrap_or(&job.key.text);
                 let tls = job.tier_tls.unwrap_or(false);
                 c.beyond(by.as_bytes(), tls, oreq, &job.upstream).await
             }
