@@ -34,7 +34,10 @@
 //! (down after consecutive failures, held down with backoff) takes a member
 //! out of the ranking, so its keys go to their second choices, each of
 //! which fetches that share once. If most members look down at once,
-//! health is ignored rather than piling everything on the few left.
+//! health is ignored rather than piling everything on the few left. An
+//! owner that drops after its response head: the fill asks the key's next
+//! choice after it for the rest ([`Cluster::send_after`], `fill::resume`),
+//! with `Range` and `If-Range`.
 //!
 //! ## Joining and tiers
 //!
