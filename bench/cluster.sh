@@ -46,7 +46,7 @@ start_run cluster
 TAG="$(date +%s)"
 
 free_port ORIGIN_PORT
-spawn "$RUN/origin.log" python3 "$BENCH_DIR/fill_origin.py" --port "$ORIGIN_PORT" --body-size 4096
+spawn "$RUN/origin.log" python3 "$BENCH_DIR/fill_origin.py" --port "$ORIGIN_PORT" --body-size 4096 --etag
 wait_port "$ORIGIN_PORT" origin "$STARTED_PID" "$RUN/origin.log"
 count() { curl -sS "http://127.0.0.1:$ORIGIN_PORT/__count?prefix=$1"; }
 stat_of() { curl -sS "http://$1/status" | python3 -c "import json,sys; s=json.load(sys.stdin); print(eval(sys.argv[1]))" "$2"; }
@@ -366,7 +366,7 @@ report_start cluster
     echo "# hoard cluster on loopback ($(date -u +%Y-%m-%d))"
     echo
     machine_line
-    echo "- hoard $git_rev, every node --threads 1 --admin; origin fill_origin.py (4 KiB bodies, max-age=3600)"
+    echo "- hoard $git_rev, every node --threads 1 --admin; origin fill_origin.py (4 KiB bodies, max-age=3600, strong ETags and Range)"
     echo
     echo "| measure | value |"
     echo "|---|---|"

@@ -16,6 +16,10 @@ request path:
 Every response carries a Date header (taken when the response is sent), a
 Content-Length and a body of --body-size bytes that is a function of the
 path (see body_for), so clients can check what they received.
+
+With --etag, cold and stale bodies carry a strong ETag (a function of the
+body), and a GET with `Range: bytes=N-` whose If-Range names it (or has no
+If-Range) is answered 206 with the rest, as a static file server does.
 """
 
 import argparse
@@ -24,6 +28,7 @@ import collections
 import email.utils
 import sys
 import urllib.parse
+import zlib
 
 COUNTS: collections.Counter = collections.Counter()
 
@@ -63,6 +68,7 @@ class Origin:
                     await reader.readexactly(clen)
                 close = headers.get("connection", "").lower() == "close" or version == "HTTP/1.0"
                 status, extra, body = await self.respond(method, target)
+                status, extra, body = self.ranged(headers, status, extra, body)
                 if method == "HEAD":
                     payload = b""
                 else:
@@ -84,6 +90,23 @@ class Origin:
             return
         finally:
             writer.close()
+
+    def ranged(self, headers, status, extra, body):
+        """A 206 of the rest for `Range: bytes=N-` under a matching If-Range (--etag)."""
+        etag = next((h[len("ETag: "):] for h in extra if h.startswith("ETag: ")), None)
+        rng = headers.get("range", "")
+        if etag is None or status != "200 OK" or not rng.startswith("bytes=") or not rng.endswith("-"):
+            return status, extra, body
+        if headers.get("if-range", etag) != etag:
+            return status, extra, body
+        try:
+            start = int(rng[len("bytes="):-1])
+        except ValueError:
+            return status, extra, body
+        if start >= len(body):
+            return status, extra, body
+        extra = extra + [f"Content-Range: bytes {start}-{len(body) - 1}/{len(body)}"]
+        return "206 Partial Content", extra, body[start:]
 
     async def respond(self, method: str, target: str):
         url = urllib.parse.urlsplit(target)
@@ -112,7 +135,11 @@ class Origin:
                 "private": "private",
                 "stale": f"max-age={self.args.stale_max_age}",
             }[kind]
-            return "200 OK", [f"Cache-Control: {cc}"], body_for(path, size)
+            body = body_for(path, size)
+            extra = [f"Cache-Control: {cc}"]
+            if self.args.etag:
+                extra.append(f'ETag: "{zlib.crc32(body):08x}-{len(body)}"')
+            return "200 OK", extra, body
         return "404 Not Found", ["Cache-Control: no-store"], b"not found\n"
 
 
@@ -123,6 +150,7 @@ async def main():
     ap.add_argument("--stale-max-age", type=int, default=2)
     ap.add_argument("--micro-workers", type=int, default=10)
     ap.add_argument("--micro-ms", type=int, default=200)
+    ap.add_argument("--etag", action="store_true", help="strong ETags and Range on cold and stale bodies")
     args = ap.parse_args()
     origin = Origin(args)
     server = await asyncio.start_server(origin.handle, "127.0.0.1", args.port, backlog=1024)

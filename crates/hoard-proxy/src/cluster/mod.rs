@@ -34,7 +34,10 @@
 //! (down after consecutive failures, held down with backoff) takes a member
 //! out of the ranking, so its keys go to their second choices, each of
 //! which fetches that share once. If most members look down at once,
-//! health is ignored rather than piling everything on the few left.
+//! health is ignored rather than piling everything on the few left. An
+//! owner that drops after its response head: the fill asks the key's next
+//! choice after it for the rest ([`Cluster::send_after`], `fill::resume`),
+//! with `Range` and `If-Range`.
 //!
 //! ## Joining and tiers
 //!
@@ -167,6 +170,11 @@ pub enum Source {
     /// A parent of the tier (`[[cluster.tier]]`): stored as this node's own.
     Parent,
 }
+
+/// The member whose answer this is (an owner's, in a response's
+/// extensions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served(pub u16);
 
 impl Source {
     /// True when this node stores the answer as an owner does (not a
@@ -610,9 +618,26 @@ impl Cluster {
         req: OriginRequest,
         origin: &Upstream,
     ) -> Result<(Response<OriginBody>, Source), ProxyError> {
+        self.send_after(key, tls, req, origin, None).await
+    }
+
+    /// [`Cluster::send`], passing over member `skip`: the one whose answer
+    /// broke off when a fill asks for the rest (see `fill::resume`). An
+    /// owner's answer carries [`Served`], the member that sent it.
+    pub async fn send_after(
+        &self,
+        key: &[u8],
+        tls: bool,
+        req: OriginRequest,
+        origin: &Upstream,
+        skip: Option<u16>,
+    ) -> Result<(Response<OriginBody>, Source), ProxyError> {
         let view = self.view.load_full();
         let choices = ring::choices(&view.slots, key, view.ranked());
         for (n, &i) in choices.iter().enumerate() {
+            if skip == Some(view.members[i].id) {
+                continue;
+            }
             if i == view.me {
                 if n == 0 {
                     if let Some(&prev) = choices.get(1) {
@@ -628,7 +653,8 @@ impl Cluster {
             let hop = self.hop(&req, tls);
             self.counters.inc(&self.counters.cluster_forwarded);
             match self.ask(&view.members[i], hop, last).await {
-                Ok(resp) => {
+                Ok(mut resp) => {
+                    resp.extensions_mut().insert(Served(view.members[i].id));
                     let keep = self.near.record(key);
                     return Ok((resp, Source::Owner { keep }));
                 }

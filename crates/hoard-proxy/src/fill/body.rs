@@ -8,7 +8,7 @@ use hoard_store::disk::writer::DiskWriter;
 use http_body_util::BodyExt;
 
 use super::coalesce::FillPermit;
-use crate::upstream::{OriginBody, OriginBodyError};
+use crate::upstream::OriginBodyError;
 
 /// How a body read ended.
 #[derive(Debug)]
@@ -28,7 +28,7 @@ pub(super) enum BodyEnd {
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn read_body(
     mut prefix: Option<(crate::body::ProxyBody, u64)>,
-    mut body: OriginBody,
+    mut body: impl http_body::Body<Data = Bytes, Error = OriginBodyError> + Unpin,
     writer: &BusyWriter,
     disk: &mut Option<DiskWriter>,
     content_length: Option<u64>,

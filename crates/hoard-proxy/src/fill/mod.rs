@@ -32,7 +32,9 @@
 //!   see `Dangling` and go to the origin themselves), its `BusyWriter`
 //!   (readers see an error, never a silent end) and its `DiskWriter` (the
 //!   temporary file is removed, its reservation released).
-//! * The origin failing mid-body aborts the busy body: every reader's
+//! * A source (origin server, cluster owner) dropping mid-body: the rest
+//!   is asked of the next choice with `Range` and `If-Range` (`resume.rs`);
+//!   when that cannot be had, the busy body is aborted: every reader's
 //!   response is aborted (connection closed / h2 stream reset), nothing is
 //!   stored.
 //!
@@ -53,6 +55,7 @@ pub mod coalesce;
 pub mod hfp;
 
 mod body;
+mod resume;
 mod revalidate;
 mod run;
 

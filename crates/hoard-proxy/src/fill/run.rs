@@ -38,6 +38,8 @@ struct Sent {
     response_time: SystemTime,
     /// The origin, or the key's owner in a cluster.
     source: Source,
+    /// The request again, to ask for the rest if the body breaks off.
+    again: Option<super::resume::Again>,
 }
 
 /// What a fill stores besides the response: its status and the purge
@@ -150,6 +152,15 @@ impl FillEngine {
                 }
             }
         };
+        // A source that drops after the head: the rest from the next choice.
+        let body = self.resumable(
+            &job,
+            sent.again.take(),
+            &parts,
+            joined.as_ref().map(|j| (j.have, j.total)),
+            sent.source,
+            body,
+        );
         self.hfp.clear(job.key.digest);
         let kept = sent.source != (Source::Owner { keep: false });
         let writer = self.publish(
@@ -183,13 +194,11 @@ impl FillEngine {
     async fn send(&self, job: &mut FillJob, permit: &mut FillPermit) -> Option<Sent> {
         let request_time = self.clock.now();
         let oreq = job.oreq.take().expect("invariant: a fill job is run once");
+        let by = job.route_key.as_deref().unwrap_or(&job.key.text);
+        let again = super::resume::Again::of(&oreq, by.as_bytes());
         let sent = match (&self.cluster, job.cluster_tls) {
-            (Some(c), Some(tls)) => {
-                let by = job.route_key.as_deref().unwrap_or(&job.key.text);
-                c.send(by.as_bytes(), tls, oreq, &job.upstream).await
-            }
+            (Some(c), Some(tls)) => c.send(by.as_bytes(), tls, oreq, &job.upstream).await,
             (Some(c), None) if job.tier_tls.is_some() => {
-                let by = job.route_key.as_deref().unwrap_or(&job.key.text);
                 let tls = job.tier_tls.unwrap_or(false);
                 c.beyond(by.as_bytes(), tls, oreq, &job.upstream).await
             }
@@ -205,6 +214,7 @@ impl FillEngine {
                     request_time,
                     response_time: self.clock.now(),
                     source,
+                    again,
                 })
             }
             Err(e) => {
@@ -570,7 +580,7 @@ impl FillEngine {
         stored: Stored,
         mut storable: Storable,
         joined: Option<Joined>,
-        body: OriginBody,
+        body: super::resume::Resuming,
         writer: BusyWriter,
         mut disk: Option<DiskWriter>,
         mut permit: FillPermit,
