@@ -295,9 +295,11 @@ impl Pipeline {
                 cs.detail = hfp_detail;
                 // What a hit would give this request: the origin's coding,
                 // or the body decoded as it streams (see `crate::decode`).
+                // A peer's fill gets the origin's bytes: it stores them and
+                // decodes for its own clients.
                 let (headers, body, decoded) = crate::decode::for_client(
                     ctx.route,
-                    ctx.accept,
+                    ctx.accept.filter(|_| !ctx.from_peer),
                     ctx.headers.contains_key(header::RANGE),
                     self.store.max_object(),
                     head.status,
