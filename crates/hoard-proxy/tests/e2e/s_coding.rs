@@ -252,3 +252,58 @@ async fn s03002_an_unknown_coding_without_vary_is_served_to_every_request() {
     assert_eq!(origin.requests(), 1);
     origin.finish().await;
 }
+
+// s03003: the client whose request started the fill does not accept the
+// unknown coding the origin sent (with `Vary: Accept-Encoding`): it gets
+// the origin's answer to its own field instead, and the fill's copy is
+// still stored for the requests that accept it.
+#[tokio::test]
+async fn s03003_a_fills_client_that_does_not_accept_an_unknown_coding_asks_the_origin_itself() {
+    let t = Test::new("s03003");
+    let origin = t
+        .origin()
+        .script(move |mut s| async move {
+            for (ae, coding, body) in [
+                ("identity", Some("x-custom"), "custom-coded bytes"),
+                ("gzip", None, "plain bytes"),
+            ] {
+                s.rxreq()
+                    .await
+                    .expect_url("/w")
+                    .expect_header("accept-encoding", ae);
+                let mut r = s
+                    .txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .hdr("Vary", "Accept-Encoding");
+                if let Some(c) = coding {
+                    r = r.hdr("Content-Encoding", c);
+                }
+                r.body(body).send().await;
+            }
+        })
+        .start()
+        .await;
+    let p = t.proxy().origin(&origin).admin().start().await;
+    let r = t
+        .client(&p)
+        .get("/w")
+        .hdr("Accept-Encoding", "gzip")
+        .send()
+        .await;
+    r.expect_status(200)
+        .expect_cache_status("fwd=bypass")
+        .expect_no_header("content-encoding")
+        .expect_body("plain bytes");
+    p.wait_counter("objects_stored", 1).await;
+    let r = t
+        .client(&p)
+        .get("/w")
+        .hdr("Accept-Encoding", "x-custom")
+        .send()
+        .await;
+    r.expect_cache_status("hit")
+        .expect_header("content-encoding", "x-custom")
+        .expect_body("custom-coded bytes");
+    assert_eq!(origin.requests(), 2);
+    origin.finish().await;
+}
