@@ -12,7 +12,7 @@
 //! gets identity, as browsers and nginx expect (the RFC would allow any
 //! coding); an empty field value allows only identity.
 
-use http::header::{HeaderMap, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE};
+use http::header::{HeaderMap, HeaderValue, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, VARY};
 
 /// A content coding hoard can produce or decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -216,6 +216,59 @@ pub fn content_coding(headers: &HeaderMap) -> Option<Coding> {
     }
 }
 
+/// True when a stored response may be served to a request whose
+/// `Accept-Encoding` was `field` (the client's own, before fills asked
+/// for identity), as far as its coding goes. Only a response in a coding
+/// hoard cannot decode (unknown, or stacked) that varies on
+/// `Accept-Encoding` is refused, to a request that does not accept each of
+/// its codings (RFC 9110 §12.5.3: named with q > 0, or by a `*` with q > 0;
+/// no field accepts none, as for the codings hoard knows). Without `Vary`
+/// the origin says its answer does not depend on the field (RFC 9111
+/// §4.1): it is served to every request, as sent.
+pub fn served_as_stored(response: &HeaderMap, field: Option<&HeaderValue>) -> bool {
+    if response.get(CONTENT_ENCODING).is_none() || content_coding(response).is_some() {
+        return true;
+    }
+    let varies = response
+        .get_all(VARY)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|s| s.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("accept-encoding"));
+    if !varies {
+        return true;
+    }
+    let field = field.and_then(|f| f.to_str().ok());
+    response
+        .get_all(CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| v.to_str().unwrap_or("?").split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case("identity"))
+        .all(|t| field.is_some_and(|f| token_q(f, t) > 0))
+}
+
+/// The q-value (thousandths) a field gives `token`: its own entry, else
+/// the `*` entry's, else 0.
+fn token_q(field: &str, token: &str) -> u16 {
+    let (mut named, mut star) = (None, None);
+    for member in field.split(',') {
+        let mut parts = member.split(';');
+        let t = parts.next().unwrap_or("").trim();
+        let q = parts
+            .filter_map(|p| p.split_once('='))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+            .map_or(Some(1000), |(_, v)| qvalue(v.trim()));
+        let Some(q) = q else { continue };
+        if t.eq_ignore_ascii_case(token) {
+            named = Some(named.map_or(q, |n: u16| n.max(q)));
+        } else if t == "*" {
+            star = Some(star.map_or(q, |s: u16| s.max(q)));
+        }
+    }
+    named.or(star).unwrap_or(0)
+}
+
 /// True when the response's media type is one of `types` (`text/*`
 /// matches every text type; parameters are ignored).
 pub fn compressible(headers: &HeaderMap, types: &[String]) -> bool {
@@ -351,6 +404,48 @@ mod tests {
         assert_eq!(qvalue("1.000"), Some(1000));
         assert_eq!(qvalue("1.1"), None);
         assert_eq!(qvalue("0."), Some(0));
+    }
+
+    #[test]
+    fn unknown_codings_that_vary_are_served_only_where_accepted() {
+        let resp = |ce: &str, vary: Option<&str>| {
+            let mut h = HeaderMap::new();
+            h.insert(CONTENT_ENCODING, HeaderValue::from_str(ce).unwrap());
+            if let Some(v) = vary {
+                h.insert(VARY, HeaderValue::from_str(v).unwrap());
+            }
+            h
+        };
+        let ok = |r: &HeaderMap, f: Option<&str>| {
+            served_as_stored(r, f.map(|f| HeaderValue::from_str(f).unwrap()).as_ref())
+        };
+        let v = resp("x-custom", Some("Origin, accept-encoding"));
+        for f in [
+            "x-custom",
+            "X-CUSTOM;q=0.5, gzip",
+            "*",
+            "gzip, *;q=0.1",
+            "x-custom;q=1.0",
+        ] {
+            assert!(ok(&v, Some(f)), "{f}");
+        }
+        for f in [
+            None,
+            Some("gzip"),
+            Some("x-custom;q=0, *"),
+            Some("*;q=0"),
+            Some(""),
+        ] {
+            assert!(!ok(&v, f), "{f:?}");
+        }
+        // Without Vary on the field, or a coding hoard knows: always.
+        assert!(ok(&resp("x-custom", None), Some("gzip")));
+        assert!(ok(&resp("x-custom", Some("Origin")), None));
+        assert!(ok(&resp("gzip", Some("Accept-Encoding")), None));
+        // Stacked: each must be accepted.
+        let stacked = resp("gzip, x-custom", Some("Accept-Encoding"));
+        assert!(ok(&stacked, Some("gzip, x-custom")));
+        assert!(!ok(&stacked, Some("x-custom")));
     }
 
     #[test]

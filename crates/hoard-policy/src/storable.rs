@@ -43,11 +43,6 @@ pub enum NotStorable {
     ServerError,
     /// A slice request was answered with other bytes than the ones asked for.
     UnexpectedRange,
-    /// A `Content-Encoding` the cache does not know (or several stacked)
-    /// on a route that chooses codings per request: it could not be
-    /// served to a client that does not accept it, so each client gets
-    /// the origin's own answer (RFC 9110 §8.4).
-    UnknownCoding,
 }
 
 impl NotStorable {
@@ -64,7 +59,6 @@ impl NotStorable {
                 | NotStorable::StaleOnArrival
                 | NotStorable::TooLarge
                 | NotStorable::Status
-                | NotStorable::UnknownCoding
         )
     }
 
@@ -84,7 +78,6 @@ impl NotStorable {
             NotStorable::TooLarge => "too-large",
             NotStorable::RouteOff => "route-off",
             NotStorable::ServerError => "server-error",
-            NotStorable::UnknownCoding => "unknown-coding",
             NotStorable::UnexpectedRange => "unexpected-range",
         }
     }

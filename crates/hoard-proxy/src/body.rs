@@ -68,6 +68,9 @@ pub enum ProxyBody {
     /// Several ranges of a body being filled, with their multipart
     /// framing, each sent as its bytes arrive (boxed: rare, and large).
     BusyParts(Box<BusyParts>),
+    /// Another body decoded as it streams (a fill's coded body, for a
+    /// client that does not accept its coding: see `crate::decode`).
+    Decoded(Box<crate::decode::DecodedBody>),
 }
 
 /// One piece of a [`ProxyBody::Parts`] body.
@@ -284,6 +287,7 @@ impl Body for ProxyBody {
                 }
             },
             ProxyBody::Sliced(b) => Pin::new(&mut **b).poll_frame(cx),
+            ProxyBody::Decoded(b) => Pin::new(&mut **b).poll_frame(cx),
             ProxyBody::BusyRange {
                 reader,
                 pos,
@@ -335,6 +339,7 @@ impl Body for ProxyBody {
             ProxyBody::Parts { parts, .. } => parts.iter().all(|p| p.remaining() == 0),
             ProxyBody::BusyRange { pos, end, .. } => pos >= end,
             ProxyBody::Sliced(b) => b.is_end_stream(),
+            ProxyBody::Decoded(b) => b.is_end_stream(),
             ProxyBody::BusyParts(b) => b.parts.iter().all(|p| p.remaining() == 0),
         }
     }
@@ -362,6 +367,7 @@ impl Body for ProxyBody {
                 pos, start, end, ..
             } => SizeHint::with_exact(end - (*pos).clamp(*start, *end)),
             ProxyBody::Sliced(b) => b.size_hint(),
+            ProxyBody::Decoded(b) => b.size_hint(),
             ProxyBody::BusyParts(b) => {
                 SizeHint::with_exact(b.parts.iter().map(Part::remaining).sum())
             }

@@ -267,6 +267,9 @@ counters! {
     /// Hits served decoded, from an identity part (the origin sent a coding the client does not
     /// accept).
     served_decoded,
+    /// Responses of a fill decoded as they streamed, for a client that does not accept the
+    /// coding the origin sent (see `decode`).
+    stream_decoded,
     /// Requests a route's no-store rule kept from being stored.
     no_store_rule_matches,
     /// Client connections that ended (their permit returned).

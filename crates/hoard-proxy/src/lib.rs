@@ -15,6 +15,7 @@ pub mod build_info;
 pub mod cluster;
 pub mod config;
 pub mod counters;
+pub mod decode;
 pub mod edge;
 pub mod encode;
 pub mod error;

@@ -440,11 +440,6 @@ impl FillEngine {
         if content_length.is_some_and(|len| len > self.store.max_object()) {
             return Err(NotStorable::TooLarge);
         }
-        if !job.route.encodings.is_empty()
-            && hoard_policy::encoding::content_coding(&parts.headers).is_none()
-        {
-            return Err(NotStorable::UnknownCoding);
-        }
         let mut headers = parts.headers.clone();
         hoard_policy::headers::strip_never_stored(&mut headers);
         Ok(Storable {

@@ -20,6 +20,7 @@ use std::time::Duration;
 use hoard_policy::cache_control::CacheControl;
 use hoard_policy::cache_status::{CacheStatus, Fwd};
 use hoard_policy::conditional::add_validators;
+use hoard_policy::encoding::served_as_stored;
 use hoard_policy::key::{CacheKey, Digest};
 use hoard_policy::reuse::{reuse, stale_if_error, Reuse};
 use hoard_store::object::StoredObject;
@@ -257,6 +258,15 @@ impl Pipeline {
         tracing::debug!(key = %key.text, outcome = outcome.as_str(), leader, "fill outcome");
         match outcome {
             Outcome::Streaming(head) => {
+                if ctx.accept.is_some()
+                    && !served_as_stored(&head.headers, ctx.accept_field.as_ref())
+                {
+                    // A coding hoard cannot decode, varying on
+                    // `Accept-Encoding`, that this request does not
+                    // accept: the origin's own answer to its field.
+                    drop(claim);
+                    return self.pass(ctx, None, None).await;
+                }
                 let variant = head.vary.variant(&ctx.headers);
                 let forwarded = matches!(want.partial, Some(super::partial::PartialWant::Forward));
                 let taken = match &claim {
@@ -283,7 +293,23 @@ impl Pipeline {
                 cs.stored = head.kept;
                 cs.ttl = Some(head.ttl);
                 cs.detail = hfp_detail;
-                Ok(self.deliver_fetched(ctx, head.status, headers, ProxyBody::Busy(reader), &cs))
+                // What a hit would give this request: the origin's coding,
+                // or the body decoded as it streams (see `crate::decode`).
+                // A peer's fill gets the origin's bytes: it stores them and
+                // decodes for its own clients.
+                let (headers, body, decoded) = crate::decode::for_client(
+                    ctx.route,
+                    ctx.accept.filter(|_| !ctx.from_peer),
+                    ctx.headers.contains_key(header::RANGE),
+                    self.store.max_object(),
+                    head.status,
+                    headers,
+                    ProxyBody::Busy(reader),
+                );
+                if decoded {
+                    self.counters.inc(&self.counters.stream_decoded);
+                }
+                Ok(self.deliver_fetched(ctx, head.status, headers, body, &cs))
             }
             Outcome::Refreshed(obj, cookies) => {
                 if leader {

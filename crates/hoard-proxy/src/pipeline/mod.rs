@@ -44,6 +44,7 @@ use crate::request_body::RequestBody;
 use bytes::Bytes;
 use hoard_policy::cache_status::{CacheStatus, Fwd, Outcome};
 use hoard_policy::clock::Clock;
+use hoard_policy::encoding::served_as_stored;
 use hoard_policy::headers::strip_hop_by_hop;
 use hoard_policy::key::{CacheKey, KeyInput};
 use hoard_policy::reuse::{request_cache_control_for, reuse, Reuse};
@@ -249,6 +250,10 @@ pub(crate) struct Ctx<'a> {
     /// `Accept-Encoding`, parsed (`headers` then carry `identity`, what
     /// fills ask the origin for; see [`crate::encode`]).
     pub accept: Option<hoard_policy::encoding::Accept>,
+    /// With `accept`: the client's `Accept-Encoding` field as sent (its
+    /// first line), for a stored coding hoard does not know (see
+    /// `hoard_policy::encoding::served_as_stored`).
+    pub accept_field: Option<HeaderValue>,
 }
 
 impl Ctx<'_> {
@@ -734,14 +739,16 @@ impl Pipeline {
         }
         // Fills ask the origin for identity; the client's field is kept
         // for choosing among the stored codings (see `crate::encode`).
-        let accept = (!route.encodings.is_empty()
+        let (accept, accept_field) = if !route.encodings.is_empty()
             && (parts.method == Method::GET || parts.method == Method::HEAD)
-            && upgrade.is_none())
-        .then(|| {
+            && upgrade.is_none()
+        {
             let a = hoard_policy::encoding::Accept::from_request(&headers);
-            headers.insert(header::ACCEPT_ENCODING, route.fill_accept_encoding.clone());
-            a
-        });
+            let field = headers.insert(header::ACCEPT_ENCODING, route.fill_accept_encoding.clone());
+            (Some(a), field)
+        } else {
+            (None, None)
+        };
         let ctx = Ctx {
             route,
             site,
@@ -766,6 +773,7 @@ impl Pipeline {
             peer_log,
             clustered: self.cluster.is_some(),
             accept,
+            accept_field,
         };
         Ok(Prepared::Go(Recv {
             ctx,
@@ -904,6 +912,15 @@ impl Pipeline {
             _ => self.store.lookup(key.digest, &key.text, &ctx.headers).await,
         };
         let (stale, fwd) = match lookup {
+            // A coding hoard cannot decode, varying on `Accept-Encoding`,
+            // that this request does not accept: the origin's own answer.
+            Lookup::Hit(obj)
+                if ctx.accept.is_some()
+                    && !served_as_stored(&obj.headers, ctx.accept_field.as_ref()) =>
+            {
+                self.counters.inc(&self.counters.cache_miss);
+                return Box::pin(self.pass(ctx, None, None)).await;
+            }
             Lookup::Hit(obj) => match self.reuse_here(&obj, &req_cc, now) {
                 Reuse::Fresh | Reuse::StaleAllowed => {
                     self.counters.inc(&self.counters.cache_hit);

@@ -113,7 +113,8 @@ fn full_len(body: &ProxyBody, headers: &HeaderMap) -> Option<u64> {
         ProxyBody::Origin(_)
         | ProxyBody::Parts { .. }
         | ProxyBody::BusyRange { .. }
-        | ProxyBody::BusyParts(_) => None,
+        | ProxyBody::BusyParts(_)
+        | ProxyBody::Decoded(_) => None,
     }
 }
 

@@ -48,6 +48,7 @@ mod r_sni;
 mod s_cluster;
 mod s_site;
 mod s_resume;
+mod s_coding;
 mod s_slice;
 mod w_coalesce;
 mod w_fill;
