@@ -263,6 +263,25 @@ async fn s09002_tls_files_are_read_when_the_file_is() {
     origin.finish().await;
 }
 
+// s09003: an upstream server string with words after its URL (nginx's
+// `server a:80 backup;` copied) is refused with the key and line (this
+// was already checked; the case keeps it so).
+#[tokio::test]
+async fn s09003_a_server_with_trailing_words() {
+    let t = Test::new("s09003");
+    let origin = origin_of(&t, 1, "/p", "p").await;
+    let proxy = proxy(&t, &origin, &config("", "", "")).await;
+    let text = config("", "", "").replace(
+        "servers = [\"http://{origin}\"]",
+        "servers = [\"http://{origin}\", \"http://127.0.0.1:1 backup\"]",
+    );
+    let e = proxy.reload_toml(&origin, &text).unwrap_err();
+    assert!(e.contains("test.toml:6: `upstream.app.servers[1]`"), "{e}");
+    assert!(e.contains("backup = [...]"), "{e}");
+    t.client(&proxy).get("/p").send().await.expect_body("p");
+    origin.finish().await;
+}
+
 // s11001: `query_exclude = ["utm_*"]` leaves every `utm_` parameter out
 // of the key: three URLs that differ only in them are one object (one
 // origin request); `id` still tells objects apart. A `*` inside a name is
