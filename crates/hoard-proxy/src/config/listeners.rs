@@ -79,7 +79,7 @@ impl Resolver<'_> {
                 String::new()
             } else {
                 format!(
-                    " ({} takes every address of its port{})",
+                    "; {} takes every address of its port{}",
                     if a.ip().is_unspecified() {
                         a
                     } else {
@@ -103,8 +103,8 @@ impl Resolver<'_> {
                 spans.get(j).cloned(),
                 format!("listener[{j}].address"),
                 format!(
-                    "{} is also listener[{i}]'s {a}{line}{why}: two listeners cannot bind one \
-                     address; one listener serves every site",
+                    "{} collides with listener[{i}]'s {a}{line}{why}: two listeners cannot \
+                     bind one address (one listener serves every site)",
                     b.address
                 ),
             ));
