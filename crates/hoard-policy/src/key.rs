@@ -41,10 +41,23 @@ pub enum QueryKey {
     Sorted,
     /// Ignored.
     None,
-    /// Only these parameters, sorted.
+    /// Only these parameters, sorted. A name ending in `*` stands for
+    /// every name it begins (see [`query_name_matches`]).
     Only(Vec<String>),
-    /// All parameters but these, sorted (e.g. tracking parameters).
+    /// All parameters but these, sorted (e.g. tracking parameters, as
+    /// `utm_*`). A name ending in `*` stands for every name it begins.
     Except(Vec<String>),
+}
+
+/// Whether a query parameter `name` is named by `pattern`: the same
+/// name, or, for a pattern ending in `*`, any name that begins with what
+/// precedes the `*` (`utm_*` names `utm_source` and `utm_`). Names are
+/// compared as sent (not percent-decoded), case-sensitively.
+pub fn query_name_matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => pattern == name,
+    }
 }
 
 /// Which request parts make the key. Default: scheme, host, path and the full query.
@@ -150,8 +163,8 @@ impl KeyTemplate {
 
     fn push_query(&self, text: &mut String, q: &str) {
         let keep = |name: &str| match &self.query {
-            QueryKey::Only(names) => names.iter().any(|n| n == name),
-            QueryKey::Except(names) => !names.iter().any(|n| n == name),
+            QueryKey::Only(names) => names.iter().any(|n| query_name_matches(n, name)),
+            QueryKey::Except(names) => !names.iter().any(|n| query_name_matches(n, name)),
             _ => true,
         };
         match &self.query {
@@ -369,6 +382,35 @@ mod tests {
             "http|h|/a?id=7"
         );
         assert_eq!(key(&none, "h", "/a", Some("x=1"), &[]), "http||/a");
+        let prefix = KeyTemplate {
+            query: QueryKey::Except(vec!["utm_*".into(), "fbclid".into()]),
+            ..Default::default()
+        };
+        for q in [
+            "id=7&utm_source=a&utm_medium=b",
+            "utm_campaign=x&id=7&fbclid=1",
+            "id=7&utm_=",
+        ] {
+            assert_eq!(
+                key(&prefix, "h", "/a", Some(q), &[]),
+                "http|h|/a?id=7",
+                "{q}"
+            );
+        }
+        // Only a trailing `*` is a prefix; a name that merely begins the
+        // same is kept.
+        assert_eq!(
+            key(&prefix, "h", "/a", Some("utm=1&fbclid2=2"), &[]),
+            "http|h|/a?fbclid2=2&utm=1"
+        );
+        let only_prefix = KeyTemplate {
+            query: QueryKey::Only(vec!["page*".into()]),
+            ..Default::default()
+        };
+        assert_eq!(
+            key(&only_prefix, "h", "/a", Some("x=1&page=2&page_size=9"), &[]),
+            "http|h|/a?page=2&page_size=9"
+        );
         assert_eq!(
             key(
                 &hdr,

@@ -167,3 +167,85 @@ fn check_refuses_a_route_an_earlier_catch_all_hides() {
         "{err}"
     );
 }
+
+/// `hoard check` on `text` written as `hoard.toml` in a new directory
+/// (with `files` beside it): exit code and stderr.
+fn check(text: &str, files: &[(&str, &str)]) -> (i32, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, body) in files {
+        std::fs::write(dir.path().join(name), body).unwrap();
+    }
+    let path = dir.path().join("hoard.toml");
+    std::fs::write(&path, text).unwrap();
+    let (code, _, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    (code, err, dir)
+}
+
+const UP: &str = "[upstream.app]\nservers = [\"http://127.0.0.1:8080\"]\n";
+
+#[test]
+fn check_refuses_proxy_protocol_without_its_balancers() {
+    let (code, err, _dir) = check(
+        &format!("[[listener]]\naddress = \"0.0.0.0:80\"\nproxy_protocol = true\n{UP}"),
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("hoard.toml:3: `listener[0].proxy_protocol_from`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_refuses_a_via_that_is_not_a_token() {
+    for via in ["\"\"", "\"my proxy\""] {
+        let (code, err, _dir) = check(&format!("{UP}[server]\nvia = {via}\n"), &[]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("hoard.toml:4: `server.via`"), "{err}");
+        assert!(err.contains("a letter, then letters, digits"), "{err}");
+    }
+}
+
+#[test]
+fn check_refuses_two_listeners_on_one_address() {
+    let (code, err, _dir) = check(
+        &format!("[[listener]]\naddress = \"0.0.0.0:8080\"\n[[listener]]\naddress = \"0.0.0.0:8080\"\n{UP}"),
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hoard.toml:4: `listener[1].address`"), "{err}");
+}
+
+#[test]
+fn check_reads_a_listener_certificate_from_the_config_dir() {
+    let text = format!(
+        "[[listener]]\naddress = \"0.0.0.0:443\"\ntls = {{ cert = \"site.pem\", key = \"site.key\" }}\n{UP}"
+    );
+    let (code, err, dir) = check(&text, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("hoard.toml:3: `listener[0].tls.cert`"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&dir.path().join("site.pem").display().to_string()),
+        "{err}"
+    );
+    // The key too, once the certificate is there.
+    let (code, err, _dir) = check(&text, &[("site.pem", "")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("listener[0].tls"), "{err}");
+}
+
+#[test]
+fn check_refuses_a_star_inside_a_query_name() {
+    let (code, err, _dir) = check(
+        &format!("{UP}[[site]]\n[[site.route]]\nprefix = \"/\"\nkey = {{ query_exclude = [\"utm*id\"] }}\n"),
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("hoard.toml:6: `site[0].route[0].key.query_exclude`"),
+        "{err}"
+    );
+}

@@ -5,10 +5,13 @@
 //! The file mirrors here deserialize with messages that say what to
 //! write when a table stands where a file name or a list belongs (the
 //! usual slip between the two forms), and [`Resolver::listener_certs`]
-//! reads each pair at check time, so that `hoard check` and a reload
-//! refuse a missing or broken file, a key that is not the certificate's,
-//! or a certificate without DNS names, naming `listener[i].tls.certs[j]`
-//! and its line.
+//! and [`Resolver::tls_files`] read each pair at check time, so that
+//! `hoard check` and a reload refuse a missing or broken file or a key
+//! that is not the certificate's, naming `listener[i].tls.certs[j]` (or
+//! `listener[i].tls.cert`, `.key`) and its line. A certificate of `certs`
+//! also needs DNS names (SNI picks by them); the one certificate of
+//! `cert` and `key` does not. ACME certificates are not files: they are
+//! not read here.
 
 use std::fmt;
 
@@ -145,6 +148,35 @@ impl Resolver<'_> {
             out.push(files);
         }
         Ok(out)
+    }
+
+    /// `listener[i].tls = { cert, key }`: the pair read and checked now (see
+    /// the module docs), relative names from the configuration's directory.
+    pub(super) fn tls_files(
+        &self,
+        i: usize,
+        cert: Spanned<FileName>,
+        key: Spanned<FileName>,
+    ) -> Result<TlsConfig, ConfigError> {
+        let files = TlsConfig {
+            cert: self.file_path(&cert.get_ref().0),
+            key: self.file_path(&key.get_ref().0),
+        };
+        match sni::load(&files.cert, &files.key) {
+            Ok(_) | Err(sni::LoadError::NoNames(_)) => Ok(files),
+            Err(e) => {
+                let (part, span) = match e.part() {
+                    Some("key") => (".key", key.span()),
+                    Some(_) => (".cert", cert.span()),
+                    None => ("", cert.span()),
+                };
+                Err(self.err(
+                    Some(span),
+                    format!("listener[{i}].tls{part}"),
+                    e.to_string(),
+                ))
+            }
+        }
     }
 }
 

@@ -15,7 +15,9 @@ pub mod cluster;
 pub mod defaults;
 mod edge;
 mod include;
+mod listeners;
 pub mod ops;
+mod query_names;
 mod raw;
 mod route_keys;
 pub mod rules;
@@ -23,6 +25,7 @@ mod run_as;
 mod servers;
 pub mod sites;
 pub mod units;
+mod via;
 pub mod zones;
 
 use std::fmt;
@@ -117,7 +120,8 @@ pub struct ListenerConfig {
     /// `Alt-Svc` (TLS listeners only). Default: false.
     pub http3: bool,
     /// PROXY protocol (v1 and v2) expected before every connection's
-    /// first byte, from these peers (empty: from any); `None`: off.
+    /// first byte, from these peers (others are closed; the file needs at
+    /// least one); `None`: off.
     pub proxy_protocol: Option<Vec<Cidr>>,
     /// Certificates obtained and renewed over ACME, each for its names
     /// (`tls = { acme = ["a.example", ["b.example", "www.b.example"]] }`:
@@ -945,7 +949,7 @@ impl Resolver<'_> {
             max_headers: s.max_headers.unwrap_or(d.max_headers),
             max_uri_length: s.max_uri_length.map_or(d.max_uri_length, |x| x.0 as usize),
             max_body_size: s.max_body_size.map_or(d.max_body_size, |x| x.0),
-            via: s.via.unwrap_or(d.via),
+            via: self.via(s.via, d.via)?,
             debug_headers: s.debug_headers.unwrap_or(d.debug_headers),
             sendfile: s.sendfile.unwrap_or(d.sendfile),
             shutdown_timeout: s.shutdown_timeout.map_or(d.shutdown_timeout, |x| x.0),
@@ -999,6 +1003,7 @@ impl Resolver<'_> {
             .iter()
             .map(|l| l.name.as_ref().map(|n| n.span()))
             .collect();
+        let address_spans: Vec<_> = raw.listeners.iter().map(|l| l.address.span()).collect();
         for (i, l) in raw.listeners.into_iter().enumerate() {
             let address = l.address.get_ref().parse::<SocketAddr>().map_err(|e| {
                 self.err(
@@ -1019,14 +1024,9 @@ impl Resolver<'_> {
             let (tls, files, acme_names) = match l.tls {
                 None => (None, Vec::new(), Vec::new()),
                 Some(t) => match (t.cert, t.key, t.acme, t.certs) {
-                    (Some(cert), Some(key), None, None) => (
-                        Some(TlsConfig {
-                            cert: self.file_path(&cert.0),
-                            key: self.file_path(&key.0),
-                        }),
-                        Vec::new(),
-                        Vec::new(),
-                    ),
+                    (Some(cert), Some(key), None, None) => {
+                        (Some(self.tls_files(i, cert, key)?), Vec::new(), Vec::new())
+                    }
                     (Some(_), _, _, Some(files)) | (_, Some(_), _, Some(files)) => {
                         return Err(self.err(
                             Some(files.span()),
@@ -1105,33 +1105,11 @@ impl Resolver<'_> {
                 tls,
                 certs: files,
                 http2: l.http2.unwrap_or(defaults::LISTENER_HTTP2),
-                proxy_protocol: match (l.proxy_protocol, &l.proxy_protocol_from) {
-                    (Some(true), from) => Some(
-                        from.iter()
-                            .flatten()
-                            .map(|c| {
-                                Cidr::parse(c.get_ref()).map_err(|m| {
-                                    self.err(
-                                        Some(c.span()),
-                                        format!("listener[{i}].proxy_protocol_from"),
-                                        m,
-                                    )
-                                })
-                            })
-                            .collect::<Result<_, _>>()?,
-                    ),
-                    (_, Some(from)) if !from.is_empty() => {
-                        return Err(self.err(
-                            Some(from[0].span()),
-                            format!("listener[{i}].proxy_protocol_from"),
-                            "needs `proxy_protocol = true`".into(),
-                        ))
-                    }
-                    _ => None,
-                },
+                proxy_protocol: self.proxy_protocol(i, l.proxy_protocol, l.proxy_protocol_from)?,
             });
         }
         sites::check_listener_names(self, &listeners, &name_spans)?;
+        self.check_addresses(&listeners, &address_spans)?;
         if listeners.is_empty() {
             listeners.push(ListenerConfig::default());
         }
@@ -1330,8 +1308,10 @@ impl Resolver<'_> {
             k.query_params,
             k.query_exclude,
         ) {
-            (_, Some(p), _) => QueryKey::Only(p),
-            (_, None, Some(x)) => QueryKey::Except(x),
+            (_, Some(p), _) => QueryKey::Only(self.query_names(&format!("{at}.query_params"), p)?),
+            (_, None, Some(x)) => {
+                QueryKey::Except(self.query_names(&format!("{at}.query_exclude"), x)?)
+            }
             (None | Some("all"), None, None) => QueryKey::All,
             (Some("sorted"), None, None) => QueryKey::Sorted,
             (Some("none"), None, None) => QueryKey::None,

@@ -44,7 +44,7 @@ pub struct RawServer {
     pub max_headers: Option<usize>,
     pub max_uri_length: Option<Size>,
     pub max_body_size: Option<Size>,
-    pub via: Option<String>,
+    pub via: Option<Spanned<String>>,
     pub debug_headers: Option<bool>,
     pub sendfile: Option<bool>,
     pub shutdown_timeout: Option<Dur>,
@@ -72,15 +72,15 @@ pub struct RawListener {
     pub http2: Option<bool>,
     pub http3: Option<Spanned<bool>>,
     pub redirect_https: Option<Spanned<u16>>,
-    pub proxy_protocol: Option<bool>,
+    pub proxy_protocol: Option<Spanned<bool>>,
     pub proxy_protocol_from: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTls {
-    pub cert: Option<super::certs::FileName>,
-    pub key: Option<super::certs::FileName>,
+    pub cert: Option<Spanned<super::certs::FileName>>,
+    pub key: Option<Spanned<super::certs::FileName>>,
     pub acme: Option<Spanned<Vec<RawAcmeCert>>>,
     pub certs: Option<Spanned<super::certs::CertList>>,
 }
@@ -233,8 +233,8 @@ pub struct RawKey {
     pub scheme: Option<bool>,
     pub host: Option<bool>,
     pub query: Option<Spanned<String>>,
-    pub query_params: Option<Vec<String>>,
-    pub query_exclude: Option<Vec<String>>,
+    pub query_params: Option<Vec<Spanned<String>>>,
+    pub query_exclude: Option<Vec<Spanned<String>>>,
     pub headers: Option<Vec<Spanned<String>>>,
     pub cookies: Option<Vec<String>>,
 }

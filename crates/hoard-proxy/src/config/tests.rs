@@ -621,7 +621,7 @@ fn acme_keys_are_checked() {
         ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { acme = [\"*.a.example\"] }\n", 3, "listener[0].tls.acme"),
         ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { acme = [\"a.example\", [\"a.example\", \"b.example\"]] }\n", 3, "listener[0].tls.acme"),
         ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { acme = [\"a.example\"] }\n[[listener]]\naddress = \"127.0.0.1:1\"\ntls = { acme = [[\"a.example\", \"b.example\"]] }\n", 6, "listener[1].tls.acme"),
-        ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { cert = \"c\", key = \"k\" }\nredirect_https = 443\n", 4, "listener[0].redirect_https"),
+        ("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = { acme = [\"a.example\"] }\nredirect_https = 443\n", 4, "listener[0].redirect_https"),
     ] {
         let e = error(&format!("{text}{up}"));
         assert_eq!((e.line, e.key.as_str()), (Some(line), key), "{e}");
@@ -631,9 +631,11 @@ fn acme_keys_are_checked() {
 #[test]
 fn http3_needs_tls() {
     let up = "[upstream.app]\nservers = [\"http://a:1\"]\n";
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = crate::server::sni::tests::write(dir.path(), "c", &["c.example"]);
     let c = Config::from_toml(
         "hoard.toml",
-        &format!("[[listener]]\naddress = \"127.0.0.1:0\"\nhttp3 = true\ntls = {{ cert = \"c.pem\", key = \"k.pem\" }}\n{up}"),
+        &format!("[[listener]]\naddress = \"127.0.0.1:0\"\nhttp3 = true\ntls = {{ cert = {cert:?}, key = {key:?} }}\n{up}"),
     )
     .unwrap();
     assert!(c.listeners[0].http3);

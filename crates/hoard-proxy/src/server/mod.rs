@@ -334,8 +334,9 @@ async fn serve(
     };
     let (mut stream, mut peer) = (stream, peer);
     if let Some(from) = proxy_protocol {
-        // Only a balancer we trust may say who the client is.
-        if !from.is_empty() && !from.iter().any(|c| c.contains(peer.ip())) {
+        // Only a balancer we trust may say who the client is (an empty
+        // list trusts none).
+        if !from.iter().any(|c| c.contains(peer.ip())) {
             pipeline
                 .counters
                 .inc(&pipeline.counters.proxy_protocol_refused);

@@ -27,6 +27,11 @@ async fn proxy_protocol_proxy(t: &Test, origin: &Origin, from: Vec<Cidr>) -> Tes
         .await
 }
 
+/// The peers of these cases (the balancer is the test itself).
+fn loopback() -> Vec<Cidr> {
+    vec![Cidr::parse("127.0.0.1/32").unwrap()]
+}
+
 const GET: &[u8] = b"GET /p HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
 
 // b00090: a v1 header: the origin sees the carried address.
@@ -34,7 +39,7 @@ const GET: &[u8] = b"GET /p HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n
 async fn b00090_proxy_protocol_v1_carries_the_client() {
     let t = Test::new("b00090");
     let origin = origin_expecting(&t, "203.0.113.7").await;
-    let proxy = proxy_protocol_proxy(&t, &origin, Vec::new()).await;
+    let proxy = proxy_protocol_proxy(&t, &origin, loopback()).await;
     let mut conn = t.client(&proxy).connect().await;
     conn.send_raw(b"PROXY TCP4 203.0.113.7 127.0.0.1 5555 80\r\n")
         .await;
@@ -51,7 +56,7 @@ async fn b00090_proxy_protocol_v1_carries_the_client() {
 async fn b00091_proxy_protocol_v2_carries_the_client() {
     let t = Test::new("b00091");
     let origin = origin_expecting(&t, "2001:db8::7").await;
-    let proxy = proxy_protocol_proxy(&t, &origin, Vec::new()).await;
+    let proxy = proxy_protocol_proxy(&t, &origin, loopback()).await;
     let mut header = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
     header.extend_from_slice(&[0x21, 0x21, 0, 36]); // v2 PROXY, TCP over IPv6, 36 bytes
     let src: std::net::Ipv6Addr = "2001:db8::7".parse().unwrap();
@@ -75,7 +80,7 @@ async fn b00091_proxy_protocol_v2_carries_the_client() {
 async fn b00092_no_header_no_request() {
     let t = Test::new("b00092");
     let origin = t.origin().start().await;
-    let proxy = proxy_protocol_proxy(&t, &origin, Vec::new()).await;
+    let proxy = proxy_protocol_proxy(&t, &origin, loopback()).await;
     for first in [GET, b"PROXY TCP4 nonsense\r\n"] {
         let mut conn = t.client(&proxy).connect().await;
         conn.send_raw(first).await;

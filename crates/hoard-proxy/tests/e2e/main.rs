@@ -50,6 +50,7 @@ mod s_site;
 mod s_resume;
 mod s_coding;
 mod s_slice;
+mod s_trust;
 mod w_coalesce;
 mod w_fill;
 mod w_stale;

@@ -277,7 +277,7 @@ async fn r02005_log_client_from_the_proxy_protocol() {
     let log = log_path(&t);
     let cfg = config("", "", Some((&log, "combined"))).replace(
         "address = \"127.0.0.1:0\"",
-        "address = \"127.0.0.1:0\"\nproxy_protocol = true",
+        "address = \"127.0.0.1:0\"\nproxy_protocol = true\nproxy_protocol_from = [\"127.0.0.1/32\"]",
     );
     let proxy = proxy(&t, &origin, &cfg).await;
     let mut conn = t.client(&proxy).connect().await;

@@ -159,6 +159,46 @@ fn a_table_or_list_in_the_wrong_place_says_what_to_write() {
     assert!(e.message.contains("unknown field `bogus`"), "{e}");
     let e = parse(&listener("{ certs = [{ cert = \"a.pem\" }] }")).unwrap_err();
     assert!(e.message.contains("missing field `key`"), "{e}");
-    // The one-certificate form is not read at check time (as before).
-    assert!(parse(&listener("{ cert = \"c.pem\", key = \"k.pem\" }")).is_ok());
+}
+
+/// The one-certificate form is read at check time too: a missing or
+/// broken file is named by `tls.cert` or `tls.key` and its line; a
+/// certificate without DNS names is fine there (no SNI choice to make).
+#[test]
+fn one_certificate_is_read_at_check_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let a = write(d, "a", &["a.example"]);
+    let b = write(d, "b", &["b.example"]);
+    let ip = write(d, "ip", &["127.0.0.1"]);
+    assert_eq!(
+        parse(&listener(&pair(&a))).unwrap().listeners[0]
+            .tls
+            .as_ref()
+            .unwrap()
+            .cert,
+        a.0
+    );
+    assert!(parse(&listener(&pair(&ip))).is_ok());
+    let missing = (d.join("missing.pem"), a.1.clone());
+    let no_key = (a.0.clone(), d.join("missing.key"));
+    let swapped = (a.0.clone(), b.1.clone());
+    for (files, key, what) in [
+        (&missing, "listener[0].tls.cert", "missing.pem"),
+        (&no_key, "listener[0].tls.key", "missing.key"),
+        (&swapped, "listener[0].tls", "is not the key of"),
+    ] {
+        let e = parse(&listener(&pair(files))).unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (Some(4), key), "{e}");
+        assert!(e.message.contains(what), "{what}: {e}");
+    }
+    // A relative name is from the configuration's directory.
+    let path = d.join("hoard.toml");
+    std::fs::write(
+        &path,
+        format!("[[listener]]\naddress = \"127.0.0.1:0\"\ntls = {{ cert = \"a.pem\", key = \"a.key\" }}\n{UP}"),
+    )
+    .unwrap();
+    let c = Config::from_file(&path).unwrap();
+    assert_eq!(c.listeners[0].tls.as_ref().unwrap().cert, d.join("a.pem"));
 }
