@@ -52,7 +52,8 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
-    /// Purge cached objects through a running hoard's admin API; prints the count.
+    /// Purge cached objects through a running hoard's admin API; prints the count
+    /// (in a cluster, the total, then `NODE STATE COUNT` for each member).
     Purge(PurgeArgs),
     /// Ask a running hoard to re-read its configuration (sends SIGHUP).
     Reload {

@@ -123,6 +123,12 @@ fn purge(p: &cli::PurgeArgs) -> ExitCode {
     match result {
         Ok(answer) => {
             println!("{}", answer.purged);
+            // In a cluster: one line per member, `NODE STATE COUNT` (`-`:
+            // the member did not say).
+            for m in &answer.members {
+                let n = m.purged.map_or("-".to_string(), |n| n.to_string());
+                println!("{} {} {n}", m.node, m.state);
+            }
             if let Some(pending) = answer.pending_bans {
                 eprintln!("ban added: what it selects is no longer served; {pending} ban(s) pending, swept in the background");
             }

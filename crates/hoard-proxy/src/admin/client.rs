@@ -17,13 +17,26 @@ pub struct PurgeRequest {
 }
 
 /// What the admin API answered to a purge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PurgeAnswer {
     /// Objects removed or made stale (0 for a regex purge: its sweep
-    /// counts them later).
+    /// counts them later); in a cluster, the members' total.
     pub purged: u64,
     /// For a regex purge: bans pending, this one included.
     pub pending_bans: Option<u64>,
+    /// In a cluster: each member's state and count, in member order.
+    pub members: Vec<PurgeMember>,
+}
+
+/// How one cluster member took a purge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeMember {
+    /// Its name.
+    pub node: String,
+    /// `acked`, `timeout` or `unreachable`.
+    pub state: String,
+    /// What it removed or made stale, when it said.
+    pub purged: Option<u64>,
 }
 
 /// Sends a purge to the admin API at `admin` (`http://host:port`) and
@@ -90,8 +103,21 @@ pub async fn purge(
             String::from_utf8_lossy(&bytes)
         )
     })?;
+    let members = v["members"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|m| PurgeMember {
+                    node: m["node"].as_str().unwrap_or_default().to_string(),
+                    state: m["state"].as_str().unwrap_or_default().to_string(),
+                    purged: m["purged"].as_u64(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(PurgeAnswer {
         purged,
         pending_bans: v["pending_bans"].as_u64(),
+        members,
     })
 }

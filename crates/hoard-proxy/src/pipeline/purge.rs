@@ -160,8 +160,9 @@ impl Pipeline {
     }
 
     /// Runs a purge here and, in a cluster, on every other member (see
-    /// `cluster::purge`); the JSON answer: `{"purged": N}`, with
-    /// `"nodes": {"n1": "acked", ...}` in a cluster.
+    /// `cluster::purge`); the JSON answer: `{"purged": N}`, in a cluster
+    /// with `N` the members' total, `"members": [{"node": "n1", "state":
+    /// "acked", "purged": 1}, ...]` and `"nodes": {"n1": "acked", ...}`.
     pub async fn purge_everywhere(&self, selector: &Selector, soft: bool, source: &str) -> String {
         let n = self.purge(selector, soft, source).await;
         let mut local = serde_json::json!({ "purged": n });
@@ -173,14 +174,21 @@ impl Pipeline {
             None => local.to_string(),
             Some(c) => {
                 let started = tokio::time::Instant::now();
-                let spread = c.spread(selector, soft).await;
+                let spread = c.spread(selector, soft, n as u64).await;
                 self.metrics.purge_fanout(started.elapsed());
                 let nodes: serde_json::Map<String, serde_json::Value> = spread
                     .acks
-                    .into_iter()
-                    .map(|(name, ack)| (name, ack.as_str().into()))
+                    .iter()
+                    .map(|a| (a.node.clone(), a.ack.as_str().into()))
                     .collect();
                 let mut answer = local;
+                answer["purged"] = spread
+                    .acks
+                    .iter()
+                    .filter_map(|a| a.purged)
+                    .sum::<u64>()
+                    .into();
+                answer["members"] = spread.acks.iter().map(|a| a.to_json()).collect();
                 answer["nodes"] = nodes.into();
                 match spread.log {
                     Some(Ok(entry)) => answer["entry"] = entry.to_string().into(),

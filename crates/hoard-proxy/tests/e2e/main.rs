@@ -45,6 +45,7 @@ mod r_purge;
 mod r_range;
 mod r_routes;
 mod r_sni;
+mod s_ops;
 mod s_slice;
 mod w_coalesce;
 mod w_fill;
