@@ -1,5 +1,6 @@
 //! The `hoard` binary: command line, logging, runtime, signals.
 
+mod ask_reload;
 mod cli;
 mod fdpass;
 mod service;
@@ -57,19 +58,8 @@ fn main() -> ExitCode {
             }
         };
     }
-    if let Some(pid_file) = cli.reload() {
-        return match service::send_signal(pid_file, rustix::process::Signal::HUP) {
-            Ok(pid) => {
-                println!(
-                    "reload requested (process {pid}); the outcome is logged and shown in /status"
-                );
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("hoard: reload: {e}");
-                ExitCode::FAILURE
-            }
-        };
+    if let Some(r) = cli.reload() {
+        return ask_reload::run(r);
     }
     let config = match cli.config() {
         Ok(c) => c,
