@@ -217,7 +217,11 @@ fn the_cluster_example_makes_three_nodes() {
         let cfg = hoard_proxy::Config::from_file(&path).unwrap();
         let cluster = cfg.cluster.as_ref().unwrap();
         assert_eq!(cluster.node, format!("n{n}"));
-        let own = cluster.members.iter().find(|m| m.name == cluster.node).unwrap();
+        let own = cluster
+            .members
+            .iter()
+            .find(|m| m.name == cluster.node)
+            .unwrap();
         assert_eq!(own.addr, cfg.listeners[0].address, "n{n}'s listener");
         for addr in cfg
             .listeners

@@ -234,14 +234,27 @@ async fn purge_in_a_cluster_prints_each_member() {
                 .await,
         );
     }
-    t.client(&nodes[0]).get(&path).send().await.expect_body("v1");
+    t.client(&nodes[0])
+        .get(&path)
+        .send()
+        .await
+        .expect_body("v1");
     let admin = format!("http://{}", nodes[0].admin());
     let (code, out, err) = hoard(
-        ["purge", "--admin", &admin, &format!("http://localhost{path}")]
-            .map(String::from)
-            .to_vec(),
+        [
+            "purge",
+            "--admin",
+            &admin,
+            &format!("http://localhost{path}"),
+        ]
+        .map(String::from)
+        .to_vec(),
     )
     .await;
-    assert_eq!((code, out.as_str()), (0, "1\nn1 acked 0\nn2 acked 1\n"), "{err}");
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "1\nn1 acked 0\nn2 acked 1\n"),
+        "{err}"
+    );
     origin.finish().await;
 }
