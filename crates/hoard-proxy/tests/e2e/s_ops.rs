@@ -232,3 +232,173 @@ async fn s13002_a_forwarded_request_carries_every_hops_via() {
     nodes[1].expect_counter("cluster_owner_fills", 1);
     origin.finish().await;
 }
+
+/// The JSON access log's lines once `n` have been written, parsed.
+async fn json_lines(proxy: &TestProxy, log: &std::path::Path, n: u64) -> Vec<serde_json::Value> {
+    proxy.wait_counter("access_log_lines", n).await;
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// The keys of a JSON object, sorted.
+fn keys(v: &serde_json::Value) -> Vec<String> {
+    let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+    k.sort();
+    k
+}
+
+// s14001: the JSON access-log line docs/operations.md shows (a hit) has
+// the keys of a real hit's line, no more and no fewer; a miss's line adds
+// only keys the text after the example names.
+#[tokio::test]
+async fn s14001_the_documented_json_log_line_is_a_real_ones_shape() {
+    let t = Test::new("s14001");
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md"),
+    )
+    .unwrap();
+    let section = doc
+        .split("**`json`**")
+        .nth(1)
+        .and_then(|s| s.split("```json\n").nth(1))
+        .expect("the JSON example under **`json`**");
+    let (example, after) = section.split_once('\n').unwrap();
+    let after = after
+        .split("\n\n")
+        .nth(1)
+        .expect("the text after the example");
+    let example: serde_json::Value = serde_json::from_str(example).unwrap();
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/a.jpg?x=1");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("a")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let log = t.dir().join("access.log");
+    let proxy = {
+        let log = log.clone();
+        t.proxy()
+            .origin(&origin)
+            .config(move |c| c.access_log.target = hoard_proxy::config::LogTarget::File(log))
+            .start()
+            .await
+    };
+    for _ in 0..2 {
+        t.client(&proxy)
+            .get("/a.jpg?x=1")
+            .send()
+            .await
+            .expect_body("a");
+    }
+    let lines = json_lines(&proxy, &log, 2).await;
+    let (miss, hit) = (&lines[0], &lines[1]);
+    assert_eq!(hit["cache"], "hit");
+    assert_eq!(keys(hit), keys(&example), "{hit}");
+    assert_eq!(hit["protocol"], "HTTP/1.1", "{hit}");
+    let documented = keys(&example);
+    for k in keys(miss).iter().filter(|k| !documented.contains(k)) {
+        assert!(
+            after.contains(&format!("`{k}`")),
+            "`{k}` of {miss} not named in: {after}"
+        );
+    }
+    origin.finish().await;
+}
+
+// s14002: members share an object only for the same Host: one path asked
+// of two members with one Host is one origin request; with each member's
+// own address as the Host (port included) it is two objects, two
+// requests.
+#[tokio::test]
+async fn s14002_members_share_an_object_only_for_the_same_host() {
+    let t = Test::new("s14002");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for host in ["example.com", "", ""] {
+                let req = s.rxreq().await;
+                if !host.is_empty() {
+                    req.expect_header("host", host);
+                }
+                let url = req.url().to_string();
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(body_of(&url))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let nodes = three(&t, &origin).await;
+    for n in &nodes[..2] {
+        t.client(n)
+            .get("/same")
+            .hdr("Host", "example.com")
+            .send()
+            .await
+            .expect_body(body_of("/same"));
+    }
+    assert_eq!(origin.requests(), 1);
+    for n in &nodes[..2] {
+        let own = hoard_testkit::Endpoint::endpoint(n).to_string();
+        t.client(n)
+            .get("/each")
+            .hdr("Host", &own)
+            .send()
+            .await
+            .expect_body(body_of("/each"));
+    }
+    assert_eq!(origin.requests(), 3, "one object per Host");
+    origin.finish().await;
+}
+
+// s14003: a WebSocket over HTTP/2 (extended CONNECT) is logged as what the
+// client was sent: method CONNECT, status 200 (an HTTP/1.1 one: 101).
+#[tokio::test]
+async fn s14003_an_http2_tunnel_is_logged_as_connect_200() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let t = Test::new("s14003");
+    let (addr, _seen) = crate::h_websocket::site().await;
+    let log = t.dir().join("access.log");
+    let proxy = {
+        let log = log.clone();
+        t.proxy()
+            .upstream(|u| u.servers = vec![hoard_proxy::config::ServerAddr::http(addr.to_string())])
+            .config(move |c| {
+                c.listeners[0].tls = Some(hoard_proxy::config::TlsConfig {
+                    cert: crate::h_websocket::fixture("server.pem"),
+                    key: crate::h_websocket::fixture("server.key"),
+                });
+                c.access_log.target = hoard_proxy::config::LogTarget::File(log);
+            })
+            .start()
+            .await
+    };
+    let mut send = crate::h_websocket::h2(&proxy).await;
+    let mut ws = crate::h_websocket::websocket(&mut send).await;
+    ws.send(Message::text("hi")).await.unwrap();
+    assert_eq!(ws.next().await.unwrap().unwrap(), Message::text("hi"));
+    drop(ws);
+    proxy.wait_counter("tunnels_closed", 1).await;
+    // The page h2() fetched first, then the tunnel.
+    let lines = json_lines(&proxy, &log, 2).await;
+    let tunnel = &lines[1];
+    assert_eq!(tunnel["method"], "CONNECT", "{tunnel}");
+    assert_eq!(tunnel["status"], 200, "{tunnel}");
+    assert_eq!(tunnel["protocol"], "HTTP/2.0", "{tunnel}");
+    assert!(
+        tunnel["tunnel_bytes_to_origin"].as_u64().unwrap() > 0,
+        "{tunnel}"
+    );
+}
