@@ -401,20 +401,25 @@ impl Proxy {
     /// then nothing changes.
     pub fn reload(&self, cfg: Config) -> Result<Reloaded, StartError> {
         let result = self.apply(cfg);
-        *self.pipeline.last_reload.lock() = Some(ReloadRecord {
+        let mut last = self.pipeline.last_reload.lock();
+        *last = Some(ReloadRecord {
+            number: last.as_ref().map_or(0, |r| r.number) + 1,
             at: self.clock.now(),
             result: result
                 .as_ref()
                 .map(|r| r.generation)
                 .map_err(ToString::to_string),
         });
+        drop(last);
         result
     }
 
     /// Records a reload refused before it reached the proxy (a file that
     /// does not parse), for `/status`.
     pub fn reload_refused(&self, error: &str) {
-        *self.pipeline.last_reload.lock() = Some(ReloadRecord {
+        let mut last = self.pipeline.last_reload.lock();
+        *last = Some(ReloadRecord {
+            number: last.as_ref().map_or(0, |r| r.number) + 1,
             at: self.clock.now(),
             result: Err(error.to_string()),
         });

@@ -5,7 +5,7 @@
 //! hoard run --config hoard.toml
 //! hoard check --config hoard.toml
 //! hoard purge --admin http://127.0.0.1:8001 (URL | --prefix P | --host H | --tag T | --regex R) [--soft]
-//! hoard reload --pid-file /run/hoard.pid
+//! hoard reload (--pid-file /run/hoard.pid | --admin http://127.0.0.1:8001) [--wait 10s]
 //! hoard upgrade --pid-file /run/hoard.pid
 //! ```
 
@@ -52,14 +52,14 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
-    /// Purge cached objects through a running hoard's admin API; prints the count.
+    /// Purge cached objects through a running hoard's admin API; prints the count
+    /// (in a cluster, the total, then `NODE STATE COUNT` for each member).
     Purge(PurgeArgs),
-    /// Ask a running hoard to re-read its configuration (sends SIGHUP).
-    Reload {
-        /// The pid file the running hoard writes (`--pid-file`).
-        #[arg(long)]
-        pid_file: PathBuf,
-    },
+    /// Ask a running hoard to re-read its configuration and, with --admin,
+    /// wait for the outcome: exits 0 once the new configuration is in
+    /// effect, 1 with the reason when it is refused or no outcome came in
+    /// time.
+    Reload(ReloadArgs),
     /// Ask a running hoard to hand its listening sockets to a new process of
     /// the binary now at its path, which then serves (sends SIGUSR2).
     Upgrade {
@@ -122,6 +122,27 @@ impl PurgeArgs {
             soft: self.soft,
         }
     }
+}
+
+/// `hoard reload`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).multiple(true).args(["pid_file", "admin"])))]
+pub struct ReloadArgs {
+    /// The pid file the running hoard writes (`--pid-file`): the process is
+    /// sent SIGHUP (without --admin, nothing tells this command the outcome).
+    #[arg(long)]
+    pub pid_file: Option<PathBuf>,
+    /// The running hoard's admin listener, e.g. http://127.0.0.1:8001: the
+    /// outcome is read there (`GET /status` after SIGHUP with --pid-file;
+    /// else the reload is asked with `POST /reload`).
+    #[arg(long)]
+    pub admin: Option<String>,
+    /// A file holding the admin token.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// How long to wait for the outcome, e.g. 10s or 500ms.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub wait: Duration,
 }
 
 /// Quick start: run in front of one origin with embedded defaults.
@@ -244,10 +265,10 @@ impl Cli {
         }
     }
 
-    /// `hoard reload`'s pid file.
-    pub fn reload(&self) -> Option<&Path> {
+    /// `hoard reload`'s arguments.
+    pub fn reload(&self) -> Option<&ReloadArgs> {
         match &self.command {
-            Some(Command::Reload { pid_file }) => Some(pid_file),
+            Some(Command::Reload(r)) => Some(r),
             _ => None,
         }
     }
@@ -288,9 +309,7 @@ impl Cli {
             Some(Command::Run { config, .. }) | Some(Command::Check { config }) => {
                 Config::from_file(config)
             }
-            Some(Command::Purge(_))
-            | Some(Command::Reload { .. })
-            | Some(Command::Upgrade { .. }) => {
+            Some(Command::Purge(_)) | Some(Command::Reload(_)) | Some(Command::Upgrade { .. }) => {
                 unreachable!("invariant: purge, reload and upgrade have no configuration")
             }
             None => {

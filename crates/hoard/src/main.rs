@@ -1,5 +1,6 @@
 //! The `hoard` binary: command line, logging, runtime, signals.
 
+mod ask_reload;
 mod cli;
 mod fdpass;
 mod service;
@@ -57,19 +58,8 @@ fn main() -> ExitCode {
             }
         };
     }
-    if let Some(pid_file) = cli.reload() {
-        return match service::send_signal(pid_file, rustix::process::Signal::HUP) {
-            Ok(pid) => {
-                println!(
-                    "reload requested (process {pid}); the outcome is logged and shown in /status"
-                );
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("hoard: reload: {e}");
-                ExitCode::FAILURE
-            }
-        };
+    if let Some(r) = cli.reload() {
+        return ask_reload::run(r);
     }
     let config = match cli.config() {
         Ok(c) => c,
@@ -123,6 +113,12 @@ fn purge(p: &cli::PurgeArgs) -> ExitCode {
     match result {
         Ok(answer) => {
             println!("{}", answer.purged);
+            // In a cluster: one line per member, `NODE STATE COUNT` (`-`:
+            // the member did not say).
+            for m in &answer.members {
+                let n = m.purged.map_or("-".to_string(), |n| n.to_string());
+                println!("{} {} {n}", m.node, m.state);
+            }
             if let Some(pending) = answer.pending_bans {
                 eprintln!("ban added: what it selects is no longer served; {pending} ban(s) pending, swept in the background");
             }

@@ -185,3 +185,51 @@ fn kubernetes_manifest_fits_together() {
     .unwrap();
     check(&path);
 }
+
+// examples/cluster.toml copied for three nodes as its comment says (the
+// lines marked `# per node` changed from 1 to 2 and 3): each copy passes
+// `hoard check`, no two nodes bind one address, and each node's listener
+// is its own entry in the member list.
+#[test]
+fn the_cluster_example_makes_three_nodes() {
+    let text = std::fs::read_to_string(repo().join("examples/cluster.toml")).unwrap();
+    let marked = text.lines().filter(|l| l.ends_with("# per node")).count();
+    assert_eq!(marked, 3, "lines marked `# per node`");
+    let dir = tempfile::tempdir().unwrap();
+    let mut bound = std::collections::HashSet::new();
+    for n in 1..=3 {
+        let copy: String = text
+            .lines()
+            .map(|l| {
+                if l.ends_with("# per node") {
+                    l.replace("n1", &format!("n{n}"))
+                        .replace("8081", &format!("808{n}"))
+                        .replace("9081", &format!("908{n}"))
+                } else {
+                    l.to_string()
+                }
+            })
+            .map(|l| l + "\n")
+            .collect();
+        let path = dir.path().join(format!("n{n}.toml"));
+        std::fs::write(&path, copy).unwrap();
+        check(&path);
+        let cfg = hoard_proxy::Config::from_file(&path).unwrap();
+        let cluster = cfg.cluster.as_ref().unwrap();
+        assert_eq!(cluster.node, format!("n{n}"));
+        let own = cluster
+            .members
+            .iter()
+            .find(|m| m.name == cluster.node)
+            .unwrap();
+        assert_eq!(own.addr, cfg.listeners[0].address, "n{n}'s listener");
+        for addr in cfg
+            .listeners
+            .iter()
+            .map(|l| l.address)
+            .chain(cfg.admin.address)
+        {
+            assert!(bound.insert(addr), "n{n}: {addr} bound by another node too");
+        }
+    }
+}

@@ -168,3 +168,93 @@ async fn purge_regex_adds_a_ban() {
     );
     origin.finish().await;
 }
+
+// `hoard purge` in a cluster prints the members' total, then each member's
+// state and count: sent to n1, which holds no copy, it counts n2's object.
+#[tokio::test]
+async fn purge_in_a_cluster_prints_each_member() {
+    use hoard_proxy::config::{ClusterConfig, Member};
+    let t = Test::new("cli-purge-cluster");
+    // Ports fixed before the members start (each knows the other's), below
+    // the ephemeral range, from a block of this test's own.
+    let held: Vec<std::net::TcpListener> = (20_840..20_872)
+        .filter_map(|p| std::net::TcpListener::bind(("127.0.0.1", p)).ok())
+        .take(2)
+        .collect();
+    assert_eq!(held.len(), 2, "free ports in 20840-20871");
+    let members: Vec<Member> = held
+        .iter()
+        .enumerate()
+        .map(|(i, l)| Member {
+            name: format!("n{}", i + 1),
+            addr: l.local_addr().unwrap(),
+            weight: 1.0,
+        })
+        .collect();
+    drop(held);
+    // A path n2 owns.
+    let path = (0..100)
+        .map(|i| format!("/c/{i}"))
+        .find(|p| {
+            use hoard_proxy::cluster::ring::{owner, Slot};
+            let slots: Vec<Slot> = (1..=2).map(|i| Slot::new(&format!("n{i}"), 1.0)).collect();
+            owner(&slots, format!("http|localhost|{p}").as_bytes(), |_| true) == Some(1)
+        })
+        .unwrap();
+    let origin = {
+        let path = path.clone();
+        t.origin()
+            .script(move |mut s| async move {
+                s.rxreq().await.expect_url(&path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body("v1")
+                    .send()
+                    .await;
+            })
+            .start()
+            .await
+    };
+    let mut nodes = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        let (members, addr) = (members.clone(), m.addr);
+        nodes.push(
+            t.proxy()
+                .origin(&origin)
+                .admin()
+                .config(move |c| {
+                    c.listeners[0].address = addr;
+                    c.cluster = Some(ClusterConfig::new(
+                        &format!("n{}", i + 1),
+                        members,
+                        b"a secret of the test cluster".to_vec(),
+                    ));
+                })
+                .start()
+                .await,
+        );
+    }
+    t.client(&nodes[0])
+        .get(&path)
+        .send()
+        .await
+        .expect_body("v1");
+    let admin = format!("http://{}", nodes[0].admin());
+    let (code, out, err) = hoard(
+        [
+            "purge",
+            "--admin",
+            &admin,
+            &format!("http://localhost{path}"),
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .await;
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "1\nn1 acked 0\nn2 acked 1\n"),
+        "{err}"
+    );
+    origin.finish().await;
+}

@@ -170,3 +170,76 @@ async fn sighup_rereads_certificate_files() {
     assert!(line.contains("is not the key of"), "{line}");
     hoard.kill9();
 }
+
+/// `hoard reload ARGS`: exit code, stdout, stderr.
+fn reload_with(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hoard"))
+        .arg("reload")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+// `hoard reload --admin` waits for the outcome: a refused file exits 1
+// with the reason on standard error, a good one exits 0 once it is in
+// effect; with --pid-file it signals and reads the outcome in /status; no
+// outcome within --wait exits 1 and says so.
+#[tokio::test]
+async fn reload_exits_with_the_outcome() {
+    let t = Test::new("cli-reload-wait");
+    let admin = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let file = t.dir().join("hoard.toml");
+    let pid_file = t.dir().join("hoard.pid");
+    std::fs::write(&file, config(admin, "1s")).unwrap();
+    let mut hoard = Hoard::start(&[
+        "run",
+        "--config",
+        file.to_str().unwrap(),
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+    ])
+    .await;
+    hoard.wait_log("ready").await;
+    let url = format!("http://{admin}");
+    let (pid, url) = (pid_file.to_str().unwrap(), url.as_str());
+    for args in [
+        vec!["--admin", url],
+        vec!["--pid-file", pid, "--admin", url],
+    ] {
+        std::fs::write(&file, config(admin, "1s") + "bogus_key = 1\n").unwrap();
+        let (code, out, err) = reload_with(&args);
+        assert_eq!(code, 1, "{args:?}: {out} {err}");
+        assert!(
+            err.contains("reload refused")
+                && err.contains("hoard.toml:")
+                && err.contains("bogus_key"),
+            "{args:?}: {err}"
+        );
+        hoard.wait_log("reload refused").await;
+        std::fs::write(&file, config(admin, "5s")).unwrap();
+        let (code, out, err) = reload_with(&args);
+        assert_eq!(code, 0, "{args:?}: {out} {err}");
+        assert!(out.contains("configuration reloaded (generation"), "{out}");
+        hoard.wait_log("configuration reloaded").await;
+    }
+    let s = t.client(admin).get("/status").send().await.text();
+    assert!(s.contains(r#""generation":3"#), "{s}");
+    // A listener that never answers: no outcome within --wait.
+    let frozen = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let frozen = format!("http://{}", frozen.local_addr().unwrap());
+    let (code, _, err) = reload_with(&["--admin", &frozen, "--wait", "300ms"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no outcome within 300ms"), "{err}");
+    // Neither --pid-file nor --admin: usage.
+    let (code, _, err) = reload_with(&[]);
+    assert_eq!(code, 2, "{err}");
+    hoard.kill9();
+}

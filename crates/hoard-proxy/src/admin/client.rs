@@ -1,4 +1,4 @@
-//! The client side of the admin API, for `hoard purge`.
+//! The client side of the admin API, for `hoard purge` and `hoard reload`.
 
 use bytes::Bytes;
 use http::{Request, Uri};
@@ -17,13 +17,26 @@ pub struct PurgeRequest {
 }
 
 /// What the admin API answered to a purge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PurgeAnswer {
     /// Objects removed or made stale (0 for a regex purge: its sweep
-    /// counts them later).
+    /// counts them later); in a cluster, the members' total.
     pub purged: u64,
     /// For a regex purge: bans pending, this one included.
     pub pending_bans: Option<u64>,
+    /// In a cluster: each member's state and count, in member order.
+    pub members: Vec<PurgeMember>,
+}
+
+/// How one cluster member took a purge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeMember {
+    /// Its name.
+    pub node: String,
+    /// `acked`, `timeout` or `unreachable`.
+    pub state: String,
+    /// What it removed or made stale, when it said.
+    pub purged: Option<u64>,
 }
 
 /// Sends a purge to the admin API at `admin` (`http://host:port`) and
@@ -37,6 +50,117 @@ pub async fn purge(
     token: Option<&str>,
     what: &PurgeRequest,
 ) -> Result<PurgeAnswer, String> {
+    let body = serde_json::json!({ what.kind: what.value, "soft": what.soft }).to_string();
+    let (status, v, bytes) = call(admin, token, http::Method::POST, "/purge", Some(body)).await?;
+    if !status.is_success() {
+        return Err(api_error(status, &v));
+    }
+    let purged = v["purged"].as_u64().ok_or_else(|| unexpected(&bytes))?;
+    let members = v["members"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|m| PurgeMember {
+                    node: m["node"].as_str().unwrap_or_default().to_string(),
+                    state: m["state"].as_str().unwrap_or_default().to_string(),
+                    purged: m["purged"].as_u64(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(PurgeAnswer {
+        purged,
+        pending_bans: v["pending_bans"].as_u64(),
+        members,
+    })
+}
+
+/// How a reload ended, as the admin API tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReloadOutcome {
+    /// The new configuration is in effect: its generation.
+    Applied {
+        /// The running configuration's generation now.
+        generation: u64,
+        /// Settings that changed but wait for a restart (`POST /reload`
+        /// only; `/status` does not keep them).
+        restart_needed: Vec<String>,
+    },
+    /// Refused; the running configuration stays: why (the `hoard check`
+    /// text).
+    Refused(String),
+}
+
+/// `POST /reload`: the running hoard re-reads its file; waits for the
+/// outcome.
+///
+/// # Errors
+/// Unreachable, 401, or an answer that is not a reload's outcome (no
+/// configuration file, a reload already waiting).
+pub async fn reload(admin: &str, token: Option<&str>) -> Result<ReloadOutcome, String> {
+    let (status, v, _) = call(admin, token, http::Method::POST, "/reload", None).await?;
+    match v["result"].as_str() {
+        Some("ok") if status.is_success() => Ok(ReloadOutcome::Applied {
+            generation: v["generation"].as_u64().unwrap_or_default(),
+            restart_needed: v["restart_needed"]
+                .as_array()
+                .map(|l| {
+                    l.iter()
+                        .filter_map(|k| k.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }),
+        Some("refused") => Ok(ReloadOutcome::Refused(
+            v["error"].as_str().unwrap_or("no error text").to_string(),
+        )),
+        _ => Err(api_error(status, &v)),
+    }
+}
+
+/// The last reload `GET /status` reports: its number (reloads tried since
+/// the start) and outcome; `None` before the first.
+///
+/// # Errors
+/// Unreachable, 401, or not a `/status` document.
+pub async fn last_reload(
+    admin: &str,
+    token: Option<&str>,
+) -> Result<Option<(u64, ReloadOutcome)>, String> {
+    let (status, v, bytes) = call(admin, token, http::Method::GET, "/status", None).await?;
+    if !status.is_success() {
+        return Err(api_error(status, &v));
+    }
+    let last = &v["config"]["last_reload"];
+    if last.is_null() {
+        return Ok(None);
+    }
+    let number = last["number"].as_u64().ok_or_else(|| unexpected(&bytes))?;
+    let outcome = match last["result"].as_str() {
+        Some("ok") => ReloadOutcome::Applied {
+            generation: last["generation"].as_u64().unwrap_or_default(),
+            restart_needed: Vec::new(),
+        },
+        Some("refused") => ReloadOutcome::Refused(
+            last["error"]
+                .as_str()
+                .unwrap_or("no error text")
+                .to_string(),
+        ),
+        _ => return Err(unexpected(&bytes)),
+    };
+    Ok(Some((number, outcome)))
+}
+
+/// One request to the admin API at `admin` (`http://host:port`): the
+/// answer's status, its JSON (`null` when not JSON) and its bytes.
+async fn call(
+    admin: &str,
+    token: Option<&str>,
+    method: http::Method,
+    path: &str,
+    json: Option<String>,
+) -> Result<(http::StatusCode, serde_json::Value, Bytes), String> {
     let base: Uri = admin
         .parse()
         .map_err(|e| format!("--admin {admin:?}: {e}"))?;
@@ -54,15 +178,18 @@ pub async fn purge(
         .await
         .map_err(|e| format!("admin listener at {authority}: {e}"))?;
     tokio::spawn(conn);
-    let body = serde_json::json!({ what.kind: what.value, "soft": what.soft }).to_string();
-    let mut req = Request::post("/purge")
-        .header(http::header::HOST, authority.as_str())
-        .header(http::header::CONTENT_TYPE, "application/json");
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::HOST, authority.as_str());
+    if json.is_some() {
+        req = req.header(http::header::CONTENT_TYPE, "application/json");
+    }
     if let Some(t) = token {
         req = req.header(http::header::AUTHORIZATION, format!("Bearer {t}"));
     }
     let req = req
-        .body(Full::new(Bytes::from(body)))
+        .body(Full::new(Bytes::from(json.unwrap_or_default())))
         .map_err(|e| e.to_string())?;
     let resp = sender
         .send_request(req)
@@ -76,22 +203,22 @@ pub async fn purge(
         .map_err(|e| format!("admin listener at {authority}: {e}"))?
         .to_bytes();
     let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-    if !status.is_success() {
-        let msg = v["error"].as_str().unwrap_or("no error text");
-        let field = v["field"]
-            .as_str()
-            .map(|f| format!(" (field {f:?})"))
-            .unwrap_or_default();
-        return Err(format!("the admin API answered {status}: {msg}{field}"));
-    }
-    let purged = v["purged"].as_u64().ok_or_else(|| {
-        format!(
-            "unexpected answer from the admin API: {}",
-            String::from_utf8_lossy(&bytes)
-        )
-    })?;
-    Ok(PurgeAnswer {
-        purged,
-        pending_bans: v["pending_bans"].as_u64(),
-    })
+    Ok((status, v, bytes))
+}
+
+/// The admin API's error answer, for the operator.
+fn api_error(status: http::StatusCode, v: &serde_json::Value) -> String {
+    let msg = v["error"].as_str().unwrap_or("no error text");
+    let field = v["field"]
+        .as_str()
+        .map(|f| format!(" (field {f:?})"))
+        .unwrap_or_default();
+    format!("the admin API answered {status}: {msg}{field}")
+}
+
+fn unexpected(bytes: &[u8]) -> String {
+    format!(
+        "unexpected answer from the admin API: {}",
+        String::from_utf8_lossy(bytes)
+    )
 }

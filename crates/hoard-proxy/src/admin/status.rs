@@ -148,8 +148,8 @@ fn config_state(p: &crate::pipeline::Pipeline) -> Value {
     let reload = last.map(|r| {
         let at = httpdate::fmt_http_date(r.at);
         match r.result {
-            Ok(g) => json!({ "at": at, "result": "ok", "generation": g }),
-            Err(e) => json!({ "at": at, "result": "refused", "error": e }),
+            Ok(g) => json!({ "number": r.number, "at": at, "result": "ok", "generation": g }),
+            Err(e) => json!({ "number": r.number, "at": at, "result": "refused", "error": e }),
         }
     });
     json!({ "generation": generation, "last_reload": reload })

@@ -15,7 +15,8 @@
 //! applied the log (`hoard-log`). A node behind this node's own position
 //! is not routed to yet: it may still serve what a purge this node has
 //! applied removed; it is asked again at the next refresh. The address
-//! that answers with this node's own name is remembered and skipped. An
+//! that answers with this node's own name is remembered, skipped, and shown as
+//! this node's address (in `/status`; it has none before). An
 //! address that the source no longer gives leaves the view at once (its
 //! keys go to their second choices, as for a member that is down); a
 //! failed resolution keeps the view as it is. With heartbeats, a member
@@ -290,6 +291,7 @@ impl Joins {
             }
         }
         let mut joined = Vec::new();
+        let mut found_me = false;
         for addr in found {
             if self.me.contains(&addr)
                 || self.refused.contains(&addr)
@@ -305,6 +307,16 @@ impl Joins {
             match self.probe(c, addr).await {
                 Candidate::Me => {
                     self.me.insert(addr);
+                    // This node's own entry shows the address its members
+                    // reach it at (it knew none before: `0.0.0.0:0`).
+                    if let Some(p) = keep
+                        .iter()
+                        .position(|m| *m.name == *c.node() && m.addr.ip().is_unspecified())
+                    {
+                        let weight = keep[p].slot.weight();
+                        keep[p] = Arc::new(c.dialer.member(&c.names, c.node(), addr, weight));
+                        found_me = true;
+                    }
                 }
                 Candidate::NotYet(why) => {
                     c.counters.inc(&c.counters.cluster_members_not_ready);
@@ -322,7 +334,7 @@ impl Joins {
                 }
             }
         }
-        if joined.is_empty() && left.is_empty() {
+        if joined.is_empty() && left.is_empty() && !found_me {
             return;
         }
         let grew = view.members.len() == 1 && keep.len() > 1;

@@ -3,7 +3,8 @@
 //! ## Model
 //!
 //! A purge taken by any node (admin `POST /purge`, `PURGE`, `hoard purge`)
-//! is applied here first, then sent to every other member at once over the
+//! is sent to every other member at once, and applied on the node that took
+//! it once they have answered (see `Pipeline::purge_everywhere`), over the
 //! peer channel: a signed `POST` of [`PATH`] on the member's main listener,
 //! whose JSON body names the selector as this node resolved it (so every
 //! node removes the same keys). The answer lists each member:
@@ -14,7 +15,10 @@
 //! | `timeout` | no answer within `purge_timeout`; it may still apply it |
 //! | `unreachable` | no connection, or an answer other than 200 |
 //!
-//! This node is always `acked`. Without a bus, a member that was down or
+//! This node is always `acked`. A member that answered over HTTP says how
+//! many objects it removed or made stale (`{"purged": N}`); the answer
+//! lists each member's count (`null` when not known: no answer, or the
+//! purge went through the log) and their total. Without a bus, a member that was down or
 //! partitioned during the purge does not learn of it later; with one
 //! ([`super::bus`]) the purge is an entry of the log instead, which every
 //! member reads, applies and acknowledges, and replays after a gap
@@ -96,13 +100,33 @@ pub fn decode(body: &[u8]) -> Option<(Selector, bool)> {
     Some((sel, soft))
 }
 
-/// Where a purge applied here went: each member's state (this node's,
-/// `acked`, included, in member order), and with a bus the log entry, or
-/// `Err` when the log could not take it (it went over HTTP instead).
+/// How one member took a purge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberAck {
+    /// Its name.
+    pub node: String,
+    /// Its state.
+    pub ack: Ack,
+    /// The objects it removed or made stale, when it said (over HTTP;
+    /// this node's always).
+    pub purged: Option<u64>,
+}
+
+impl MemberAck {
+    /// As in the purge answer's `members` list.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ "node": self.node, "state": self.ack.as_str(), "purged": self.purged })
+    }
+}
+
+/// Where a purge applied here went: each member's state and count (this
+/// node's, `acked`, included, in member order), and with a bus the log
+/// entry, or `Err` when the log could not take it (it went over HTTP
+/// instead).
 #[derive(Debug)]
 pub struct Spread {
-    /// Each member's state.
-    pub acks: Vec<(String, Ack)>,
+    /// Each member's state and count.
+    pub acks: Vec<MemberAck>,
     /// The log entry (with a bus).
     pub log: Option<Result<super::bus::EntryId, ()>>,
 }
@@ -110,12 +134,12 @@ pub struct Spread {
 impl Cluster {
     /// Sends a purge applied here to every other member: through the log
     /// when the cluster has a bus that takes it, else over HTTP
-    /// ([`Cluster::fan_out`]). Members that did not acknowledge are counted
-    /// and logged.
-    pub async fn spread(&self, selector: &Selector, soft: bool) -> Spread {
+    /// ([`Cluster::fan_out`]). `here` is what the purge removed on this
+    /// node. Members that did not acknowledge are counted and logged.
+    pub async fn spread(&self, selector: &Selector, soft: bool, here: u64) -> Spread {
         let spread = match &self.bus {
             None => Spread {
-                acks: self.fan_out(selector, soft).await,
+                acks: self.fan_out(selector, soft, here).await,
                 log: None,
             },
             Some(bus) => {
@@ -135,9 +159,8 @@ impl Cluster {
                             .ack_targets()
                             .iter()
                             .map(|m| {
-                                let ack = if *m.name == *self.node()
-                                    || p.acked.iter().any(|a| *a == *m.name)
-                                {
+                                let me = *m.name == *self.node();
+                                let ack = if me || p.acked.iter().any(|a| *a == *m.name) {
                                     Ack::Acked
                                 } else if !m.up() {
                                     Ack::Unreachable
@@ -145,7 +168,13 @@ impl Cluster {
                                     // It applies it when it reads the log.
                                     Ack::Timeout
                                 };
-                                (m.name.to_string(), ack)
+                                MemberAck {
+                                    node: m.name.to_string(),
+                                    ack,
+                                    // The others apply it from the log and
+                                    // do not say how many.
+                                    purged: me.then_some(here),
+                                }
                             })
                             .collect(),
                         log: Some(Ok(p.id)),
@@ -153,17 +182,17 @@ impl Cluster {
                     Err(e) => {
                         tracing::warn!(error = %e, "cluster bus unreachable: the purge goes to the members over HTTP");
                         Spread {
-                            acks: self.fan_out(selector, soft).await,
+                            acks: self.fan_out(selector, soft, here).await,
                             log: Some(Err(())),
                         }
                     }
                 }
             }
         };
-        for (name, ack) in &spread.acks {
-            if *ack != Ack::Acked {
+        for a in &spread.acks {
+            if a.ack != Ack::Acked {
                 self.counters.inc(&self.counters.cluster_purge_not_acked);
-                tracing::warn!(member = %name, state = ack.as_str(), "purge not acknowledged by a member");
+                tracing::warn!(member = %a.node, state = a.ack.as_str(), "purge not acknowledged by a member");
             }
         }
         spread
@@ -181,29 +210,43 @@ impl Cluster {
     }
 
     /// Sends a purge to every other member (and the parents) over HTTP;
-    /// each one's state, this node's (`acked`) included, in member order.
-    async fn fan_out(&self, selector: &Selector, soft: bool) -> Vec<(String, Ack)> {
+    /// each one's state and count, this node's (`acked`, `here`) included,
+    /// in member order.
+    async fn fan_out(&self, selector: &Selector, soft: bool, here: u64) -> Vec<MemberAck> {
         let body = Bytes::from(encode(selector, soft).to_string());
         let targets = self.ack_targets();
         let sends = targets.iter().map(|m| {
             let body = body.clone();
             async move {
+                let node = m.name.to_string();
                 if m.peer.is_none() {
-                    return (m.name.to_string(), Ack::Acked);
+                    return MemberAck {
+                        node,
+                        ack: Ack::Acked,
+                        purged: Some(here),
+                    };
                 }
-                let ack = match self
+                let (ack, purged) = match self
                     .call(m, Method::POST, PATH, Some(body), self.purge_timeout)
                     .await
                 {
-                    Err(super::CallError::Timeout) => Ack::Timeout,
-                    Ok((StatusCode::OK, _)) => Ack::Acked,
-                    Ok(_) | Err(super::CallError::Failed(_)) => Ack::Unreachable,
+                    Err(super::CallError::Timeout) => (Ack::Timeout, None),
+                    Ok((StatusCode::OK, answer)) => (Ack::Acked, answer_count(&answer)),
+                    Ok(_) | Err(super::CallError::Failed(_)) => (Ack::Unreachable, None),
                 };
-                (m.name.to_string(), ack)
+                MemberAck { node, ack, purged }
             }
         });
         futures_util::future::join_all(sends).await
     }
+}
+
+/// The `purged` count of a member's answer (`{"purged": N}`).
+fn answer_count(answer: &[u8]) -> Option<u64> {
+    serde_json::from_slice::<serde_json::Value>(answer)
+        .ok()?
+        .get("purged")?
+        .as_u64()
 }
 
 #[cfg(test)]

@@ -22,7 +22,8 @@ pub struct AcmeConfig {
     /// (a private CA, or a test CA such as pebble).
     pub ca_root: Option<PathBuf>,
     /// Where the account and certificates are kept. Default: `acme` in
-    /// the cache directory.
+    /// `[cache] dir` (`--cache-dir`; `hoard-cache` in the working
+    /// directory when neither is set).
     pub dir: Option<PathBuf>,
     /// The account's credentials (its private key and URL, JSON). Default:
     /// `account.json` in `dir`.

@@ -160,8 +160,9 @@ impl Pipeline {
     }
 
     /// Runs a purge here and, in a cluster, on every other member (see
-    /// `cluster::purge`); the JSON answer: `{"purged": N}`, with
-    /// `"nodes": {"n1": "acked", ...}` in a cluster.
+    /// `cluster::purge`); the JSON answer: `{"purged": N}`, in a cluster
+    /// with `N` the members' total, `"members": [{"node": "n1", "state":
+    /// "acked", "purged": 1}, ...]` and `"nodes": {"n1": "acked", ...}`.
     ///
     /// In a cluster the other members go first and this node applies the
     /// purge once they have acknowledged (or timed out): applied here first,
@@ -173,7 +174,7 @@ impl Pipeline {
             None => None,
             Some(c) => {
                 let started = tokio::time::Instant::now();
-                let spread = c.spread(selector, soft).await;
+                let spread = c.spread(selector, soft, 0).await;
                 self.metrics.purge_fanout(started.elapsed());
                 Some(spread)
             }
@@ -186,13 +187,26 @@ impl Pipeline {
         }
         match spread {
             None => local.to_string(),
-            Some(spread) => {
+            Some(mut spread) => {
+                // This node's own count, known only now.
+                if let Some(c) = &self.cluster {
+                    for a in spread.acks.iter_mut().filter(|a| a.node == c.node()) {
+                        a.purged = Some(n as u64);
+                    }
+                }
                 let nodes: serde_json::Map<String, serde_json::Value> = spread
                     .acks
-                    .into_iter()
-                    .map(|(name, ack)| (name, ack.as_str().into()))
+                    .iter()
+                    .map(|a| (a.node.clone(), a.ack.as_str().into()))
                     .collect();
                 let mut answer = local;
+                answer["purged"] = spread
+                    .acks
+                    .iter()
+                    .filter_map(|a| a.purged)
+                    .sum::<u64>()
+                    .into();
+                answer["members"] = spread.acks.iter().map(|a| a.to_json()).collect();
                 answer["nodes"] = nodes.into();
                 match spread.log {
                     Some(Ok(entry)) => answer["entry"] = entry.to_string().into(),

@@ -140,6 +140,9 @@ impl ReloadAsk {
 /// What the last reload did (for logs and `/status`).
 #[derive(Debug, Clone)]
 pub struct ReloadRecord {
+    /// Reloads tried since the start, this one included (`hoard reload`
+    /// waits for it to grow).
+    pub number: u64,
     /// When it happened.
     pub at: std::time::SystemTime,
     /// `Ok(generation)` or the error that refused it.

@@ -21,7 +21,7 @@
 //! flow until either side closes (close frames pass untouched), or no
 //! byte moves either way for `server.tunnel_idle_timeout` → both sides
 //! closed, counted, and the request's access log line written (status
-//! 101, bytes each way, the tunnel's whole life as its time): the
+//! 101, or 200 for an extended `CONNECT`: the status sent; bytes each way, the tunnel's whole life as its time): the
 //! response carries a [`TunnelEnd`] that `Pipeline::serve` hands the line
 //! to, instead of writing it when the (empty) body is sent. The request's
 //! place in its route's `limit_connections` goes the same way: it is held

@@ -201,7 +201,7 @@ async fn b00006_via_and_forwarded() {
         .origin()
         .script(|mut s| async move {
             let r = s.rxreq().await;
-            assert_eq!(r.header_all("via"), ["1.0 edge", "1.1 hoard"]);
+            assert_eq!(r.header_all("via"), ["1.0 edge, 1.1 hoard"]);
             r.expect_header("x-forwarded-for", "203.0.113.9, 127.0.0.1");
             assert_eq!(
                 r.header_all("forwarded"),
@@ -241,7 +241,7 @@ async fn b00006_via_and_forwarded() {
         .await;
     assert_eq!(
         r.header_all("via"),
-        vec!["1.1 app", "1.1 hoard"],
+        vec!["1.1 app, 1.1 hoard"],
         "{}",
         r.dump()
     );

@@ -23,7 +23,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
-pub(super) fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/e2e/fixtures")
         .join(name)
@@ -41,7 +41,7 @@ ws.onerror = () => { document.body.dataset.echo = "error"; };
 /// What the origin saw: each WebSocket handshake's request fields, and
 /// each close code a client sent.
 #[derive(Debug)]
-pub(super) enum Seen {
+pub(crate) enum Seen {
     Handshake(http::HeaderMap),
     Closed(Option<u16>),
 }
@@ -51,7 +51,7 @@ pub(super) enum Seen {
 /// 4000), `/refuse` a 426, `/wait` an empty answer held until a client's
 /// close frame has reached the echo (the page loads it, so that a browser
 /// has not finished loading, and dumps no DOM, before its echo arrived).
-pub(super) async fn site() -> (SocketAddr, mpsc::UnboundedReceiver<Seen>) {
+pub(crate) async fn site() -> (SocketAddr, mpsc::UnboundedReceiver<Seen>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = mpsc::unbounded_channel();
@@ -181,12 +181,12 @@ async fn proxy_to(t: &Test, addr: SocketAddr) -> TestProxy {
         .await
 }
 
-pub(super) type H2 = hyper::client::conn::http2::SendRequest<Empty<Bytes>>;
+pub(crate) type H2 = hyper::client::conn::http2::SendRequest<Empty<Bytes>>;
 
 /// An HTTP/2 connection to the proxy (TLS, ALPN h2); the page is fetched
 /// on it first, as a browser does (and hoard's SETTINGS, which allow
 /// extended CONNECT, have arrived by then).
-pub(super) async fn h2(proxy: &TestProxy) -> H2 {
+pub(crate) async fn h2(proxy: &TestProxy) -> H2 {
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(CertificateDer::from_pem_file(fixture("ca.pem")).unwrap())
@@ -246,7 +246,7 @@ pub(super) async fn connect(
     (resp.status(), resp.headers().clone(), on)
 }
 
-pub(super) async fn websocket(send: &mut H2) -> WebSocketStream<TokioIo<hyper::upgrade::Upgraded>> {
+pub(crate) async fn websocket(send: &mut H2) -> WebSocketStream<TokioIo<hyper::upgrade::Upgraded>> {
     let (status, headers, on) = connect(send, "/ws", "websocket").await;
     assert_eq!(status, 200, "{headers:?}");
     assert_eq!(headers["sec-websocket-protocol"], "chat");

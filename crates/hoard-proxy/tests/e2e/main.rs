@@ -49,6 +49,7 @@ mod s_cluster;
 mod s_site;
 mod s_resume;
 mod s_coding;
+mod s_ops;
 mod s_slice;
 mod s_trust;
 mod w_coalesce;
