@@ -108,7 +108,9 @@ impl FillEngine {
         // Purges from now on are newer than the response: see store_complete.
         let purge_epoch = self.store.catalog().epoch();
         let sent = self.send(&mut job, &mut permit).await?;
-        let sent = self.revalidated(&job, sent, &mut permit).await?;
+        let sent = self
+            .revalidated(&job, sent, purge_epoch, &mut permit)
+            .await?;
         let (mut sent, mut joined) = self.completed(&mut job, sent, &mut permit).await?;
         let (status, parts, body, storable) = loop {
             let status = sent.resp.status();
@@ -227,6 +229,7 @@ impl FillEngine {
         &self,
         job: &FillJob,
         sent: Sent,
+        purge_epoch: u64,
         permit: &mut FillPermit,
     ) -> Option<Sent> {
         let Some(stale) = &job.stale else {
@@ -239,8 +242,8 @@ impl FillEngine {
                     job,
                     stale,
                     sent.resp.headers(),
-                    sent.request_time,
-                    sent.response_time,
+                    (sent.request_time, sent.response_time),
+                    purge_epoch,
                 )
                 .await;
             let cookies = sent

@@ -46,6 +46,7 @@ mod r_range;
 mod r_routes;
 mod r_sni;
 mod s_slice;
+mod s_store;
 mod w_coalesce;
 mod w_fill;
 mod w_stale;
