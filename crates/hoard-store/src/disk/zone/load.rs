@@ -141,6 +141,9 @@ impl DiskZone {
             };
             let buried = Arc::new(self.buried_in(dir));
             let mut standing = Vec::new();
+            // Every file of the directory looked at (else a tombstone whose
+            // file was not seen is kept).
+            let mut complete = true;
             for sub in subdirs {
                 let files = self
                     .io
@@ -152,7 +155,10 @@ impl DiskZone {
                         Ok(out)
                     })
                     .await
-                    .unwrap_or_default();
+                    .unwrap_or_else(|_| {
+                        complete = false;
+                        Vec::new()
+                    });
                 for batch in files.chunks(64) {
                     let batch = batch.to_vec();
                     let (buried, gate) = (buried.clone(), self.io.gate_arc());
@@ -165,7 +171,10 @@ impl DiskZone {
                                 .collect::<Vec<_>>())
                         })
                         .await
-                        .unwrap_or_default();
+                        .unwrap_or_else(|_| {
+                            complete = false;
+                            Vec::new()
+                        });
                     for r in results {
                         self.event(StoreEvent::LoadScanned);
                         match r {
@@ -197,7 +206,7 @@ impl DiskZone {
                 .filter(|b| !standing.contains(b))
                 .copied()
                 .collect();
-            if !gone.is_empty() {
+            if complete && !gone.is_empty() {
                 let me = self.clone();
                 let _ = self
                     .io
