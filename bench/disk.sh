@@ -8,6 +8,9 @@
 #            memory tier off, nginx with sendfile, Varnish -s file)
 #   restart  many small objects on disk, proxy restarted: time to the first
 #            hit and until the loader has indexed everything
+#   durability  (hoard only, not in the default TESTS) the write path of
+#            unique 1 MiB misses with [cache] durability = "process" (no
+#            fsync) and "power" (file and directory fsynced before publish)
 #
 # Every proxy is pinned to one CPU, wrk and the origin (an nginx serving
 # generated files with Cache-Control: max-age=3600) to another.  See
@@ -16,7 +19,8 @@
 # Environment knobs (all optional):
 #   DURATION=10          seconds per wrk run (DURATION=3: quick run)
 #   PROXIES="hoard nginx varnish"   proxies to run (hoard and nginx give the ratios)
-#   TESTS="write hit restart"       which measurements to run
+#   TESTS="write hit restart"       which measurements to run (also: durability)
+#   DURABILITY_ORDER="process power"  order of the durability rows
 #   WRITE_CONNS=16       wrk connections for the write path
 #   HIT_CONNS=64         wrk connections for disk hits
 #   HIT_OBJECTS="64k 1m" objects for disk hits
@@ -68,8 +72,13 @@ done
 for p in $PROXIES; do
     case "$p" in hoard|nginx|varnish) ;; *) die "unknown proxy '$p' in PROXIES" ;; esac
 done
+! has "$TESTS" durability || has "$PROXIES" hoard || die "TESTS=durability needs hoard in PROXIES"
+DURABILITY_ORDER="${DURABILITY_ORDER:-process power}"
+for d in $DURABILITY_ORDER; do
+    case "$d" in process|power) ;; *) die "unknown durability '$d' in DURABILITY_ORDER" ;; esac
+done
 for t in $TESTS; do
-    case "$t" in write|hit|restart) ;; *) die "unknown test '$t' in TESTS" ;; esac
+    case "$t" in write|hit|restart|durability) ;; *) die "unknown test '$t' in TESTS" ;; esac
 done
 declare -A OBJ_SIZE=([1k]=1024 [64k]=65536 [1m]=1048576)
 for o in $HIT_OBJECTS; do
@@ -629,6 +638,52 @@ EOF
     fi
 fi
 
+# ------------------------------------------------ 1b. durability cost ----
+# The write path again, hoard alone, with and without fsync before publish.
+if has "$TESTS" durability; then
+    for d in $DURABILITY_ORDER; do
+        p="hoard-$d"
+        free_port hp
+        CACHE[$p]="$RUN/$p/cache"
+        mkdir -p "${CACHE[$p]}"
+        cat >"$RUN/$p.toml" <<EOF
+[cache]
+memory_size = 0
+max_object_size = "8MiB"
+durability = "$d"
+[[cache.zone]]
+name = "disk"
+dirs = ["${CACHE[$p]}"]
+max_size = "${DISK_MB}MiB"
+[upstream.o]
+servers = ["http://127.0.0.1:$ORIGIN_PORT"]
+[[listener]]
+address = "127.0.0.1:$hp"
+[server]
+threads = 1
+EOF
+        "$HOARD_BIN" check --config "$RUN/$p.toml" >/dev/null || die "hoard check failed for $RUN/$p.toml"
+        start_hoard "$p" "$hp" run --config "$RUN/$p.toml"
+        warm "$p" "/1k/sanity-$TAG" 1k
+        cat >"$RUN/write-$p.lua" <<EOF
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", "/1m/d-$p-$TAG-" .. n)
+end
+EOF
+        cat "$RUN/report.lua" >>"$RUN/write-$p.lua"
+        sync
+        if [ -w /proc/sys/vm/drop_caches ]; then
+            echo 3 >/proc/sys/vm/drop_caches
+        fi
+        log "durability: $d, unique 1 MiB URLs, wrk -t1 -c$WRITE_CONNS -d${DURATION}s"
+        measure "write-$p" "${PID[$p]}" "http://127.0.0.1:$hp/" "$WRITE_CONNS" "$RUN/write-$p.lua"
+        R_STORED[$p]="$(stored_mib "$p")"
+        stop_pid "${PID[$p]}"
+    done
+fi
+
 # ----------------------------------------------------------------- report ----
 report_start disk
 both=0; has "$PROXIES" hoard && has "$PROXIES" nginx && both=1
@@ -728,6 +783,28 @@ mbs() { awk -v r="$1" -v s="$2" 'BEGIN { printf "%.0f", r * s / 1048576 }'; }
         echo
         has "$PROXIES" varnish && echo "Varnish is not in the restart test: its file storage is not persistent, a restarted varnishd starts empty."
         [ "$NGINX_LOADER" = 1 ] || echo "nginx's cache loader was not waited for (NGINX_LOADER=0)."
+    fi
+
+    if has "$TESTS" durability; then
+        echo
+        echo "## 4. Durability: the write path without and with fsync"
+        echo
+        echo "hoard alone, from a config file (one zone, memory tier off), unique 1 MiB misses, wrk -t1 -c$WRITE_CONNS -d${DURATION}s."
+        echo "process: rename without fsync (survives a crash of hoard); power: fsync of the file, rename, fsync of its"
+        echo "directory, then publish (survives a power loss). cpu ms/MiB as in section 1."
+        echo
+        echo "| durability | requests | MiB/s | p50 | p99 | cpu ms/MiB | proxy cpu | other cpu | stored MiB |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        for d in $DURABILITY_ORDER; do
+            k="write-hoard-$d"
+            R_MBS[$k]="$(awk -v r="${R_REQ[$k]}" -v d="${R_DUR[$k]}" 'BEGIN { printf "%.0f", r / (d / 1e6) }')"
+            R_CPM[$k]="$(awk -v c="${R_PT[$k]}" -v r="${R_REQ[$k]}" 'BEGIN { printf "%.2f", c / r * 1000 }')"
+            echo "| $d | ${R_REQ[$k]} | ${R_MBS[$k]} | $(ms "${R_P50[$k]}") | $(ms "${R_P99[$k]}") | ${R_CPM[$k]} | ${R_PCPU[$k]}% | ${R_OTH[$k]}% | ${R_STORED[hoard-$d]} |"
+        done
+        w=write-hoard-power; o=write-hoard-process
+        if [ -n "${R_MBS[$w]:-}" ] && [ -n "${R_MBS[$o]:-}" ]; then
+            echo "| **power/process** | | **$(ratio "${R_MBS[$w]}" "${R_MBS[$o]}")** | $(ratio "${R_P50[$w]}" "${R_P50[$o]}") | $(ratio "${R_P99[$w]}" "${R_P99[$o]}") | $(ratio "${R_CPM[$w]}" "${R_CPM[$o]}") | | | |"
+        fi
     fi
 
     if [ "${#NOTES[@]}" -gt 0 ]; then

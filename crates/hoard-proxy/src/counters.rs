@@ -324,6 +324,14 @@ counters! {
     disk_rejected_foreign_head,
     /// Disk operations that failed (I/O errors, no space).
     disk_errors,
+    /// Disk files that could not be unlinked, recorded as tombstones so that a restart does not index them.
+    disk_tombstones,
+    /// Tombstones dropped by the loader once their files were removed.
+    disk_tombstones_cleared,
+    /// Files and directories synced to the device (`durability = "power"`).
+    disk_syncs,
+    /// 304s that refreshed nothing because a purge of their key came after their request left.
+    revalidations_purged,
     /// Range requests answered with 206 from a stored object.
     range_hits,
     /// Range requests answered with 206 from a fill in progress (cold or joining).
@@ -423,6 +431,9 @@ impl hoard_store::StoreEvents for Counters {
             E::BannedAtLookup => &self.bans_lookup_removed,
             E::BannedBySweep => &self.bans_swept_objects,
             E::BanSwept => &self.bans_swept,
+            E::Tombstoned => &self.disk_tombstones,
+            E::TombstoneCleared => &self.disk_tombstones_cleared,
+            E::Synced => &self.disk_syncs,
         };
         self.inc(c);
     }

@@ -44,7 +44,11 @@
 //! One `parking_lot::Mutex` for the entries and tags, one for the log;
 //! neither is held across an await or while a tier is touched. The gate is
 //! taken before either, and held only for the synchronous steps above (a
-//! disk store's rename included, on the disk pool).
+//! disk store's rename included, on the disk pool). Since a selection may
+//! wait for the gate, every caller runs it off the serving threads (on
+//! the blocking pool): purges, bans and invalidations alike. A test can
+//! hold selections where they would wait ([`Catalog::test_gate`]) to show
+//! that nothing else waits with them.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,6 +57,8 @@ use std::sync::Arc;
 use hoard_policy::key::KeyUrl;
 use http::HeaderMap;
 use parking_lot::Mutex;
+
+use crate::disk::io::{IoGate, IoKind};
 
 /// Purges remembered for fills that race them.
 pub const PURGE_LOG: usize = 4096;
@@ -242,6 +248,8 @@ pub struct Catalog {
     inner: Mutex<Inner>,
     epoch: AtomicU64,
     log: Mutex<VecDeque<(u64, Selector, bool)>>,
+    /// Holds selections before the gate (tests only use it).
+    hold: IoGate,
 }
 
 impl Catalog {
@@ -319,6 +327,7 @@ impl Catalog {
     /// selects. The caller removes (or marks stale) their objects, then calls
     /// [`Catalog::forget`] for removed ones.
     pub fn select(&self, selector: &Selector, soft: bool) -> Vec<u128> {
+        self.hold.pass(IoKind::Write);
         // Exclusive: no store is between its check and its insert now.
         let _gate = self.gate.write();
         {
@@ -364,6 +373,13 @@ impl Catalog {
     /// then drop the guard. Never held across an await.
     pub fn admit(&self) -> parking_lot::RwLockReadGuard<'_, ()> {
         self.gate.read()
+    }
+
+    /// Holds every selection (purge, ban, invalidation) just before it
+    /// takes the admission gate while its writes are held, as a store
+    /// holding the gate would: [`IoGate::hold_writes`], [`IoGate::wait_held`].
+    pub fn test_gate(&self) -> &IoGate {
+        &self.hold
     }
 
     /// The purge epoch: a fill notes it when it starts.

@@ -43,6 +43,14 @@ pub enum StoreEvent {
     BannedBySweep,
     /// A ban's sweep finished; the ban was dropped.
     BanSwept,
+    /// A file that could not be unlinked was recorded as a tombstone (the
+    /// loader will not index it).
+    Tombstoned,
+    /// The loader removed a file a tombstone named (or found it gone) and
+    /// dropped the tombstone.
+    TombstoneCleared,
+    /// A file or directory was synced to the device (`durability = "power"`).
+    Synced,
 }
 
 impl StoreEvent {
@@ -66,6 +74,9 @@ impl StoreEvent {
             StoreEvent::BannedAtLookup => "banned-at-lookup",
             StoreEvent::BannedBySweep => "banned-by-sweep",
             StoreEvent::BanSwept => "ban-swept",
+            StoreEvent::Tombstoned => "tombstoned",
+            StoreEvent::TombstoneCleared => "tombstone-cleared",
+            StoreEvent::Synced => "synced",
         }
     }
 }

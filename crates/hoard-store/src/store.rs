@@ -46,6 +46,7 @@ use crate::catalog::{Catalog, Raced, Selector};
 use crate::disk::format::Head;
 use crate::disk::index::DiskRef;
 use crate::disk::writer::{Abandoned, DiskWriter};
+use crate::disk::zone::Rewrite;
 use crate::disk::{DiskZone, ZoneConfig, ZoneLookup};
 use crate::events::{StoreEvent, StoreEvents};
 use crate::memory::{InsertError, Lookup, MemoryStore};
@@ -552,11 +553,18 @@ impl Store {
     /// Invalidates one key (RFC 9111 §4.4, after an unsafe method): its
     /// objects go from every tier, and a fill of it that started before
     /// stores nothing (it is a purge of that exact key, see
-    /// [`crate::catalog`]). Returns how many objects went.
-    pub fn invalidate(&self, primary: Digest, key_text: &str) -> usize {
-        self.catalog
-            .select(&Selector::Key(key_text.to_string()), false);
-        self.remove_all(primary)
+    /// [`crate::catalog`]). Returns how many objects went. The selection
+    /// waits for the admission gate: it runs on the blocking pool, as a
+    /// purge's does, never on the serving threads.
+    pub async fn invalidate(self: &Arc<Self>, primary: Digest, key_text: &str) -> usize {
+        let me = self.clone();
+        let key = Selector::Key(key_text.to_string());
+        tokio::task::spawn_blocking(move || {
+            me.catalog.select(&key, false);
+            me.remove_all(primary)
+        })
+        .await
+        .unwrap_or(0)
     }
 
     /// Replaces `old` by its 304-refreshed copy in memory (if `old` is still
@@ -568,18 +576,53 @@ impl Store {
         old: &Arc<StoredObject>,
         obj: Arc<StoredObject>,
     ) {
-        if let Some(m) = &self.memory {
-            m.update(primary, request, old, obj.clone());
-        }
-        if let Some(n) = self.near.as_ref().filter(|_| old.near) {
-            n.update(primary, request, old, obj.clone());
+        self.refresh(primary, request, old, obj, self.catalog.epoch())
+            .await;
+    }
+
+    /// As [`Store::update`], for a 304 whose request left at purge epoch
+    /// `purge_epoch` (the catalogue's): unless a purge since then selects
+    /// the object. A purge wins over a revalidation it raced: a soft one
+    /// leaves the object stale (the next request revalidates again), a hard
+    /// one removed it. The check and each tier's update are one step under
+    /// the admission gate (see [`crate::catalog`]). Returns false when a
+    /// purge won (nothing was refreshed).
+    pub async fn refresh(
+        &self,
+        primary: Digest,
+        request: &HeaderMap,
+        old: &Arc<StoredObject>,
+        obj: Arc<StoredObject>,
+        purge_epoch: u64,
+    ) -> bool {
+        {
+            let _gate = self.catalog.admit();
+            let purged = |h: &HeaderMap| {
+                self.catalog
+                    .purged_since(purge_epoch, &obj.key, h, Raced::Hard)
+            };
+            if purged(&old.headers) != Raced::No || purged(&obj.headers) != Raced::No {
+                return false;
+            }
+            if let Some(m) = &self.memory {
+                m.update(primary, request, old, obj.clone());
+            }
+            if let Some(n) = self.near.as_ref().filter(|_| old.near) {
+                n.update(primary, request, old, obj.clone());
+            }
+            self.catalog.add(primary.0, &obj.key, &obj.headers);
         }
         self.catalogue(primary, &obj.key, &obj.headers);
-        if let Some(r) = obj.disk {
-            if let Some(z) = self.zones.get(r.zone) {
-                z.update_head(r, &head_of(&obj)).await;
-            }
-        }
+        let Some(r) = obj.disk else {
+            return true;
+        };
+        let Some(z) = self.zones.get(r.zone) else {
+            return true;
+        };
+        let rewrite = z
+            .refresh_head(r, &head_of(&obj), purge_epoch, &old.headers)
+            .await;
+        rewrite != Rewrite::Purged
     }
 
     /// Removes every variant stored under `primary`, in every tier. Returns

@@ -17,7 +17,7 @@ use hoard_policy::vary::VaryNames;
 use hoard_store::catalog::Selector;
 use hoard_store::disk::format::Head;
 use hoard_store::disk::writer::Abandoned;
-use hoard_store::disk::{DirConfig, ZoneConfig};
+use hoard_store::disk::{DirConfig, Durability, ZoneConfig};
 use hoard_store::object::ObjectBody;
 use hoard_store::{Lookup, Store, StoreEvent, StoreEvents};
 use http::{HeaderMap, StatusCode};
@@ -49,6 +49,7 @@ fn zone(name: &str, dir: &Path, max_size: u64) -> ZoneConfig {
         inactive: None,
         min_free: 0,
         max_object: max_size,
+        durability: Durability::Process,
     }
 }
 
@@ -630,4 +631,81 @@ async fn n00108_parts_replace_only_the_copy_they_were_made_from() {
         (body(6_000, 9), "\"v2\"".into())
     );
     assert_settled(&s, dir.path()).await;
+}
+
+// n00109: durability = "power" syncs a new object's file and then its
+// directory before it is published (two syncs, counted), and a head
+// rewrite (a 304) before it counts; "process" syncs nothing. Both serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n00109_power_durability_syncs_before_publishing() {
+    for (durability, syncs) in [(Durability::Power, [2, 3]), (Durability::Process, [0, 0])] {
+        let dir = tempfile::tempdir().unwrap();
+        let events = Arc::new(Events::default());
+        let mut cfg = zone("z", dir.path(), 8 << 20);
+        cfg.durability = durability;
+        let s = store(vec![cfg], 0, events.clone()).await;
+        let key = "http|a.com|/d";
+        fill(&s, 0, key, &body(70_000, 3), "\"1\"").await.unwrap();
+        assert_eq!(events.get("synced"), syncs[0], "{durability:?}");
+        let Lookup::Hit(o) = s.lookup(digest(key), key, &HeaderMap::new()).await else {
+            panic!("a hit");
+        };
+        let mut headers = o.headers.clone();
+        headers.insert("x-new", "1".parse().unwrap());
+        let refreshed = o.with_headers(headers, o.times, o.lifetime_source, o.rules);
+        s.update(digest(key), &HeaderMap::new(), &o, Arc::new(refreshed))
+            .await;
+        assert_eq!(events.get("synced"), syncs[1], "{durability:?}");
+        assert_eq!(get(&s, key).await.unwrap().0, body(70_000, 3));
+    }
+}
+
+// n00110: a purged object whose file cannot be unlinked (EACCES injected)
+// is recorded as a tombstone: a restart whose unlinks still fail does not
+// index it (the file and the tombstone stay); a restart whose unlinks work
+// removes the file and the tombstone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n00110_a_tombstone_keeps_an_unremovable_file_out_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("tombstones");
+    let events = Arc::new(Events::default());
+    let cfg = || vec![zone("z", dir.path(), 8 << 20)];
+    let s = store(cfg(), 0, events.clone()).await;
+    let key = "http|a.com|/t";
+    fill(&s, 0, key, &body(5000, 1), "\"1\"").await.unwrap();
+    s.zones()[0].io().gate().fail_unlinks(true);
+    let sel = Selector::Key(key.into());
+    assert_eq!(s.purge(&sel, false, SystemClock.now()).await, 1);
+    assert_eq!(events.get("tombstoned"), 1);
+    assert!(get(&s, key).await.is_none());
+    assert_eq!(files(dir.path()).0, 1, "the file stays");
+    drop(s);
+
+    // Unlinks still fail: not indexed, still there, still tombstoned.
+    let s =
+        Arc::new(Store::new(0, 64 << 20, cfg(), events.clone(), Arc::new(SystemClock)).unwrap());
+    s.zones()[0].io().gate().fail_unlinks(true);
+    s.start();
+    while s.zones()[0].loading() {
+        tokio::task::yield_now().await;
+    }
+    assert!(get(&s, key).await.is_none());
+    assert_eq!(
+        (events.get("loaded"), events.get("tombstone-cleared")),
+        (0, 0)
+    );
+    assert_eq!(files(dir.path()).0, 1);
+    assert!(log.exists());
+    drop(s);
+
+    // Unlinks work again: the file and its tombstone go.
+    let s = store(cfg(), 0, events.clone()).await;
+    assert!(get(&s, key).await.is_none());
+    assert_eq!(
+        (events.get("loaded"), events.get("tombstone-cleared")),
+        (0, 1)
+    );
+    assert_eq!(files(dir.path()).0, 0);
+    assert!(!log.exists());
+    assert_eq!(s.zones()[0].used(), 0);
 }

@@ -507,6 +507,7 @@ impl World {
                 inactive: None,
                 min_free: 0,
                 max_object: self.cfg.zone_size,
+                durability: hoard_store::disk::Durability::Process,
             })
             .collect()
     }

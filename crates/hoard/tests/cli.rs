@@ -96,6 +96,28 @@ fn acme_flags_need_a_domain() {
 }
 
 #[test]
+fn check_names_a_bad_durability() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hoard.toml");
+    let file = |d: &str| {
+        format!(
+            "[cache]\ndir = \"{}\"\ndurability = \"{d}\"\n\
+             [upstream.app]\nservers = [\"http://127.0.0.1:8080\"]\n",
+            dir.path().join("cache").display()
+        )
+    };
+    std::fs::write(&path, file("fsync")).unwrap();
+    let (code, _, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hoard.toml:3"), "{err}");
+    assert!(err.contains("cache.durability"), "{err}");
+    assert!(err.contains("\"fsync\""), "{err}");
+    std::fs::write(&path, file("power")).unwrap();
+    let (code, out, err) = hoard(&["check", "--config", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "stdout {out} stderr {err}");
+}
+
+#[test]
 fn check_says_how_to_write_several_certificates() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sni.toml");

@@ -13,6 +13,7 @@ pub mod acme;
 mod certs;
 pub mod cluster;
 pub mod defaults;
+mod durability;
 mod edge;
 mod include;
 mod listeners;
@@ -987,6 +988,7 @@ impl Resolver<'_> {
                 max_object_size,
             ));
         }
+        self.durability(raw.cache.durability, &mut zones)?;
         let placement = self.placement(raw.cache.placement, &zones)?;
         let cache = CacheConfig {
             memory_size: raw.cache.memory_size.map_or(dc.memory_size, |x| x.0),

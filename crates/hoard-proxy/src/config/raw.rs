@@ -106,6 +106,7 @@ pub struct RawCache {
     pub placement: Vec<RawPlacement>,
     pub max_prefetches: Option<usize>,
     pub max_fills: Option<usize>,
+    pub durability: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hoard_store::disk::{DirConfig, ZoneConfig};
+use hoard_store::disk::{DirConfig, Durability, ZoneConfig};
 use regex::Regex;
 
 use super::raw::{RawDir, RawPlacement, RawZone};
@@ -72,6 +72,7 @@ pub fn quick_zone(dir: PathBuf, size: u64, max_object: u64) -> ZoneConfig {
         inactive: None,
         min_free: 0,
         max_object,
+        durability: Durability::Process,
     }
 }
 
@@ -130,6 +131,7 @@ impl Resolver<'_> {
                 inactive: z.inactive.map(|d| d.0).filter(|d| *d > Duration::ZERO),
                 min_free: z.min_free.map_or(0, |s| s.0),
                 max_object,
+                durability: Durability::Process,
             });
         }
         Ok(zones)

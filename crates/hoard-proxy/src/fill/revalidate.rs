@@ -1,5 +1,9 @@
 //! A 304 answered a revalidation: the stored response is refreshed (RFC
-//! 9111 §4.3.4) without touching its body.
+//! 9111 §4.3.4) without touching its body, unless a purge of its key came
+//! after the revalidation's request left (the fill's purge epoch): then the
+//! purge wins and nothing is refreshed (a soft purge's object stays stale,
+//! a hard purge's stays gone), so the next request revalidates or fetches
+//! again. The clients of this revalidation still get the 304's answer.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -15,14 +19,15 @@ use super::{FillEngine, FillJob};
 
 impl FillEngine {
     /// Merges the 304's fields into the stored response and stores the
-    /// refreshed copy (memory: swapped in; disk: the head rewritten).
+    /// refreshed copy (memory: swapped in; disk: the head rewritten) unless
+    /// a purge since `purge_epoch` selects it.
     pub(super) async fn refresh_from_304(
         &self,
         job: &FillJob,
         stale: &Arc<StoredObject>,
         not_modified: &HeaderMap,
-        request_time: SystemTime,
-        response_time: SystemTime,
+        (request_time, response_time): (SystemTime, SystemTime),
+        purge_epoch: u64,
     ) -> Arc<StoredObject> {
         self.counters.inc(&self.counters.cache_revalidated_304);
         let mut headers = stale.headers.clone();
@@ -61,16 +66,22 @@ impl FillEngine {
         if facts.cc.no_store || facts.cc.private {
             self.store.remove_all(job.key.digest);
         } else {
-            let update =
-                self.store
-                    .update(job.key.digest, &job.request_headers, stale, fresh.clone());
+            let update = self.store.refresh(
+                job.key.digest,
+                &job.request_headers,
+                stale,
+                fresh.clone(),
+                purge_epoch,
+            );
             // A stalled disk must not hold the 304's answer: past the
             // origin's read timeout the head rewrite is left to finish alone.
-            if tokio::time::timeout(job.upstream.cfg.read_timeout, update)
-                .await
-                .is_err()
-            {
-                tracing::warn!(key = %job.key.text, "disk head rewrite stalled");
+            match tokio::time::timeout(job.upstream.cfg.read_timeout, update).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.counters.inc(&self.counters.revalidations_purged);
+                    tracing::info!(key = %job.key.text, "a purge came after the revalidation left: not refreshed");
+                }
+                Err(_) => tracing::warn!(key = %job.key.text, "disk head rewrite stalled"),
             }
         }
         fresh

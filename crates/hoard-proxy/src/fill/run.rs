@@ -110,7 +110,9 @@ impl FillEngine {
         // Purges from now on are newer than the response: see store_complete.
         let purge_epoch = self.store.catalog().epoch();
         let sent = self.send(&mut job, &mut permit).await?;
-        let sent = self.revalidated(&job, sent, &mut permit).await?;
+        let sent = self
+            .revalidated(&job, sent, purge_epoch, &mut permit)
+            .await?;
         let (mut sent, mut joined) = self.completed(&mut job, sent, &mut permit).await?;
         let (status, parts, body, storable) = loop {
             let status = sent.resp.status();
@@ -237,6 +239,7 @@ impl FillEngine {
         &self,
         job: &FillJob,
         sent: Sent,
+        purge_epoch: u64,
         permit: &mut FillPermit,
     ) -> Option<Sent> {
         let Some(stale) = &job.stale else {
@@ -249,8 +252,8 @@ impl FillEngine {
                     job,
                     stale,
                     sent.resp.headers(),
-                    sent.request_time,
-                    sent.response_time,
+                    (sent.request_time, sent.response_time),
+                    purge_epoch,
                 )
                 .await;
             let cookies = sent

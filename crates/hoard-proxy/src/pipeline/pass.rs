@@ -27,7 +27,7 @@ impl Pipeline {
         let mut headers = parts.headers;
         hoard_policy::headers::strip_hop_by_hop(&mut headers);
         if !is_safe(&ctx.method) && (parts.status.is_success() || parts.status.is_redirection()) {
-            self.invalidate(ctx, &headers);
+            self.invalidate(ctx, &headers).await;
         }
         self.add_via(&mut headers, Version::HTTP_11);
         let fwd = match rule {
@@ -52,8 +52,9 @@ impl Pipeline {
     }
 
     /// Removes the target URI and the same-origin `Location` and
-    /// `Content-Location` URIs from the cache (RFC 9111 §4.4).
-    fn invalidate(&self, ctx: &Ctx<'_>, resp_headers: &HeaderMap) {
+    /// `Content-Location` URIs from the cache (RFC 9111 §4.4), off the
+    /// serving threads (see `Store::invalidate`).
+    async fn invalidate(&self, ctx: &Ctx<'_>, resp_headers: &HeaderMap) {
         let mut targets = vec![(
             ctx.uri.path().to_string(),
             ctx.uri.query().map(str::to_string),
@@ -82,8 +83,8 @@ impl Pipeline {
             // The object and its partial copy; a fill of either that
             // started before stores nothing (not only a coalesced one).
             let partial = crate::fill::partial_key(&key);
-            let n = self.store.invalidate(key.digest, &key.text)
-                + self.store.invalidate(partial.digest, &partial.text);
+            let n = self.store.invalidate(key.digest, &key.text).await
+                + self.store.invalidate(partial.digest, &partial.text).await;
             self.counters.add(&self.counters.invalidations, n as u64);
         }
     }

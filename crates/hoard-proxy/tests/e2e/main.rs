@@ -52,6 +52,7 @@ mod s_coding;
 mod s_ops;
 mod s_slice;
 mod s_trust;
+mod s_store;
 mod w_coalesce;
 mod w_fill;
 mod w_stale;

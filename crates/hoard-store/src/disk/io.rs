@@ -22,8 +22,9 @@
 //! [`IoGate`] lets a test hold every read at the moment it would start, see
 //! that it is held, and let it go: how the tests show that a disk read that
 //! never completes stops nothing else. It can also make object writes fail
-//! as a full disk would (`ENOSPC`), and object opens fail as a failing
-//! disk would (`EIO`).
+//! as a full disk would (`ENOSPC`), object opens fail as a failing
+//! disk would (`EIO`), and unlinks fail as in a directory that refuses them
+//! (`EACCES`; tests may run as root, where permissions do not).
 
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -52,6 +53,7 @@ pub struct IoGate {
     held_changed: Notify,
     fail_writes: std::sync::atomic::AtomicBool,
     fail_reads: std::sync::atomic::AtomicBool,
+    fail_unlinks: std::sync::atomic::AtomicBool,
 }
 
 impl IoGate {
@@ -105,6 +107,21 @@ impl IoGate {
         self.fail_reads.store(on, Ordering::Release);
     }
 
+    /// Makes every unlink of an object file fail with `EACCES` (`true`) or
+    /// work again.
+    pub fn fail_unlinks(&self, on: bool) {
+        self.fail_unlinks.store(on, Ordering::Release);
+    }
+
+    /// The injected unlink failure, if any.
+    pub(crate) fn unlink_fault(&self) -> io::Result<()> {
+        if self.fail_unlinks.load(Ordering::Acquire) {
+            Err(io::Error::from_raw_os_error(13))
+        } else {
+            Ok(())
+        }
+    }
+
     /// The injected read failure, if any.
     pub(crate) fn read_fault(&self) -> io::Result<()> {
         if self.fail_reads.load(Ordering::Acquire) {
@@ -123,7 +140,8 @@ impl IoGate {
         }
     }
 
-    fn pass(&self, kind: IoKind) {
+    /// Waits here while `kind` is held (returns at once otherwise).
+    pub(crate) fn pass(&self, kind: IoKind) {
         let (gate, opened) = match kind {
             IoKind::Read => (&self.closed, &self.open),
             IoKind::Write => (&self.writes_closed, &self.writes_open),

@@ -3,6 +3,7 @@
 //! threads.
 //!
 //! * [`format`](mod@format): the versioned, checksummed file format (pure).
+//! * [`durability`]: what a committed object survives (`fsync` or not).
 //! * [`index`]: the in-memory index and the byte account.
 //! * [`io`]: the bounded blocking pool every disk operation runs on.
 //! * [`zone`]: a zone: its type and invariants, with one file per concept
@@ -15,7 +16,8 @@
 //!
 //! ## Dependencies between these modules
 //!
-//! `format`, `index`, `io`, `lease` and `resident` use none of the others.
+//! `durability`, `format`, `index`, `io`, `lease` and `resident` use none
+//! of the others.
 //! Two pairs use each other, on purpose:
 //!
 //! * `zone` and `writer`: the zone builds the [`writer::DiskWriter`] in the
@@ -34,6 +36,7 @@
 //! `docs/disk-format.md` documents the file format and `docs/disk.md` the
 //! design choices and their numbers.
 
+pub mod durability;
 pub mod format;
 pub mod index;
 pub mod io;
@@ -43,4 +46,5 @@ pub mod resident;
 pub mod writer;
 pub mod zone;
 
+pub use durability::Durability;
 pub use zone::{DirConfig, DiskZone, ZoneConfig, ZoneLookup};

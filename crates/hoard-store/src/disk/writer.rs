@@ -10,7 +10,9 @@
 //! file grows past its reservation it reserves more (evicting others if
 //! needed). [`DiskWriter::finish`] writes the block table, the head and the
 //! prefix, then renames the file to its final name (the commit point) and
-//! publishes it in the index. A writer dropped before `finish` (a failed
+//! publishes it in the index. Under `durability = "power"` the file is
+//! synced before the rename and its directory after it, both before the
+//! index learns of it ([`super::durability`]). A writer dropped before `finish` (a failed
 //! or cancelled fill, a body that outgrew its room) unlinks its `.tmp` and
 //! releases its reservation: nothing partial is ever published.
 
@@ -28,6 +30,7 @@ use super::io::PoolFile;
 use crate::busy::{SpillFuture, SpillRead};
 use crate::catalog::Raced;
 
+use super::durability::sync_dir;
 use super::format::{encode_slot, BlockSums, Head, Prefix, BLOCK, PREFIX_LEN};
 use super::index::{on_disk, DiskRef};
 use super::io::IoKind;
@@ -425,6 +428,7 @@ impl DiskWriter {
         let gate = self.zone.io.gate_arc();
         let recycled = self.recycled;
         let zone = self.zone.clone();
+        let syncs = zone.cfg.durability.syncs();
         let (primary, id, dir, serial) = (self.primary, self.id, self.dir, self.serial);
         let (key, headers, vary) = (head.key.clone(), head.headers.clone(), head.vary.clone());
         let r = self
@@ -445,7 +449,13 @@ impl DiskWriter {
                     }
                     file.write_all_at(&sums.finish(), prefix.table_offset())?;
                     file.write_all_at(&slot, PREFIX_LEN)?;
-                    file.write_all_at(&prefix.encode(), 0)
+                    file.write_all_at(&prefix.encode(), 0)?;
+                    if syncs {
+                        // Outside the admission gate: the slow part.
+                        file.sync_all()?;
+                        zone.events.event(&zone.cfg.name, StoreEvent::Synced);
+                    }
+                    Ok(())
                 })();
                 if let Err(e) = written {
                     zone.discard(&tmp, reserved);
@@ -466,6 +476,15 @@ impl DiskWriter {
                         if let Err(e) = fs::rename(&tmp, &path) {
                             zone.discard(&tmp, reserved);
                             return Err(e);
+                        }
+                        if syncs {
+                            // The name is durable before the index has it.
+                            let synced = path.parent().map_or(Ok(()), sync_dir);
+                            if let Err(e) = synced {
+                                zone.discard(&path, reserved);
+                                return Err(e);
+                            }
+                            zone.events.event(&zone.cfg.name, StoreEvent::Synced);
                         }
                         // The file is final and no larger than `bytes`: the
                         // rest of the reservation goes back.

@@ -39,12 +39,17 @@ pub(super) fn parse_name(name: &str) -> Option<(u128, u64)> {
     ))
 }
 
-/// Creates the fan-out directory of `path` if it is missing.
-pub(super) fn make_parent(path: &Path) -> io::Result<()> {
-    path.parent().map_or(Ok(()), |p| match fs::create_dir(p) {
+/// Creates the fan-out directory of `path` if it is missing; with `sync`,
+/// a new one is made durable in its parent (`durability = "power"`).
+pub(super) fn make_parent(path: &Path, sync: bool) -> io::Result<()> {
+    let Some(p) = path.parent() else {
+        return Ok(());
+    };
+    match fs::create_dir(p) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Ok(()) if sync => p.parent().map_or(Ok(()), crate::disk::durability::sync_dir),
         r => r,
-    })
+    }
 }
 
 /// Reads up to `buf.len()` bytes at `at`; returns how many (short at EOF).

@@ -10,6 +10,9 @@
 //!   with its block table), unless a purge since the zone opened selects it
 //!   or it was removed while loading (a tombstone): then it is removed;
 //! * removed and counted (a `.tmp` file, a file that fails its checks);
+//! * removed, never indexed, when a tombstone names it (an unlink that
+//!   failed before the restart, see [`super::tombstone`]); once the loader
+//!   is through a directory, the tombstones of files gone are dropped;
 //! * ignored (a name that is not an object's).
 //!
 //! Of two copies of one object (a crash between publishing a new one and
@@ -34,11 +37,12 @@ use std::sync::Arc;
 
 use super::file::{check_file, parse_name, Checked, ReadError};
 use super::space::Victims;
+use super::tombstone::Buried;
 use super::DiskZone;
 use crate::catalog::Raced;
 use crate::disk::format::{decode_table, Head, Reject};
 use crate::disk::index::{on_disk, Entry};
-use crate::disk::io::IoKind;
+use crate::disk::io::{IoGate, IoKind};
 use crate::events::StoreEvent;
 
 /// What the loader made of one file.
@@ -51,10 +55,13 @@ enum Examined {
         head: Box<Head>,
     },
     Rejected(Reject),
+    /// A tombstone names it: removed (`None`), or still there with its
+    /// length (its bytes stay accounted).
+    Buried(u128, u64, Option<u64>),
     Ignored,
 }
 
-fn examine(path: &Path) -> io::Result<Examined> {
+fn examine(path: &Path, buried: &Buried, gate: &IoGate) -> io::Result<Examined> {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -67,6 +74,14 @@ fn examine(path: &Path) -> io::Result<Examined> {
     let Some((id, serial)) = parse_name(&name) else {
         return Ok(Examined::Ignored);
     };
+    if buried.contains(&(id, serial)) {
+        let standing = match gate.unlink_fault().and_then(|()| fs::remove_file(path)) {
+            Ok(()) => None,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(_) => Some(fs::metadata(path).map_or(0, |m| m.len())),
+        };
+        return Ok(Examined::Buried(id, serial, standing));
+    }
     let checked = (|| -> Result<Examined, ReadError> {
         let Checked {
             file, prefix, head, ..
@@ -124,6 +139,11 @@ impl DiskZone {
                     continue;
                 }
             };
+            let buried = Arc::new(self.buried_in(dir));
+            let mut standing = Vec::new();
+            // Every file of the directory looked at (else a tombstone whose
+            // file was not seen is kept).
+            let mut complete = true;
             for sub in subdirs {
                 let files = self
                     .io
@@ -135,16 +155,26 @@ impl DiskZone {
                         Ok(out)
                     })
                     .await
-                    .unwrap_or_default();
+                    .unwrap_or_else(|_| {
+                        complete = false;
+                        Vec::new()
+                    });
                 for batch in files.chunks(64) {
                     let batch = batch.to_vec();
+                    let (buried, gate) = (buried.clone(), self.io.gate_arc());
                     let results = self
                         .io
                         .run(IoKind::Write, move || {
-                            Ok(batch.iter().map(|p| examine(p)).collect::<Vec<_>>())
+                            Ok(batch
+                                .iter()
+                                .map(|p| examine(p, &buried, &gate))
+                                .collect::<Vec<_>>())
                         })
                         .await
-                        .unwrap_or_default();
+                        .unwrap_or_else(|_| {
+                            complete = false;
+                            Vec::new()
+                        });
                     for r in results {
                         self.event(StoreEvent::LoadScanned);
                         match r {
@@ -158,11 +188,33 @@ impl DiskZone {
                             Ok(Examined::Rejected(r)) => {
                                 self.event(StoreEvent::Rejected(r));
                             }
+                            Ok(Examined::Buried(id, serial, left)) => {
+                                if let Some(len) = left {
+                                    self.index.lock().reserve(on_disk(len));
+                                    standing.push((id, serial));
+                                }
+                            }
                             Ok(Examined::Ignored) => {}
                             Err(e) => self.dir_failed(dir as u8, &e),
                         }
                     }
                 }
+            }
+            // The tombstones of files not left standing are done with.
+            let gone: Vec<(u128, u64)> = buried
+                .iter()
+                .filter(|b| !standing.contains(b))
+                .copied()
+                .collect();
+            if complete && !gone.is_empty() {
+                let me = self.clone();
+                let _ = self
+                    .io
+                    .run(IoKind::Write, move || {
+                        me.unbury(dir, &gone);
+                        Ok(())
+                    })
+                    .await;
             }
         }
         // A smaller max_size than the files found: evict down to it.
@@ -197,6 +249,11 @@ impl DiskZone {
         let purged =
             self.catalog
                 .purged_since(self.load_epoch, &head.key, &head.headers, Raced::No);
+        if self.is_buried(dir, id, serial) {
+            // A file that could not be unlinked before: never indexed.
+            self.unlink_later(vec![(self.path(dir, id, serial), 0)]);
+            return;
+        }
         if self.tombstones.lock().contains(&primary) || purged != Raced::No {
             // Purged while loading: not indexed, removed.
             self.index.lock().reserve(bytes);

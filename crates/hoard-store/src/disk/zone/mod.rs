@@ -25,6 +25,7 @@
 //! | `head.rs` | rewriting a stored head in place (a 304, a soft purge) |
 //! | `lookup.rs` | finding an object for a request, the open-file cache |
 //! | `purge.rs` | removing a key's objects, marking them stale |
+//! | `tombstone.rs` | files that could not be unlinked, kept out of the index across restarts |
 //!
 //! ## Lifecycle of a file
 //!
@@ -58,7 +59,8 @@
 //! One mutex around the [`Index`], held for map operations only: never
 //! across an await and never during a disk operation. Disk operations run on
 //! the zone's [`IoPool`]. The open-file cache is taken after the index
-//! lock, never before it. `tombstones` (a mutex) is taken alone. Directory
+//! lock, never before it. `tombstones` and `buried` (mutexes) are each
+//! taken alone. Directory
 //! state, serials and the head epoch are atomics.
 
 use std::fs;
@@ -84,9 +86,11 @@ mod load;
 mod lookup;
 mod purge;
 mod space;
+mod tombstone;
 mod write;
 
 pub use dirs::{Dir, DirConfig, DIR_RETRY};
+pub use head::Rewrite;
 pub use lookup::ZoneLookup;
 pub(crate) use space::Victims;
 
@@ -111,6 +115,8 @@ pub struct ZoneConfig {
     pub min_free: u64,
     /// Largest body stored.
     pub max_object: u64,
+    /// What a committed object survives (see [`crate::disk::durability`]).
+    pub durability: crate::disk::Durability,
 }
 
 /// A disk zone. See the module docs.
@@ -128,6 +134,9 @@ pub struct DiskZone {
     /// Primaries removed while the loader runs: their files, when the
     /// loader reaches them, are removed instead of indexed.
     tombstones: Mutex<std::collections::HashSet<u128>>,
+    /// Per directory, the files that could not be unlinked (see
+    /// [`tombstone`]): never indexed, removed by the loader.
+    buried: Mutex<Vec<tombstone::Buried>>,
     pub(crate) io: IoPool,
     loading: AtomicBool,
     pub(crate) events: Arc<dyn StoreEvents>,
@@ -176,10 +185,12 @@ impl DiskZone {
         catalog: Arc<Catalog>,
     ) -> io::Result<Arc<DiskZone>> {
         let mut dirs = Vec::new();
+        let mut buried = Vec::new();
         for d in &cfg.dirs {
             fs::create_dir_all(&d.path)
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", d.path.display())))?;
             dirs.push(Dir::new(d));
+            buried.push(tombstone::read(&d.path));
         }
         let start = clock.now();
         let seed = start
@@ -199,6 +210,7 @@ impl DiskZone {
             open: quick_cache::sync::Cache::new(OPEN_FILES),
             head_epoch: AtomicU64::new(0),
             tombstones: Mutex::new(std::collections::HashSet::new()),
+            buried: Mutex::new(buried),
             io: IoPool::new(CONCURRENCY),
             loading: AtomicBool::new(true),
             events,

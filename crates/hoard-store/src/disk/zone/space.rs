@@ -79,8 +79,8 @@ struct Victim {
 /// Takes over an evicted object's file as `tmp`: renamed first (so no
 /// reader can open it by its old name any more), then kept only if no
 /// handle to it is open anywhere. `None`: use a new file.
-fn reuse_file(old: &Path, tmp: &Path) -> Option<File> {
-    make_parent(tmp).ok()?;
+fn reuse_file(old: &Path, tmp: &Path, sync: bool) -> Option<File> {
+    make_parent(tmp, sync).ok()?;
     fs::rename(old, tmp).ok()?;
     let f = fs::OpenOptions::new()
         .read(true)
@@ -220,7 +220,7 @@ impl DiskZone {
             self.unlink_now(evicted.into_iter().map(|v| (v.path, v.bytes)).collect());
             if let (Some(v), Victims::Reuse { id, serial }) = (candidate, victims) {
                 let tmp = self.path(v.dir, id, serial).with_extension("tmp");
-                match reuse_file(&v.path, &tmp) {
+                match reuse_file(&v.path, &tmp, self.cfg.durability.syncs()) {
                     Some(f) => {
                         self.event(StoreEvent::DiskRecycled);
                         reused = Some((v.dir, f, v.bytes));
@@ -271,14 +271,17 @@ impl DiskZone {
     /// Unlinks files on this (pool) thread, then releases their bytes.
     pub(super) fn unlink_now(&self, files: Vec<(PathBuf, u64)>) {
         let mut freed = 0;
+        let gate = self.io.gate_arc();
         for (path, bytes) in files {
-            match fs::remove_file(&path) {
+            match gate.unlink_fault().and_then(|()| fs::remove_file(&path)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => {
-                    // Still there: its bytes stay accounted.
+                    // Still there: its bytes stay accounted, and a tombstone
+                    // keeps it out of the index at the next start.
                     tracing::warn!(zone = %self.cfg.name, path = %path.display(), error = %e, "disk: unlink failed");
                     self.event(StoreEvent::DiskError);
+                    self.bury(&path);
                     continue;
                 }
             }

@@ -74,7 +74,8 @@ impl DiskZone {
                 let recycled = placed.file.is_some();
                 let created = match placed.file {
                     Some(f) => Ok(f),
-                    None => make_parent(&tmp).and_then(|()| File::create_new(&tmp)),
+                    None => make_parent(&tmp, zone.cfg.durability.syncs())
+                        .and_then(|()| File::create_new(&tmp)),
                 };
                 let first = placed.reserved;
                 match created {
