@@ -40,7 +40,15 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let mut watched = vec![git(&["rev-parse", "--git-path", "HEAD"])];
     if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        watched.push(git(&["rev-parse", "--git-path", &branch]));
+        // A packed branch has no file of its own until its next commit
+        // writes one: then the directory it will appear in is watched.
+        if let Some(p) = git(&["rev-parse", "--git-path", &branch]) {
+            let loose = PathBuf::from(&p);
+            watched.push(match loose.parent() {
+                Some(dir) if !loose.exists() => Some(dir.display().to_string()),
+                _ => Some(p),
+            });
+        }
     }
     watched.push(git(&["rev-parse", "--git-path", "packed-refs"]));
     for path in watched.into_iter().flatten().map(PathBuf::from) {

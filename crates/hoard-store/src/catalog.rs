@@ -247,7 +247,8 @@ pub struct Catalog {
     gate: parking_lot::RwLock<()>,
     inner: Mutex<Inner>,
     epoch: AtomicU64,
-    log: Mutex<VecDeque<(u64, Selector, bool)>>,
+    /// Recent purges: epoch, selector, soft, when (monotonic).
+    log: Mutex<VecDeque<(u64, Selector, bool, std::time::Instant)>>,
     /// Holds selections before the gate (tests only use it).
     hold: IoGate,
 }
@@ -336,7 +337,7 @@ impl Catalog {
             if log.len() >= PURGE_LOG {
                 log.pop_front();
             }
-            log.push_back((epoch, selector.clone(), soft));
+            log.push_back((epoch, selector.clone(), soft, std::time::Instant::now()));
         }
         let inner = self.inner.lock();
         match selector {
@@ -387,6 +388,20 @@ impl Catalog {
         self.epoch.load(Ordering::Acquire)
     }
 
+    /// The purge epoch as it was at `at` (monotonic): the epoch of the
+    /// last purge before then, so that [`Catalog::purged_since`] of it
+    /// also sees the purges of the window since `at`. A cluster member
+    /// keeps no copy of another member's object when a purge of it was
+    /// applied here in that window: the owner may not have applied it yet
+    /// when it answered.
+    pub fn epoch_as_of(&self, at: std::time::Instant) -> u64 {
+        let log = self.log.lock();
+        match log.iter().find(|(.., t)| *t > at) {
+            Some((e, ..)) => e - 1,
+            None => self.epoch(),
+        }
+    }
+
     /// Whether a purge after `epoch` matches an object with this key text
     /// and headers. See the module docs. `forgotten` is the answer when the
     /// log no longer holds every purge since `epoch` (a fill does not store;
@@ -406,11 +421,11 @@ impl Catalog {
             .map(Arc::from)
             .collect();
         let log = self.log.lock();
-        if log.front().is_some_and(|(e, _, _)| *e > epoch + 1) {
+        if log.front().is_some_and(|(e, ..)| *e > epoch + 1) {
             return forgotten;
         }
         let mut raced = Raced::No;
-        for (_, sel, soft) in log.iter().filter(|(e, _, _)| *e > epoch) {
+        for (_, sel, soft, _) in log.iter().filter(|(e, ..)| *e > epoch) {
             if sel.matches(key, &tags) {
                 if !soft {
                     return Raced::Hard;

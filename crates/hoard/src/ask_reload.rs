@@ -60,25 +60,9 @@ pub fn run(r: &ReloadArgs) -> ExitCode {
             }
         };
     };
-    let token = match &r.token_file {
-        Some(f) => match hoard_proxy::config::ops::read_token(&f.display().to_string()) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                eprintln!("hoard: --token-file: {e}");
-                return ExitCode::from(2);
-            }
-        },
-        None => None,
-    };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("hoard: {e}");
-            return ExitCode::FAILURE;
-        }
+    let (token, rt) = match crate::admin_client(r.token_file.as_deref()) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let outcome = rt.block_on(ask(r, admin, token.as_deref()));
     match outcome {

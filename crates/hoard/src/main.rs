@@ -84,26 +84,37 @@ fn main() -> ExitCode {
     }
 }
 
-fn purge(p: &cli::PurgeArgs) -> ExitCode {
-    let token = match &p.token_file {
+/// What a command that talks to the admin API needs: the bearer token of
+/// `--token-file` (exit 2 when it cannot be read) and a runtime.
+pub(crate) fn admin_client(
+    token_file: Option<&std::path::Path>,
+) -> Result<(Option<String>, tokio::runtime::Runtime), ExitCode> {
+    let token = match token_file {
         Some(f) => match hoard_proxy::config::ops::read_token(&f.display().to_string()) {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("hoard: --token-file: {e}");
-                return ExitCode::from(2);
+                return Err(ExitCode::from(2));
             }
         },
         None => None,
     };
-    let rt = match tokio::runtime::Builder::new_current_thread()
+    match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt,
+        Ok(rt) => Ok((token, rt)),
         Err(e) => {
             eprintln!("hoard: {e}");
-            return ExitCode::FAILURE;
+            Err(ExitCode::FAILURE)
         }
+    }
+}
+
+fn purge(p: &cli::PurgeArgs) -> ExitCode {
+    let (token, rt) = match admin_client(p.token_file.as_deref()) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let result = rt.block_on(hoard_proxy::admin::client::purge(
         &p.admin,

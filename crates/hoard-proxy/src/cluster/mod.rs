@@ -315,6 +315,15 @@ impl Cluster {
         ))
     }
 
+    /// How long after a purge applied here a copy of another member's
+    /// object that it selects is not kept in the near tier: a member that
+    /// acknowledged the purge applied it within `purge_timeout` of it, so a
+    /// request forwarded to the owner later than twice that gets the
+    /// owner's purged state.
+    pub fn purge_window(&self) -> Duration {
+        2 * self.purge_timeout
+    }
+
     /// Fences what was stored before `at`: it is revalidated before it is
     /// served as fresh again (this node stood still and may have missed
     /// purges).

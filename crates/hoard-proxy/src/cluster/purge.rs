@@ -3,8 +3,7 @@
 //! ## Model
 //!
 //! A purge taken by any node (admin `POST /purge`, `PURGE`, `hoard purge`)
-//! is sent to every other member at once, and applied on the node that took
-//! it once they have answered (see `Pipeline::purge_everywhere`), over the
+//! is applied here first, then sent to every other member at once over the
 //! peer channel: a signed `POST` of [`PATH`] on the member's main listener,
 //! whose JSON body names the selector as this node resolved it (so every
 //! node removes the same keys). The answer lists each member:

@@ -48,6 +48,10 @@ struct Sent {
 struct Stored {
     status: StatusCode,
     purge_epoch: u64,
+    /// The purge epoch a cluster's purge window before the fill started:
+    /// a copy of another member's object is not kept when a purge of it
+    /// was applied here since (see `Cluster::purge_window`).
+    near_epoch: u64,
     /// The fill's slot was taken out of the table (invalidation, purge).
     detached: bool,
     /// A partial copy joined to the origin's rest: the object's length,
@@ -109,6 +113,12 @@ impl FillEngine {
         self.counters.inc(&self.counters.fills_started);
         // Purges from now on are newer than the response: see store_complete.
         let purge_epoch = self.store.catalog().epoch();
+        let near_epoch = match &self.cluster {
+            Some(c) => std::time::Instant::now()
+                .checked_sub(c.purge_window())
+                .map_or(0, |at| self.store.catalog().epoch_as_of(at)),
+            None => purge_epoch,
+        };
         let sent = self.send(&mut job, &mut permit).await?;
         let sent = self
             .revalidated(&job, sent, purge_epoch, &mut permit)
@@ -183,6 +193,7 @@ impl FillEngine {
         let stored = Stored {
             status,
             purge_epoch,
+            near_epoch,
             detached: false,
             joined: joined.as_ref().map(|j| j.total),
             source: sent.source,
@@ -711,6 +722,20 @@ impl FillEngine {
         let storable = &storable;
         let near = match stored.source {
             Source::Origin | Source::Previous | Source::Parent => false,
+            Source::Owner { keep: true }
+                if catalog.purged_since(
+                    stored.near_epoch,
+                    &job.key.text,
+                    &storable.headers,
+                    Raced::Hard,
+                ) != Raced::No =>
+            {
+                // Purged here lately: the owner may have answered before it
+                // applied the same purge. Served, not kept.
+                self.counters.inc(&self.counters.cluster_near_declined);
+                tracing::info!(key = %job.key.text, "near copy not kept: a purge of it was applied here within the purge window");
+                return false;
+            }
             Source::Owner { keep: true } => true,
             Source::Owner { keep: false } => {
                 // Not forwarded often enough for a copy here.

@@ -164,36 +164,23 @@ impl Pipeline {
     /// with `N` the members' total, `"members": [{"node": "n1", "state":
     /// "acked", "purged": 1}, ...]` and `"nodes": {"n1": "acked", ...}`.
     ///
-    /// In a cluster the other members go first and this node applies the
-    /// purge once they have acknowledged (or timed out): applied here first,
-    /// a request for a purged key could be forwarded to its owner before the
-    /// owner had purged it, and the old copy kept in this node's near tier
-    /// after the purge was answered.
+    /// Applied here first (with a bus, this node's position in the log then
+    /// means applied): a request forwarded meanwhile to an owner that has
+    /// not applied it yet may bring back the old body, which this node then
+    /// serves but does not keep (`Cluster::purge_window`).
     pub async fn purge_everywhere(&self, selector: &Selector, soft: bool, source: &str) -> String {
-        let spread = match &self.cluster {
-            None => None,
-            Some(c) => {
-                let started = tokio::time::Instant::now();
-                let spread = c.spread(selector, soft, 0).await;
-                self.metrics.purge_fanout(started.elapsed());
-                Some(spread)
-            }
-        };
         let n = self.purge(selector, soft, source).await;
         let mut local = serde_json::json!({ "purged": n });
         if let Selector::Regex(_) = selector {
             // The sweep runs on: how many bans (this one included) are pending.
             local["pending_bans"] = self.store.bans().pending().into();
         }
-        match spread {
+        match &self.cluster {
             None => local.to_string(),
-            Some(mut spread) => {
-                // This node's own count, known only now.
-                if let Some(c) = &self.cluster {
-                    for a in spread.acks.iter_mut().filter(|a| a.node == c.node()) {
-                        a.purged = Some(n as u64);
-                    }
-                }
+            Some(c) => {
+                let started = tokio::time::Instant::now();
+                let spread = c.spread(selector, soft, n as u64).await;
+                self.metrics.purge_fanout(started.elapsed());
                 let nodes: serde_json::Map<String, serde_json::Value> = spread
                     .acks
                     .iter()

@@ -649,8 +649,7 @@ async fn j00014_kubernetes_endpoint_slices_make_the_member_list() {
 // j00015: Redis restarted empty under two members that find each other by
 // heartbeat: the first to read the new, empty list sees only itself, and
 // must not drop the other (whose entry is missing, not old: it has not had
-// the chance to write again). Neither leaves, and once both have written
-// again a purge is acknowledged by both.
+// the chance to write again). Neither leaves.
 #[tokio::test]
 async fn j00015_redis_back_empty_keeps_the_members() {
     let t = Test::new("j00015");

@@ -1,7 +1,7 @@
-//! s17: a purge sent to one member is applied there only after the other
-//! members have acknowledged it. Applied first, the receiving member could
-//! forward a request to a key's owner that had not purged yet and keep the
-//! owner's old copy in its near tier after the purge was answered.
+//! s17: members apply a purge at slightly different moments. A member that
+//! has applied it may forward a request for the key to an owner that has
+//! not yet: the old body it brings back is served, never kept in the near
+//! tier, so once the purge is answered no member serves the old body.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -70,12 +70,12 @@ impl Relay {
 }
 
 // s17001: the purge reaches the owner late (held at a relay): meanwhile the
-// member that received it forwards a request for the key to the owner, which
-// still has the old body. Once the purge is answered, acknowledged by every
-// member, that member serves the new body, not the old one from its near
-// tier.
+// member that took it (and applied it) forwards a request for the key to the
+// owner, which still has the old body. Once the purge is answered,
+// acknowledged by every member, that member serves the new body, not the old
+// one from its near tier.
 #[tokio::test]
-async fn s17001_a_purge_is_applied_here_after_the_members_acknowledge() {
+async fn s17001_an_old_body_from_an_owner_not_yet_purged_is_not_kept_near() {
     let t = Test::new("s17001");
     let path = "/po/1";
     let owner = owner_of(path, 3);
@@ -114,11 +114,13 @@ async fn s17001_a_purge_is_applied_here_after_the_members_acknowledge() {
     // The purge is on its way to the owner, held: a request meanwhile gets
     // the old body (the purge is not answered yet), wherever it comes from.
     relay.seen.notified().await;
+    let declined = nodes[here].counter("cluster_near_declined");
     t.client(&nodes[here])
         .get(path)
         .send()
         .await
         .expect_body("old");
+    nodes[here].expect_counter("cluster_near_declined", declined + 1);
     relay.release.send_replace(true);
     let answer = purge.await.unwrap();
     let acked = acks(&answer);

@@ -272,9 +272,20 @@ impl DiskZone {
     pub(super) fn unlink_now(&self, files: Vec<(PathBuf, u64)>) {
         let mut freed = 0;
         let gate = self.io.gate_arc();
+        // Under `durability = "power"`, the directories of removed files are
+        // synced before this returns: a purge stays done after a power loss.
+        let mut unlinked_in: Vec<PathBuf> = Vec::new();
         for (path, bytes) in files {
             match gate.unlink_fault().and_then(|()| fs::remove_file(&path)) {
-                Ok(()) => {}
+                Ok(()) => {
+                    if self.cfg.durability.syncs() {
+                        if let Some(dir) = path.parent() {
+                            if !unlinked_in.iter().any(|d| d == dir) {
+                                unlinked_in.push(dir.to_path_buf());
+                            }
+                        }
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => {
                     // Still there: its bytes stay accounted, and a tombstone
@@ -286,6 +297,14 @@ impl DiskZone {
                 }
             }
             freed += bytes;
+        }
+        for dir in unlinked_in {
+            match crate::disk::durability::sync_dir(&dir) {
+                Ok(()) => self.event(StoreEvent::Synced),
+                Err(e) => {
+                    tracing::warn!(zone = %self.cfg.name, dir = %dir.display(), error = %e, "disk: directory not synced after unlinks");
+                }
+            }
         }
         self.index.lock().release(freed);
     }

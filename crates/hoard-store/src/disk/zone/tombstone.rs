@@ -104,6 +104,13 @@ impl DiskZone {
             let log = log_path(root);
             let new = !log.exists();
             let mut f = OpenOptions::new().create(true).append(true).open(&log)?;
+            // A line cut by a crash mid-append is ended first, so this one
+            // is read whole.
+            let torn =
+                !new && std::fs::read(&log).is_ok_and(|b| b.last().is_some_and(|c| *c != b'\n'));
+            if torn {
+                f.write_all(b"\n")?;
+            }
             f.write_all(line(id, serial).as_bytes())?;
             if self.cfg.durability.syncs() {
                 f.sync_data()?;
