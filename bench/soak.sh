@@ -107,7 +107,8 @@ python3 "$BENCH_DIR/soak_client.py" "$NODES" "$ADMIN_LIST" "127.0.0.1:$ORIGIN_PO
     "$OBJECTS" "$THREADS" "$DOWN" >"$RUN/client.out" 2>"$RUN/client.err" &
 CLIENT=$!
 
-mark_down() { echo "127.0.0.1:${PORTS[$1-1]}" >>"$DOWN"; }
+# The client reads the file every 50 ms: a node is marked before it stops.
+mark_down() { echo "127.0.0.1:${PORTS[$1-1]}" >>"$DOWN"; sleep 0.2; }
 mark_up() { grep -v "^127.0.0.1:${PORTS[$1-1]}\$" "$DOWN" >"$DOWN.new" || true; mv "$DOWN.new" "$DOWN"; }
 at() { # SECOND: sleep until SECOND of the run
     local left=$(( $1 - ($(date +%s) - T0) ))
