@@ -248,7 +248,7 @@ pub struct Catalog {
     inner: Mutex<Inner>,
     epoch: AtomicU64,
     /// Recent purges: epoch, selector, soft, when (monotonic).
-    log: Mutex<VecDeque<(u64, Selector, bool, std::time::Instant)>>,
+    log: Mutex<VecDeque<(u64, Selector, bool, tokio::time::Instant)>>,
     /// Holds selections before the gate (tests only use it).
     hold: IoGate,
 }
@@ -337,7 +337,7 @@ impl Catalog {
             if log.len() >= PURGE_LOG {
                 log.pop_front();
             }
-            log.push_back((epoch, selector.clone(), soft, std::time::Instant::now()));
+            log.push_back((epoch, selector.clone(), soft, tokio::time::Instant::now()));
         }
         let inner = self.inner.lock();
         match selector {
@@ -394,7 +394,7 @@ impl Catalog {
     /// keeps no copy of another member's object when a purge of it was
     /// applied here in that window: the owner may not have applied it yet
     /// when it answered.
-    pub fn epoch_as_of(&self, at: std::time::Instant) -> u64 {
+    pub fn epoch_as_of(&self, at: tokio::time::Instant) -> u64 {
         let log = self.log.lock();
         match log.iter().find(|(.., t)| *t > at) {
             Some((e, ..)) => e - 1,

@@ -114,7 +114,7 @@ impl FillEngine {
         // Purges from now on are newer than the response: see store_complete.
         let purge_epoch = self.store.catalog().epoch();
         let near_epoch = match &self.cluster {
-            Some(c) => std::time::Instant::now()
+            Some(c) => tokio::time::Instant::now()
                 .checked_sub(c.purge_window())
                 .map_or(0, |at| self.store.catalog().epoch_as_of(at)),
             None => purge_epoch,
