@@ -148,6 +148,7 @@ impl StoredObject {
         rules: StoredRules,
         body: ObjectBody,
     ) -> StoredObject {
+        let headers = owned(headers);
         let weight = weigh(&key, &headers, body.len());
         StoredObject {
             key,
@@ -224,6 +225,33 @@ impl StoredObject {
     }
 }
 
+/// The same header fields, each value in memory of its own. A parsed
+/// response's values are slices of the connection's read buffer (up to
+/// some 400 KiB, shared with the bodies that followed them): kept as they
+/// are, one stored object's few hundred header bytes would hold that whole
+/// buffer in memory for as long as the object is stored, unseen by the
+/// store's byte limit.
+fn owned(headers: HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(headers.len());
+    let mut last = None;
+    for (name, value) in headers {
+        let name = match name {
+            Some(n) => {
+                last = Some(n.clone());
+                n
+            }
+            None => match &last {
+                Some(n) => n.clone(),
+                None => continue,
+            },
+        };
+        let mut v = http::HeaderValue::from_bytes(value.as_bytes()).unwrap_or(value.clone());
+        v.set_sensitive(value.is_sensitive());
+        out.append(name, v);
+    }
+    out
+}
+
 /// The weight of an object with this key, headers and body length.
 pub fn weigh(key: &str, headers: &HeaderMap, body_len: u64) -> u64 {
     let header_bytes: usize = headers
@@ -231,4 +259,58 @@ pub fn weigh(key: &str, headers: &HeaderMap, body_len: u64) -> u64 {
         .map(|(n, v)| n.as_str().len() + v.len() + 32)
         .sum();
     OBJECT_OVERHEAD + key.len() as u64 + header_bytes as u64 + body_len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stored object's header values are copies: none points into the
+    /// buffer the response was parsed from (which it would keep alive).
+    #[test]
+    fn stored_header_values_do_not_hold_the_read_buffer() {
+        let buffer = Bytes::from(vec![b'a'; 400 << 10]);
+        let range = buffer.as_ptr() as usize..buffer.as_ptr() as usize + buffer.len();
+        let mut headers = HeaderMap::new();
+        for (name, at) in [
+            ("etag", 0),
+            ("x-one", 100),
+            ("x-one", 200),
+            ("set-cookie", 300),
+        ] {
+            let mut v = http::HeaderValue::from_maybe_shared(buffer.slice(at..at + 10)).unwrap();
+            v.set_sensitive(name == "set-cookie");
+            headers.append(name, v);
+        }
+        let obj = StoredObject::new(
+            "k".into(),
+            VaryNames(Vec::new()),
+            StatusCode::OK,
+            headers.clone(),
+            StoredTimes {
+                request_time: std::time::UNIX_EPOCH,
+                response_time: std::time::UNIX_EPOCH,
+                date: std::time::UNIX_EPOCH,
+                age_value: None,
+                lifetime: std::time::Duration::from_secs(1),
+            },
+            LifetimeSource::MaxAge,
+            StoredRules {
+                no_cache: false,
+                no_stale: false,
+                stale_while_revalidate: std::time::Duration::ZERO,
+                stale_if_error: std::time::Duration::ZERO,
+            },
+            ObjectBody::default(),
+        );
+        assert_eq!(obj.headers, headers, "the same fields, in order");
+        assert_eq!(obj.headers.get_all("x-one").iter().count(), 2);
+        assert!(obj.headers["set-cookie"].is_sensitive());
+        for v in obj.headers.values() {
+            assert!(
+                !range.contains(&(v.as_bytes().as_ptr() as usize)),
+                "a value still in the read buffer"
+            );
+        }
+    }
 }
