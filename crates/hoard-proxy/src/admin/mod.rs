@@ -22,6 +22,7 @@
 //! (one sample per second for rates and charts) stop at the proxy's shutdown.
 
 pub mod client;
+pub mod process_memory;
 pub mod prometheus;
 pub mod status;
 

@@ -62,6 +62,8 @@ families! {
     BUS_BEHIND_ENTRIES = "hoard_cluster_bus_behind_entries" "gauge" "With a cluster bus: how many purge entries each member has not applied yet that this node has (counted among the last 10,000 entries read).",
     NEAR_BYTES = "hoard_cluster_near_bytes" "gauge" "In a cluster: bytes held by the near tier (copies of objects other members own).",
     CLUSTER_PURGE_SECONDS = "hoard_cluster_purge_seconds" "histogram" "In a cluster: time from a purge applied here to the last member's acknowledgement (or the purge timeout).",
+    RESIDENT = "hoard_process_resident_bytes" "gauge" "The process's resident memory (RSS, VmRSS of /proc/self/status).",
+    MEMORY_PARTS = "hoard_memory_bytes" "gauge" "The resident memory by part: memory_tier, near_tier, catalogue and disk_index (estimated), other (connections' buffers, fills in flight, tables, the allocator's free pages).",
     UPTIME = "hoard_uptime_seconds" "gauge" "Seconds since the admin listener started.",
     EVENTS = "hoard_events_total" "counter" "Internal events by name (see docs/operations.md).",
 }
@@ -207,6 +209,13 @@ pub fn render(admin: &Admin) -> String {
     o.head(NEAR_BYTES);
     if let Some(near) = p.store.near() {
         o.sample(NEAR_BYTES, &[], near.weight());
+    }
+    let process = super::process_memory::ProcessMemory::read(p);
+    o.head(RESIDENT);
+    o.sample(RESIDENT, &[], process.resident);
+    o.head(MEMORY_PARTS);
+    for (part, bytes) in process.parts() {
+        o.sample(MEMORY_PARTS, &[("part", part)], bytes);
     }
     o.head(CLUSTER_PURGE_SECONDS);
     if p.cluster.is_some() {

@@ -195,10 +195,18 @@ pub fn status(admin: &Admin) -> Value {
     .iter()
     .map(|a| a.load(Ordering::Relaxed))
     .sum::<u64>();
-    let memory = match p.store.memory() {
+    let mut memory = match p.store.memory() {
         Some(m) => json!({ "objects": m.len(), "bytes": m.weight(), "capacity": m.capacity() }),
         None => json!({ "objects": 0, "bytes": 0, "capacity": 0 }),
     };
+    // The process's resident memory and its parts.
+    let process = super::process_memory::ProcessMemory::read(p);
+    let mut parts = serde_json::Map::new();
+    parts.insert("resident".into(), process.resident.into());
+    for (name, bytes) in process.parts() {
+        parts.insert(name.into(), bytes.into());
+    }
+    memory["process"] = parts.into();
     let zones: Vec<Value> = p
         .store
         .zones()

@@ -57,6 +57,7 @@ mod w_coalesce;
 mod w_fill;
 mod w_stale;
 mod z_encoding;
+mod z_memory;
 
 use std::time::Duration;
 
