@@ -581,10 +581,24 @@ async fn j00014_kubernetes_endpoint_slices_make_the_member_list() {
         let (list, stop) = (list.clone(), stop.clone());
         t.origin()
             .script(move |mut s| async move {
+                let mut stopping = false;
                 loop {
-                    let req = tokio::select! {
-                        r = s.rxreq() => r,
-                        () = stop.notified() => return,
+                    // Once the nodes are stopped, a discovery task that has
+                    // not seen it yet may still ask: answered, until none
+                    // has asked for a second.
+                    let req = if stopping {
+                        match tokio::time::timeout(Duration::from_secs(1), s.rxreq()).await {
+                            Ok(r) => r,
+                            Err(_) => return,
+                        }
+                    } else {
+                        tokio::select! {
+                            r = s.rxreq() => r,
+                            () = stop.notified() => {
+                                stopping = true;
+                                continue;
+                            }
+                        }
                     };
                     req.expect_url(
                         "/apis/discovery.k8s.io/v1/namespaces/edge/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dhoard-peers",
