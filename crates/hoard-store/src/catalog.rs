@@ -396,7 +396,8 @@ impl Catalog {
     /// when it answered.
     pub fn epoch_as_of(&self, at: tokio::time::Instant) -> u64 {
         let log = self.log.lock();
-        match log.iter().find(|(.., t)| *t > at) {
+        // Entries are pushed in time order: the first one after `at`.
+        match log.get(log.partition_point(|(.., t)| *t <= at)) {
             Some((e, ..)) => e - 1,
             None => self.epoch(),
         }
@@ -485,6 +486,27 @@ mod tests {
         c.forget(&[5]);
         assert!(c.select(&Selector::Tag("img".into()), false).is_empty());
         assert_eq!(c.len(), 4);
+    }
+
+    #[test]
+    fn epoch_as_of_sees_the_purges_since_then() {
+        let c = Catalog::default();
+        let key = Selector::Key("http|a.com|/x".into());
+        c.select(&key, false);
+        let between = tokio::time::Instant::now();
+        c.select(&key, false);
+        // As of `between`: the first purge, so the second is still "since".
+        assert_eq!(c.epoch_as_of(between), 1);
+        assert_eq!(
+            c.purged_since(
+                c.epoch_as_of(between),
+                "http|a.com|/x",
+                &HeaderMap::new(),
+                Raced::Hard
+            ),
+            Raced::Hard
+        );
+        assert_eq!(c.epoch_as_of(tokio::time::Instant::now()), c.epoch());
     }
 
     #[test]
