@@ -9,10 +9,10 @@ mod upgrade;
 /// mimalloc: threads free each other's allocations without taking a lock
 /// (a purge dropping 100k objects on a blocking thread must not stall the
 /// serving threads' allocations, as glibc's arena locks do), and small
-/// allocations are faster.
+/// allocations are faster. Counted, for the memory `/status` reports.
 #[cfg(not(feature = "count-allocs"))]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: hoard_heap::Accounted = hoard_heap::Accounted;
 
 #[cfg(feature = "count-allocs")]
 mod alloc_count;

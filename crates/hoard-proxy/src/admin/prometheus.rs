@@ -63,7 +63,7 @@ families! {
     NEAR_BYTES = "hoard_cluster_near_bytes" "gauge" "In a cluster: bytes held by the near tier (copies of objects other members own).",
     CLUSTER_PURGE_SECONDS = "hoard_cluster_purge_seconds" "histogram" "In a cluster: time from a purge applied here to the last member's acknowledgement (or the purge timeout).",
     RESIDENT = "hoard_process_resident_bytes" "gauge" "The process's resident memory (RSS, VmRSS of /proc/self/status).",
-    MEMORY_PARTS = "hoard_memory_bytes" "gauge" "The resident memory by part: memory_tier, near_tier, catalogue and disk_index (estimated), other (connections' buffers, fills in flight, tables, the allocator's free pages).",
+    MEMORY_PARTS = "hoard_memory_bytes" "gauge" "The resident memory by part: memory_tier, near_tier, catalogue and disk_index (estimated), working (the rest of the heap hoard holds: connections' buffers, fills in flight, tables), allocator_free (pages kept for reuse), program (code, stacks).",
     UPTIME = "hoard_uptime_seconds" "gauge" "Seconds since the admin listener started.",
     EVENTS = "hoard_events_total" "counter" "Internal events by name (see docs/operations.md).",
 }

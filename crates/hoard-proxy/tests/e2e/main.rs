@@ -4,6 +4,11 @@
 //! d disk zones, r ranges, s slice mode, o operations (purge, metrics, logs),
 //! i clusters of several proxies.
 
+/// The binary's allocator, so that `/status` splits the heap as it does in
+/// production (z10001).
+#[global_allocator]
+static GLOBAL: hoard_heap::Accounted = hoard_heap::Accounted;
+
 mod b_basic;
 mod b_origin_tls;
 mod b_proxy_protocol;

@@ -1,0 +1,192 @@
+//! hoard's global allocator: mimalloc, with the bytes the program holds
+//! (the live heap) counted, so that `/status` and `/metrics` can split the
+//! process's resident memory into what hoard holds and what the allocator
+//! keeps for reuse.
+//!
+//! The model: every allocation adds its size to a counter, every free takes
+//! it off. A single shared counter would be a cache line bounced between
+//! the serving threads on every allocation, so there are [`SLOTS`] counters
+//! on cache lines of their own and each thread keeps to one (threads share
+//! a slot only past [`SLOTS`] threads). A slot may go negative (a thread
+//! frees what another allocated); only the sum means anything, and
+//! [`reading`] adds the slots up with relaxed loads: a reading taken while
+//! other threads allocate is off by what is in flight, never by more.
+//!
+//! The allocator is mimalloc 2: with cached bodies of many sizes,
+//! mimalloc 3 kept about twice as many free pages resident (see the last
+//! test here).
+//!
+//! Installed by the `hoard` binary (and by the e2e tests); [`reading`] is
+//! `None` in a program that does not use it.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering::Relaxed};
+
+/// Counters, one per cache line.
+const SLOTS: usize = 64;
+
+#[repr(align(128))]
+struct Slot(AtomicI64);
+
+static LIVE: [Slot; SLOTS] = [const { Slot(AtomicI64::new(0)) }; SLOTS];
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+static IN_USE: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    // A const initialiser and no destructor: reading it never allocates,
+    // so the allocator may use it.
+    static SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+fn slot() -> &'static AtomicI64 {
+    let i = SLOT
+        .try_with(|s| {
+            let mut i = s.get();
+            if i == usize::MAX {
+                i = NEXT_SLOT.fetch_add(1, Relaxed) % SLOTS;
+                s.set(i);
+                IN_USE.store(true, Relaxed);
+            }
+            i
+        })
+        // A thread being torn down: any slot will do.
+        .unwrap_or(0);
+    &LIVE[i].0
+}
+
+/// mimalloc, with the live heap counted.
+pub struct Accounted;
+
+// SAFETY: every call is passed on unchanged to mimalloc, which upholds the
+// `GlobalAlloc` contract; the counters have no effect on memory.
+unsafe impl GlobalAlloc for Accounted {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { mimalloc::MiMalloc.alloc(layout) };
+        if !p.is_null() {
+            slot().fetch_add(layout.size() as i64, Relaxed);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) };
+        if !p.is_null() {
+            slot().fetch_add(layout.size() as i64, Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        slot().fetch_sub(layout.size() as i64, Relaxed);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            slot().fetch_add(new_size as i64 - layout.size() as i64, Relaxed);
+        }
+        p
+    }
+}
+
+/// The heap as the allocator counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapReading {
+    /// Bytes the program holds (allocated and not yet freed).
+    pub live: u64,
+}
+
+/// The heap now, or `None` when [`Accounted`] is not the global allocator.
+pub fn reading() -> Option<HeapReading> {
+    if !IN_USE.load(Relaxed) {
+        return None;
+    }
+    let live: i64 = LIVE.iter().map(|s| s.0.load(Relaxed)).sum();
+    Some(HeapReading {
+        live: live.max(0) as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[global_allocator]
+    static GLOBAL: Accounted = Accounted;
+
+    /// One test at a time: each reads the whole process's heap.
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn a_buffer_held_is_counted_and_freed_is_not() {
+        let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+        let before = reading().expect("installed").live;
+        let held = vec![7u8; 32 << 20];
+        let during = reading().unwrap();
+        assert!(
+            during.live >= before + (32 << 20) - (1 << 20),
+            "{before} then {during:?}"
+        );
+        drop(held);
+        let after = reading().unwrap().live;
+        assert!(after < before + (1 << 20), "{before} then {after}");
+    }
+
+    /// A cache's pattern: bodies of 1-256 KiB kept up to a byte limit and
+    /// evicted at random, each made beside a short-lived buffer (a read
+    /// buffer). In a process of its own (as cargo-nextest runs each test),
+    /// the resident pages beyond the heap came to 2.01 times the bodies
+    /// held under mimalloc 3 and 0.51 times under mimalloc 2 (cluster soak:
+    /// 77-85 MB and 42-44 MB beside 100 MB of tiers).
+    #[test]
+    fn cached_bodies_of_many_sizes_leave_few_free_pages() {
+        let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+        const LIMIT: usize = 32 << 20;
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |n: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n as u64) as usize
+        };
+        // Resident pages beyond the live heap, against where the test began.
+        let spare = || {
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let kib: f64 = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next())
+                .unwrap()
+                .parse()
+                .unwrap();
+            kib * 1024.0 - reading().unwrap().live as f64
+        };
+        let base = spare();
+        let mut kept: Vec<Vec<u8>> = Vec::new();
+        let mut held = 0;
+        let mut worst = 0f64;
+        for round in 0..20_000 {
+            let transient = vec![1u8; 8192 + next(400 << 10)];
+            let body = vec![2u8; 1024 + next(255 << 10)];
+            drop(std::hint::black_box(transient));
+            held += body.len();
+            kept.push(std::hint::black_box(body));
+            while held > LIMIT {
+                let gone = kept.swap_remove(next(kept.len()));
+                held -= gone.len();
+            }
+            if round > 5_000 && round % 1_000 == 0 {
+                worst = worst.max((spare() - base) / held as f64);
+            }
+        }
+        eprintln!("resident pages beyond the heap at most {worst:.2} times the bodies held");
+        assert!(worst < 1.0, "resident pages beyond the heap {worst:.2} times the bodies held");
+    }
+}
