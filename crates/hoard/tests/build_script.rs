@@ -36,6 +36,13 @@ fn script() -> PathBuf {
     std::fs::read_dir(build)
         .unwrap()
         .filter_map(|e| e.ok())
+        // `<package>-<hash>`: this package's, not a dependency's.
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.rsplit_once('-'))
+                .is_some_and(|(package, _)| package == "hoard")
+        })
         .map(|e| e.path().join("build-script-build"))
         .filter(|p| p.is_file())
         .max_by_key(|p| p.metadata().unwrap().modified().unwrap())
