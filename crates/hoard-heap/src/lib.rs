@@ -187,6 +187,9 @@ mod tests {
             }
         }
         eprintln!("resident pages beyond the heap at most {worst:.2} times the bodies held");
-        assert!(worst < 1.0, "resident pages beyond the heap {worst:.2} times the bodies held");
+        assert!(
+            worst < 1.0,
+            "resident pages beyond the heap {worst:.2} times the bodies held"
+        );
     }
 }

@@ -79,10 +79,7 @@ impl ProcessMemory {
         match self.heap {
             Some(h) => {
                 let working = h.live.saturating_sub(self.accounted()).min(rest);
-                let free = self
-                    .anonymous
-                    .saturating_sub(h.live)
-                    .min(rest - working);
+                let free = self.anonymous.saturating_sub(h.live).min(rest - working);
                 parts.push(("working", working));
                 parts.push(("allocator_free", free));
                 parts.push(("program", rest - working - free));

@@ -95,15 +95,6 @@ impl Edge {
             && self.error_pages.is_none()
             && self.respond.is_none()
     }
-
-    /// The last step of every response of the route: an error page for
-    /// hoard's own error, then the response header edits.
-    pub fn finish(&self, resp: &mut http::Response<ProxyBody>, vars: &template::Vars<'_>) {
-        if let Some(pages) = &self.error_pages {
-            replace_error(pages, resp);
-        }
-        self.response_headers.apply(resp.headers_mut(), vars);
-    }
 }
 
 /// Puts the page of `resp`'s status in place of the body of an error hoard

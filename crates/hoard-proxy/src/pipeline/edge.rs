@@ -1,16 +1,18 @@
-//! The pipeline's edge step: a route's redirect, limits, access and
-//! credentials before anything is looked up, in nginx's order, then its
-//! fixed answer (`respond`), if it has one (see
+//! A route's registered steps (see [`super::phases`]): in `recv`, its
+//! redirect, limits, access and credentials before anything is looked up,
+//! in nginx's order, then its fixed answer (`respond`) and its request
+//! edits; in `deliver`, its error pages and response edits (see
 //! [`crate::edge`] for the rules themselves).
 
 use std::sync::Arc;
 
 use hoard_policy::cache_status::{CacheStatus, Outcome};
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderValue};
 use http::{Response, StatusCode};
 
 use super::limits::Limits;
-use super::Pipeline;
+use super::phases::{DeliverStep, RecvStep, RouteSteps};
+use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
 use crate::config::PathMatch;
 use crate::edge::limit::{retry_after, ConnGuard};
@@ -19,89 +21,136 @@ use crate::edge::Edge;
 use crate::error::{ErrorKind, ProxyError};
 
 impl Pipeline {
-    /// Lets the request in (with its in-progress guard, if the route
-    /// counts them) or answers it.
-    pub(super) async fn admit(
+    /// The route's `recv` steps, in order (see [`RouteSteps`]): the request
+    /// goes on (with its in-progress guard, if the route counts them), or
+    /// the route answers it, its `deliver` steps applied.
+    pub(super) async fn recv_steps(
         &self,
-        edge: &Edge,
+        steps: &RouteSteps,
         limits: &Limits,
-        path: &PathMatch,
-        vars: &Vars<'_>,
-        headers: &HeaderMap,
+        ctx: &mut Ctx<'_>,
+        tls: bool,
     ) -> Result<Option<Arc<ConnGuard>>, Response<ProxyBody>> {
-        if let Some(r) = &edge.redirect {
-            self.counters.inc(&self.counters.edge_redirects);
-            let captures = match path {
-                PathMatch::Regex(re) => re.captures(vars.path),
-                PathMatch::Prefix(_) => None,
-            };
-            let location = r.location(vars, captures.as_ref());
-            let Ok(location) = HeaderValue::try_from(location) else {
-                let e = ProxyError::internal("a redirect target that is no field value");
-                return Err(self.error_response(&e, None));
-            };
-            let mut resp = Response::new(ProxyBody::Full(Some(format!("{}\n", r.status).into())));
-            *resp.status_mut() = r.status;
-            let h = resp.headers_mut();
-            h.insert(header::LOCATION, location);
-            h.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; charset=utf-8"),
-            );
-            let cs = CacheStatus {
-                detail: Some("redirect"),
-                ..Default::default()
-            };
-            self.add_cache_status(&mut resp, &cs);
-            super::note_outcome(Outcome::Redirect);
-            return Err(resp);
-        }
-        if let Some(rate) = &limits.rate {
-            if let Err(wait) = rate.check(vars.remote_addr) {
-                self.counters.inc(&self.counters.edge_rate_limited);
-                let e = ProxyError::client(
-                    ErrorKind::RateLimited,
-                    format!("{} over the route's rate", vars.remote_addr),
-                );
-                return Err(self.retry_later(&e, retry_after(wait)));
-            }
-        }
+        let Some(edge) = ctx.route.edge.as_deref() else {
+            return Ok(None);
+        };
+        let vars = super::edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);
         let mut guard = None;
-        if let Some(limit) = &limits.connections {
-            match limit.enter(vars.remote_addr) {
-                Some(g) => guard = Some(Arc::new(g)),
-                None => {
-                    self.counters.inc(&self.counters.edge_connections_limited);
+        for step in steps.recv.iter() {
+            let refused = match step {
+                RecvStep::Redirect => edge
+                    .redirect
+                    .as_ref()
+                    .map(|r| self.redirect(r, &ctx.route.path, &vars)),
+                RecvStep::Rate => limits.rate.as_ref().and_then(|rate| {
+                    let wait = rate.check(vars.remote_addr).err()?;
+                    self.counters.inc(&self.counters.edge_rate_limited);
                     let e = ProxyError::client(
-                        ErrorKind::ConnectionLimit,
-                        format!(
-                            "{} has limit_connections requests in progress",
-                            vars.remote_addr
-                        ),
+                        ErrorKind::RateLimited,
+                        format!("{} over the route's rate", vars.remote_addr),
                     );
-                    return Err(self.retry_later(&e, 1));
+                    Some(self.retry_later(&e, retry_after(wait)))
+                }),
+                RecvStep::Connections => match &limits.connections {
+                    Some(limit) => match limit.enter(vars.remote_addr) {
+                        Some(g) => {
+                            guard = Some(Arc::new(g));
+                            None
+                        }
+                        None => {
+                            self.counters.inc(&self.counters.edge_connections_limited);
+                            let e = ProxyError::client(
+                                ErrorKind::ConnectionLimit,
+                                format!(
+                                    "{} has limit_connections requests in progress",
+                                    vars.remote_addr
+                                ),
+                            );
+                            Some(self.retry_later(&e, 1))
+                        }
+                    },
+                    None => None,
+                },
+                RecvStep::Access => (!edge.access.admits(vars.remote_addr)).then(|| {
+                    self.counters.inc(&self.counters.edge_access_denied);
+                    let e = ProxyError::client(
+                        ErrorKind::AccessDenied,
+                        format!("{} refused by allow/deny", vars.remote_addr),
+                    );
+                    self.error_response(&e, None)
+                }),
+                RecvStep::Auth => match &edge.auth {
+                    Some(auth) if !auth.admits(&ctx.headers).await => {
+                        self.counters.inc(&self.counters.edge_auth_failed);
+                        let e = ProxyError::client(ErrorKind::AuthRequired, "no valid credentials");
+                        let mut resp = self.error_response(&e, None);
+                        resp.headers_mut()
+                            .insert(header::WWW_AUTHENTICATE, auth.challenge.clone());
+                        Some(resp)
+                    }
+                    _ => {
+                        // The credentials were hoard's (see `edge::basic_auth`).
+                        ctx.headers.remove(header::AUTHORIZATION);
+                        None
+                    }
+                },
+                RecvStep::Respond => {
+                    // After the limits and access checks, which protect it.
+                    if let Some(r) = &edge.respond {
+                        let mut resp = self.fixed_answer(r, &ctx.method);
+                        deliver_steps(steps, edge, &mut resp, &vars);
+                        if let Some(guard) = guard {
+                            resp.extensions_mut().insert(guard);
+                        }
+                        return Err(resp);
+                    }
+                    None
                 }
-            }
-        }
-        if !edge.access.admits(vars.remote_addr) {
-            self.counters.inc(&self.counters.edge_access_denied);
-            let e = ProxyError::client(
-                ErrorKind::AccessDenied,
-                format!("{} refused by allow/deny", vars.remote_addr),
-            );
-            return Err(self.error_response(&e, None));
-        }
-        if let Some(auth) = &edge.auth {
-            if !auth.admits(headers).await {
-                self.counters.inc(&self.counters.edge_auth_failed);
-                let e = ProxyError::client(ErrorKind::AuthRequired, "no valid credentials");
-                let mut resp = self.error_response(&e, None);
-                resp.headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, auth.challenge.clone());
+                RecvStep::RequestHeaders => {
+                    edge.request_headers.apply(&mut ctx.headers, &vars);
+                    None
+                }
+            };
+            if let Some(mut resp) = refused {
+                deliver_steps(steps, edge, &mut resp, &vars);
                 return Err(resp);
             }
         }
         Ok(guard)
+    }
+
+    /// A route's `redirect`: every request answered with it.
+    fn redirect(
+        &self,
+        r: &crate::edge::redirect::Redirect,
+        path: &PathMatch,
+        vars: &Vars<'_>,
+    ) -> Response<ProxyBody> {
+        self.counters.inc(&self.counters.edge_redirects);
+        let captures = match path {
+            PathMatch::Regex(re) => re.captures(vars.path),
+            PathMatch::Prefix(_) => None,
+        };
+        let location = r.location(vars, captures.as_ref());
+        let Ok(location) = HeaderValue::try_from(location) else {
+            let e = ProxyError::internal("a redirect target that is no field value");
+            return self.error_response(&e, None);
+        };
+        let mut resp = Response::new(ProxyBody::Full(Some(format!("{}\n", r.status).into())));
+        *resp.status_mut() = r.status;
+        let h = resp.headers_mut();
+        h.insert(header::LOCATION, location);
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        let cs = CacheStatus {
+            detail: Some("redirect"),
+            ..Default::default()
+        };
+        self.add_cache_status(&mut resp, &cs);
+        super::note_outcome(Outcome::Redirect);
+        resp
     }
 
     /// A route's fixed answer (`respond`): never stored, never forwarded.
@@ -127,5 +176,25 @@ impl Pipeline {
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         resp
+    }
+}
+
+/// The route's `deliver` steps on one of its responses: an error page for
+/// hoard's own error, then the response header edits.
+pub(super) fn deliver_steps(
+    steps: &RouteSteps,
+    edge: &Edge,
+    resp: &mut Response<ProxyBody>,
+    vars: &Vars<'_>,
+) {
+    for step in steps.deliver.iter() {
+        match step {
+            DeliverStep::ErrorPage => {
+                if let Some(pages) = &edge.error_pages {
+                    crate::edge::replace_error(pages, resp);
+                }
+            }
+            DeliverStep::ResponseHeaders => edge.response_headers.apply(resp.headers_mut(), vars),
+        }
     }
 }

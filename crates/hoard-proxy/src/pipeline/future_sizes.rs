@@ -99,10 +99,10 @@ pub(crate) fn sizes() -> Vec<(&'static str, usize)> {
             }),
         ),
         (
-            "admit",
-            size(|p: P, e: &'static crate::edge::Edge| {
-                let v: &'static crate::edge::template::Vars<'static> = unreachable!();
-                p.admit(e, unreachable!(), unreachable!(), v, unreachable!())
+            "recv_steps",
+            size(|p: P, s: &'static super::phases::RouteSteps| {
+                let c: &'static mut Ctx<'static> = unreachable!();
+                p.recv_steps(s, unreachable!(), c, false)
             }),
         ),
     ]

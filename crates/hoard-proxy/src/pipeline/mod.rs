@@ -25,10 +25,12 @@ pub mod forwarding;
 #[cfg(test)]
 mod future_sizes;
 mod hit;
+mod intercept;
 pub mod limits;
 mod origin_request;
 mod partial;
 mod pass;
+pub mod phases;
 pub(crate) mod purge;
 mod range;
 pub mod running;
@@ -55,6 +57,7 @@ use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{BodyExt, Limited};
 use tokio::time::Instant;
 
+use self::edge::deliver_steps;
 use crate::access_log::{AccessLog, Record};
 use crate::body::ProxyBody;
 use crate::config::rules::{first_match, Rule, RuleInput};
@@ -103,6 +106,8 @@ pub struct Pipeline {
     pub(crate) pressure: tokio::sync::Notify,
     /// Connections waiting for their first byte (only they heed `pressure`).
     pub(crate) silent: std::sync::atomic::AtomicUsize,
+    /// The node's intercepts, in order (see [`phases::Intercept`]).
+    intercepts: Box<[phases::Intercept]>,
 }
 
 /// What the connection knows about a request it hands to [`Pipeline::serve`].
@@ -348,6 +353,7 @@ impl Pipeline {
             counters,
             clock,
             fills,
+            intercepts: phases::Intercept::registered(cluster.is_some()),
             cluster,
             acme: None,
         }
@@ -392,97 +398,36 @@ impl Pipeline {
                 started,
             })
         });
-        if let Some(acme) = self.acme.as_ref().filter(|a| a.active()) {
-            let ours = || {
-                req.uri()
-                    .host()
-                    .or_else(|| req.headers().get(header::HOST)?.to_str().ok())
-                    .is_some_and(|h| acme.serves_challenges_for(h))
-            };
-            if let Some(token) = req
-                .uri()
-                .path()
-                .strip_prefix(crate::acme::CHALLENGE_PATH)
-                .filter(|_| ours())
-            {
-                // An ACME challenge for one of hoard's names: answered
-                // here, never cached or forwarded.
-                let mut resp =
-                    Response::new(Tallied::new(ProxyBody::Empty, self.metrics.clone(), None));
-                match acme.challenges.http01(token) {
-                    Some(answer) => {
-                        self.counters.inc(&self.counters.acme_challenges_answered);
-                        resp.headers_mut().insert(
-                            header::CONTENT_TYPE,
-                            http::HeaderValue::from_static("application/octet-stream"),
-                        );
-                        *resp.body_mut() = Tallied::new(
-                            ProxyBody::Full(Some(bytes::Bytes::from(answer))),
-                            self.metrics.clone(),
-                            None,
-                        );
-                    }
-                    None => *resp.status_mut() = http::StatusCode::NOT_FOUND,
-                }
-                return resp;
+        // intercept: the node's own answers, before any site or route.
+        let claimed = self
+            .intercepts
+            .iter()
+            .copied()
+            .find(|i| i.claims(&self, &req, &conn));
+        let (resp, noted) = match claimed {
+            Some(i) if !i.logged() => return self.answer_now(i, &req, &conn),
+            Some(i) => (
+                Box::pin(self.intercept(i, req, peer, tls)).await,
+                Noted::default(),
+            ),
+            None => {
+                self.counters.inc(&self.counters.requests_total);
+                OUTCOME
+                    .scope(std::cell::Cell::new(Noted::default()), async {
+                        // The log line's id goes to the origin too.
+                        let id = line.as_deref().and_then(|l| l.record.request_id.as_ref());
+                        // recv, key, fetch, store and deliver.
+                        let resp = match self.recv(req, conn, id).await {
+                            Ok(resp) => resp,
+                            Err(e) => self.error_response(&e, None),
+                        };
+                        (resp, OUTCOME.with(std::cell::Cell::take))
+                    })
+                    .await
             }
-        }
-        if let Some(port) = conn.redirect_https {
-            // Plain HTTP on a site served over HTTPS: everything but the
-            // ACME challenges above is redirected (308 keeps the method).
-            let mut resp =
-                Response::new(Tallied::new(ProxyBody::Empty, self.metrics.clone(), None));
-            match https_location(&req, port) {
-                Some(location) => {
-                    *resp.status_mut() = http::StatusCode::PERMANENT_REDIRECT;
-                    resp.headers_mut().insert(header::LOCATION, location);
-                }
-                None => *resp.status_mut() = http::StatusCode::BAD_REQUEST,
-            }
-            return resp;
-        }
-        if self.cluster.is_some() && req.uri().path() == crate::cluster::probe::PATH {
-            // A member's probe: answered at once, not a request.
-            self.counters.inc(&self.counters.cluster_probes_answered);
-            let mut resp =
-                Response::new(Tallied::new(ProxyBody::Empty, self.metrics.clone(), None));
-            if let Some(c) = &self.cluster {
-                *resp.status_mut() = c.probe_answer(resp.headers_mut());
-            }
-            return resp;
-        }
-        let peer_acme = self.cluster.is_some() && req.uri().path() == crate::acme::share::PATH;
-        let purge = req.method().as_str() == "PURGE"
-            || peer_acme
-            || (self.cluster.is_some() && req.uri().path() == crate::cluster::purge::PATH);
-        let (resp, noted) = if purge {
-            let resp = if req.method().as_str() == "PURGE" {
-                let client = forwarding::client_addr(
-                    peer.ip(),
-                    req.headers(),
-                    &self.run().cfg.server.trusted_proxies,
-                );
-                Box::pin(self.purge_method(req, client, tls)).await
-            } else if peer_acme {
-                Box::pin(self.peer_acme(req)).await
-            } else {
-                Box::pin(self.peer_purge(req)).await
-            };
-            (resp, Noted::default())
-        } else {
-            self.counters.inc(&self.counters.requests_total);
-            OUTCOME
-                .scope(std::cell::Cell::new(Noted::default()), async {
-                    // The log line's id goes to the origin too.
-                    let id = line.as_deref().and_then(|l| l.record.request_id.as_ref());
-                    let resp = match self.recv(req, conn, id).await {
-                        Ok(resp) => resp,
-                        Err(e) => self.error_response(&e, None),
-                    };
-                    (resp, OUTCOME.with(std::cell::Cell::take))
-                })
-                .await
         };
+        // log: the metrics now, the access log's line when the body is sent.
+        let purge = claimed.is_some();
         let outcome = noted.outcome;
         let ttfb = started.elapsed();
         if !purge {
@@ -553,8 +498,9 @@ impl Pipeline {
         record
     }
 
-    /// A request: `prepare`, the route's edge rules, then the cache (or a
-    /// pass, or a tunnel), then the edge rules' last step on the response.
+    /// A request's route phases (see [`phases`]): `recv` (`prepare`, then
+    /// the route's steps), `key`, `fetch` and `store` (the cache, or a pass,
+    /// or a tunnel), then the route's `deliver` steps on the response.
     async fn recv(
         self: &Arc<Self>,
         req: Request<RequestBody>,
@@ -572,49 +518,27 @@ impl Pipeline {
             Prepared::Go(r) => r,
             Prepared::Answered(resp) => return Ok(resp),
         };
-        // The route's edge rules (most routes have none: one test).
-        let edge = ctx.route.edge.as_deref();
+        // recv: the route's steps (most routes have none: one test).
+        let steps = &run.steps[at.0][at.1];
         let mut held = None;
-        if let Some(edge) = edge {
-            let vars = edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);
+        if !steps.recv.is_empty() {
             let limits = run.limits.get(at.0, at.1);
-            match self
-                .admit(edge, limits, &ctx.route.path, &vars, &ctx.headers)
-                .await
-            {
+            match self.recv_steps(steps, limits, &mut ctx, tls).await {
                 Ok(guard) => held = guard,
-                Err(mut resp) => {
-                    edge.finish(&mut resp, &vars);
-                    return Ok(resp);
-                }
-            }
-            if let Some(r) = &edge.respond {
-                // After the limits and access checks, which protect it.
-                let mut resp = self.fixed_answer(r, &ctx.method);
-                edge.finish(&mut resp, &vars);
-                if let Some(guard) = held {
-                    resp.extensions_mut().insert(guard);
-                }
-                return Ok(resp);
-            }
-            if edge.auth.is_some() {
-                // The credentials were hoard's (see `edge::basic_auth`).
-                ctx.headers.remove(header::AUTHORIZATION);
-            }
-            if !edge.request_headers.is_empty() {
-                let vars = edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);
-                edge.request_headers.apply(&mut ctx.headers, &vars);
+                Err(resp) => return Ok(resp),
             }
         }
+        // key, fetch and store (or a pass, or a tunnel).
         let result = self.route_request(&ctx, upgrade, body).await;
-        let Some(edge) = edge else {
+        // deliver: the route's steps on every response.
+        if steps.deliver.is_empty() && held.is_none() {
             return result;
-        };
+        }
         let mut resp = result.unwrap_or_else(|e| self.error_response(&e, None));
-        edge.finish(
-            &mut resp,
-            &edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls),
-        );
+        if let Some(edge) = ctx.route.edge.as_deref() {
+            let vars = edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);
+            deliver_steps(steps, edge, &mut resp, &vars);
+        }
         if let Some(guard) = held {
             resp.extensions_mut().insert(guard);
         }
@@ -696,7 +620,8 @@ impl Pipeline {
             None => Err(e),
             Some(edge) => {
                 let mut resp = self.error_response(&e, None);
-                edge.finish(&mut resp, &edge_vars(uri, &authority, client, tls));
+                let vars = edge_vars(uri, &authority, client, tls);
+                deliver_steps(&run.steps[site_idx][route_idx], edge, &mut resp, &vars);
                 Ok(Prepared::Answered(resp))
             }
         };
@@ -1198,30 +1123,4 @@ fn strip_port(authority: &str) -> &str {
             .map_or(authority, |(h, _)| &authority[..h.len() + 1]);
     }
     authority.rsplit_once(':').map_or(authority, |(h, _)| h)
-}
-
-/// `https://HOST[:port]/path?query` for a request on a plain listener
-/// that redirects to HTTPS on `port` (443 is left out); `None` without a
-/// usable Host.
-fn https_location<B>(req: &Request<B>, port: u16) -> Option<http::HeaderValue> {
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .or_else(|| req.uri().authority().map(|a| a.as_str()))?;
-    // The name without the plain listener's port (`[v6]:80` keeps its brackets).
-    let name = match host.rfind(':') {
-        Some(i) if !host[i..].contains(']') => &host[..i],
-        _ => host,
-    };
-    if name.is_empty() {
-        return None;
-    }
-    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
-    let location = if port == 443 {
-        format!("https://{name}{path}")
-    } else {
-        format!("https://{name}:{port}{path}")
-    };
-    http::HeaderValue::from_str(&location).ok()
 }

@@ -3,7 +3,8 @@
 //! ## Model
 //!
 //! A [`Running`] is an immutable snapshot: the configuration, its upstreams
-//! (each with its connection pools and server health) and the `Via` name.
+//! (each with its connection pools and server health), the `Via` name and
+//! each route's registered handlers (see [`super::phases`]).
 //! The pipeline holds the current one in an `ArcSwap`; each request loads
 //! it once in `recv` and keeps it to the end, so a reload never changes a
 //! request in flight. Fills keep the `Arc`s of their route and upstream.
@@ -49,6 +50,22 @@ pub struct Running {
     /// The state of each route's limits (kept across a reload, see
     /// [`super::limits`]).
     pub limits: super::limits::RouteLimits,
+    /// Each route's registered handlers, by site and route (see
+    /// [`super::phases`]).
+    pub(crate) steps: Vec<Vec<super::phases::RouteSteps>>,
+}
+
+/// Every route's handlers (see [`super::phases::RouteSteps`]).
+fn steps(cfg: &Config) -> Vec<Vec<super::phases::RouteSteps>> {
+    cfg.sites
+        .iter()
+        .map(|site| {
+            site.routes
+                .iter()
+                .map(|r| super::phases::RouteSteps::of(r.edge.as_deref()))
+                .collect()
+        })
+        .collect()
 }
 
 /// See [`Running::no_upstream`].
@@ -70,6 +87,7 @@ impl Running {
             upstreams,
             no_upstream: no_upstream(counters, clock),
             limits: super::limits::RouteLimits::first(&cfg, clock),
+            steps: steps(&cfg),
             cfg,
             generation: 1,
         }
@@ -103,6 +121,7 @@ impl Running {
             upstreams,
             no_upstream: no_upstream(counters, clock),
             limits: self.limits.next(&self.cfg, &cfg, clock),
+            steps: steps(&cfg),
             cfg,
             generation: self.generation + 1,
         }

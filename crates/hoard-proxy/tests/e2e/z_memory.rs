@@ -47,10 +47,18 @@ async fn z10001_status_and_metrics_break_the_resident_memory_down() {
     assert!(n("working") > 0, "connections and tables: {process}");
     assert!(n("program") > 0, "code and stacks: {process}");
     assert_eq!(
-        ["memory_tier", "near_tier", "catalogue", "disk_index", "working", "allocator_free", "program"]
-            .iter()
-            .map(|k| n(k))
-            .sum::<u64>(),
+        [
+            "memory_tier",
+            "near_tier",
+            "catalogue",
+            "disk_index",
+            "working",
+            "allocator_free",
+            "program"
+        ]
+        .iter()
+        .map(|k| n(k))
+        .sum::<u64>(),
         n("resident"),
         "{process}"
     );
@@ -60,7 +68,14 @@ async fn z10001_status_and_metrics_break_the_resident_memory_down() {
         m[r#"hoard_memory_bytes{part="memory_tier"}"#],
         n("memory_tier") as f64
     );
-    for part in ["near_tier", "catalogue", "disk_index", "working", "allocator_free", "program"] {
+    for part in [
+        "near_tier",
+        "catalogue",
+        "disk_index",
+        "working",
+        "allocator_free",
+        "program",
+    ] {
         assert!(
             m.contains_key(&format!(r#"hoard_memory_bytes{{part="{part}"}}"#)),
             "{part}"
