@@ -69,12 +69,7 @@ async fn b00022_origin_connection_reused() {
         .origin()
         .script(|mut s| async move {
             for path in ["/1", "/2", "/3"] {
-                s.rxreq().await.expect_url(path);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body(path)
-                    .send()
-                    .await;
+                s.serve_fresh(path, 60, path).await;
             }
             assert_eq!(
                 s.connections(),
@@ -102,12 +97,7 @@ async fn b00023_retry_once_on_dead_reused_connection() {
     let origin = t
         .origin()
         .script(|mut s| async move {
-            s.rxreq().await.expect_url("/1");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("one")
-                .send()
-                .await;
+            s.serve_fresh("/1", 60, "one").await;
             let r = s.rxreq().await;
             r.expect_url("/2");
             assert_eq!(r.conn(), 1, "second request came on the reused connection");
@@ -115,11 +105,7 @@ async fn b00023_retry_once_on_dead_reused_connection() {
             let r = s.rxreq().await;
             r.expect_url("/2");
             assert_eq!(r.conn(), 2, "retried on a new connection");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("two")
-                .send()
-                .await;
+            s.txresp_fresh(60, "two").await;
         })
         .start()
         .await;
@@ -313,11 +299,7 @@ async fn b00030_shutdown_drains_requests_in_flight() {
             |mut s| async move {
                 s.rxreq().await.expect_url("/slow");
                 release.sync().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body("finished")
-                    .send()
-                    .await;
+                s.txresp_fresh(60, "finished").await;
             }
         })
         .start()
@@ -354,11 +336,7 @@ async fn b00031_idle_connections_do_not_delay_shutdown() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("x")
-                .send()
-                .await;
+            s.txresp_fresh(60, "x").await;
         })
         .start()
         .await;
@@ -444,11 +422,7 @@ async fn b00085_a_unix_socket_origin_is_cached() {
                 .await
                 .expect_url("/u")
                 .expect_header("host", "app.example");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("from the socket")
-                .send()
-                .await;
+            s.txresp_fresh(60, "from the socket").await;
         })
         .start_unix(&sock)
         .await;

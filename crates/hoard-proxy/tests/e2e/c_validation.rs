@@ -352,11 +352,7 @@ async fn c00028_star_preconditions_without_etag() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("b")
-                .send()
-                .await;
+            s.txresp_fresh(60, "b").await;
         })
         .start()
         .await;

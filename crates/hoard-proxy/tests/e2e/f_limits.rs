@@ -231,11 +231,7 @@ async fn f00011_keep_alive_request_limit() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("ok")
-                .send()
-                .await;
+            s.txresp_fresh(600, "ok").await;
         })
         .start()
         .await;

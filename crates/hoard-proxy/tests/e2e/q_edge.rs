@@ -216,11 +216,7 @@ async fn q00004_basic_auth() {
         .script(|mut s| async move {
             let r = s.rxreq().await;
             r.expect_no_header("authorization");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("staging")
-                .send()
-                .await;
+            s.txresp_fresh(600, "staging").await;
         })
         .start()
         .await;
@@ -672,14 +668,7 @@ async fn q00010_plain_listener_redirects_to_https() {
     let t = Test::new("q00010");
     let origin = t
         .origin()
-        .script(|mut s| async move {
-            s.rxreq().await.expect_url("/page?a=1");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("over tls")
-                .send()
-                .await;
-        })
+        .script_fresh("/page?a=1", 60, "over tls")
         .start()
         .await;
     let (cert, key) = (

@@ -463,11 +463,7 @@ async fn r06011_client_no_cache_without_validator_fetches() {
                 let r = s.rxreq().await;
                 r.expect_no_header("if-none-match")
                     .expect_no_header("if-modified-since");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(body)
-                    .send()
-                    .await;
+                s.txresp_fresh(600, body).await;
             }
         })
         .start()

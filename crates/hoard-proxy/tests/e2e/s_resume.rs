@@ -247,7 +247,7 @@ async fn s01005_a_strong_last_modified_resumes_a_chunked_body() {
 /// Starts three cluster members n1..n3 (as `i_cluster` does), on ports of
 /// this case's own block below the ephemeral range (26000 + 16 per case
 /// number past 1000), node `i` adjusted by `tune`.
-async fn three_nodes(t: &Test, origin: &Origin, tune: &crate::i_cluster::Tune) -> Vec<TestProxy> {
+async fn three_nodes(t: &Test, origin: &Origin, tune: &crate::cluster::Tune) -> Vec<TestProxy> {
     let case: u16 = t.name()[1..].parse().expect("an sNNNNN case");
     let base = 26_000 + 16 * (case - 1000);
     let held: Vec<_> = (base..base + 16)
@@ -267,7 +267,7 @@ async fn three_nodes(t: &Test, origin: &Origin, tune: &crate::i_cluster::Tune) -
     drop(held);
     let mut nodes = Vec::new();
     for i in 0..3 {
-        nodes.push(crate::i_cluster::member(t, origin, &members, i, 8 << 20, |_| {}, tune).await);
+        nodes.push(crate::cluster::member(t, origin, &members, i, 8 << 20, |_| {}, tune).await);
     }
     nodes
 }

@@ -444,11 +444,7 @@ async fn s00006_empty_objects_and_errors() {
                 .await
                 .expect_url("/empty")
                 .expect_no_header("range");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("")
-                .send()
-                .await;
+            s.txresp_fresh(600, "").await;
             let req = s.rxreq().await;
             req.expect_url("/missing");
             assert_eq!(asked(&req), (0, SIZE - 1));

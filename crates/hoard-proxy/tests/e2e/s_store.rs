@@ -7,8 +7,8 @@ use std::path::Path;
 use hoard_store::disk::Durability;
 use hoard_testkit::{Origin, Test, TestProxy};
 
-use crate::d_disk::objects;
-use crate::o_ops::{purge, purged};
+use crate::admin::{purge, purged};
+use crate::disk::objects;
 use crate::secs;
 
 /// A proxy with a 64 MiB disk zone in `dir`, no memory tier, the admin
@@ -37,12 +37,7 @@ async fn s05001_purge_whose_unlink_failed_stays_purged_after_restart() {
         .origin()
         .script(|mut s| async move {
             for n in 1..=2 {
-                s.rxreq().await.expect_url("/p");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(format!("p{n}"))
-                    .send()
-                    .await;
+                s.serve_fresh("/p", 600, format!("p{n}")).await;
             }
         })
         .start()
@@ -218,12 +213,7 @@ async fn s06001_power_durability_stores_serves_and_survives_restart() {
         .origin()
         .script(|mut s| async move {
             for path in ["/d", "/e"] {
-                s.rxreq().await.expect_url(path);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(format!("{path} body"))
-                    .send()
-                    .await;
+                s.serve_fresh(path, 600, format!("{path} body")).await;
             }
         })
         .start()
@@ -279,11 +269,7 @@ async fn s07001_invalidation_waits_off_the_serving_thread() {
                 ("GET", "/a", "a2"),
             ] {
                 s.rxreq().await.expect_method(method).expect_url(path);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(body)
-                    .send()
-                    .await;
+                s.txresp_fresh(600, body).await;
             }
         })
         .start()
