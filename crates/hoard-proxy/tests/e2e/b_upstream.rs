@@ -130,11 +130,7 @@ async fn b00024_host_as_configured() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_header("host", "origin.internal");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("ok")
-                .send()
-                .await;
+            s.txresp_no_store("ok").await;
         })
         .start()
         .await;
@@ -163,11 +159,7 @@ async fn b00025_round_robin() {
         .script(|mut s| async move {
             for _ in 0..2 {
                 s.rxreq().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body("s1")
-                    .send()
-                    .await;
+                s.txresp_no_store("s1").await;
             }
         })
         .start()
@@ -177,11 +169,7 @@ async fn b00025_round_robin() {
         .script(|mut s| async move {
             for _ in 0..2 {
                 s.rxreq().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body("s2")
-                    .send()
-                    .await;
+                s.txresp_no_store("s2").await;
             }
         })
         .start()
@@ -212,11 +200,7 @@ async fn b00028_host_is_the_server_the_request_goes_to() {
         t.origin().script(move |mut s| async move {
             for _ in 0..n {
                 let host = s.rxreq().await.header("host").unwrap_or_default();
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body(format!("{name} {host}"))
-                    .send()
-                    .await;
+                s.txresp_no_store(format!("{name} {host}")).await;
             }
         })
     };
@@ -267,11 +251,7 @@ async fn b00026_non_idempotent_request_not_replayed() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_url("/1");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("one")
-                .send()
-                .await;
+            s.txresp_no_store("one").await;
             let r = s.rxreq().await;
             assert_eq!(r.method(), "POST");
             assert_eq!(r.conn(), 1);
@@ -384,11 +364,7 @@ async fn b00027_max_idle_zero_disables_reuse() {
         .script(|mut s| async move {
             for path in ["/1", "/2"] {
                 s.rxreq().await.expect_url(path);
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body(path)
-                    .send()
-                    .await;
+                s.txresp_no_store(path).await;
             }
             assert_eq!(s.connections(), 2);
         })

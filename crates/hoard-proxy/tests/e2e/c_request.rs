@@ -12,12 +12,7 @@ async fn c00030_request_no_cache() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .hdr("ETag", "\"1\"")
-                .body("x")
-                .send()
-                .await;
+            s.txresp_fresh_etag(60, "\"1\"", "x").await;
             s.rxreq().await.expect_header("if-none-match", "\"1\"");
             s.txresp(304).no_body().send().await;
             s.rxreq().await.expect_header("if-none-match", "\"1\"");

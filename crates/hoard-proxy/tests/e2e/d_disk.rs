@@ -20,12 +20,7 @@ async fn d00001_restart_keeps_hits() {
         .script(|mut s| async move {
             for (path, len) in [("/small", 1000), ("/large", 300_000)] {
                 s.rxreq().await.expect_url(path);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .hdr("ETag", "\"v1\"")
-                    .body(body(len, 7))
-                    .send()
-                    .await;
+                s.txresp_fresh_etag(600, "\"v1\"", body(len, 7)).await;
             }
         })
         .start()
@@ -364,12 +359,7 @@ async fn d00010_304_updates_the_head_on_disk() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=1")
-                .hdr("ETag", "\"e1\"")
-                .body(body(200_000, 5))
-                .send()
-                .await;
+            s.txresp_fresh_etag(1, "\"e1\"", body(200_000, 5)).await;
             s.rxreq().await.expect_header("if-none-match", "\"e1\"");
             s.txresp(304)
                 .hdr("Cache-Control", "max-age=600")

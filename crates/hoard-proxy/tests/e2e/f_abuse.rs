@@ -26,18 +26,10 @@ async fn f00050_idle_keep_alive_connections_are_closed() {
             let quick = s.rxreq_concurrent().await;
             quick.expect_url("/quick");
             s.switch_to(&quick);
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("quick")
-                .send()
-                .await;
+            s.txresp_no_store("quick").await;
             r.sync().await;
             s.switch_to(&slow);
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("slow")
-                .send()
-                .await;
+            s.txresp_no_store("slow").await;
         })
         .start()
         .await;

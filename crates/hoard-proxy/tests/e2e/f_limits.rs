@@ -181,11 +181,7 @@ async fn f00010_max_connections() {
         .script(|mut s| async move {
             for _ in 0..3 {
                 s.rxreq().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body("ok")
-                    .send()
-                    .await;
+                s.txresp_no_store("ok").await;
             }
         })
         .start()

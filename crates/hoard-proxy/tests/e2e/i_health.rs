@@ -131,12 +131,7 @@ async fn i00008_a_node_that_stood_still_revalidates_what_it_stored() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_url("/g");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"g1\"")
-                .body("g")
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "\"g1\"", "g").await;
             let req = s.rxreq().await;
             req.expect_url("/g");
             assert_eq!(req.header("if-none-match").as_deref(), Some("\"g1\""));

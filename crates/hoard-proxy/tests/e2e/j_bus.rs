@@ -181,12 +181,7 @@ async fn j00003_a_member_that_lost_the_bus_revalidates() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_url("/g");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"g1\"")
-                .body("g")
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "\"g1\"", "g").await;
             // The revalidation while the bus is lost.
             s.rxreq()
                 .await
@@ -284,12 +279,7 @@ async fn j00005_a_position_trimmed_away_makes_a_generation_bump() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_url("/t");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"t1\"")
-                .body("t")
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "\"t1\"", "t").await;
             s.rxreq()
                 .await
                 .expect_url("/t")

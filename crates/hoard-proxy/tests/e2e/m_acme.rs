@@ -32,11 +32,7 @@ async fn m00001_http01_certificate_obtained_served_and_reused() {
         .script(|mut s| async move {
             for _ in 0..3 {
                 s.rxreq().await.expect_url("/page");
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body("secure")
-                    .send()
-                    .await;
+                s.txresp_no_store("secure").await;
             }
         })
         .start()
@@ -99,11 +95,7 @@ async fn m00002_tls_alpn01_on_the_tls_listener() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_url("/");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("alpn")
-                .send()
-                .await;
+            s.txresp_no_store("alpn").await;
         })
         .start()
         .await;
@@ -215,11 +207,7 @@ async fn m00004_plain_http_redirects_to_https_except_challenges() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_url("/doc?x=1");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("over https")
-                .send()
-                .await;
+            s.txresp_no_store("over https").await;
         })
         .start()
         .await;
@@ -292,11 +280,7 @@ async fn m00005_renewal_swapped_in_under_an_open_connection() {
         .script(|mut s| async move {
             for _ in 0..3 {
                 s.rxreq().await.expect_url("/r");
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body("r")
-                    .send()
-                    .await;
+                s.txresp_no_store("r").await;
             }
         })
         .start()

@@ -75,11 +75,7 @@ async fn n00001_every_counted_object_is_served_after_recycling() {
         .script(|mut s| async move {
             for i in 0..10u8 {
                 s.rxreq().await.expect_url(&format!("/s{i}"));
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=1")
-                    .hdr("ETag", format!("\"s{i}\""))
-                    .body(body(20_000, i))
-                    .send()
+                s.txresp_fresh_etag(1, format!("\"s{i}\""), body(20_000, i))
                     .await;
             }
             for i in 0..10u8 {
@@ -96,11 +92,7 @@ async fn n00001_every_counted_object_is_served_after_recycling() {
             }
             for i in 0..150u8 {
                 s.rxreq().await.expect_url(&format!("/b{i}"));
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .hdr("ETag", format!("\"b{i}\""))
-                    .body(body(100_000, i))
-                    .send()
+                s.txresp_fresh_etag(600, format!("\"b{i}\""), body(100_000, i))
                     .await;
             }
         })

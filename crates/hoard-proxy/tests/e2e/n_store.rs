@@ -35,11 +35,7 @@ async fn n00301_every_indexed_object_is_served_after_304_and_recycling() {
             for i in 0..10 {
                 let url = format!("/small/{i}");
                 s.rxreq().await.expect_url(&url);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=1")
-                    .hdr("ETag", format!("\"s{i}\""))
-                    .body(ubody(&url, 20_000))
-                    .send()
+                s.txresp_fresh_etag(1, format!("\"s{i}\""), ubody(&url, 20_000))
                     .await;
             }
             for i in 0..10 {
@@ -58,11 +54,7 @@ async fn n00301_every_indexed_object_is_served_after_304_and_recycling() {
             for i in 0..150 {
                 let url = format!("/big/{i}");
                 s.rxreq().await.expect_url(&url);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .hdr("ETag", format!("\"b{i}\""))
-                    .body(ubody(&url, 100_000))
-                    .send()
+                s.txresp_fresh_etag(600, format!("\"b{i}\""), ubody(&url, 100_000))
                     .await;
             }
         })

@@ -30,12 +30,7 @@ async fn o00012_access_log_line_for_each_outcome() {
             s.rxreq().await.expect_method("POST");
             s.txresp(200).body("posted").send().await;
             s.rxreq().await.expect_url("/b");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=1")
-                .hdr("ETag", "\"b\"")
-                .body("b")
-                .send()
-                .await;
+            s.txresp_fresh_etag(1, "\"b\"", "b").await;
             s.rxreq().await.expect_header("if-none-match", "\"b\"");
             s.txresp(304)
                 .hdr("Cache-Control", "max-age=1")

@@ -281,12 +281,7 @@ async fn o00006_soft_purge_revalidates() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"1\"")
-                .body("v1")
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "\"1\"", "v1").await;
             s.rxreq().await.expect_header("if-none-match", "\"1\"");
             s.txresp(304)
                 .hdr("Cache-Control", "max-age=600")

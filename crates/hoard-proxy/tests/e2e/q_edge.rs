@@ -368,26 +368,14 @@ async fn q00006_connection_limit() {
             let second = s.rxreq_concurrent().await;
             second.expect_url("/other");
             s.switch_to(&second);
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("other")
-                .send()
-                .await;
+            s.txresp_no_store("other").await;
             g.sync().await;
             s.switch_to(&first);
             first.expect_url("/slow");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("slow")
-                .send()
-                .await;
+            s.txresp_no_store("slow").await;
             let r = s.rxreq().await;
             r.expect_url("/again");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("again")
-                .send()
-                .await;
+            s.txresp_no_store("again").await;
         })
         .start()
         .await;
@@ -743,11 +731,7 @@ async fn q00011_remote_addr_through_a_trusted_proxy() {
             s.rxreq()
                 .await
                 .expect_header("x-client-addr", "203.0.113.5");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("ok")
-                .send()
-                .await;
+            s.txresp_no_store("ok").await;
         })
         .start()
         .await;

@@ -248,23 +248,13 @@ async fn r00022_another_version_is_never_joined_to_a_copy() {
                 .expect_header("range", "bytes=300-");
             send_part(&mut s, &n, 300..LEN, "\"v2\"").await;
             s.rxreq().await.expect_url("/x").expect_no_header("range");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"v2\"")
-                .body(&n)
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "\"v2\"", &n).await;
             // /y: If-Range honoured, a 200 of the new version.
             s.rxreq()
                 .await
                 .expect_url("/y")
                 .expect_header("if-range", "\"v1\"");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"v2\"")
-                .body(&n)
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "\"v2\"", &n).await;
         })
         .start()
         .await;
@@ -459,12 +449,7 @@ async fn r00025_a_completion_that_cannot_be_stored_fetches_the_whole() {
                 .send()
                 .await;
             s.rxreq().await.expect_no_header("range");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"v2\"")
-                .body(&f[..200])
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "\"v2\"", &f[..200]).await;
         })
         .start()
         .await;

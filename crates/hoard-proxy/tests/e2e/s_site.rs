@@ -311,17 +311,9 @@ async fn s15006_connection_counts_survive_reload() {
         .script(move |mut s| async move {
             s.rxreq().await.expect_url("/slow");
             g.sync().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("slow")
-                .send()
-                .await;
+            s.txresp_no_store("slow").await;
             s.rxreq().await.expect_url("/again");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("again")
-                .send()
-                .await;
+            s.txresp_no_store("again").await;
         })
         .start()
         .await;

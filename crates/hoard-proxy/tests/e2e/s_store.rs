@@ -88,12 +88,7 @@ async fn s05002_304_after_a_soft_purge_does_not_refresh() {
             let (asked, purged_now) = (asked.clone(), purged_now.clone());
             |mut s| async move {
                 s.rxreq().await.expect_no_header("if-none-match");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=10")
-                    .hdr("ETag", "\"1\"")
-                    .body("v1")
-                    .send()
-                    .await;
+                s.txresp_fresh_etag(10, "\"1\"", "v1").await;
                 for raced in [true, false] {
                     s.rxreq().await.expect_header("if-none-match", "\"1\"");
                     if raced {
@@ -154,12 +149,7 @@ async fn s05003_304_after_a_hard_purge_stores_nothing() {
             let (asked, purged_now) = (asked.clone(), purged_now.clone());
             |mut s| async move {
                 s.rxreq().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=10")
-                    .hdr("ETag", "\"1\"")
-                    .body("v1")
-                    .send()
-                    .await;
+                s.txresp_fresh_etag(10, "\"1\"", "v1").await;
                 s.rxreq().await.expect_header("if-none-match", "\"1\"");
                 asked.sync().await;
                 purged_now.sync().await;
@@ -170,12 +160,7 @@ async fn s05003_304_after_a_hard_purge_stores_nothing() {
                     .send()
                     .await;
                 s.rxreq().await.expect_no_header("if-none-match");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .hdr("ETag", "\"2\"")
-                    .body("v2")
-                    .send()
-                    .await;
+                s.txresp_fresh_etag(600, "\"2\"", "v2").await;
             }
         })
         .start()

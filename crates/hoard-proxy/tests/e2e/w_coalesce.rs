@@ -260,11 +260,7 @@ async fn w00015_cacheable_response_clears_hit_for_pass() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("1")
-                .send()
-                .await;
+            s.txresp_no_store("1").await;
             s.rxreq().await;
             s.txresp_fresh(60, "2").await;
         })

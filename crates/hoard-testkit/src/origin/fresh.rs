@@ -1,11 +1,15 @@
-//! The most common answer of a scripted origin, folded: a `200` with
-//! `Cache-Control: max-age=N` and a body, to a request for a given URL.
+//! The most common answers of a scripted origin, folded: a `200` with
+//! `Cache-Control: max-age=N` and a body (with an `ETag` or not), or with
+//! `Cache-Control: no-store`.
 //!
 //! [`Script::txresp_fresh`] answers the current request that way,
 //! [`Script::serve_fresh`] first receives the next request and checks its URL,
-//! and [`OriginBuilder::script_fresh`] is a whole script of that one exchange.
-//! They are the same calls a case would write out; the origin stays strict (any
-//! other request fails the case).
+//! and [`OriginBuilder::script_fresh`] is a whole script of that one exchange;
+//! [`Script::txresp_fresh_etag`] adds an `ETag`, [`Script::txresp_no_store`]
+//! is the uncacheable answer. They are the same calls a case would write out;
+//! the origin stays strict (any other request fails the case).
+
+use std::fmt;
 
 use super::{OriginBuilder, Request, Script};
 
@@ -15,6 +19,32 @@ impl Script {
     pub async fn txresp_fresh(&mut self, max_age: u64, body: impl AsRef<[u8]>) {
         self.txresp(200)
             .hdr("Cache-Control", format!("max-age={max_age}"))
+            .body(body)
+            .send()
+            .await;
+    }
+
+    /// Answers the current request `200` with
+    /// `Cache-Control: max-age={max_age}`, `ETag: {etag}` and `body`.
+    pub async fn txresp_fresh_etag(
+        &mut self,
+        max_age: u64,
+        etag: impl fmt::Display,
+        body: impl AsRef<[u8]>,
+    ) {
+        self.txresp(200)
+            .hdr("Cache-Control", format!("max-age={max_age}"))
+            .hdr("ETag", etag)
+            .body(body)
+            .send()
+            .await;
+    }
+
+    /// Answers the current request `200` with `Cache-Control: no-store` and
+    /// `body`.
+    pub async fn txresp_no_store(&mut self, body: impl AsRef<[u8]>) {
+        self.txresp(200)
+            .hdr("Cache-Control", "no-store")
             .body(body)
             .send()
             .await;
