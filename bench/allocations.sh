@@ -27,17 +27,7 @@ BIN="$OUT/hoard-count-allocs"
 cp "$ROOT/target/release/hoard" "$BIN"
 cargo build --release -q -p hoard
 head -c 1024 /dev/urandom > "$OUT/1k.bin"
-cat > "$OUT/origin.py" <<PY
-import http.server, functools
-class H(http.server.SimpleHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def end_headers(self):
-        self.send_header("Cache-Control", "max-age=3600")
-        super().end_headers()
-    def log_message(self, *a): pass
-http.server.ThreadingHTTPServer(("127.0.0.1", $ORIGIN), functools.partial(H, directory="$OUT")).serve_forever()
-PY
-spawn "$OUT/origin.log" python3 "$OUT/origin.py"
+spawn "$OUT/origin.log" python3 "$BENCH_DIR/file_origin.py" --port "$ORIGIN" --dir "$OUT"
 ORIGIN_PID=$STARTED_PID
 wait_port "$ORIGIN" origin "$ORIGIN_PID" "$OUT/origin.log"
 

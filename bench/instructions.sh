@@ -30,17 +30,7 @@ free_port ORIGIN; free_port HOARD; free_port NGINX; free_port ADMIN
 
 cargo build --release -q -p hoard
 head -c 1024 /dev/urandom > "$OUT/1k.bin"
-cat > "$OUT/origin.py" <<PY
-import http.server, functools
-class H(http.server.SimpleHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def end_headers(self):
-        self.send_header("Cache-Control", "max-age=3600")
-        super().end_headers()
-    def log_message(self, *a): pass
-http.server.ThreadingHTTPServer(("127.0.0.1", $ORIGIN), functools.partial(H, directory="$OUT")).serve_forever()
-PY
-spawn "$OUT/origin.log" python3 "$OUT/origin.py"
+spawn "$OUT/origin.log" python3 "$BENCH_DIR/file_origin.py" --port "$ORIGIN" --dir "$OUT"
 ORIGIN_PID=$STARTED_PID
 
 mkdir -p "$OUT/ngx/cache"

@@ -11,6 +11,7 @@
 //! the transcript; dropping an `Origin` with recorded failures panics too.
 
 mod conn;
+mod fresh;
 mod request;
 mod script;
 

@@ -10,11 +10,7 @@ async fn b00001_miss_then_hit() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_method("GET").expect_url("/a");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("hello")
-                .send()
-                .await;
+            s.txresp_fresh(60, "hello").await;
         })
         .start()
         .await;
@@ -50,11 +46,7 @@ async fn b00002_post_passes_and_is_not_stored() {
                     .expect_method("POST")
                     .expect_url("/form")
                     .expect_body("x=1");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body(format!("r{i}"))
-                    .send()
-                    .await;
+                s.txresp_fresh(60, format!("r{i}")).await;
             }
         })
         .start()
@@ -88,11 +80,7 @@ async fn b00003_head_served_from_stored_get() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_method("GET");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("0123456789")
-                .send()
-                .await;
+            s.txresp_fresh(60, "0123456789").await;
         })
         .start()
         .await;
@@ -120,11 +108,7 @@ async fn b00004_head_miss_fills_with_get() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_method("GET").expect_url("/h");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("body")
-                .send()
-                .await;
+            s.txresp_fresh(60, "body").await;
         })
         .start()
         .await;

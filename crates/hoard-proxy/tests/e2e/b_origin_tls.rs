@@ -22,12 +22,7 @@ async fn tls_origin(
         .tls(ca.server_config(cert, client_auth))
         .script(move |mut s| async move {
             for p in paths {
-                s.rxreq().await.expect_url(p);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(format!("secure {p}"))
-                    .send()
-                    .await;
+                s.serve_fresh(p, 600, format!("secure {p}")).await;
             }
         })
         .start()

@@ -51,21 +51,13 @@ async fn b00040_sites_and_routes_pick_upstream_and_policy() {
                     .await
                     .expect_url("/api/items")
                     .expect_header("host", "www.example.com");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body("items")
-                    .send()
-                    .await;
+                s.txresp_fresh(60, "items").await;
             }
             s.rxreq()
                 .await
                 .expect_url("/page")
                 .expect_header("host", "shop.example.org");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("page")
-                .send()
-                .await;
+            s.txresp_fresh(60, "page").await;
         })
         .start()
         .await;

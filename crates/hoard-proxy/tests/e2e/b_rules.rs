@@ -9,11 +9,7 @@ fn counting(t: &Test, answers: usize) -> hoard_testkit::OriginBuilder {
         for n in 1..=answers {
             let r = s.rxreq().await;
             let url = r.url().to_string();
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body(format!("{n} {url}"))
-                .send()
-                .await;
+            s.txresp_fresh(600, format!("{n} {url}")).await;
         }
     })
 }
@@ -153,11 +149,7 @@ async fn b00063_method_rule_bypasses() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_method("GET");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("get")
-                .send()
-                .await;
+            s.txresp_fresh(600, "get").await;
             s.rxreq().await.expect_method("HEAD");
             s.txresp(200)
                 .hdr("Cache-Control", "max-age=600")

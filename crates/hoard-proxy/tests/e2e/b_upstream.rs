@@ -69,12 +69,7 @@ async fn b00022_origin_connection_reused() {
         .origin()
         .script(|mut s| async move {
             for path in ["/1", "/2", "/3"] {
-                s.rxreq().await.expect_url(path);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body(path)
-                    .send()
-                    .await;
+                s.serve_fresh(path, 60, path).await;
             }
             assert_eq!(
                 s.connections(),
@@ -102,12 +97,7 @@ async fn b00023_retry_once_on_dead_reused_connection() {
     let origin = t
         .origin()
         .script(|mut s| async move {
-            s.rxreq().await.expect_url("/1");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("one")
-                .send()
-                .await;
+            s.serve_fresh("/1", 60, "one").await;
             let r = s.rxreq().await;
             r.expect_url("/2");
             assert_eq!(r.conn(), 1, "second request came on the reused connection");
@@ -115,11 +105,7 @@ async fn b00023_retry_once_on_dead_reused_connection() {
             let r = s.rxreq().await;
             r.expect_url("/2");
             assert_eq!(r.conn(), 2, "retried on a new connection");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("two")
-                .send()
-                .await;
+            s.txresp_fresh(60, "two").await;
         })
         .start()
         .await;
@@ -144,11 +130,7 @@ async fn b00024_host_as_configured() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_header("host", "origin.internal");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("ok")
-                .send()
-                .await;
+            s.txresp_no_store("ok").await;
         })
         .start()
         .await;
@@ -177,11 +159,7 @@ async fn b00025_round_robin() {
         .script(|mut s| async move {
             for _ in 0..2 {
                 s.rxreq().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body("s1")
-                    .send()
-                    .await;
+                s.txresp_no_store("s1").await;
             }
         })
         .start()
@@ -191,11 +169,7 @@ async fn b00025_round_robin() {
         .script(|mut s| async move {
             for _ in 0..2 {
                 s.rxreq().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body("s2")
-                    .send()
-                    .await;
+                s.txresp_no_store("s2").await;
             }
         })
         .start()
@@ -226,11 +200,7 @@ async fn b00028_host_is_the_server_the_request_goes_to() {
         t.origin().script(move |mut s| async move {
             for _ in 0..n {
                 let host = s.rxreq().await.header("host").unwrap_or_default();
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body(format!("{name} {host}"))
-                    .send()
-                    .await;
+                s.txresp_no_store(format!("{name} {host}")).await;
             }
         })
     };
@@ -281,11 +251,7 @@ async fn b00026_non_idempotent_request_not_replayed() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_url("/1");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("one")
-                .send()
-                .await;
+            s.txresp_no_store("one").await;
             let r = s.rxreq().await;
             assert_eq!(r.method(), "POST");
             assert_eq!(r.conn(), 1);
@@ -313,11 +279,7 @@ async fn b00030_shutdown_drains_requests_in_flight() {
             |mut s| async move {
                 s.rxreq().await.expect_url("/slow");
                 release.sync().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body("finished")
-                    .send()
-                    .await;
+                s.txresp_fresh(60, "finished").await;
             }
         })
         .start()
@@ -354,11 +316,7 @@ async fn b00031_idle_connections_do_not_delay_shutdown() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("x")
-                .send()
-                .await;
+            s.txresp_fresh(60, "x").await;
         })
         .start()
         .await;
@@ -406,11 +364,7 @@ async fn b00027_max_idle_zero_disables_reuse() {
         .script(|mut s| async move {
             for path in ["/1", "/2"] {
                 s.rxreq().await.expect_url(path);
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body(path)
-                    .send()
-                    .await;
+                s.txresp_no_store(path).await;
             }
             assert_eq!(s.connections(), 2);
         })
@@ -444,11 +398,7 @@ async fn b00085_a_unix_socket_origin_is_cached() {
                 .await
                 .expect_url("/u")
                 .expect_header("host", "app.example");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("from the socket")
-                .send()
-                .await;
+            s.txresp_fresh(60, "from the socket").await;
         })
         .start_unix(&sock)
         .await;

@@ -224,11 +224,7 @@ async fn b00099_upgrades_refused_and_h2c_ignored() {
             let r = s.rxreq().await;
             r.expect_url("/h2c");
             assert!(r.header("upgrade").is_none(), "h2c is not forwarded");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("plain")
-                .send()
-                .await;
+            s.txresp_fresh(60, "plain").await;
         })
         .start()
         .await;

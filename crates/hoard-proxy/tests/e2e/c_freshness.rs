@@ -312,11 +312,7 @@ async fn c00043_slow_origin_response_is_stored_fresh() {
             |mut s| async move {
                 s.rxreq().await;
                 sent.sync().await; // the test moves the clock 3 s while the origin "works"
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=2")
-                    .body("slow")
-                    .send()
-                    .await;
+                s.txresp_fresh(2, "slow").await;
             }
         })
         .start()
@@ -356,18 +352,8 @@ async fn c00044_ignore_headers_and_max_ttl() {
                 .body("app")
                 .send()
                 .await;
-            s.rxreq().await.expect_url("/long");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=86400")
-                .body("long-v1")
-                .send()
-                .await;
-            s.rxreq().await.expect_url("/long");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=86400")
-                .body("long-v2")
-                .send()
-                .await;
+            s.serve_fresh("/long", 86400, "long-v1").await;
+            s.serve_fresh("/long", 86400, "long-v2").await;
         })
         .start()
         .await;

@@ -12,12 +12,7 @@ async fn c00030_request_no_cache() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .hdr("ETag", "\"1\"")
-                .body("x")
-                .send()
-                .await;
+            s.txresp_fresh_etag(60, "\"1\"", "x").await;
             s.rxreq().await.expect_header("if-none-match", "\"1\"");
             s.txresp(304).no_body().send().await;
             s.rxreq().await.expect_header("if-none-match", "\"1\"");
@@ -53,23 +48,11 @@ async fn c00031_request_max_age_and_min_fresh() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("v1")
-                .send()
-                .await;
+            s.txresp_fresh(60, "v1").await;
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("v2")
-                .send()
-                .await;
+            s.txresp_fresh(60, "v2").await;
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("v3")
-                .send()
-                .await;
+            s.txresp_fresh(60, "v3").await;
         })
         .start()
         .await;
@@ -111,17 +94,9 @@ async fn c00032_max_stale() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=10")
-                .body("old")
-                .send()
-                .await;
+            s.txresp_fresh(10, "old").await;
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=10")
-                .body("new")
-                .send()
-                .await;
+            s.txresp_fresh(10, "new").await;
         })
         .start()
         .await;
@@ -153,11 +128,7 @@ async fn c00033_only_if_cached() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("x")
-                .send()
-                .await;
+            s.txresp_fresh(60, "x").await;
         })
         .start()
         .await;
@@ -188,12 +159,7 @@ async fn c00034_unsafe_method_invalidates() {
         .origin()
         .script(|mut s| async move {
             for path in ["/item", "/list"] {
-                s.rxreq().await.expect_url(path);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body(format!("{path}-v1"))
-                    .send()
-                    .await;
+                s.serve_fresh(path, 60, format!("{path}-v1")).await;
             }
             s.rxreq().await.expect_method("POST").expect_url("/item");
             s.txresp(201)
@@ -202,12 +168,7 @@ async fn c00034_unsafe_method_invalidates() {
                 .send()
                 .await;
             for path in ["/item", "/list"] {
-                s.rxreq().await.expect_url(path);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body(format!("{path}-v2"))
-                    .send()
-                    .await;
+                s.serve_fresh(path, 60, format!("{path}-v2")).await;
             }
         })
         .start()
@@ -274,17 +235,9 @@ async fn c00036_request_no_store_does_not_purge() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("v1")
-                .send()
-                .await;
+            s.txresp_fresh(60, "v1").await;
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("v1")
-                .send()
-                .await;
+            s.txresp_fresh(60, "v1").await;
         })
         .start()
         .await;

@@ -64,11 +64,7 @@ async fn c00012_authorization() {
                     .await
                     .expect_url("/s")
                     .expect_header("authorization", "Bearer x");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body(format!("v{i}"))
-                    .send()
-                    .await;
+                s.txresp_fresh(60, format!("v{i}")).await;
             }
             s.rxreq().await.expect_url("/p");
             s.txresp(200)

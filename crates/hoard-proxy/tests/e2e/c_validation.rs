@@ -108,19 +108,9 @@ async fn c00022_revalidate_200_replaces() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=1")
-                .hdr("ETag", "\"v1\"")
-                .body("one")
-                .send()
-                .await;
+            s.txresp_fresh_etag(1, "\"v1\"", "one").await;
             s.rxreq().await.expect_header("if-none-match", "\"v1\"");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .hdr("ETag", "\"v2\"")
-                .body("two")
-                .send()
-                .await;
+            s.txresp_fresh_etag(60, "\"v2\"", "two").await;
         })
         .start()
         .await;
@@ -147,12 +137,7 @@ async fn c00023_client_if_none_match_from_cache() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_no_header("if-none-match");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .hdr("ETag", "\"abc\"")
-                .body("full")
-                .send()
-                .await;
+            s.txresp_fresh_etag(60, "\"abc\"", "full").await;
         })
         .start()
         .await;
@@ -306,12 +291,7 @@ async fn c00027_undated_304_refreshes_the_object() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=10")
-                .hdr("ETag", "\"v1\"")
-                .body("b")
-                .send()
-                .await;
+            s.txresp_fresh_etag(10, "\"v1\"", "b").await;
             s.rxreq().await.expect_header("if-none-match", "\"v1\"");
             s.txresp(304)
                 .no_date()
@@ -352,11 +332,7 @@ async fn c00028_star_preconditions_without_etag() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("b")
-                .send()
-                .await;
+            s.txresp_fresh(60, "b").await;
         })
         .start()
         .await;
@@ -423,12 +399,7 @@ async fn c00040_revalidation_5xx_is_forwarded_cleanly() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=1")
-                .hdr("ETag", "\"a\"")
-                .body("v1")
-                .send()
-                .await;
+            s.txresp_fresh_etag(1, "\"a\"", "v1").await;
             s.rxreq().await.expect_header("if-none-match", "\"a\"");
             s.txresp(503)
                 .hdr("Connection", "X-Origin-Hop")
@@ -462,12 +433,7 @@ async fn c00046_set_cookie_of_a_304_goes_to_its_client_only() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=1")
-                .hdr("ETag", "\"e\"")
-                .body("b")
-                .send()
-                .await;
+            s.txresp_fresh_etag(1, "\"e\"", "b").await;
             s.rxreq().await.expect_header("if-none-match", "\"e\"");
             s.txresp(304)
                 .hdr("Cache-Control", "max-age=60")

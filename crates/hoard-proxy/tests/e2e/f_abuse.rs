@@ -26,18 +26,10 @@ async fn f00050_idle_keep_alive_connections_are_closed() {
             let quick = s.rxreq_concurrent().await;
             quick.expect_url("/quick");
             s.switch_to(&quick);
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("quick")
-                .send()
-                .await;
+            s.txresp_no_store("quick").await;
             r.sync().await;
             s.switch_to(&slow);
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("slow")
-                .send()
-                .await;
+            s.txresp_no_store("slow").await;
         })
         .start()
         .await;
@@ -77,12 +69,7 @@ async fn f00051_slow_reader_is_dropped() {
     let origin = t
         .origin()
         .script(|mut s| async move {
-            s.rxreq().await.expect_url("/small");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("small")
-                .send()
-                .await;
+            s.serve_fresh("/small", 600, "small").await;
             s.rxreq().await.expect_url("/big");
             s.txresp(200)
                 .hdr("Cache-Control", "max-age=600")
@@ -205,11 +192,7 @@ async fn f00053_rapid_reset_gets_goaway() {
         .script(move |mut s| async move {
             s.rxreq().await.expect_url("/slow");
             r.sync().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("slow")
-                .send()
-                .await;
+            s.txresp_fresh(600, "slow").await;
         })
         .start()
         .await;
@@ -315,24 +298,11 @@ async fn f00055_in_flight_fills_are_bounded() {
             let b = s.rxreq_concurrent().await;
             b.expect_url("/b");
             s.switch_to(&b);
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("b")
-                .send()
-                .await;
+            s.txresp_fresh(600, "b").await;
             r.sync().await;
             s.switch_to(&a);
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("a")
-                .send()
-                .await;
-            s.rxreq().await.expect_url("/b");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("b2")
-                .send()
-                .await;
+            s.txresp_fresh(600, "a").await;
+            s.serve_fresh("/b", 600, "b2").await;
         })
         .start()
         .await;

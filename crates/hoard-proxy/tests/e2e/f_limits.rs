@@ -181,11 +181,7 @@ async fn f00010_max_connections() {
         .script(|mut s| async move {
             for _ in 0..3 {
                 s.rxreq().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body("ok")
-                    .send()
-                    .await;
+                s.txresp_no_store("ok").await;
             }
         })
         .start()
@@ -231,11 +227,7 @@ async fn f00011_keep_alive_request_limit() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("ok")
-                .send()
-                .await;
+            s.txresp_fresh(600, "ok").await;
         })
         .start()
         .await;

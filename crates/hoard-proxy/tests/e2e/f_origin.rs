@@ -42,11 +42,7 @@ async fn expect_502_not_stored(name: &str, what: &'static str, raw: String) {
             s.send_raw(&raw).await;
             let second = s.rxreq().await;
             assert_ne!(second.conn(), first.conn(), "{what}: connection reused");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("fine")
-                .send()
-                .await;
+            s.txresp_fresh(60, "fine").await;
         })
         .start()
         .await;
@@ -82,11 +78,7 @@ async fn f00031_overlong_body_is_cut_and_its_connection_dropped() {
             let second = s.rxreq().await;
             second.expect_url("/y");
             assert_ne!(second.conn(), first.conn(), "connection with extra bytes reused");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("y")
-                .send()
-                .await;
+            s.txresp_fresh(60, "y").await;
         })
         .start()
         .await;
@@ -141,11 +133,7 @@ async fn f00033_response_that_never_ends_is_cut() {
             let second = s.rxreq_concurrent().await;
             assert_ne!(second.conn(), first.conn(), "stalled connection reused");
             s.switch_to(&second);
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("fine")
-                .send()
-                .await;
+            s.txresp_fresh(60, "fine").await;
         })
         .start()
         .await;

@@ -20,13 +20,11 @@ fn reflecting(t: &Test, answers: usize) -> hoard_testkit::OriginBuilder {
             let method = r
                 .header("x-http-method-override")
                 .unwrap_or_else(|| r.method().to_string());
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body(format!(
-                    "<script src=\"https://{host}/app.js\"> {method} {path}"
-                ))
-                .send()
-                .await;
+            s.txresp_fresh(
+                600,
+                format!("<script src=\"https://{host}/app.js\"> {method} {path}"),
+            )
+            .await;
         }
     })
 }

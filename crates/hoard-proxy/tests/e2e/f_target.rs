@@ -14,11 +14,7 @@ fn expecting(
         for (url, host) in urls {
             let r = s.rxreq().await;
             r.expect_url(url).expect_header("host", host);
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body(format!("seen {url}"))
-                .send()
-                .await;
+            s.txresp_fresh(600, format!("seen {url}")).await;
         }
     })
 }

@@ -15,11 +15,7 @@ async fn h00001_h2c_prior_knowledge_miss_then_hit() {
             r.expect_url("/two")
                 .expect_header("host", "h2.example")
                 .expect_header("via", "2 hoard");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("over h2")
-                .send()
-                .await;
+            s.txresp_fresh(60, "over h2").await;
         })
         .start()
         .await;

@@ -39,18 +39,7 @@ fn connector_trusting(root: &std::path::Path, alpn: &[&[u8]]) -> tokio_rustls::T
 #[tokio::test]
 async fn h00010_tls_alpn_h2_and_http1() {
     let t = Test::new("h00010");
-    let origin = t
-        .origin()
-        .script(|mut s| async move {
-            s.rxreq().await.expect_url("/tls");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("secret")
-                .send()
-                .await;
-        })
-        .start()
-        .await;
+    let origin = t.origin().script_fresh("/tls", 60, "secret").start().await;
     let proxy = t.proxy().origin(&origin).config(tls_listener).start().await;
     let name = ServerName::try_from("localhost").unwrap();
 
@@ -191,18 +180,7 @@ async fn h00011_reload_reads_renewed_certificates() {
         eprintln!("skipped: openssl is not installed (Debian package `openssl`)");
         return;
     }
-    let origin = t
-        .origin()
-        .script(|mut s| async move {
-            s.rxreq().await.expect_url("/r");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("r")
-                .send()
-                .await;
-        })
-        .start()
-        .await;
+    let origin = t.origin().script_fresh("/r", 60, "r").start().await;
     let toml = format!(
         "[[listener]]\naddress = \"127.0.0.1:0\"\ntls = {{ cert = {:?}, key = {:?} }}\n\
          [upstream.app]\nservers = [\"http://{{origin}}\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n",
@@ -272,26 +250,12 @@ async fn h00012_http2_batched_writes_keep_every_stream_whole() {
         let (asked, go) = (late_asked.clone(), late_go.clone());
         t.origin()
             .script(move |mut s| async move {
-                s.rxreq().await.expect_url("/small");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body(&small)
-                    .send()
-                    .await;
-                s.rxreq().await.expect_url("/big");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body(&big)
-                    .send()
-                    .await;
+                s.serve_fresh("/small", 60, &small).await;
+                s.serve_fresh("/big", 60, &big).await;
                 s.rxreq().await.expect_url("/late");
                 asked.notify_one();
                 go.notified().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body("late")
-                    .send()
-                    .await;
+                s.txresp_fresh(60, "late").await;
             })
             .start()
             .await

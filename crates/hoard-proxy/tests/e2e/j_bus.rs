@@ -8,7 +8,7 @@ use hoard_proxy::config::cluster::{BusConfig, OnBusLoss};
 use hoard_testkit::redis::RedisServer;
 use hoard_testkit::{Test, TestProxy};
 
-use crate::i_cluster::{
+use crate::cluster::{
     acks, cluster_sized, member, members_of, origin_serving_versions, owner_of, total, Tune,
 };
 
@@ -54,7 +54,7 @@ async fn j00001_a_purge_is_acked_by_every_member_through_the_log() {
     for n in nodes.iter().chain(&nodes) {
         t.client(n).get(&path).send().await.expect_body("old");
     }
-    let r = crate::o_ops::purge(
+    let r = crate::admin::purge(
         &t,
         &nodes[1],
         &format!(r#"{{"url": "http://localhost{path}"}}"#),
@@ -77,7 +77,7 @@ async fn j00001_a_purge_is_acked_by_every_member_through_the_log() {
         t.client(n).get(&path).send().await.expect_body("new");
     }
     // /status shows each member's applied position.
-    let st = crate::i_cluster::status(&t, &nodes[0]).await;
+    let st = crate::cluster::status(&t, &nodes[0]).await;
     let positions = st["cluster"]["bus"]["positions"]
         .as_object()
         .unwrap()
@@ -151,7 +151,7 @@ async fn j00002_a_restarted_member_replays_what_it_missed() {
     let members = members_of(&nodes);
     let n3 = nodes.pop().unwrap();
     n3.stop().await;
-    let r = crate::o_ops::purge(
+    let r = crate::admin::purge(
         &t,
         &nodes[0],
         &format!(r#"{{"url": "http://localhost{path}"}}"#),
@@ -181,12 +181,7 @@ async fn j00003_a_member_that_lost_the_bus_revalidates() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_url("/g");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"g1\"")
-                .body("g")
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "\"g1\"", "g").await;
             // The revalidation while the bus is lost.
             s.rxreq()
                 .await
@@ -204,13 +199,13 @@ async fn j00003_a_member_that_lost_the_bus_revalidates() {
     t.client(n1).get("/g").send().await.expect_body("g");
     let r = t.client(n1).get("/g").send().await;
     r.expect_body("g");
-    assert!(crate::i_cluster::own_entry(&r).contains("hit"));
+    assert!(crate::cluster::own_entry(&r).contains("hit"));
     redis.stop();
     t.clock.advance(Duration::from_secs(6));
     n1.wait_counter("cluster_bus_lost", 1).await;
     let r = t.client(n1).get("/g").send().await;
     r.expect_body("g");
-    let mine = crate::i_cluster::own_entry(&r);
+    let mine = crate::cluster::own_entry(&r);
     assert!(
         !mine.contains("; hit"),
         "served as fresh while the bus is lost: {mine}"
@@ -226,7 +221,7 @@ async fn j00003_a_member_that_lost_the_bus_revalidates() {
         n1.counter("cluster_fenced_ms")
     );
     let r = t.client(n1).get("/g").send().await;
-    assert!(crate::i_cluster::own_entry(&r).contains("hit"));
+    assert!(crate::cluster::own_entry(&r).contains("hit"));
     origin.finish().await;
 }
 
@@ -284,12 +279,7 @@ async fn j00005_a_position_trimmed_away_makes_a_generation_bump() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_url("/t");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"t1\"")
-                .body("t")
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "\"t1\"", "t").await;
             s.rxreq()
                 .await
                 .expect_url("/t")
@@ -350,9 +340,9 @@ async fn j00005_a_position_trimmed_away_makes_a_generation_bump() {
     // Revalidated once (the 304), then a hit.
     let r = t.client(&n1).get("/t").send().await;
     r.expect_body("t");
-    assert!(!crate::i_cluster::own_entry(&r).contains("; hit"));
+    assert!(!crate::cluster::own_entry(&r).contains("; hit"));
     let r = t.client(&n1).get("/t").send().await;
-    assert!(crate::i_cluster::own_entry(&r).contains("hit"));
+    assert!(crate::cluster::own_entry(&r).contains("hit"));
     origin.finish().await;
 }
 
@@ -371,7 +361,7 @@ async fn j00006_purges_go_over_http_while_redis_is_down() {
     let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |_| {}, tune).await;
     caught_up(&nodes).await;
     let body = format!(r#"{{"url": "http://localhost{path}"}}"#);
-    let purge = |n: usize| crate::o_ops::purge(&t, &nodes[n], &body);
+    let purge = |n: usize| crate::admin::purge(&t, &nodes[n], &body);
     t.client(&nodes[1])
         .get(&path)
         .send()
@@ -428,10 +418,10 @@ async fn j00007_the_dashboard_shows_the_log_positions() {
     let tune: &Tune = &move |_, c| c.cluster.as_mut().unwrap().bus = Some(url.clone());
     let nodes = cluster_sized(&t, &origin, 3, &[], 8 << 20, |_| {}, tune).await;
     caught_up(&nodes).await;
-    let r = crate::o_ops::purge(&t, &nodes[2], r#"{"prefix": "http://localhost/x/"}"#).await;
+    let r = crate::admin::purge(&t, &nodes[2], r#"{"prefix": "http://localhost/x/"}"#).await;
     assert!(acks(&r).values().all(|v| v == "acked"));
     nodes[0].wait_counter("cluster_bus_applied", 1).await;
-    let shown = crate::o_ops::settled_dashboard(&t, &nodes[0]).await;
+    let shown = crate::admin::settled_dashboard(&t, &nodes[0]).await;
     assert_eq!(shown["cluster.bus.connected"], "true");
     assert_eq!(shown["cluster.bus.unsure"], "false");
     for n in ["n1", "n2", "n3"] {

@@ -11,7 +11,7 @@ use hoard_testkit::dns::Dns;
 use hoard_testkit::redis::RedisServer;
 use hoard_testkit::{Origin, Test, TestProxy};
 
-use crate::i_cluster::{acks, body_of, owner_of, status, total};
+use crate::cluster::{acks, body_of, owner_of, status, total};
 
 const SECRET: &[u8] = b"a secret of the test cluster";
 
@@ -97,11 +97,7 @@ async fn origin_serving_each_once(t: &Test, paths: &[String]) -> Origin {
                     None,
                     "a peer field reached the origin"
                 );
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(body_of(&url))
-                    .send()
-                    .await;
+                s.txresp_fresh(600, body_of(&url)).await;
             }
         })
         .start()
@@ -189,7 +185,7 @@ async fn j00008_dns_members_join_and_leave() {
     n3.wait_counter("cluster_members_left", 1).await;
     assert_eq!(names(&t, &n1).await, ["n1", "n3"]);
     // A purge is acknowledged by the members there are now.
-    let r = crate::o_ops::purge(&t, &n1, r#"{"host": "localhost"}"#).await;
+    let r = crate::admin::purge(&t, &n1, r#"{"host": "localhost"}"#).await;
     let acked = acks(&r);
     assert_eq!(
         acked.keys().cloned().collect::<Vec<_>>(),
@@ -304,11 +300,7 @@ async fn j00010_a_parent_tier_fetches_each_object_once() {
                         None,
                         "a peer field reached the origin"
                     );
-                    s.txresp(200)
-                        .hdr("Cache-Control", "max-age=600")
-                        .body(body)
-                        .send()
-                        .await;
+                    s.txresp_fresh(600, body).await;
                 }
             })
             .start()
@@ -365,7 +357,7 @@ async fn j00010_a_parent_tier_fetches_each_object_once() {
         assert_eq!(pn.counter("cluster_owner_fills"), owned, "p{}", i + 1);
     }
     // A purge on an edge reaches both tiers.
-    let r = crate::o_ops::purge(&t, &edge[0], r#"{"url": "http://localhost/t/0"}"#).await;
+    let r = crate::admin::purge(&t, &edge[0], r#"{"url": "http://localhost/t/0"}"#).await;
     let acked = acks(&r);
     assert_eq!(
         acked.keys().cloned().collect::<Vec<_>>(),
@@ -422,7 +414,7 @@ async fn j00011_redis_heartbeats_make_the_member_list() {
         .await
         .expect_body(body_of(&path));
     assert_eq!(nodes[1].counter("cluster_owner_fills"), 1, "n2 owns it");
-    let r = crate::o_ops::purge(&t, &nodes[0], r#"{"host": "localhost"}"#).await;
+    let r = crate::admin::purge(&t, &nodes[0], r#"{"host": "localhost"}"#).await;
     let acked = acks(&r);
     assert_eq!(acked.len(), 2, "{acked:?}");
     assert!(acked.values().all(|v| v == "acked"), "{acked:?}");
@@ -460,7 +452,7 @@ async fn j00012_a_member_behind_the_log_is_not_routed_to() {
         n.wait_counter("cluster_bus_caught_up", 1).await;
     }
     // A purge: the log has an entry both applied.
-    let r = crate::o_ops::purge(&t, &n1, r#"{"host": "localhost"}"#).await;
+    let r = crate::admin::purge(&t, &n1, r#"{"host": "localhost"}"#).await;
     assert!(acks(&r).values().all(|v| v == "acked"), "{:?}", acks(&r));
 
     redis.stop();
@@ -497,7 +489,7 @@ async fn j00013_both_tiers_apply_purges_from_one_log() {
     };
     let edges = vec![member("e1", 0), member("e2", 1)];
     let parents = vec![member("p1", 2), member("p2", 3)];
-    let origin = crate::i_cluster::origin_serving_versions(&t, "/l", &["old", "new"]).await;
+    let origin = crate::cluster::origin_serving_versions(&t, "/l", &["old", "new"]).await;
     let mut bus = hoard_proxy::config::cluster::bus(&redis.url()).unwrap();
     bus.prefix = "hoard-j13".into();
     let mut nodes = Vec::new();
@@ -520,7 +512,7 @@ async fn j00013_both_tiers_apply_purges_from_one_log() {
     for n in &nodes[..2] {
         t.client(n).get("/l").send().await.expect_body("old");
     }
-    let r = crate::o_ops::purge(&t, &nodes[0], r#"{"url": "http://localhost/l"}"#).await;
+    let r = crate::admin::purge(&t, &nodes[0], r#"{"url": "http://localhost/l"}"#).await;
     let acked = acks(&r);
     assert_eq!(
         acked.keys().cloned().collect::<Vec<_>>(),

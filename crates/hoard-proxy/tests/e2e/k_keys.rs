@@ -68,11 +68,7 @@ async fn k00002_host_in_key() {
         .script(|mut s| async move {
             for host in ["a.example", "b.example"] {
                 s.rxreq().await.expect_header("host", host);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body(host)
-                    .send()
-                    .await;
+                s.txresp_fresh(60, host).await;
             }
         })
         .start()
@@ -105,14 +101,7 @@ async fn k00003_query_in_key() {
     let t = Test::new("k00003");
     let origin = t
         .origin()
-        .script(|mut s| async move {
-            s.rxreq().await.expect_url("/s?b=2&a=1");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("sorted")
-                .send()
-                .await;
-        })
+        .script_fresh("/s?b=2&a=1", 60, "sorted")
         .start()
         .await;
     let proxy = t
@@ -134,14 +123,7 @@ async fn k00003_query_in_key() {
     let t = Test::new("k00003b");
     let origin = t
         .origin()
-        .script(|mut s| async move {
-            s.rxreq().await.expect_url("/p?id=7&utm_source=x");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("p")
-                .send()
-                .await;
-        })
+        .script_fresh("/p?id=7&utm_source=x", 60, "p")
         .start()
         .await;
     let proxy = t
@@ -170,11 +152,7 @@ async fn k00004_cookie_in_key_from_toml() {
         .script(|mut s| async move {
             for lang in ["fr", "de"] {
                 s.rxreq().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body(lang)
-                    .send()
-                    .await;
+                s.txresp_fresh(60, lang).await;
             }
         })
         .start()

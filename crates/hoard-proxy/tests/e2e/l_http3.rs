@@ -224,17 +224,8 @@ async fn l00002_collapsed_waiters_ranges_and_purge_over_http3() {
             .script(move |mut s| async move {
                 s.rxreq().await.expect_url("/cold");
                 release.sync().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body("0123456789abcdefghij")
-                    .send()
-                    .await;
-                s.rxreq().await.expect_url("/cold");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body("after the purge")
-                    .send()
-                    .await;
+                s.txresp_fresh(600, "0123456789abcdefghij").await;
+                s.serve_fresh("/cold", 600, "after the purge").await;
             })
             .start()
             .await
@@ -309,18 +300,7 @@ async fn l00002_collapsed_waiters_ranges_and_purge_over_http3() {
 #[tokio::test]
 async fn l00003_connection_cap_and_idle_close() {
     let t = Test::new("l00003");
-    let origin = t
-        .origin()
-        .script(|mut s| async move {
-            s.rxreq().await.expect_url("/a");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("a")
-                .send()
-                .await;
-        })
-        .start()
-        .await;
+    let origin = t.origin().script_fresh("/a", 600, "a").start().await;
     let proxy = t
         .proxy()
         .origin(&origin)
@@ -361,18 +341,7 @@ async fn l00004_reload_renews_the_quic_certificate() {
         hoard_testkit::pki::TestCa::new(),
     );
     let (cert, key) = old_ca.issue(&["localhost"]).write(t.dir(), "server");
-    let origin = t
-        .origin()
-        .script(|mut s| async move {
-            s.rxreq().await.expect_url("/r");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("r")
-                .send()
-                .await;
-        })
-        .start()
-        .await;
+    let origin = t.origin().script_fresh("/r", 600, "r").start().await;
     let toml = format!(
         "[[listener]]\naddress = \"127.0.0.1:0\"\nhttp3 = true\ntls = {{ cert = {:?}, key = {:?} }}\n\
          [upstream.app]\nservers = [\"http://{{origin}}\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n",
@@ -419,7 +388,7 @@ async fn l00004_reload_renews_the_quic_certificate() {
 async fn l00005_chromium_loads_a_page_over_http3() {
     use base64::Engine as _;
     let t = Test::new("l00005");
-    let chromium = super::o_ops::which("chromium")
+    let chromium = crate::admin::which("chromium")
         .expect("chromium is needed for this case: apt-get install chromium (.ci/run installs it)");
     let ca = hoard_testkit::pki::TestCa::new();
     let issued = ca.issue_valid(&["localhost"], (2025, 2027));

@@ -2,307 +2,21 @@
 //! Encrypt's test CA) and `pebble-challtestsrv` as the DNS that points the
 //! test names at 127.0.0.1, both started by each case on free loopback
 //! ports and stopped by process id.
+//!
+//! One proxy: HTTP-01 and TLS-ALPN-01, an unreachable CA, the redirect to
+//! HTTPS, renewal, a certificate per site, reloads, and each listener's own
+//! certificates.
 
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 
 use bytes::Bytes;
 use hoard_testkit::{Endpoint, Test};
-use http_body_util::{BodyExt, Empty};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
+use http_body_util::Empty;
 
-/// A free loopback port (bound and released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A child process killed (by its id) when dropped.
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// pebble and its DNS, the CA's own HTTPS certified by a test CA.
-struct Pebble {
-    directory: String,
-    management: u16,
-    /// The root of pebble's own HTTPS (for the ACME client).
-    api_root: std::path::PathBuf,
-    _dns: Kill,
-    _ca: Kill,
-}
-
-impl Pebble {
-    /// Starts pebble validating HTTP-01 on `http_port` and TLS-ALPN-01 on
-    /// `tls_port` of 127.0.0.1.
-    async fn start(dir: &Path, http_port: u16, tls_port: u16) -> Pebble {
-        Pebble::start_with(dir, http_port, tls_port, 0).await
-    }
-
-    /// As `start`, issuing certificates valid for `validity` seconds (0:
-    /// pebble's default, five years).
-    async fn start_with(dir: &Path, http_port: u16, tls_port: u16, validity: u64) -> Pebble {
-        Pebble::plan(dir).start(http_port, tls_port, validity).await
-    }
-
-    /// Its addresses and its HTTPS root, chosen before it starts (so that
-    /// proxies can be configured first).
-    fn plan(dir: &Path) -> PebblePlan {
-        let ca = hoard_testkit::pki::TestCa::new();
-        let api_root = dir.join("pebble-api-ca.pem");
-        ca.write(&api_root);
-        let (cert, key) = ca
-            .issue(&["localhost", "127.0.0.1"])
-            .write(dir, "pebble-api");
-        let acme = free_port();
-        PebblePlan {
-            dir: dir.to_path_buf(),
-            directory: format!("https://127.0.0.1:{acme}/dir"),
-            acme,
-            management: free_port(),
-            api_root,
-            cert,
-            key,
-        }
-    }
-}
-
-/// A pebble not started yet.
-struct PebblePlan {
-    dir: std::path::PathBuf,
-    directory: String,
-    acme: u16,
-    management: u16,
-    api_root: std::path::PathBuf,
-    cert: std::path::PathBuf,
-    key: std::path::PathBuf,
-}
-
-impl PebblePlan {
-    /// Starts it validating HTTP-01 on `http_port` and TLS-ALPN-01 on
-    /// `tls_port`, issuing for `validity` seconds (0: five years).
-    async fn start(self, http_port: u16, tls_port: u16, validity: u64) -> Pebble {
-        let PebblePlan {
-            dir,
-            directory,
-            acme,
-            management,
-            api_root,
-            cert,
-            key,
-        } = self;
-        let dir = dir.as_path();
-        let (Some(pebble), Some(chall)) = (
-            super::o_ops::which("pebble"),
-            super::o_ops::which("pebble-challtestsrv"),
-        ) else {
-            panic!("pebble is needed for this case: apt-get install pebble (./test installs it)");
-        };
-        let (dns, chall_mgmt) = (free_port(), free_port());
-        let config = serde_json::json!({"pebble": {
-            "listenAddress": format!("127.0.0.1:{acme}"),
-            "managementListenAddress": format!("127.0.0.1:{management}"),
-            "certificate": cert, "privateKey": key,
-            "httpPort": http_port, "tlsPort": tls_port,
-            "ocspResponderURL": "", "externalAccountBindingRequired": false,
-            "certificateValidityPeriod": validity,
-        }});
-        let config_path = dir.join("pebble.json");
-        std::fs::write(&config_path, config.to_string()).unwrap();
-        let dns_proc = Kill(
-            Command::new(chall)
-                .args(["-management", &format!("127.0.0.1:{chall_mgmt}")])
-                .args(["-dns01", &format!("127.0.0.1:{dns}")])
-                .args(["-http01", "", "-https01", "", "-tlsalpn01", ""])
-                .args(["-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("pebble-challtestsrv starts"),
-        );
-        let ca_proc = Kill(
-            Command::new(pebble)
-                .arg("-config")
-                .arg(&config_path)
-                .args(["-dnsserver", &format!("127.0.0.1:{dns}")])
-                .env("PEBBLE_VA_NOSLEEP", "1")
-                .env("PEBBLE_WFE_NONCEREJECT", "0")
-                .env("PEBBLE_AUTHZREUSE", "0")
-                .stdout(std::fs::File::create(dir.join("pebble.log")).unwrap())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("pebble starts"),
-        );
-        for _ in 0..100 {
-            if tokio::net::TcpStream::connect(("127.0.0.1", acme))
-                .await
-                .is_ok()
-                && tokio::net::TcpStream::connect(("127.0.0.1", management))
-                    .await
-                    .is_ok()
-            {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        Pebble {
-            directory,
-            management,
-            api_root,
-            _dns: dns_proc,
-            _ca: ca_proc,
-        }
-    }
-}
-
-impl Pebble {
-    /// The root pebble issues from (made anew at each start).
-    async fn issuing_root(&self) -> CertificateDer<'static> {
-        let pem = get_over_tls(
-            SocketAddr::from(([127, 0, 0, 1], self.management)),
-            "127.0.0.1",
-            &CertificateDer::from_pem_file(&self.api_root).unwrap(),
-            "/roots/0",
-        )
-        .await
-        .expect("pebble's root");
-        CertificateDer::from_pem_slice(&pem).unwrap().into_owned()
-    }
-}
-
-/// A TLS connection to `addr` with SNI `name`, trusting only `root`.
-async fn connect_tls(
-    addr: SocketAddr,
-    name: &str,
-    root: &CertificateDer<'static>,
-) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(root.clone()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tcp = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio_rustls::TlsConnector::from(Arc::new(cfg))
-        .connect(ServerName::try_from(name.to_string()).unwrap(), tcp)
-        .await
-        .map_err(|e| e.to_string())
-}
-
-/// GET `path` over HTTPS from `addr` with SNI `name`, trusting `root`:
-/// the body of a 200, or the error.
-async fn get_over_tls(
-    addr: SocketAddr,
-    name: &str,
-    root: &CertificateDer<'static>,
-    path: &str,
-) -> Result<Vec<u8>, String> {
-    let tls = connect_tls(addr, name, root).await?;
-    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    let resp = send
-        .send_request(
-            http::Request::get(path)
-                .header("host", name)
-                .body(Empty::<Bytes>::new())
-                .unwrap(),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    if resp.status() != 200 {
-        return Err(format!("status {}", resp.status()));
-    }
-    Ok(resp
-        .into_body()
-        .collect()
-        .await
-        .unwrap()
-        .to_bytes()
-        .to_vec())
-}
-
-/// The proxy's configuration: a plain listener on `http_port` (when
-/// given) and an ACME listener for one certificate for `names` on
-/// `tls_port`.
-fn acme_config(
-    c: &mut hoard_proxy::config::Config,
-    pebble: &Pebble,
-    dir: &Path,
-    http_port: Option<u16>,
-    tls_port: u16,
-    names: &[&str],
-) {
-    let ca = (pebble.directory.as_str(), pebble.api_root.as_path());
-    acme_sites(c, ca, dir, http_port, tls_port, &[names]);
-}
-
-/// As [`acme_config`], with one certificate for each list of `certs`,
-/// from the CA `ca` (its directory URL and the root of its HTTPS).
-fn acme_sites(
-    c: &mut hoard_proxy::config::Config,
-    ca: (&str, &Path),
-    dir: &Path,
-    http_port: Option<u16>,
-    tls_port: u16,
-    certs: &[&[&str]],
-) {
-    let acme_listener = hoard_proxy::config::ListenerConfig {
-        address: SocketAddr::from(([127, 0, 0, 1], tls_port)),
-        acme: certs
-            .iter()
-            .map(|names| names.iter().map(|n| n.to_string()).collect())
-            .collect(),
-        ..Default::default()
-    };
-    match http_port {
-        Some(p) => {
-            c.listeners[0].address = SocketAddr::from(([127, 0, 0, 1], p));
-            c.listeners.push(acme_listener);
-        }
-        None => c.listeners = vec![acme_listener],
-    }
-    c.acme.directory = ca.0.to_string();
-    c.acme.ca_root = Some(ca.1.to_path_buf());
-    c.acme.dir = Some(dir.join("acme"));
-}
-
-/// A proxy with the admin listener on, whose ACME listener on `tls_port`
-/// asks `pebble` for `certs` (HTTP-01 on its plain listener, `http_port`).
-async fn acme_proxy(
-    t: &Test,
-    origin: &hoard_testkit::Origin,
-    pebble: &Pebble,
-    http_port: u16,
-    tls_port: u16,
-    certs: &[&[&str]],
-) -> hoard_testkit::TestProxy {
-    let dir = t.dir().to_path_buf();
-    let ca = (pebble.directory.as_str(), pebble.api_root.as_path());
-    t.proxy()
-        .origin(origin)
-        .admin()
-        .config(|c| acme_sites(c, ca, &dir, Some(http_port), tls_port, certs))
-        .start()
-        .await
-}
+use crate::acme::{
+    acme_config, acme_proxy, acme_sites, connect_tls, free_port, get_over_tls, presented, roots_of,
+    Pebble,
+};
 
 // m00001: a certificate obtained over HTTP-01 (answered by hoard on its
 // plain listener, never forwarded to the origin) for two names, served on
@@ -318,11 +32,7 @@ async fn m00001_http01_certificate_obtained_served_and_reused() {
         .script(|mut s| async move {
             for _ in 0..3 {
                 s.rxreq().await.expect_url("/page");
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body("secure")
-                    .send()
-                    .await;
+                s.txresp_no_store("secure").await;
             }
         })
         .start()
@@ -385,11 +95,7 @@ async fn m00002_tls_alpn01_on_the_tls_listener() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_url("/");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("alpn")
-                .send()
-                .await;
+            s.txresp_no_store("alpn").await;
         })
         .start()
         .await;
@@ -428,14 +134,7 @@ async fn m00003_an_unreachable_ca_is_reported_and_retried() {
     let t = Test::new("m00003");
     let origin = t
         .origin()
-        .script(|mut s| async move {
-            s.rxreq().await.expect_url("/plain");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("still here")
-                .send()
-                .await;
-        })
+        .script_fresh("/plain", 60, "still here")
         .start()
         .await;
     let dead = free_port();
@@ -483,7 +182,7 @@ async fn m00003_an_unreachable_ca_is_reported_and_retried() {
     let ahead = next.duration_since(t.clock.now()).unwrap().as_secs();
     assert!((119..=120).contains(&ahead), "{ahead} s: {acme}");
     // The dashboard shows the name, the failure and the next try.
-    let page = super::o_ops::settled_dashboard(&t, &proxy).await;
+    let page = crate::admin::settled_dashboard(&t, &proxy).await;
     assert_eq!(page["acme.certificates.0.names.0"], "c.example.com");
     assert!(page["acme.certificates.0.last_error"].contains("Connection refused"));
     assert_eq!(page["acme.certificates.0.next_order"], acme["next_order"]);
@@ -508,11 +207,7 @@ async fn m00004_plain_http_redirects_to_https_except_challenges() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_url("/doc?x=1");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("over https")
-                .send()
-                .await;
+            s.txresp_no_store("over https").await;
         })
         .start()
         .await;
@@ -572,12 +267,6 @@ async fn m00004_plain_http_redirects_to_https_except_challenges() {
     origin.finish().await;
 }
 
-/// The leaf certificate `addr` presents for `name`, trusting `root`.
-async fn presented(addr: SocketAddr, name: &str, root: &CertificateDer<'static>) -> Vec<u8> {
-    let tls = connect_tls(addr, name, root).await.unwrap();
-    tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
-}
-
 // m00005: a short-lived certificate (60 s) is renewed when a third of its
 // lifetime is left (the test clock moved there): the new one is presented
 // from the next handshake, a connection opened before goes on.
@@ -591,11 +280,7 @@ async fn m00005_renewal_swapped_in_under_an_open_connection() {
         .script(|mut s| async move {
             for _ in 0..3 {
                 s.rxreq().await.expect_url("/r");
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body("r")
-                    .send()
-                    .await;
+                s.txresp_no_store("r").await;
             }
         })
         .start()
@@ -653,13 +338,6 @@ async fn m00005_renewal_swapped_in_under_an_open_connection() {
     origin.finish().await;
 }
 
-/// The root store of one certificate.
-fn roots_of(root: &CertificateDer<'static>) -> rustls::RootCertStore {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(root.clone()).unwrap();
-    roots
-}
-
 // m00006: one certificate per name and one per site (a SAN list), picked
 // by SNI on one listener; the listener serves HTTP/3 with them too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -675,11 +353,7 @@ async fn m00006_a_certificate_per_site_chosen_by_sni_over_tcp_and_quic() {
                 let req = s.rxreq().await;
                 req.expect_url("/s");
                 req.expect_header("host", host);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body("site")
-                    .send()
-                    .await;
+                s.txresp_fresh(60, "site").await;
             }
         })
         .start()
@@ -744,7 +418,7 @@ async fn m00006_a_certificate_per_site_chosen_by_sni_over_tcp_and_quic() {
     assert_eq!(certs[1]["names"][1], "www.b6.example.com");
     assert!(certs.iter().all(|c| c["not_after"].is_string()), "{v}");
     // The dashboard lists both, each with its names and expiry.
-    let page = super::o_ops::settled_dashboard(&t, &proxy).await;
+    let page = crate::admin::settled_dashboard(&t, &proxy).await;
     assert_eq!(page["acme.certificates.0.names.0"], "a6.example.com");
     assert_eq!(page["acme.certificates.1.names.1"], "www.b6.example.com");
     assert_eq!(page["acme.certificates.1.not_after"], certs[1]["not_after"]);
@@ -818,236 +492,6 @@ async fn m00007_a_reload_orders_an_added_certificate_and_drops_a_removed_one() {
     let proxy = t.proxy().config(move |c| *c = cfg).start().await;
     assert_eq!(presented(tls, "c7.example.com", &root).await, c);
     proxy.wait_counter("acme_failures", 1).await;
-    origin.finish().await;
-}
-
-/// Two cluster members, each with its own main listener (the peer
-/// channel, and HTTP-01) and an ACME listener for one name; certificates
-/// stored under `n1/acme` and `n2/acme` in the test's directory.
-struct AcmeCluster {
-    ports: [u16; 2],
-    tls_ports: [u16; 2],
-    members: Vec<hoard_proxy::config::cluster::Member>,
-    tune: Box<super::i_cluster::Tune>,
-}
-
-impl AcmeCluster {
-    fn new(
-        t: &Test,
-        plan: &PebblePlan,
-        name: &'static str,
-        bus: Option<hoard_proxy::config::cluster::BusConfig>,
-    ) -> AcmeCluster {
-        let (ports, tls_ports) = ([free_port(), free_port()], [free_port(), free_port()]);
-        let members = ports
-            .iter()
-            .enumerate()
-            .map(|(i, p)| hoard_proxy::config::cluster::Member {
-                name: format!("n{}", i + 1),
-                addr: SocketAddr::from(([127, 0, 0, 1], *p)),
-                weight: 1.0,
-            })
-            .collect();
-        let (directory, api_root, dir) = (
-            plan.directory.clone(),
-            plan.api_root.clone(),
-            t.dir().to_path_buf(),
-        );
-        let tune = move |i: usize, c: &mut hoard_proxy::config::Config| {
-            let node_dir = dir.join(format!("n{}", i + 1));
-            acme_sites(
-                c,
-                (&directory, &api_root),
-                &node_dir,
-                None,
-                tls_ports[i],
-                &[&[name]],
-            );
-            // `acme_sites` with no plain port made the ACME listener the
-            // only one; the member's own listener comes first again.
-            let acme_listener = c.listeners.remove(0);
-            c.listeners = vec![
-                hoard_proxy::config::ListenerConfig {
-                    address: SocketAddr::from(([127, 0, 0, 1], ports[i])),
-                    ..Default::default()
-                },
-                acme_listener,
-            ];
-            if let Some(cl) = c.cluster.as_mut() {
-                cl.bus.clone_from(&bus);
-            }
-        };
-        AcmeCluster {
-            ports,
-            tls_ports,
-            members,
-            tune: Box::new(tune),
-        }
-    }
-}
-
-// m00008: in a cluster one member orders a certificate; the CA validates
-// the challenge at the other member (which answers it with what the
-// orderer sent), and the certificate reaches that member too: both
-// present the same certificate, one order in all.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn m00008_one_member_orders_any_member_answers_all_present_it() {
-    let t = Test::new("m00008");
-    let plan = Pebble::plan(t.dir());
-    let origin = t.origin().start().await;
-    let c = AcmeCluster::new(&t, &plan, "k8.example.com", None);
-    let (ports, tls_ports, members, tune) = (c.ports, c.tls_ports, c.members, c.tune);
-    let mut nodes = Vec::new();
-    for i in 0..2 {
-        nodes.push(super::i_cluster::member(&t, &origin, &members, i, 0, |_| {}, &*tune).await);
-    }
-    // The CA is not up yet: the orderer's first order fails.
-    let st = t.client(nodes[0].admin()).get("/status").send().await;
-    let v: serde_json::Value = serde_json::from_slice(&st.body).unwrap();
-    let orderer = v["acme"]["certificates"][0]["orderer"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let (o, other) = if orderer == "n1" { (0, 1) } else { (1, 0) };
-    nodes[o].wait_counter("acme_failures", 1).await;
-    // The CA validates HTTP-01 at the member that did not order.
-    let pebble = plan.start(ports[other], tls_ports[other], 0).await;
-    t.clock.advance(std::time::Duration::from_secs(61));
-    nodes[o].wait_counter("acme_certificates_issued", 1).await;
-    assert_eq!(nodes[other].counter("acme_orders"), 0);
-    assert_eq!(nodes[o].counter("acme_challenges_answered"), 0);
-    assert!(nodes[other].counter("acme_challenges_answered") >= 1);
-    let root = pebble.issuing_root().await;
-    let at = |i: usize| SocketAddr::from(([127, 0, 0, 1], tls_ports[i]));
-    let by_orderer = presented(at(o), "k8.example.com", &root).await;
-    assert_eq!(
-        presented(at(other), "k8.example.com", &root).await,
-        by_orderer
-    );
-    // Stored on both (a restart of either presents it).
-    for i in [o, other] {
-        let stored = t
-            .dir()
-            .join(format!("n{}/acme/k8.example.com/key.pem", i + 1));
-        assert!(stored.exists(), "{}", stored.display());
-    }
-    // A member's ACME endpoint takes nothing unsigned.
-    let r = t
-        .client(&nodes[other])
-        .post("/.hoard/cluster/acme")
-        .body("{\"fetch\":{\"site\":[\"k8.example.com\"]}}")
-        .send()
-        .await;
-    r.expect_status(403);
-    // Signed with the cluster's secret (as a member would): a body the
-    // body signature does not cover is refused; a message is taken once;
-    // an answer from a member that does not order the certificate is
-    // refused even though it is signed.
-    let key = hoard_proxy::cluster::peer_auth::PeerKey::new(b"a secret of the test cluster");
-    let path = "/.hoard/cluster/acme";
-    let tr = &t;
-    let sign = |as_node: &str, body: &str| {
-        let field = key.sign(as_node, tr.clock.now(), false, "POST", path);
-        let mac = key.sign_body(&field, body.as_bytes());
-        (field, mac)
-    };
-    let send = |to: usize, body: &'static str, (field, mac): (String, String)| {
-        let node = &nodes[to];
-        async move {
-            tr.client(node)
-                .post(path)
-                .hdr("hoard-peer", &field)
-                .hdr("hoard-peer-body", &mac)
-                .body(body)
-                .send()
-                .await
-        }
-    };
-    let from = ["n1", "n2"][other];
-    let fetch = "{\"fetch\":{\"site\":[\"k8.example.com\"]}}";
-    let other_fetch = "{\"fetch\":{\"site\":[\"x.example.com\"]}}";
-    send(o, fetch, sign(from, other_fetch))
-        .await
-        .expect_status(403);
-    let once = sign(from, fetch);
-    send(o, fetch, once.clone()).await.expect_status(200);
-    send(o, fetch, once).await.expect_status(403);
-    let answer = "{\"answer\":{\"site\":[\"k8.example.com\"],\"answer\":{\"type\":\"http01\",\"token\":\"t\",\"key_authorization\":\"forged\"}}}";
-    let r = send(o, answer, sign(from, answer)).await;
-    r.expect_status(403);
-    assert!(String::from_utf8_lossy(&r.body).contains("orderer"));
-    // From the orderer, an answer is given for the CA for ten minutes (by
-    // hoard's clock), then no longer.
-    let by_orderer = ["n1", "n2"][o];
-    send(other, answer, sign(by_orderer, answer))
-        .await
-        .expect_status(200);
-    let challenge = || async {
-        t.client(&nodes[other])
-            .get("/.well-known/acme-challenge/t")
-            .hdr("Host", "k8.example.com")
-            .send()
-            .await
-    };
-    challenge().await.expect_status(200).expect_body("forged");
-    t.clock.advance(std::time::Duration::from_secs(601));
-    challenge().await.expect_status(404);
-    origin.finish().await;
-}
-
-// m00009: with a Redis bus the orderer also keeps the certificate there
-// (its key sealed); a member restarted with nothing stored while the
-// orderer is down takes it from the bus: no order, the same certificate.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn m00009_a_member_takes_the_certificate_from_the_bus_while_the_orderer_is_down() {
-    let t = Test::new("m00009");
-    let plan = Pebble::plan(t.dir());
-    let redis = hoard_testkit::redis::RedisServer::start(t.dir()).await;
-    let origin = t.origin().start().await;
-    let bus = hoard_proxy::config::cluster::BusConfig {
-        url: redis.url(),
-        prefix: "m00009".into(),
-        max_age: std::time::Duration::from_secs(3600),
-        on_loss: hoard_proxy::config::cluster::OnBusLoss::Revalidate,
-    };
-    let c = AcmeCluster::new(&t, &plan, "k9.example.com", Some(bus));
-    let start =
-        |i: usize| super::i_cluster::member(&t, &origin, &c.members, i, 0, |_| {}, &*c.tune);
-    let mut nodes = vec![start(0).await, start(1).await];
-    let st = t.client(nodes[0].admin()).get("/status").send().await;
-    let v: serde_json::Value = serde_json::from_slice(&st.body).unwrap();
-    let o = match v["acme"]["certificates"][0]["orderer"].as_str() {
-        Some("n1") => 0,
-        _ => 1,
-    };
-    let other = 1 - o;
-    // The CA is not up yet: the orderer's first order fails; then it
-    // validates at the orderer itself.
-    nodes[o].wait_counter("acme_failures", 1).await;
-    let pebble = plan.start(c.ports[o], c.tls_ports[o], 0).await;
-    t.clock.advance(std::time::Duration::from_secs(61));
-    nodes[o].wait_counter("acme_certificates_issued", 1).await;
-    let root = pebble.issuing_root().await;
-    let at = |i: usize| SocketAddr::from(([127, 0, 0, 1], c.tls_ports[i]));
-    let issued = presented(at(o), "k9.example.com", &root).await;
-
-    // Both stop; the other member loses what it stored and starts alone.
-    let restarted = nodes.remove(other);
-    restarted.stop().await;
-    nodes.pop().unwrap().stop().await;
-    std::fs::remove_dir_all(t.dir().join(format!("n{}/acme", other + 1))).unwrap();
-    let node = start(other).await;
-    node.wait_counter("acme_certificates_from_bus", 1).await;
-    assert_eq!(node.counter("acme_orders"), 0, "nothing ordered again");
-    assert_eq!(presented(at(other), "k9.example.com", &root).await, issued);
-    let stored = t
-        .dir()
-        .join(format!("n{}/acme/k9.example.com/key.pem", other + 1));
-    assert!(stored.exists(), "{}", stored.display());
-    let st = t.client(node.admin()).get("/status").send().await;
-    let v: serde_json::Value = serde_json::from_slice(&st.body).unwrap();
-    assert_eq!(v["acme"]["from_bus"], 1, "{v}");
-    assert!(v["acme"]["certificates"][0]["not_after"].is_string(), "{v}");
     origin.finish().await;
 }
 

@@ -21,6 +21,9 @@ mod c_request;
 mod c_storable;
 mod c_validation;
 mod d_disk;
+mod d_faults;
+mod d_fills;
+mod d_sendfile;
 mod e_store;
 mod f_abuse;
 mod f_interim;
@@ -33,14 +36,20 @@ mod h_http2;
 mod h_tls;
 mod h_websocket;
 mod i_cluster;
+mod i_health;
+mod i_purge;
 mod j_bus;
 mod j_members;
 mod k_keys;
 mod l_http3;
 mod m_acme;
+mod m_acme_cluster;
 mod n_races;
 mod n_store;
-mod o_ops;
+mod n_store_races;
+mod o_access_log;
+mod o_metrics;
+mod o_purge;
 mod q_edge;
 mod r_failover;
 mod r_keys;
@@ -63,6 +72,12 @@ mod w_fill;
 mod w_stale;
 mod z_encoding;
 mod z_memory;
+
+// Helpers shared by the case files.
+mod acme;
+mod admin;
+mod cluster;
+mod disk;
 
 use std::time::Duration;
 

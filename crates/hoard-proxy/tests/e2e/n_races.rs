@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use hoard_testkit::{Origin, Test, TestProxy};
 
-use super::d_disk::objects;
 use super::secs;
+use crate::disk::objects;
 
 /// A body whose every 1000-byte window occurs once (a client can wait
 /// for a given piece of it on the wire).
@@ -75,11 +75,7 @@ async fn n00001_every_counted_object_is_served_after_recycling() {
         .script(|mut s| async move {
             for i in 0..10u8 {
                 s.rxreq().await.expect_url(&format!("/s{i}"));
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=1")
-                    .hdr("ETag", format!("\"s{i}\""))
-                    .body(body(20_000, i))
-                    .send()
+                s.txresp_fresh_etag(1, format!("\"s{i}\""), body(20_000, i))
                     .await;
             }
             for i in 0..10u8 {
@@ -96,11 +92,7 @@ async fn n00001_every_counted_object_is_served_after_recycling() {
             }
             for i in 0..150u8 {
                 s.rxreq().await.expect_url(&format!("/b{i}"));
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .hdr("ETag", format!("\"b{i}\""))
-                    .body(body(100_000, i))
-                    .send()
+                s.txresp_fresh_etag(600, format!("\"b{i}\""), body(100_000, i))
                     .await;
             }
         })
@@ -225,12 +217,7 @@ async fn n00002_a_purge_during_the_disk_commit_wins() {
         .origin()
         .script(held_fill(held.clone(), |mut s| {
             Box::pin(async move {
-                s.rxreq().await.expect_url("/p");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(body(10, 2))
-                    .send()
-                    .await;
+                s.serve_fresh("/p", 600, body(10, 2)).await;
             })
         }))
         .start()
@@ -238,7 +225,7 @@ async fn n00002_a_purge_during_the_disk_commit_wins() {
     let dir = t.dir().join("zone");
     let proxy = Arc::new(zone_proxy(&t, &origin, &dir, 64 << 20).await);
     let (mut client, zone) = hold_the_commit(&t, &proxy, &held).await;
-    let r = super::o_ops::purge(&t, &proxy, r#"{"url": "http://localhost/p"}"#).await;
+    let r = crate::admin::purge(&t, &proxy, r#"{"url": "http://localhost/p"}"#).await;
     r.expect_status(200);
     zone.io().gate().hold_writes(false);
     // The client that asked gets the whole body.
@@ -270,11 +257,7 @@ async fn n00003_an_invalidation_during_the_disk_commit_wins() {
                 s.rxreq().await.expect_method("POST").expect_url("/p");
                 s.txresp(200).body("changed").send().await;
                 s.rxreq().await.expect_method("GET").expect_url("/p");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(body(10, 3))
-                    .send()
-                    .await;
+                s.txresp_fresh(600, body(10, 3)).await;
             })
         }))
         .start()
@@ -345,12 +328,7 @@ fn paused_origin(
             held.sync().await;
             s.chunk(&body(2000, 4)[1000..]).await;
             s.end().await;
-            s.rxreq().await.expect_url("/c");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body(body(10, 5))
-                .send()
-                .await;
+            s.serve_fresh("/c", 600, body(10, 5)).await;
         })
     }
 }
@@ -371,7 +349,7 @@ async fn uncoalesced_race(name: &str, method: Option<&'static str>) {
     let client = tokio::spawn(async move { t2.client(&*p2).get("/c").send().await });
     held.sync().await;
     match method {
-        None => super::o_ops::purge(&t, &proxy, r#"{"url": "http://localhost/c"}"#)
+        None => crate::admin::purge(&t, &proxy, r#"{"url": "http://localhost/c"}"#)
             .await
             .expect_status(200),
         Some(m) => t

@@ -1,220 +1,23 @@
 //! n (nothing lost, nothing wrong), store series: what a disk zone counts
 //! is what it serves, byte for byte, across recycling and restarts; a file
-//! that names another key is never served; a purge or an invalidation
-//! that comes while a fill commits to disk (held with the disk gate) or
-//! while an uncoalesced fill streams (held by the origin) wins; a disk that
-//! stalls past the origin's read timeout leaves the account matching the
-//! files; a new version stored in another zone wins over the old one.
+//! that names another key is never served; a disk that stalls past the
+//! origin's read timeout leaves the account matching the files; a new
+//! version stored in another zone wins over the old one.
 //!
-//! Numbered n003xx: n_races.rs holds n00001-n00005.
+//! Numbered n003xx: n_races.rs holds n00001-n00005, n_store_races.rs the
+//! races with a disk commit.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 use std::time::Duration;
 
-use hoard_store::disk::format::{encode_slot, pick_slot, Head, Prefix, PREFIX_LEN};
-use hoard_store::disk::DiskZone;
-use hoard_testkit::{Barrier, Conn, Origin, Test, TestProxy};
+use hoard_store::disk::format::{encode_slot, pick_slot, Prefix, PREFIX_LEN};
+use hoard_testkit::{Test, TestProxy};
 
-use super::secs;
-
-/// A body of `len` bytes that no other URL has: the URL, then bytes
-/// from a generator seeded by the URL.
-fn ubody(url: &str, len: usize) -> Vec<u8> {
-    let mut seed: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in url.bytes() {
-        seed = (seed ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    let mut out: Vec<u8> = format!("<{url}>").into_bytes();
-    let mut x = seed | 1;
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.push((x >> 24) as u8);
-    }
-    out.truncate(len);
-    out
-}
-
-/// Every file under a zone directory (two levels), with its length.
-fn files(dir: &Path) -> Vec<(PathBuf, u64)> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for sub in rd.flatten() {
-        if sub.path().is_dir() {
-            for f in std::fs::read_dir(sub.path()).unwrap().flatten() {
-                out.push((f.path(), f.metadata().unwrap().len()));
-            }
-        }
-    }
-    out
-}
-
-/// Published object files (not `.tmp`), with their lengths.
-fn object_files(dir: &Path) -> Vec<(PathBuf, u64)> {
-    files(dir)
-        .into_iter()
-        .filter(|(p, _)| p.extension().is_none())
-        .collect()
-}
-
-/// Temporary files left in a zone directory.
-fn tmp_files(dir: &Path) -> Vec<PathBuf> {
-    files(dir)
-        .into_iter()
-        .map(|(p, _)| p)
-        .filter(|p| p.extension().is_some_and(|e| e == "tmp"))
-        .collect()
-}
-
-/// The key text in an object file's current head.
-fn head_key(path: &Path) -> String {
-    let b = std::fs::read(path).unwrap();
-    let p = Prefix::decode(&b).unwrap();
-    let slot = pick_slot(
-        &b[PREFIX_LEN as usize..p.data_offset() as usize],
-        p.slot_len,
-        p.serial,
-    )
-    .unwrap();
-    Head::decode(slot.head).unwrap().key
-}
-
-/// The object file whose head is for path `url`.
-fn file_of(dir: &Path, url: &str) -> PathBuf {
-    let suffix = format!("|{url}");
-    let found: Vec<PathBuf> = object_files(dir)
-        .into_iter()
-        .map(|(p, _)| p)
-        .filter(|p| head_key(p).ends_with(&suffix))
-        .collect();
-    assert_eq!(found.len(), 1, "one file for {url}: {found:?}");
-    found[0].clone()
-}
-
-/// Asserts that the zone's account matches its directory: every object
-/// file is indexed, no temporary file is left, and the bytes accounted are
-/// the files' lengths in 4 KiB blocks. Call after `settle`.
-fn assert_account(zone: &DiskZone, dir: &Path, when: &str) {
-    let objs = object_files(dir);
-    assert_eq!(
-        objs.len() as u64,
-        zone.objects(),
-        "{when}: object files on disk vs objects indexed: {objs:?}"
-    );
-    let tmps = tmp_files(dir);
-    assert!(tmps.is_empty(), "{when}: temporary files left: {tmps:?}");
-    let on_disk: u64 = objs.iter().map(|(_, l)| l.div_ceil(4096) * 4096).sum();
-    assert_eq!(
-        zone.used(),
-        on_disk,
-        "{when}: bytes accounted vs files on disk ({} files)",
-        objs.len()
-    );
-}
-
-/// Lets held disk writes go when dropped, so that a failing case never
-/// leaves a blocking thread held (the runtime would wait for it).
-struct Release(Arc<DiskZone>);
-
-impl Drop for Release {
-    fn drop(&mut self) {
-        self.0.io().gate().hold_writes(false);
-    }
-}
-
-/// A proxy over a disk zone of `max_size` in `dir` with no memory tier
-/// (every hit read from disk), the admin API on, its loader done.
-async fn zone_proxy(t: &Test, origin: &Origin, dir: &Path, max_size: u64) -> TestProxy {
-    let proxy = t
-        .proxy()
-        .origin(origin)
-        .disk(dir, max_size, 0)
-        .admin()
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
-    proxy
-}
-
-/// A proxy over a 64 MiB disk zone in `dir`, no memory tier, whose route
-/// does not coalesce (each miss is a fill of its own, not in the in-flight
-/// table), the admin API on.
-async fn uncoalesced_proxy(t: &Test, origin: &Origin, dir: &Path) -> TestProxy {
-    let proxy = t
-        .proxy()
-        .origin(origin)
-        .disk(dir, 64 << 20, 0)
-        .route(|r| r.coalesce = false)
-        .admin()
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
-    proxy
-}
-
-/// A proxy over a 64 MiB disk zone in `dir`, no memory tier, with a 1 s
-/// upstream read_timeout.
-async fn stall_proxy(t: &Test, origin: &Origin, dir: &Path) -> TestProxy {
-    let proxy = t
-        .proxy()
-        .origin(origin)
-        .disk(dir, 64 << 20, 0)
-        .upstream(|u| u.read_timeout = Duration::from_secs(1))
-        .start()
-        .await;
-    proxy.wait_counter("disk_load_done", 1).await;
-    proxy
-}
-
-/// A proxy from a TOML text with `zones` disk zones, their loaders done.
-async fn toml_proxy(t: &Test, origin: &Origin, toml: &str, zones: u64) -> TestProxy {
-    let proxy = t.proxy().toml(origin, toml).start().await;
-    proxy.wait_counter("disk_load_done", zones).await;
-    proxy
-}
-
-/// How many of `urls` are served from the cache (`only-if-cached`); each
-/// one served must be exactly its own body.
-async fn served(t: &Test, proxy: &TestProxy, urls: &[(String, usize)]) -> u64 {
-    let mut n = 0;
-    for (url, len) in urls {
-        let r = t
-            .client(proxy)
-            .get(url)
-            .hdr("Cache-Control", "only-if-cached")
-            .send()
-            .await;
-        match r.status {
-            200 => {
-                assert!(
-                    r.body[..] == ubody(url, *len)[..],
-                    "{url}: served {} bytes that are not its body (starts {:?})",
-                    r.body.len(),
-                    String::from_utf8_lossy(&r.body[..r.body.len().min(40)])
-                );
-                n += 1;
-            }
-            504 => {}
-            other => panic!("{url}: status {other}"),
-        }
-    }
-    n
-}
-
-/// `url` from the cache only: its status and body.
-async fn cached(t: &Test, proxy: &TestProxy, url: &str) -> (u16, Vec<u8>) {
-    let r = t
-        .client(proxy)
-        .get(url)
-        .hdr("Cache-Control", "only-if-cached")
-        .send()
-        .await;
-    (r.status, r.body.to_vec())
-}
+use crate::disk::{
+    assert_account, cached, file_of, head_key, object_files, served, stall_proxy, toml_proxy,
+    ubody, zone_proxy, Release,
+};
+use crate::secs;
 
 // n00301: the reported bug, as the user hit it. Memory tier off, a 1 MiB
 // zone: ten 20 KB objects (max-age=1, an ETag) are stored; a second later
@@ -232,11 +35,7 @@ async fn n00301_every_indexed_object_is_served_after_304_and_recycling() {
             for i in 0..10 {
                 let url = format!("/small/{i}");
                 s.rxreq().await.expect_url(&url);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=1")
-                    .hdr("ETag", format!("\"s{i}\""))
-                    .body(ubody(&url, 20_000))
-                    .send()
+                s.txresp_fresh_etag(1, format!("\"s{i}\""), ubody(&url, 20_000))
                     .await;
             }
             for i in 0..10 {
@@ -255,11 +54,7 @@ async fn n00301_every_indexed_object_is_served_after_304_and_recycling() {
             for i in 0..150 {
                 let url = format!("/big/{i}");
                 s.rxreq().await.expect_url(&url);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .hdr("ETag", format!("\"b{i}\""))
-                    .body(ubody(&url, 100_000))
-                    .send()
+                s.txresp_fresh_etag(600, format!("\"b{i}\""), ubody(&url, 100_000))
                     .await;
             }
         })
@@ -369,12 +164,7 @@ async fn n00302_a_planted_file_is_never_served() {
         .origin()
         .script(|mut s| async move {
             for url in ["/a", "/b", "/c"] {
-                s.rxreq().await.expect_url(url);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(ubody(url, 30_000))
-                    .send()
-                    .await;
+                s.serve_fresh(url, 600, ubody(url, 30_000)).await;
             }
         })
         .start()
@@ -436,263 +226,6 @@ async fn n00302_a_planted_file_is_never_served() {
     origin.finish().await;
 }
 
-/// `/p`'s first answer: a head with `Content-Length: 30000`, 1000 body
-/// bytes, two syncs at `held` (between them the test holds the disk), the
-/// rest.
-async fn send_held_p(s: &mut hoard_testkit::Script, held: &Barrier) {
-    s.rxreq().await.expect_method("GET").expect_url("/p");
-    s.txresp(200)
-        .hdr("Cache-Control", "max-age=600")
-        .hdr("Content-Length", "30000")
-        .send_head()
-        .await;
-    let b = ubody("/p", 30_000);
-    s.chunk(&b[..1000]).await;
-    held.sync().await;
-    held.sync().await;
-    s.chunk(&b[1000..]).await;
-    s.end().await;
-}
-
-/// Starts a GET of `/p` and reads its first body bytes (its fill has its
-/// disk writer by then), holds every disk write, lets the origin send the
-/// rest, and waits until the fill's commit (table, head, prefix, rename,
-/// index entry) is held at the disk gate.
-async fn hold_the_commit(t: &Test, proxy: &TestProxy, held: &Barrier) -> (Conn, Release) {
-    let zone = proxy.store().zone("disk").unwrap().clone();
-    let mut conn = t.client(proxy).connect().await;
-    conn.get("/p").tx().await;
-    conn.read_until(&ubody("/p", 30_000)[..1000]).await;
-    held.sync().await;
-    zone.io().settle().await;
-    zone.io().gate().hold_writes(true);
-    let release = Release(zone.clone());
-    held.sync().await;
-    tokio::time::timeout(Duration::from_secs(10), zone.io().gate().wait_held(1))
-        .await
-        .expect("the fill's disk commit is held at the gate");
-    (conn, release)
-}
-
-/// After a purge or an invalidation raced `/p`'s commit: the zone keeps
-/// nothing of it, the next GET goes to the origin (`new` is its body) and
-/// is stored, and after a restart `/p` is `new`, never the old body.
-async fn after_the_race(t: &Test, origin: Origin, proxy: TestProxy, dir: &Path, new: &str) {
-    let zone = proxy.store().zone("disk").unwrap().clone();
-    zone.io().settle().await;
-    assert_eq!(zone.objects(), 0, "the raced object is not indexed");
-    assert!(
-        object_files(dir).is_empty(),
-        "the raced object left a file: {:?}",
-        object_files(dir)
-    );
-    t.client(&proxy)
-        .get("/p")
-        .send()
-        .await
-        .expect_cache_status("fwd=uri-miss")
-        .expect_body(ubody(new, 5000));
-    proxy.wait_counter("disk_stored", 1).await;
-    t.client(&proxy)
-        .get("/p")
-        .send()
-        .await
-        .expect_cache_status("hit")
-        .expect_body(ubody(new, 5000));
-    zone.io().settle().await;
-    proxy.stop().await;
-
-    let proxy = zone_proxy(t, &origin, dir, 64 << 20).await;
-    let (status, body) = cached(t, &proxy, "/p").await;
-    assert_eq!(status, 200, "/p is served after the restart");
-    assert!(
-        body == ubody(new, 5000),
-        "after a restart /p is not the body fetched after the race ({} bytes)",
-        body.len()
-    );
-    origin.finish().await;
-}
-
-// n00303: a purge (admin API) between the end of a fill's body and its
-// disk commit wins: the commit is held at the disk gate while the purge
-// runs; once writes go, the zone keeps nothing of the fill, the next
-// request is a miss that the origin answers with a new body, and after a
-// restart the pre-purge body does not come back.
-#[tokio::test]
-async fn n00303_a_purge_during_the_disk_commit_wins() {
-    let t = Test::new("n00303");
-    let held = t.barrier(2);
-    let h = held.clone();
-    let origin = t
-        .origin()
-        .script(|mut s| async move {
-            send_held_p(&mut s, &h).await;
-            s.rxreq().await.expect_method("GET").expect_url("/p");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body(ubody("/p after purge", 5000))
-                .send()
-                .await;
-        })
-        .start()
-        .await;
-    let dir = t.dir().join("zone");
-    let proxy = zone_proxy(&t, &origin, &dir, 64 << 20).await;
-    let (mut client, release) = hold_the_commit(&t, &proxy, &held).await;
-    super::o_ops::purge(&t, &proxy, r#"{"url": "http://localhost/p"}"#)
-        .await
-        .expect_status(200);
-    drop(release);
-    // The client that asked gets the whole body.
-    client.read_until(&ubody("/p", 30_000)[29_000..]).await;
-    after_the_race(&t, origin, proxy, &dir, "/p after purge").await;
-}
-
-// n00304: the same with an unsafe method: a POST to the URL (answered 200
-// by the origin) while the GET's commit is held invalidates it (RFC 9111
-// §4.4): the pre-POST body is not stored, the next GET goes to the origin,
-// and a restart does not bring the pre-POST body back.
-#[tokio::test]
-async fn n00304_a_post_during_the_disk_commit_wins() {
-    let t = Test::new("n00304");
-    let held = t.barrier(2);
-    let h = held.clone();
-    let origin = t
-        .origin()
-        .script(|mut s| async move {
-            send_held_p(&mut s, &h).await;
-            s.rxreq().await.expect_method("POST").expect_url("/p");
-            s.txresp(200).body("changed").send().await;
-            s.rxreq().await.expect_method("GET").expect_url("/p");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body(ubody("/p after post", 5000))
-                .send()
-                .await;
-        })
-        .start()
-        .await;
-    let dir = t.dir().join("zone");
-    let proxy = zone_proxy(&t, &origin, &dir, 64 << 20).await;
-    let (mut client, release) = hold_the_commit(&t, &proxy, &held).await;
-    t.client(&proxy)
-        .post("/p")
-        .body("x")
-        .send()
-        .await
-        .expect_status(200)
-        .expect_body("changed");
-    drop(release);
-    client.read_until(&ubody("/p", 30_000)[29_000..]).await;
-    after_the_race(&t, origin, proxy, &dir, "/p after post").await;
-}
-
-// n00305: fills that are not in the in-flight table (the route has
-// `coalesce = false`), over a disk zone with no memory tier, held mid-body
-// by the origin: /c is purged (admin API) while held, /d is invalidated by
-// a POST (answered 200) while held. After their bodies end neither is
-// stored: the next GETs go to the origin, and after a restart what is
-// served is what was fetched after the purge and the POST.
-#[tokio::test]
-async fn n00305_a_purge_or_a_post_reaches_an_uncoalesced_fill() {
-    let t = Test::new("n00305");
-    let held = t.barrier(2);
-    let h = held.clone();
-    let origin = t
-        .origin()
-        .script(|mut s| async move {
-            for (url, between) in [("/c", None), ("/d", Some("POST"))] {
-                let first = s.rxreq().await;
-                first.expect_method("GET").expect_url(url);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .hdr("Content-Length", "20000")
-                    .send_head()
-                    .await;
-                let b = ubody(url, 20_000);
-                s.chunk(&b[..1000]).await;
-                h.sync().await;
-                if let Some(method) = between {
-                    s.rxreq_concurrent()
-                        .await
-                        .expect_method(method)
-                        .expect_url(url);
-                    s.txresp(200).body("changed").send().await;
-                    s.switch_to(&first);
-                }
-                h.sync().await;
-                s.chunk(&b[1000..]).await;
-                s.end().await;
-            }
-            for url in ["/c", "/d"] {
-                s.rxreq().await.expect_method("GET").expect_url(url);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(ubody(&format!("{url} new"), 5000))
-                    .send()
-                    .await;
-            }
-        })
-        .start()
-        .await;
-    let dir = t.dir().join("zone");
-    let proxy = uncoalesced_proxy(&t, &origin, &dir).await;
-    for url in ["/c", "/d"] {
-        let mut conn = t.client(&proxy).connect().await;
-        conn.get(url).tx().await;
-        conn.read_until(&ubody(url, 20_000)[..1000]).await;
-        held.sync().await;
-        if url == "/c" {
-            super::o_ops::purge(&t, &proxy, r#"{"url": "http://localhost/c"}"#)
-                .await
-                .expect_status(200);
-        } else {
-            t.client(&proxy)
-                .post(url)
-                .body("x")
-                .send()
-                .await
-                .expect_status(200)
-                .expect_body("changed");
-        }
-        held.sync().await;
-        conn.read_until(&ubody(url, 20_000)[19_000..]).await;
-    }
-    proxy.wait_counter("fills_completed", 2).await;
-    let zone = proxy.store().zone("disk").unwrap().clone();
-    zone.io().settle().await;
-    assert_eq!(zone.objects(), 0, "neither raced fill is indexed");
-    assert!(
-        object_files(&dir).is_empty(),
-        "a raced fill left a file: {:?}",
-        object_files(&dir)
-    );
-    for url in ["/c", "/d"] {
-        let new = format!("{url} new");
-        t.client(&proxy)
-            .get(url)
-            .send()
-            .await
-            .expect_cache_status("fwd=uri-miss")
-            .expect_body(ubody(&new, 5000));
-    }
-    proxy.wait_counter("disk_stored", 2).await;
-    zone.io().settle().await;
-    proxy.stop().await;
-
-    let proxy = uncoalesced_proxy(&t, &origin, &dir).await;
-    for url in ["/c", "/d"] {
-        let new = format!("{url} new");
-        let (status, body) = cached(&t, &proxy, url).await;
-        assert_eq!(status, 200, "{url} is served after the restart");
-        assert!(
-            body == ubody(&new, 5000),
-            "after a restart {url} is not the body fetched after the race"
-        );
-    }
-    origin.finish().await;
-}
-
 // n00306: a disk that stalls at the end of a fill for longer than the
 // upstream's read_timeout (1 s here, real time: tokio's timer). /s is
 // stored (v1), then a request with `Cache-Control: no-cache` fetches v2,
@@ -710,12 +243,7 @@ async fn n00306_a_disk_stall_past_read_timeout_keeps_the_account_and_the_newest_
     let origin = t
         .origin()
         .script(|mut s| async move {
-            s.rxreq().await.expect_url("/s");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body(ubody("/s v1", 200_000))
-                .send()
-                .await;
+            s.serve_fresh("/s", 600, ubody("/s v1", 200_000)).await;
             s.rxreq().await.expect_url("/s");
             s.txresp(200)
                 .hdr("Cache-Control", "max-age=600")
@@ -804,19 +332,11 @@ async fn n00307_a_new_version_in_another_zone_wins() {
         .origin()
         .script(|mut s| async move {
             for (url, len) in [("/v", 1000), ("/w", 1000)] {
-                s.rxreq().await.expect_url(url);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=1")
-                    .body(ubody(&format!("{url} v1"), len))
-                    .send()
+                s.serve_fresh(url, 1, ubody(&format!("{url} v1"), len))
                     .await;
             }
             for (url, len) in [("/v", 300_000), ("/w", 300_000)] {
-                s.rxreq().await.expect_url(url);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(ubody(&format!("{url} v2"), len))
-                    .send()
+                s.serve_fresh(url, 600, ubody(&format!("{url} v2"), len))
                     .await;
             }
         })

@@ -216,11 +216,7 @@ async fn q00004_basic_auth() {
         .script(|mut s| async move {
             let r = s.rxreq().await;
             r.expect_no_header("authorization");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("staging")
-                .send()
-                .await;
+            s.txresp_fresh(600, "staging").await;
         })
         .start()
         .await;
@@ -372,26 +368,14 @@ async fn q00006_connection_limit() {
             let second = s.rxreq_concurrent().await;
             second.expect_url("/other");
             s.switch_to(&second);
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("other")
-                .send()
-                .await;
+            s.txresp_no_store("other").await;
             g.sync().await;
             s.switch_to(&first);
             first.expect_url("/slow");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("slow")
-                .send()
-                .await;
+            s.txresp_no_store("slow").await;
             let r = s.rxreq().await;
             r.expect_url("/again");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("again")
-                .send()
-                .await;
+            s.txresp_no_store("again").await;
         })
         .start()
         .await;
@@ -672,14 +656,7 @@ async fn q00010_plain_listener_redirects_to_https() {
     let t = Test::new("q00010");
     let origin = t
         .origin()
-        .script(|mut s| async move {
-            s.rxreq().await.expect_url("/page?a=1");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("over tls")
-                .send()
-                .await;
-        })
+        .script_fresh("/page?a=1", 60, "over tls")
         .start()
         .await;
     let (cert, key) = (
@@ -754,11 +731,7 @@ async fn q00011_remote_addr_through_a_trusted_proxy() {
             s.rxreq()
                 .await
                 .expect_header("x-client-addr", "203.0.113.5");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("ok")
-                .send()
-                .await;
+            s.txresp_no_store("ok").await;
         })
         .start()
         .await;

@@ -27,11 +27,7 @@ fn answers(t: &Test, n: usize, body: &'static str) -> hoard_testkit::OriginBuild
     t.origin().script(move |mut s| async move {
         for _ in 0..n {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body(body)
-                .send()
-                .await;
+            s.txresp_no_store(body).await;
         }
     })
 }

@@ -334,12 +334,7 @@ async fn r06008_respond_behind_allow_and_auth() {
 fn one_fill(t: &Test) -> hoard_testkit::OriginBuilder {
     t.origin().script(|mut s| async move {
         s.rxreq().await.expect_url("/obj");
-        s.txresp(200)
-            .hdr("Cache-Control", "max-age=600")
-            .hdr("ETag", "\"v1\"")
-            .body("stored")
-            .send()
-            .await;
+        s.txresp_fresh_etag(600, "\"v1\"", "stored").await;
     })
 }
 
@@ -406,12 +401,7 @@ async fn r06010_client_no_cache_revalidate_is_conditional() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_no_header("if-none-match");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"v1\"")
-                .body("stored")
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "\"v1\"", "stored").await;
             for _ in 0..20 {
                 s.rxreq().await.expect_header("if-none-match", "\"v1\"");
                 s.txresp(304)
@@ -463,11 +453,7 @@ async fn r06011_client_no_cache_without_validator_fetches() {
                 let r = s.rxreq().await;
                 r.expect_no_header("if-none-match")
                     .expect_no_header("if-modified-since");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(body)
-                    .send()
-                    .await;
+                s.txresp_fresh(600, body).await;
             }
         })
         .start()
@@ -504,12 +490,7 @@ async fn r06012_concurrent_no_cache_share_one_revalidation() {
             let held = held.clone();
             |mut s| async move {
                 s.rxreq().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .hdr("ETag", "\"v1\"")
-                    .body("stored")
-                    .send()
-                    .await;
+                s.txresp_fresh_etag(600, "\"v1\"", "stored").await;
                 s.rxreq().await.expect_header("if-none-match", "\"v1\"");
                 held.sync().await;
                 s.txresp(304)

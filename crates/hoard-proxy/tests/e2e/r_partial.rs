@@ -137,8 +137,8 @@ async fn r00020_a_forwarded_range_is_kept_and_reused() {
         .expect_body(&full[950..]);
     proxy.expect_counter("partial_hits", 4);
     // A URL purge takes the partial copy too.
-    let r = super::o_ops::purge(&t, &proxy, r#"{"url": "http://localhost/v"}"#).await;
-    assert_eq!(super::o_ops::purged(&r), 1);
+    let r = crate::admin::purge(&t, &proxy, r#"{"url": "http://localhost/v"}"#).await;
+    assert_eq!(crate::admin::purged(&r), 1);
     get("bytes=-50")
         .send()
         .await
@@ -248,23 +248,13 @@ async fn r00022_another_version_is_never_joined_to_a_copy() {
                 .expect_header("range", "bytes=300-");
             send_part(&mut s, &n, 300..LEN, "\"v2\"").await;
             s.rxreq().await.expect_url("/x").expect_no_header("range");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"v2\"")
-                .body(&n)
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "\"v2\"", &n).await;
             // /y: If-Range honoured, a 200 of the new version.
             s.rxreq()
                 .await
                 .expect_url("/y")
                 .expect_header("if-range", "\"v1\"");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"v2\"")
-                .body(&n)
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "\"v2\"", &n).await;
         })
         .start()
         .await;
@@ -341,11 +331,7 @@ async fn r00023_an_unasked_206_is_kept_as_a_partial_copy_only() {
                 .send()
                 .await;
             s.rxreq().await.expect_url("/n").expect_no_header("range");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("abcdefghij")
-                .send()
-                .await;
+            s.txresp_fresh(600, "abcdefghij").await;
             // Six bytes declared by Content-Range, five sent: twice, never kept.
             for _ in 0..2 {
                 s.rxreq().await.expect_url("/bad");
@@ -463,12 +449,7 @@ async fn r00025_a_completion_that_cannot_be_stored_fetches_the_whole() {
                 .send()
                 .await;
             s.rxreq().await.expect_no_header("range");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "\"v2\"")
-                .body(&f[..200])
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "\"v2\"", &f[..200]).await;
         })
         .start()
         .await;
@@ -538,11 +519,7 @@ async fn r00024_a_forwarded_range_answered_whole_stores_the_whole_object() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_header("range", "bytes=10-19");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body(&f)
-                .send()
-                .await;
+            s.txresp_fresh(600, &f).await;
         })
         .start()
         .await;

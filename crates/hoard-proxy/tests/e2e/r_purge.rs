@@ -7,7 +7,7 @@ use std::time::Duration;
 use hoard_proxy::config::Member;
 use hoard_testkit::{Origin, Response, Test, TestProxy};
 
-use crate::o_ops::purge;
+use crate::admin::purge;
 
 /// An origin that answers `paths` once each, in order, with the path (and
 /// `#n` for the nth time a path is asked) as the body, `max-age=600`.
@@ -20,11 +20,7 @@ async fn origin_serving(t: &Test, paths: &[&str]) -> Origin {
                 s.rxreq().await.expect_url(&p);
                 let n = seen.entry(p.clone()).or_default();
                 *n += 1;
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(format!("{p}#{n}"))
-                    .send()
-                    .await;
+                s.txresp_fresh(600, format!("{p}#{n}")).await;
             }
         })
         .start()
@@ -85,7 +81,7 @@ async fn r07001_regex_purge_removes_matching_paths_only() {
             .expect_cache_status("fwd=uri-miss")
             .expect_body(format!("{p}#2"));
     }
-    let m = crate::o_ops::metrics(&t, &proxy).await;
+    let m = crate::admin::metrics(&t, &proxy).await;
     assert_eq!(m["hoard_bans_pending"], 0.0);
     assert_eq!(m[r#"hoard_purges_total{kind="regex"}"#], 1.0);
     origin.finish().await;
@@ -170,7 +166,7 @@ async fn r07003_pending_bans_are_bounded() {
     proxy
         .expect_counter("bans_refused", 1)
         .expect_counter("purges_regex", 1);
-    let m = crate::o_ops::metrics(&t, &proxy).await;
+    let m = crate::admin::metrics(&t, &proxy).await;
     assert_eq!(m["hoard_bans_pending"], 1.0);
     // The refused ban did nothing.
     get(&t, &proxy, "/b/1")
@@ -275,7 +271,7 @@ async fn cluster3(t: &Test, origin: &Origin, case: u16) -> Vec<TestProxy> {
     let mut nodes = Vec::new();
     for i in 0..3 {
         nodes.push(
-            crate::i_cluster::member(t, origin, &members, i, 8 << 20, |_| {}, &|_, _| {}).await,
+            crate::cluster::member(t, origin, &members, i, 8 << 20, |_| {}, &|_, _| {}).await,
         );
     }
     nodes
@@ -297,7 +293,7 @@ async fn r07006_regex_purge_reaches_every_member() {
         get(&t, n, "/doc/keep").await.expect_body("/doc/keep#1");
     }
     let r = purge(&t, &nodes[1], r#"{"regex": "\\.png$"}"#).await;
-    let acked = crate::i_cluster::acks(&r);
+    let acked = crate::cluster::acks(&r);
     for name in ["n1", "n2", "n3"] {
         assert_eq!(acked[name], "acked", "{acked:?}");
     }
@@ -333,7 +329,7 @@ async fn r07007_regex_ban_on_a_disk_zone_unlinks_the_files() {
     for (i, p) in ["/v/1.mp4", "/v/2.mp4", "/v/3.txt"].into_iter().enumerate() {
         get(&t, &proxy, p).await.expect_body(format!("{p}#1"));
         proxy.wait_counter("disk_stored", i as u64 + 1).await;
-        let now = crate::d_disk::objects(&dir);
+        let now = crate::disk::objects(&dir);
         let new: Vec<_> = now
             .iter()
             .filter(|f| !files.contains(*f))

@@ -3,7 +3,7 @@
 
 use hoard_testkit::{Response, Test, TestProxy};
 
-use super::d_disk::disk_proxy;
+use crate::disk::disk_proxy;
 
 /// A body whose every byte depends on its offset.
 pub(crate) fn body(n: usize) -> Vec<u8> {

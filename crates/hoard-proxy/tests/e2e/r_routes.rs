@@ -96,11 +96,7 @@ async fn r05003_include_adds_a_site_from_another_file() {
                     .await
                     .expect_url("/p")
                     .expect_header("host", "shop.test");
-                s.txresp(200)
-                    .hdr("Cache-Control", "no-store")
-                    .body(body)
-                    .send()
-                    .await;
+                s.txresp_no_store(body).await;
             }
         })
         .start()
@@ -241,11 +237,7 @@ async fn r05006_a_default_site_can_refuse_unknown_hosts() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await.expect_header("host", "www.test");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("www")
-                .send()
-                .await;
+            s.txresp_no_store("www").await;
         })
         .start()
         .await;

@@ -213,11 +213,7 @@ async fn origin_for(t: &Test, hosts: &'static [&'static str]) -> hoard_testkit::
         .script(move |mut s| async move {
             for host in hosts {
                 s.rxreq().await.expect_header("host", host);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(format!("site {host}"))
-                    .send()
-                    .await;
+                s.txresp_fresh(600, format!("site {host}")).await;
             }
         })
         .start()

@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
-use crate::i_cluster::{acks, cluster_sized, owner_of, total, Tune};
+use crate::cluster::{acks, cluster_sized, owner_of, total, Tune};
 use hoard_testkit::Test;
 
 /// A TCP relay in front of one member: passes every byte, except that a
@@ -80,7 +80,7 @@ async fn s17001_an_old_body_from_an_owner_not_yet_purged_is_not_kept_near() {
     let path = "/po/1";
     let owner = owner_of(path, 3);
     let here = (owner + 1) % 3;
-    let origin = crate::i_cluster::origin_serving_versions(&t, path, &["old", "new"]).await;
+    let origin = crate::cluster::origin_serving_versions(&t, path, &["old", "new"]).await;
     let relay = Relay::start().await;
     let (relay_addr, target) = (relay.addr, relay.target.clone());
     // The other members reach the owner through the relay.

@@ -10,7 +10,7 @@ use hoard_proxy::config::{ClusterConfig, Member};
 use hoard_testkit::dns::Dns;
 use hoard_testkit::{Origin, Test, TestProxy};
 
-use crate::i_cluster::{body_of, member, owner_of, status};
+use crate::cluster::{body_of, member, owner_of, status};
 
 const SECRET: &[u8] = b"a secret of the test cluster";
 
@@ -69,7 +69,7 @@ fn owned_by(owner: usize) -> String {
 async fn s12001_a_cluster_purge_counts_every_members_objects() {
     let t = Test::new("s12001");
     let path = owned_by(1);
-    let origin = crate::i_cluster::origin_serving_versions(&t, &path, &["v1"]).await;
+    let origin = crate::cluster::origin_serving_versions(&t, &path, &["v1"]).await;
     let nodes = three(&t, &origin).await;
     // n1 forwards to n2, the owner, which stores it; n1 keeps no copy (a
     // near copy takes two requests).
@@ -78,7 +78,7 @@ async fn s12001_a_cluster_purge_counts_every_members_objects() {
         .send()
         .await
         .expect_body("v1");
-    let r = crate::o_ops::purge(
+    let r = crate::admin::purge(
         &t,
         &nodes[0],
         &format!(r#"{{"url": "http://localhost{path}"}}"#),
@@ -108,7 +108,7 @@ async fn s12001_a_cluster_purge_counts_every_members_objects() {
 async fn s12002_a_member_that_did_not_answer_has_no_count() {
     let t = Test::new("s12002");
     let path = owned_by(0);
-    let origin = crate::i_cluster::origin_serving_versions(&t, &path, &["v1"]).await;
+    let origin = crate::cluster::origin_serving_versions(&t, &path, &["v1"]).await;
     let mut nodes = three(&t, &origin).await;
     t.client(&nodes[1])
         .get(&path)
@@ -116,7 +116,7 @@ async fn s12002_a_member_that_did_not_answer_has_no_count() {
         .await
         .expect_body("v1");
     nodes.pop().unwrap().stop().await;
-    let r = crate::o_ops::purge(&t, &nodes[1], r#"{"host": "localhost"}"#).await;
+    let r = crate::admin::purge(&t, &nodes[1], r#"{"host": "localhost"}"#).await;
     let v: serde_json::Value = serde_json::from_slice(&r.expect_status(200).body).unwrap();
     assert_eq!(v["purged"], 1, "{v}");
     assert_eq!(
@@ -217,11 +217,7 @@ async fn s13002_a_forwarded_request_carries_every_hops_via() {
                     ["1.1 hoard-n1, 1.1 hoard-n2"],
                     "Via at the origin"
                 );
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(body_of(&path))
-                    .send()
-                    .await;
+                s.txresp_fresh(600, body_of(&path)).await;
             }
         })
         .start()
@@ -271,18 +267,7 @@ async fn s14001_the_documented_json_log_line_is_a_real_ones_shape() {
         .nth(1)
         .expect("the text after the example");
     let example: serde_json::Value = serde_json::from_str(example).unwrap();
-    let origin = t
-        .origin()
-        .script(|mut s| async move {
-            s.rxreq().await.expect_url("/a.jpg?x=1");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("a")
-                .send()
-                .await;
-        })
-        .start()
-        .await;
+    let origin = t.origin().script_fresh("/a.jpg?x=1", 60, "a").start().await;
     let log = t.dir().join("access.log");
     let proxy = {
         let log = log.clone();
@@ -330,11 +315,7 @@ async fn s14002_members_share_an_object_only_for_the_same_host() {
                     req.expect_header("host", host);
                 }
                 let url = req.url().to_string();
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(body_of(&url))
-                    .send()
-                    .await;
+                s.txresp_fresh(600, body_of(&url)).await;
             }
         })
         .start()

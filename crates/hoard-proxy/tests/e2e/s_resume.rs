@@ -172,12 +172,7 @@ async fn s01004_a_changed_object_stays_cut() {
             .await
             .expect_header("range", "bytes=40-")
             .expect_header("if-range", "\"v1\"");
-        s.txresp(200)
-            .hdr("Cache-Control", "max-age=60")
-            .hdr("ETag", "\"v2\"")
-            .body(V2)
-            .send()
-            .await;
+        s.txresp_fresh_etag(60, "\"v2\"", V2).await;
     })
     .await;
     let proxy = t.proxy().origin(&origin).start().await;
@@ -247,7 +242,7 @@ async fn s01005_a_strong_last_modified_resumes_a_chunked_body() {
 /// Starts three cluster members n1..n3 (as `i_cluster` does), on ports of
 /// this case's own block below the ephemeral range (26000 + 16 per case
 /// number past 1000), node `i` adjusted by `tune`.
-async fn three_nodes(t: &Test, origin: &Origin, tune: &crate::i_cluster::Tune) -> Vec<TestProxy> {
+async fn three_nodes(t: &Test, origin: &Origin, tune: &crate::cluster::Tune) -> Vec<TestProxy> {
     let case: u16 = t.name()[1..].parse().expect("an sNNNNN case");
     let base = 26_000 + 16 * (case - 1000);
     let held: Vec<_> = (base..base + 16)
@@ -267,7 +262,7 @@ async fn three_nodes(t: &Test, origin: &Origin, tune: &crate::i_cluster::Tune) -
     drop(held);
     let mut nodes = Vec::new();
     for i in 0..3 {
-        nodes.push(crate::i_cluster::member(t, origin, &members, i, 8 << 20, |_| {}, tune).await);
+        nodes.push(crate::cluster::member(t, origin, &members, i, 8 << 20, |_| {}, tune).await);
     }
     nodes
 }
@@ -316,12 +311,7 @@ async fn s01006_an_owner_dying_mid_body_costs_its_readers_nothing() {
                 head.sync().await;
                 // n3, asked for the rest by n1, fills the whole object.
                 s.rxreq().await.expect_url(&path).expect_no_header("range");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .hdr("ETag", "\"v1\"")
-                    .body(V1)
-                    .send()
-                    .await;
+                s.txresp_fresh_etag(60, "\"v1\"", V1).await;
             }
         })
         .start()
@@ -397,12 +387,7 @@ async fn s01008_a_whole_answer_of_the_same_bytes_is_skipped_to_the_cut() {
     let go = t.barrier(2);
     let origin = dropping_origin(&t, &go, ("ETag", "\"v1\"".into()), |mut s| async move {
         s.rxreq().await.expect_header("range", "bytes=40-");
-        s.txresp(200)
-            .hdr("Cache-Control", "max-age=60")
-            .hdr("ETag", "\"v1\"")
-            .body(V1)
-            .send()
-            .await;
+        s.txresp_fresh_etag(60, "\"v1\"", V1).await;
     })
     .await;
     let proxy = t.proxy().origin(&origin).start().await;

@@ -267,18 +267,7 @@ prefix = "/"
 #[tokio::test]
 async fn s15005_rate_cells_survive_reload() {
     let t = Test::new("s15005");
-    let origin = t
-        .origin()
-        .script(|mut s| async move {
-            s.rxreq().await.expect_url("/p");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("p")
-                .send()
-                .await;
-        })
-        .start()
-        .await;
+    let origin = t.origin().script_fresh("/p", 600, "p").start().await;
     let rate = r#"limit = { rate = "1r/m" }"#;
     let v1 = limited("", rate);
     let proxy = t.proxy().origin(&origin).toml(&origin, &v1).start().await;
@@ -322,17 +311,9 @@ async fn s15006_connection_counts_survive_reload() {
         .script(move |mut s| async move {
             s.rxreq().await.expect_url("/slow");
             g.sync().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("slow")
-                .send()
-                .await;
+            s.txresp_no_store("slow").await;
             s.rxreq().await.expect_url("/again");
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("again")
-                .send()
-                .await;
+            s.txresp_no_store("again").await;
         })
         .start()
         .await;

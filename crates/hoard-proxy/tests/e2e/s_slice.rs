@@ -293,12 +293,7 @@ async fn s00003_origin_ignoring_range_is_stored_whole() {
         .script(|mut s| async move {
             let req = s.rxreq().await;
             assert_eq!(asked(&req), (SIZE, 2 * SIZE - 1));
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", ETAG)
-                .body(body(LEN))
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, ETAG, body(LEN)).await;
         })
         .start()
         .await;
@@ -444,11 +439,7 @@ async fn s00006_empty_objects_and_errors() {
                 .await
                 .expect_url("/empty")
                 .expect_no_header("range");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("")
-                .send()
-                .await;
+            s.txresp_fresh(600, "").await;
             let req = s.rxreq().await;
             req.expect_url("/missing");
             assert_eq!(asked(&req), (0, SIZE - 1));
@@ -501,12 +492,7 @@ async fn s00008_no_validator_means_no_slicing() {
                 .send()
                 .await;
             s.rxreq().await.expect_url("/nv").expect_no_header("range");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .hdr("ETag", "W/\"weak\"")
-                .body(&full)
-                .send()
-                .await;
+            s.txresp_fresh_etag(600, "W/\"weak\"", &full).await;
         })
         .start()
         .await;

@@ -7,8 +7,8 @@ use std::path::Path;
 use hoard_store::disk::Durability;
 use hoard_testkit::{Origin, Test, TestProxy};
 
-use crate::d_disk::objects;
-use crate::o_ops::{purge, purged};
+use crate::admin::{purge, purged};
+use crate::disk::objects;
 use crate::secs;
 
 /// A proxy with a 64 MiB disk zone in `dir`, no memory tier, the admin
@@ -37,12 +37,7 @@ async fn s05001_purge_whose_unlink_failed_stays_purged_after_restart() {
         .origin()
         .script(|mut s| async move {
             for n in 1..=2 {
-                s.rxreq().await.expect_url("/p");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(format!("p{n}"))
-                    .send()
-                    .await;
+                s.serve_fresh("/p", 600, format!("p{n}")).await;
             }
         })
         .start()
@@ -93,12 +88,7 @@ async fn s05002_304_after_a_soft_purge_does_not_refresh() {
             let (asked, purged_now) = (asked.clone(), purged_now.clone());
             |mut s| async move {
                 s.rxreq().await.expect_no_header("if-none-match");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=10")
-                    .hdr("ETag", "\"1\"")
-                    .body("v1")
-                    .send()
-                    .await;
+                s.txresp_fresh_etag(10, "\"1\"", "v1").await;
                 for raced in [true, false] {
                     s.rxreq().await.expect_header("if-none-match", "\"1\"");
                     if raced {
@@ -159,12 +149,7 @@ async fn s05003_304_after_a_hard_purge_stores_nothing() {
             let (asked, purged_now) = (asked.clone(), purged_now.clone());
             |mut s| async move {
                 s.rxreq().await;
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=10")
-                    .hdr("ETag", "\"1\"")
-                    .body("v1")
-                    .send()
-                    .await;
+                s.txresp_fresh_etag(10, "\"1\"", "v1").await;
                 s.rxreq().await.expect_header("if-none-match", "\"1\"");
                 asked.sync().await;
                 purged_now.sync().await;
@@ -175,12 +160,7 @@ async fn s05003_304_after_a_hard_purge_stores_nothing() {
                     .send()
                     .await;
                 s.rxreq().await.expect_no_header("if-none-match");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .hdr("ETag", "\"2\"")
-                    .body("v2")
-                    .send()
-                    .await;
+                s.txresp_fresh_etag(600, "\"2\"", "v2").await;
             }
         })
         .start()
@@ -218,12 +198,7 @@ async fn s06001_power_durability_stores_serves_and_survives_restart() {
         .origin()
         .script(|mut s| async move {
             for path in ["/d", "/e"] {
-                s.rxreq().await.expect_url(path);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(format!("{path} body"))
-                    .send()
-                    .await;
+                s.serve_fresh(path, 600, format!("{path} body")).await;
             }
         })
         .start()
@@ -279,11 +254,7 @@ async fn s07001_invalidation_waits_off_the_serving_thread() {
                 ("GET", "/a", "a2"),
             ] {
                 s.rxreq().await.expect_method(method).expect_url(path);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(body)
-                    .send()
-                    .await;
+                s.txresp_fresh(600, body).await;
             }
         })
         .start()

@@ -25,12 +25,7 @@ async fn origin_of(t: &Test, n: usize, url: &'static str, body: &'static str) ->
     t.origin()
         .script(move |mut s| async move {
             for _ in 0..n {
-                s.rxreq().await.expect_url(url);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(body)
-                    .send()
-                    .await;
+                s.serve_fresh(url, 600, body).await;
             }
         })
         .start()
@@ -296,12 +291,7 @@ async fn s11001_query_exclude_prefix() {
                 ("/a?id=1&utm_source=news", "one"),
                 ("/a?utm_source=news&id=2", "two"),
             ] {
-                s.rxreq().await.expect_url(url);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body(body)
-                    .send()
-                    .await;
+                s.serve_fresh(url, 600, body).await;
             }
         })
         .start()

@@ -17,11 +17,7 @@ async fn w00010_concurrent_misses_one_origin_request() {
             |mut s| async move {
                 s.rxreq().await.expect_url("/c");
                 go.sync().await; // every follower has attached
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body("shared")
-                    .send()
-                    .await;
+                s.txresp_fresh(60, "shared").await;
             }
         })
         .start()
@@ -264,17 +260,9 @@ async fn w00015_cacheable_response_clears_hit_for_pass() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "no-store")
-                .body("1")
-                .send()
-                .await;
+            s.txresp_no_store("1").await;
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("2")
-                .send()
-                .await;
+            s.txresp_fresh(60, "2").await;
         })
         .start()
         .await;
@@ -307,18 +295,10 @@ async fn w00016_waiter_timeout_goes_alone_uncached() {
                 let slow = s.rxreq().await;
                 let fast = s.rxreq().await; // the waiter, after its timeout
                 s.switch_to(&fast);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body("fast")
-                    .send()
-                    .await;
+                s.txresp_fresh(60, "fast").await;
                 release.sync().await;
                 s.switch_to(&slow);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body("slow")
-                    .send()
-                    .await;
+                s.txresp_fresh(60, "slow").await;
             }
         })
         .start()
@@ -383,11 +363,7 @@ async fn w00018_coalescing_off() {
             let b = s.rxreq().await;
             for r in [&a, &b] {
                 s.switch_to(r);
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=60")
-                    .body("x")
-                    .send()
-                    .await;
+                s.txresp_fresh(60, "x").await;
             }
         })
         .start()

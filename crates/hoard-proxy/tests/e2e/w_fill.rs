@@ -17,11 +17,7 @@ async fn w00001_mid_body_failure_is_an_abort() {
                 .send_truncated(10)
                 .await;
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=60")
-                .body("whole")
-                .send()
-                .await;
+            s.txresp_fresh(60, "whole").await;
         })
         .start()
         .await;
@@ -165,11 +161,7 @@ async fn w00040_shutdown_lets_a_running_fill_finish() {
                 .await;
             s.rxreq().await;
             r.sync().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("v2")
-                .send()
-                .await;
+            s.txresp_fresh(600, "v2").await;
         })
         .start()
         .await;
@@ -279,11 +271,7 @@ async fn w00042_invalidation_during_a_fill_is_not_undone() {
                 s.rxreq_concurrent().await.expect_method("POST");
                 s.txresp(204).send().await;
                 s.rxreq_concurrent().await.expect_method("GET");
-                s.txresp(200)
-                    .hdr("Cache-Control", "max-age=600")
-                    .body("after")
-                    .send()
-                    .await;
+                s.txresp_fresh(600, "after").await;
                 posted.sync().await;
                 s.switch_to(&old);
                 s.chunk("change").await;

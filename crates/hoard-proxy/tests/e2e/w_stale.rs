@@ -72,23 +72,11 @@ async fn w00021_swr_from_configuration() {
         .origin()
         .script(|mut s| async move {
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=1")
-                .body("v1")
-                .send()
-                .await;
+            s.txresp_fresh(1, "v1").await;
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=1")
-                .body("v2")
-                .send()
-                .await;
+            s.txresp_fresh(1, "v2").await;
             s.rxreq().await;
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=1")
-                .body("v3")
-                .send()
-                .await;
+            s.txresp_fresh(1, "v3").await;
         })
         .start()
         .await;

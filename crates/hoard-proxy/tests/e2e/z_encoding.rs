@@ -464,8 +464,8 @@ async fn z00006_a_purge_removes_every_coding() {
     let r = get(&t, &p, "/p", Some("br")).await;
     r.expect_header("content-encoding", "br");
     assert!(String::from_utf8(decoded(&r)).unwrap().starts_with("one "));
-    let purged = crate::o_ops::purge(&t, &p, r#"{"url": "http://localhost/p"}"#).await;
-    assert_eq!(crate::o_ops::purged(&purged), 1);
+    let purged = crate::admin::purge(&t, &p, r#"{"url": "http://localhost/p"}"#).await;
+    assert_eq!(crate::admin::purged(&purged), 1);
     let r = get(&t, &p, "/p", Some("br")).await;
     assert!(String::from_utf8(decoded(&r)).unwrap().starts_with("two "));
     assert_eq!(origin.requests(), 2);
@@ -616,14 +616,14 @@ async fn z00008_disk_zones_keep_every_coding_across_a_restart() {
     assert!(p.counter("disk_hits") >= 12);
     p.stop().await;
     // One file per object: the copies written before their parts are gone.
-    assert_eq!(crate::d_disk::objects(&dir).len(), 3);
+    assert_eq!(crate::disk::objects(&dir).len(), 3);
 
     let p = disk_proxy().await;
     p.expect_counter("disk_loaded", 3);
     let p = check(p).await;
     assert_eq!(p.counter("encode_objects"), 0, "nothing coded again");
-    let purged = crate::o_ops::purge(&t, &p, r#"{"url": "http://localhost/page"}"#).await;
-    assert_eq!(crate::o_ops::purged(&purged), 1);
+    let purged = crate::admin::purge(&t, &p, r#"{"url": "http://localhost/page"}"#).await;
+    assert_eq!(crate::admin::purged(&purged), 1);
     let r = get(&t, &p, "/page", Some("br")).await;
     assert!(String::from_utf8(decoded(&r))
         .unwrap()

@@ -5,7 +5,7 @@
 
 use hoard_testkit::Test;
 
-use crate::o_ops::{metrics, status};
+use crate::admin::{metrics, status};
 
 // z10001: after one object is stored, `/status` gives the resident size and
 // its parts, the memory tier's part is the tier's own byte count, the parts
@@ -15,14 +15,7 @@ async fn z10001_status_and_metrics_break_the_resident_memory_down() {
     let t = Test::new("z10001");
     let origin = t
         .origin()
-        .script(|mut s| async move {
-            s.rxreq().await.expect_url("/m");
-            s.txresp(200)
-                .hdr("Cache-Control", "max-age=600")
-                .body("m".repeat(10_000))
-                .send()
-                .await;
-        })
+        .script_fresh("/m", 600, "m".repeat(10_000))
         .start()
         .await;
     let proxy = t.proxy().origin(&origin).admin().start().await;
