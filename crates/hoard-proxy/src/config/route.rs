@@ -117,11 +117,12 @@ impl Resolver<'_> {
     pub(super) fn route(
         &self,
         at: &str,
-        r: RawRoute,
+        mut r: RawRoute,
         upstreams: &[UpstreamConfig],
         cache: &CacheConfig,
         site_pages: Option<&std::sync::Arc<crate::edge::error_pages::ErrorPages>>,
     ) -> Result<(RouteConfig, Option<edge::LoopProbe>), ConfigError> {
+        let edge_keys = r.take_edge();
         let zone = r
             .zone
             .as_ref()
@@ -179,7 +180,9 @@ impl Resolver<'_> {
         };
         let upstream = match r.upstream {
             // A redirect or a fixed answer never reaches an origin.
-            None if upstreams.len() == 1 || r.redirect.is_some() || r.respond.is_some() => 0,
+            None if upstreams.len() == 1 || edge_keys.redirect.is_some() || r.respond.is_some() => {
+                0
+            }
             None => {
                 return Err(self.err(
                     None,
@@ -291,22 +294,7 @@ impl Resolver<'_> {
             }
         }
         let d = RouteConfig::catch_all();
-        let (edge, probe) = self.edge(
-            at,
-            edge::RawEdge {
-                response_headers: r.response_headers,
-                request_headers: r.request_headers,
-                redirect: r.redirect,
-                allow: r.allow,
-                deny: r.deny,
-                basic_auth: r.basic_auth,
-                limit: r.limit,
-                limit_connections: r.limit_connections,
-                error_pages: r.error_pages,
-            },
-            &path,
-            site_pages,
-        )?;
+        let (edge, probe) = self.edge(at, edge_keys, &path, site_pages)?;
         let edge = self.with_respond(at, edge, r.respond)?;
         let encodings = match &r.encodings {
             None => d.encodings.clone(),
