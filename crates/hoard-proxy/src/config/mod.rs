@@ -46,8 +46,9 @@ pub use ops::{AccessLogConfig, AdminConfig, Cidr, LogFormat, LogTarget};
 pub use quick::QuickStart;
 pub use route::{ColdRange, PathMatch, RouteConfig, MIN_SLICE};
 pub use server::ServerConfig;
+pub use servers::RetryOn;
 pub use sites::{HostMatch, SiteConfig};
-pub use upstreams::{HostHeader, ServerAddr, UpstreamConfig};
+pub use upstreams::{HostHeader, ServerAddr, TlsSettings, UpstreamConfig};
 
 use error::{key_at, line_of};
 use raw::RawConfig;

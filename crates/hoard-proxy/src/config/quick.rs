@@ -14,7 +14,7 @@ use super::upstreams::origin_tls;
 use super::{
     acme, cluster, defaults, ops, sites, zones, AccessLogConfig, AdminConfig, CacheConfig,
     ClusterConfig, Config, ConfigError, ListenerConfig, LogTarget, RouteConfig, ServerConfig,
-    SiteConfig, TlsConfig, UpstreamConfig, MIN_SLICE,
+    SiteConfig, TlsConfig, TlsSettings, UpstreamConfig, MIN_SLICE,
 };
 
 /// The command-line quick start.
@@ -209,13 +209,10 @@ impl Config {
             message,
         };
         let server = parse_server_url(&q.upstream).map_err(|m| err("--upstream", m))?;
-        let tls_settings = q
-            .upstream_ca
-            .as_ref()
-            .map(|ca| crate::upstream::tls::TlsSettings {
-                ca: Some(ca.clone()),
-                ..crate::upstream::tls::TlsSettings::verified()
-            });
+        let tls_settings = q.upstream_ca.as_ref().map(|ca| TlsSettings {
+            ca: Some(ca.clone()),
+            ..TlsSettings::verified()
+        });
         let tls = origin_tls(std::iter::once(&server), tls_settings).map_err(|m| {
             err(
                 if q.upstream_ca.is_some() {

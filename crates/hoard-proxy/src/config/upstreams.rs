@@ -60,7 +60,7 @@ pub struct UpstreamConfig {
     pub backup: Vec<ServerAddr>,
     /// When a request that reached a server goes on to the next one.
     /// Default: `["error"]`.
-    pub retry_on: crate::upstream::failover::RetryOn,
+    pub retry_on: super::RetryOn,
     /// Most servers a request is tried on. Default (`None`): every server
     /// once, backups included.
     pub tries: Option<u32>,
@@ -83,16 +83,41 @@ pub struct UpstreamConfig {
     pub tls: Option<crate::upstream::tls::OriginTls>,
 }
 
+/// The `tls` table of an upstream, as configured.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct TlsSettings {
+    /// A PEM bundle of CAs trusted beside the system's.
+    pub ca: Option<PathBuf>,
+    /// The name sent as SNI and verified (default: the server's host).
+    pub server_name: Option<String>,
+    /// Verify the origin's certificate (default: true).
+    pub verify: bool,
+    /// A client certificate chain (PEM) for origins that require one.
+    pub cert: Option<PathBuf>,
+    /// Its private key (PEM).
+    pub key: Option<PathBuf>,
+}
+
+impl TlsSettings {
+    /// Verification on, no extra CA, no client certificate.
+    pub fn verified() -> TlsSettings {
+        TlsSettings {
+            verify: true,
+            ..TlsSettings::default()
+        }
+    }
+}
+
 /// The TLS client of an upstream whose servers include `https://` ones
 /// (`None` when none does and no `tls` table was given).
 pub(super) fn origin_tls<'a>(
     mut servers: impl Iterator<Item = &'a ServerAddr>,
-    settings: Option<crate::upstream::tls::TlsSettings>,
+    settings: Option<TlsSettings>,
 ) -> Result<Option<crate::upstream::tls::OriginTls>, String> {
     if settings.is_none() && !servers.any(|s| s.tls) {
         return Ok(None);
     }
-    let settings = settings.unwrap_or_else(crate::upstream::tls::TlsSettings::verified);
+    let settings = settings.unwrap_or_else(TlsSettings::verified);
     crate::upstream::tls::build(&settings).map(Some)
 }
 
@@ -139,7 +164,7 @@ impl Resolver<'_> {
             }
             let settings = u.tls.as_ref().map(|t| {
                 let t = t.get_ref();
-                crate::upstream::tls::TlsSettings {
+                TlsSettings {
                     ca: t.ca.as_ref().map(PathBuf::from),
                     server_name: t.server_name.clone(),
                     verify: t.verify.unwrap_or(true),
