@@ -191,8 +191,8 @@ impl Resolver<'_> {
                 let (route, probe) = self.route(
                     &format!("site[{i}].route[{j}]"),
                     r.into_inner(),
-                    &upstreams,
-                    &cache,
+                    upstreams,
+                    cache,
                     error_pages.as_ref(),
                 )?;
                 let mut route = route;
