@@ -191,3 +191,36 @@ pub(crate) fn check_distinct(certs: &[Vec<String>]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// One ACME certificate's names: lower case, sorted, each a DNS name
+/// (no wildcard: those need DNS-01, which hoard does not answer).
+pub(crate) fn acme_names<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for n in names {
+        let n = n.trim_end_matches('.').to_ascii_lowercase();
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        };
+        if n.starts_with("*.") {
+            return Err(format!(
+                "{n:?}: wildcard names need DNS-01 validation, which hoard does not do"
+            ));
+        }
+        if n.len() > 253 || !n.contains('.') || !n.split('.').all(label_ok) {
+            return Err(format!("{n:?}: not a DNS name"));
+        }
+        out.push(n);
+    }
+    if out.is_empty() {
+        return Err("a certificate needs at least one name".into());
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}

@@ -90,7 +90,7 @@ impl UpstreamConfig {
             name: name.into(),
             servers,
             backup: Vec::new(),
-            retry_on: crate::upstream::failover::RetryOn::DEFAULT,
+            retry_on: super::RetryOn::DEFAULT,
             tries: None,
             connect_timeout: Duration::from_secs(3),
             read_timeout: Duration::from_secs(30),

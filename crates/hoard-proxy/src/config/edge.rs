@@ -11,6 +11,7 @@ use http::{HeaderName, StatusCode};
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::raw::RawEdge;
 use super::{Cidr, ConfigError, PathMatch, Resolver};
 use crate::edge::access::Access;
 use crate::edge::basic_auth::BasicAuth;
@@ -57,20 +58,6 @@ pub struct RawLimit {
     pub rate: Spanned<String>,
     pub burst: Option<u32>,
     pub max_clients: Option<usize>,
-}
-
-/// The edge keys of a route, gathered from [`super::raw::RawRoute`].
-#[derive(Debug, Default)]
-pub struct RawEdge {
-    pub response_headers: Option<Spanned<RawHeaderEdits>>,
-    pub request_headers: Option<Spanned<RawHeaderEdits>>,
-    pub redirect: Option<Spanned<RawRedirect>>,
-    pub allow: Option<Vec<Spanned<String>>>,
-    pub deny: Option<Vec<Spanned<String>>>,
-    pub basic_auth: Option<Spanned<RawBasicAuth>>,
-    pub limit: Option<Spanned<RawLimit>>,
-    pub limit_connections: Option<Spanned<u32>>,
-    pub error_pages: Option<BTreeMap<String, Spanned<String>>>,
 }
 
 /// Where a redirect's target lands, when it is a path this site serves.

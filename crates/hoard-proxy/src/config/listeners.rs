@@ -1,3 +1,7 @@
+//! `[[listener]]`: the sockets hoard accepts on ([`ListenerConfig`]), read
+//! from the file with their TLS (certificate files, or ACME names) and
+//! redirect keys.
+//!
 //! Checks of `[[listener]]` that a listener's own keys do not show: the
 //! PROXY protocol's trusted peers, and addresses two listeners would both
 //! bind. Each is refused by `hoard check` (and a reload) with the key and
@@ -5,17 +9,186 @@
 
 use std::net::SocketAddr;
 use std::ops::Range;
+use std::path::PathBuf;
 
 use toml::Spanned;
 
+use super::acme::{self, acme_names};
 use super::ops::Cidr;
-use super::{ConfigError, ListenerConfig, Resolver};
+use super::raw::{self, RawListener};
+use super::{defaults, sites, ConfigError, Resolver};
 
 /// The sysctl saying whether an IPv6 socket on `[::]` takes IPv4 too (`0`:
 /// it does, Linux's default; hoard leaves `IPV6_V6ONLY` as the system has it).
 const BINDV6ONLY: &str = "/proc/sys/net/ipv6/bindv6only";
 
+/// A listening socket.
+#[derive(Debug, Clone)]
+pub struct ListenerConfig {
+    /// `name`, for sites' `listeners`.
+    pub name: Option<String>,
+    /// Address; port 0 picks a free port.
+    pub address: SocketAddr,
+    /// TLS (HTTP/1.1 and h2 by ALPN); plain otherwise (HTTP/1.1 and h2c prior knowledge).
+    pub tls: Option<TlsConfig>,
+    /// Certificate files picked by SNI (`tls = { certs = [...] }`), each
+    /// for the DNS names of its subjectAltName, the first for no or an
+    /// unknown server name (see `crate::server::sni`). Empty unless given
+    /// (then `tls` is `None`); may go with `acme`.
+    pub certs: Vec<TlsConfig>,
+    /// Accept HTTP/2. Default: true.
+    pub http2: bool,
+    /// Also serve HTTP/3 over QUIC on the same port (UDP), advertised with
+    /// `Alt-Svc` (TLS listeners only). Default: false.
+    pub http3: bool,
+    /// PROXY protocol (v1 and v2) expected before every connection's
+    /// first byte, from these peers (others are closed; the file needs at
+    /// least one); `None`: off.
+    pub proxy_protocol: Option<Vec<Cidr>>,
+    /// Certificates obtained and renewed over ACME, each for its names
+    /// (`tls = { acme = ["a.example", ["b.example", "www.b.example"]] }`:
+    /// a name alone is a certificate of its own, a list one certificate
+    /// for all its names; lower case, sorted; see `crate::acme`). The
+    /// listener is a TLS one and picks a certificate by SNI.
+    pub acme: Vec<Vec<String>>,
+    /// A plain listener that answers every request (but ACME challenges)
+    /// with a redirect to HTTPS on this port (`redirect_https = 443`).
+    pub redirect_https: Option<u16>,
+}
+
+/// Certificate and key files (PEM).
+#[derive(Debug, Clone)]
+pub struct TlsConfig {
+    /// Certificate chain.
+    pub cert: PathBuf,
+    /// Private key.
+    pub key: PathBuf,
+}
+
 impl Resolver<'_> {
+    /// Every `[[listener]]`; without one, the default listener.
+    pub(super) fn listeners(
+        &self,
+        written: Vec<RawListener>,
+    ) -> Result<Vec<ListenerConfig>, ConfigError> {
+        let mut listeners = Vec::new();
+        let name_spans: Vec<_> = written
+            .iter()
+            .map(|l| l.name.as_ref().map(|n| n.span()))
+            .collect();
+        let address_spans: Vec<_> = written.iter().map(|l| l.address.span()).collect();
+        for (i, l) in written.into_iter().enumerate() {
+            let address = l.address.get_ref().parse::<SocketAddr>().map_err(|e| {
+                self.err(
+                    Some(l.address.span()),
+                    format!("listener[{i}].address"),
+                    format!("{:?}: {e}", l.address.get_ref()),
+                )
+            })?;
+            if let Some(h3) = l.http3.as_ref().filter(|h| *h.get_ref()) {
+                if l.tls.is_none() {
+                    return Err(self.err(
+                        Some(h3.span()),
+                        format!("listener[{i}].http3"),
+                        "needs `tls` (QUIC is always encrypted)".into(),
+                    ));
+                }
+            }
+            let (tls, files, acme_names) = match l.tls {
+                None => (None, Vec::new(), Vec::new()),
+                Some(t) => match (t.cert, t.key, t.acme, t.certs) {
+                    (Some(cert), Some(key), None, None) => {
+                        (Some(self.tls_files(i, cert, key)?), Vec::new(), Vec::new())
+                    }
+                    (Some(_), _, _, Some(files)) | (_, Some(_), _, Some(files)) => {
+                        return Err(self.err(
+                            Some(files.span()),
+                            format!("listener[{i}].tls.certs"),
+                            "with `cert` and `key`: one or the other (every certificate in `certs`)"
+                                .into(),
+                        ))
+                    }
+                    (None, None, None, Some(files)) => {
+                        (None, self.listener_certs(i, files)?, Vec::new())
+                    }
+                    (None, None, Some(certs), files)
+                        if !certs.get_ref().is_empty() || files.is_some() =>
+                    {
+                        let span = certs.span();
+                        let certs = certs
+                            .into_inner()
+                            .iter()
+                            .map(|c| match c {
+                                raw::RawAcmeCert::Name(n) => acme_names([n.as_str()]),
+                                raw::RawAcmeCert::Names(n) => {
+                                    acme_names(n.iter().map(String::as_str))
+                                }
+                            })
+                            .collect::<Result<Vec<_>, _>>()
+                            .and_then(|certs| {
+                                // A name has one certificate, whichever
+                                // listener presents it.
+                                let mut all: Vec<Vec<String>> = listeners
+                                    .iter()
+                                    .flat_map(|l: &ListenerConfig| l.acme.clone())
+                                    .collect();
+                                all.extend(certs.iter().cloned());
+                                acme::check_distinct(&all).map(|()| certs)
+                            })
+                            .map_err(|m| {
+                                self.err(Some(span), format!("listener[{i}].tls.acme"), m)
+                            })?;
+                        let files = match files {
+                            Some(f) => self.listener_certs(i, f)?,
+                            None => Vec::new(),
+                        };
+                        (None, files, certs)
+                    }
+                    (_, _, Some(names), _) => {
+                        return Err(self.err(
+                            Some(names.span()),
+                            format!("listener[{i}].tls.acme"),
+                            "names for ACME, without `cert` and `key`".into(),
+                        ))
+                    }
+                    _ => {
+                        return Err(self.err(
+                            Some(l.address.span()),
+                            format!("listener[{i}].tls"),
+                            "needs `cert` and `key`, `certs`, or `acme` names".into(),
+                        ))
+                    }
+                },
+            };
+            if let Some(r) = &l.redirect_https {
+                if tls.is_some() || !files.is_empty() || !acme_names.is_empty() {
+                    return Err(self.err(
+                        Some(r.span()),
+                        format!("listener[{i}].redirect_https"),
+                        "for a plain listener (this one is TLS)".into(),
+                    ));
+                }
+            }
+            listeners.push(ListenerConfig {
+                name: l.name.map(Spanned::into_inner),
+                address,
+                http3: l.http3.as_ref().is_some_and(|h| *h.get_ref()),
+                acme: acme_names,
+                redirect_https: l.redirect_https.map(|r| r.into_inner()),
+                tls,
+                certs: files,
+                http2: l.http2.unwrap_or(defaults::LISTENER_HTTP2),
+                proxy_protocol: self.proxy_protocol(i, l.proxy_protocol, l.proxy_protocol_from)?,
+            });
+        }
+        sites::check_listener_names(self, &listeners, &name_spans)?;
+        self.check_addresses(&listeners, &address_spans)?;
+        if listeners.is_empty() {
+            listeners.push(ListenerConfig::default());
+        }
+        Ok(listeners)
+    }
+
     /// `listener[i].proxy_protocol` and `proxy_protocol_from`: the peers
     /// whose PROXY header is believed, `None` when the option is off.
     /// The list is required: a header from any peer would let anyone claim

@@ -179,53 +179,103 @@ pub struct RawSite {
     pub response_headers: Option<Spanned<super::edge::RawHeaderEdits>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawRoute {
-    pub prefix: Option<Spanned<String>>,
-    pub regex: Option<Spanned<String>>,
-    pub upstream: Option<Spanned<String>>,
-    pub cache: Option<bool>,
-    pub default_ttl: Option<BTreeMap<String, Spanned<Dur>>>,
-    pub ignore_headers: Option<Vec<Spanned<String>>>,
-    pub max_ttl: Option<Dur>,
-    pub heuristic_percent: Option<u32>,
-    pub stale_while_revalidate: Option<Dur>,
-    pub stale_if_error: Option<Dur>,
-    pub key: Option<RawKey>,
-    pub cluster_key: Option<RawKey>,
-    pub coalesce: Option<bool>,
-    pub upgrade: Option<bool>,
-    pub coalesce_timeout: Option<Dur>,
-    pub fill_max_age: Option<Dur>,
-    pub hit_for_pass: Option<Dur>,
-    pub zone: Option<Spanned<String>>,
-    pub slice: Option<Spanned<Size>>,
-    pub slice_prefetch: Option<u32>,
-    pub slice_direct_max: Option<Size>,
-    pub cold_range: Option<Spanned<String>>,
-    pub encodings: Option<Vec<Spanned<String>>>,
-    pub compress_types: Option<Vec<String>>,
-    pub compress_min_size: Option<Size>,
-    pub fill_accept_encoding: Option<Spanned<String>>,
-    pub forward_headers: Option<Vec<Spanned<String>>>,
-    pub forward_unkeyed: Option<bool>,
-    #[serde(default)]
-    pub bypass: Vec<super::rules::RawRule>,
-    #[serde(default)]
-    pub no_store: Vec<super::rules::RawRule>,
-    pub response_headers: Option<Spanned<super::edge::RawHeaderEdits>>,
-    pub request_headers: Option<Spanned<super::edge::RawHeaderEdits>>,
-    pub redirect: Option<Spanned<super::edge::RawRedirect>>,
-    pub allow: Option<Vec<Spanned<String>>>,
-    pub deny: Option<Vec<Spanned<String>>>,
-    pub basic_auth: Option<Spanned<super::edge::RawBasicAuth>>,
-    pub limit: Option<Spanned<super::edge::RawLimit>>,
-    pub limit_connections: Option<Spanned<u32>>,
-    pub error_pages: Option<BTreeMap<String, Spanned<String>>>,
-    pub max_body_size: Option<Size>,
-    pub respond: Option<Spanned<super::route_keys::RawRespond>>,
-    pub client_no_cache: Option<Spanned<String>>,
+/// Declares [`RawRoute`] and [`RawEdge`] from one list, so that the edge
+/// keys are written once, as fields of both. (`#[serde(flatten)]` of a
+/// `RawEdge` field would drop `deny_unknown_fields`, and with it the error
+/// naming an unknown key, its file and line.) The route's keys keep the
+/// order written, the order an unknown key's "expected one of" lists them.
+macro_rules! route_with_edge {
+    (
+        $(#[$route_meta:meta])*
+        pub struct RawRoute {
+            $( $(#[$a_meta:meta])* pub $a:ident: $a_ty:ty, )*
+            edge {
+                $( $(#[$e_meta:meta])* pub $e:ident: $e_ty:ty, )*
+            }
+            $( $(#[$z_meta:meta])* pub $z:ident: $z_ty:ty, )*
+        }
+        $(#[$edge_meta:meta])*
+        pub struct RawEdge;
+    ) => {
+        $(#[$route_meta])*
+        pub struct RawRoute {
+            $( $(#[$a_meta])* pub $a: $a_ty, )*
+            $( $(#[$e_meta])* pub $e: $e_ty, )*
+            $( $(#[$z_meta])* pub $z: $z_ty, )*
+        }
+
+        $(#[$edge_meta])*
+        pub struct RawEdge {
+            $( pub $e: $e_ty, )*
+        }
+
+        impl RawRoute {
+            /// Takes the edge keys out of the route (leaving them unset).
+            pub fn take_edge(&mut self) -> RawEdge {
+                RawEdge {
+                    $( $e: std::mem::take(&mut self.$e), )*
+                }
+            }
+        }
+    };
+}
+
+route_with_edge! {
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct RawRoute {
+        pub prefix: Option<Spanned<String>>,
+        pub regex: Option<Spanned<String>>,
+        pub upstream: Option<Spanned<String>>,
+        pub cache: Option<bool>,
+        pub default_ttl: Option<BTreeMap<String, Spanned<Dur>>>,
+        pub ignore_headers: Option<Vec<Spanned<String>>>,
+        pub max_ttl: Option<Dur>,
+        pub heuristic_percent: Option<u32>,
+        pub stale_while_revalidate: Option<Dur>,
+        pub stale_if_error: Option<Dur>,
+        pub key: Option<RawKey>,
+        pub cluster_key: Option<RawKey>,
+        pub coalesce: Option<bool>,
+        pub upgrade: Option<bool>,
+        pub coalesce_timeout: Option<Dur>,
+        pub fill_max_age: Option<Dur>,
+        pub hit_for_pass: Option<Dur>,
+        pub zone: Option<Spanned<String>>,
+        pub slice: Option<Spanned<Size>>,
+        pub slice_prefetch: Option<u32>,
+        pub slice_direct_max: Option<Size>,
+        pub cold_range: Option<Spanned<String>>,
+        pub encodings: Option<Vec<Spanned<String>>>,
+        pub compress_types: Option<Vec<String>>,
+        pub compress_min_size: Option<Size>,
+        pub fill_accept_encoding: Option<Spanned<String>>,
+        pub forward_headers: Option<Vec<Spanned<String>>>,
+        pub forward_unkeyed: Option<bool>,
+        #[serde(default)]
+        pub bypass: Vec<super::rules::RawRule>,
+        #[serde(default)]
+        pub no_store: Vec<super::rules::RawRule>,
+        edge {
+            pub response_headers: Option<Spanned<super::edge::RawHeaderEdits>>,
+            pub request_headers: Option<Spanned<super::edge::RawHeaderEdits>>,
+            pub redirect: Option<Spanned<super::edge::RawRedirect>>,
+            pub allow: Option<Vec<Spanned<String>>>,
+            pub deny: Option<Vec<Spanned<String>>>,
+            pub basic_auth: Option<Spanned<super::edge::RawBasicAuth>>,
+            pub limit: Option<Spanned<super::edge::RawLimit>>,
+            pub limit_connections: Option<Spanned<u32>>,
+            pub error_pages: Option<BTreeMap<String, Spanned<String>>>,
+        }
+        pub max_body_size: Option<Size>,
+        pub respond: Option<Spanned<super::route_keys::RawRespond>>,
+        pub client_no_cache: Option<Spanned<String>>,
+    }
+
+    /// The edge keys of a route, gathered from [`RawRoute`] (see
+    /// `edge`).
+    #[derive(Debug, Default)]
+    pub struct RawEdge;
 }
 
 #[derive(Debug, Default, Deserialize)]

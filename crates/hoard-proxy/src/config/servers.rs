@@ -1,10 +1,63 @@
 //! An upstream's servers as written in the file (`servers`, `backup`) and
 //! its failover keys (`retry_on`, `tries`), checked strictly: a server
 //! string is a whole URL or an error, never a URL with words after it.
+//! [`RetryOn`] holds the `retry_on` conditions (used by
+//! `crate::upstream::failover`).
 
 use super::raw::RawUpstream;
 use super::{ConfigError, Resolver, ServerAddr, UpstreamConfig};
-use crate::upstream::failover::RetryOn;
+
+/// The `retry_on` conditions of an upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryOn(u8);
+
+const NAMES: [(&str, u8); 5] = [
+    ("error", 1),
+    ("timeout", 2),
+    ("502", 4),
+    ("503", 8),
+    ("504", 16),
+];
+
+impl RetryOn {
+    /// No condition: only requests that never reached a server go on.
+    pub const NONE: RetryOn = RetryOn(0);
+    /// The default, `["error"]`.
+    pub const DEFAULT: RetryOn = RetryOn(1);
+
+    /// These conditions and the one called `name`.
+    pub fn with(self, name: &str) -> Result<RetryOn, String> {
+        match NAMES.iter().find(|(n, _)| *n == name) {
+            Some((_, bit)) => Ok(RetryOn(self.0 | bit)),
+            None => Err(format!(
+                "unknown condition {name:?}: expected \"error\", \"timeout\", \"502\", \"503\" or \"504\""
+            )),
+        }
+    }
+
+    /// Whether the condition called `name` is one of these.
+    pub fn has(self, name: &str) -> bool {
+        NAMES.iter().any(|(n, bit)| *n == name && self.0 & bit != 0)
+    }
+
+    /// Whether an answer with this status goes on to the next server.
+    pub fn status(self, status: u16) -> bool {
+        match status {
+            502 => self.has("502"),
+            503 => self.has("503"),
+            504 => self.has("504"),
+            _ => false,
+        }
+    }
+
+    /// The condition names, as written in the file.
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        NAMES
+            .into_iter()
+            .filter(move |(_, bit)| self.0 & bit != 0)
+            .map(|(n, _)| n)
+    }
+}
 
 /// Parses one server string: `http://host[:port]`, `https://host[:port]`
 /// (ports 80 and 443 by default) or `unix:/absolute/path`.
@@ -162,7 +215,7 @@ impl Resolver<'_> {
 #[cfg(test)]
 mod tests {
     use super::super::{Config, ConfigError};
-    use crate::upstream::failover::RetryOn;
+    use super::RetryOn;
 
     fn error(text: &str) -> ConfigError {
         Config::from_toml("hoard.toml", text).unwrap_err()

@@ -1,3 +1,6 @@
+//! Sites ([`SiteConfig`]): the virtual hosts selected by Host, each with
+//! its routes, resolved from `[[site]]` tables.
+//!
 //! Sites and routes as written, checked as a whole: a route that can never
 //! match because an earlier route of its site takes every path it would
 //! (routes are tried in order and the first match wins), the site that
@@ -9,9 +12,50 @@ use std::sync::Arc;
 use toml::Spanned;
 
 use super::raw::{RawRoute, RawSite};
-use super::{ConfigError, ListenerConfig, Resolver, RouteConfig, SiteConfig};
+use super::{
+    CacheConfig, ConfigError, ListenerConfig, PathMatch, Resolver, RouteConfig, UpstreamConfig,
+};
 use crate::edge::headers::HeaderEdits;
 use crate::edge::Edge;
+
+/// How a site is selected by Host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostMatch {
+    /// Exactly this host (lowercase, no port).
+    Exact(String),
+    /// `*.example.com`: any subdomain.
+    Suffix(String),
+}
+
+/// A virtual host.
+#[derive(Debug, Clone)]
+pub struct SiteConfig {
+    /// Host patterns; empty: it answers Hosts no site lists (see
+    /// `pipeline::select_site`).
+    pub hosts: Vec<HostMatch>,
+    /// Routes, tried in order (shared: a fill holds its route).
+    pub routes: Vec<std::sync::Arc<RouteConfig>>,
+    /// Pages for hoard's own errors (`error_pages`), routes inherit them.
+    pub error_pages: Option<std::sync::Arc<crate::edge::error_pages::ErrorPages>>,
+    /// `response_headers`: under each route's own (merged into its edge),
+    /// and on the site's answer for a path no route takes.
+    pub response_headers: crate::edge::headers::HeaderEdits,
+    /// `scheme = "http"` (`Some(false)`) or `"https"` (`Some(true)`): the
+    /// site serves only requests that arrived so. `None`: both.
+    pub tls: Option<bool>,
+    /// Its listeners, and whether it answers Hosts no site lists.
+    pub bind: Bind,
+}
+
+impl SiteConfig {
+    /// The index of the first route matching `path`.
+    pub fn route_for(&self, path: &str) -> Option<usize> {
+        self.routes.iter().position(|r| match &r.path {
+            PathMatch::Prefix(p) => path.starts_with(p.as_str()),
+            PathMatch::Regex(re) => re.is_match(path),
+        })
+    }
+}
 
 /// Where a site answers: its listeners, and whether it is their default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -108,6 +152,107 @@ fn literal_run(re: &str) -> &str {
 }
 
 impl Resolver<'_> {
+    /// Every `[[site]]` with its routes; without one, a site of one
+    /// catch-all route.
+    pub(super) fn sites(
+        &self,
+        written: Vec<RawSite>,
+        listeners: &[ListenerConfig],
+        upstreams: &[UpstreamConfig],
+        cache: &CacheConfig,
+    ) -> Result<Vec<SiteConfig>, ConfigError> {
+        let mut sites = Vec::new();
+        let default_spans: Vec<_> = written
+            .iter()
+            .map(|s| s.default.as_ref().map(|d| d.span()))
+            .collect();
+        for (i, site) in written.into_iter().enumerate() {
+            self.check_shadowed(i, &site.routes)?;
+            let bind = self.bind(i, &site, listeners)?;
+            let hosts = site
+                .hosts
+                .iter()
+                .map(|h| {
+                    let h = h.to_ascii_lowercase();
+                    match h.strip_prefix("*.") {
+                        Some(s) => HostMatch::Suffix(format!(".{s}")),
+                        None => HostMatch::Exact(h),
+                    }
+                })
+                .collect();
+            let error_pages = self.error_pages(&format!("site[{i}]"), site.error_pages, None)?;
+            let response_headers = self.header_edits(
+                &format!("site[{i}].response_headers"),
+                site.response_headers,
+            )?;
+            let mut routes = Vec::new();
+            let mut probes = Vec::new();
+            for (j, r) in site.routes.into_iter().enumerate() {
+                let (route, probe) = self.route(
+                    &format!("site[{i}].route[{j}]"),
+                    r.into_inner(),
+                    upstreams,
+                    cache,
+                    error_pages.as_ref(),
+                )?;
+                let mut route = route;
+                route.max_body_size = route.max_body_size.or(site.max_body_size.map(|s| s.0));
+                routes.push(std::sync::Arc::new(route));
+                probes.push(probe);
+            }
+            if routes.is_empty() {
+                let mut route = RouteConfig::catch_all();
+                route.max_body_size = site.max_body_size.map(|s| s.0);
+                if let Some(pages) = &error_pages {
+                    route.edge = Some(std::sync::Arc::new(crate::edge::Edge {
+                        error_pages: Some(pages.clone()),
+                        ..Default::default()
+                    }));
+                }
+                routes.push(std::sync::Arc::new(route));
+            }
+            under_site_headers(&mut routes, &response_headers);
+            let tls = match site
+                .scheme
+                .as_ref()
+                .map(|s| (s.get_ref().as_str(), s.span()))
+            {
+                None => None,
+                Some(("http", _)) => Some(false),
+                Some(("https", _)) => Some(true),
+                Some((other, span)) => {
+                    return Err(self.err(
+                        Some(span),
+                        format!("site[{i}].scheme"),
+                        format!("{other:?}: expected \"http\" or \"https\""),
+                    ))
+                }
+            };
+            let site = SiteConfig {
+                hosts,
+                routes,
+                error_pages,
+                response_headers,
+                tls,
+                bind,
+            };
+            self.check_loops(&site, probes)?;
+            sites.push(site);
+        }
+        self.check_defaults(&sites, &default_spans, listeners.len())?;
+        if sites.is_empty() {
+            sites.push(SiteConfig {
+                hosts: Vec::new(),
+                routes: vec![std::sync::Arc::new(RouteConfig::catch_all())],
+                error_pages: None,
+                response_headers: Default::default(),
+                tls: None,
+                bind: Bind::default(),
+            });
+        }
+        Ok(sites)
+    }
+
     /// The line a span starts on.
     fn line(&self, span: std::ops::Range<usize>) -> usize {
         self.sources.locate(span.start).1

@@ -19,7 +19,7 @@
 //! metrics and `Cache-Status` (`detail=tls-untrusted`, ...); a TLS server
 //! is never reached over plaintext instead.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -27,30 +27,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 
-/// The `tls` table of an upstream, as configured.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct TlsSettings {
-    /// A PEM bundle of CAs trusted beside the system's.
-    pub ca: Option<PathBuf>,
-    /// The name sent as SNI and verified (default: the server's host).
-    pub server_name: Option<String>,
-    /// Verify the origin's certificate (default: true).
-    pub verify: bool,
-    /// A client certificate chain (PEM) for origins that require one.
-    pub cert: Option<PathBuf>,
-    /// Its private key (PEM).
-    pub key: Option<PathBuf>,
-}
-
-impl TlsSettings {
-    /// Verification on, no extra CA, no client certificate.
-    pub fn verified() -> TlsSettings {
-        TlsSettings {
-            verify: true,
-            ..TlsSettings::default()
-        }
-    }
-}
+pub use crate::config::TlsSettings;
 
 /// What an upstream's TLS connections use.
 #[derive(Clone)]
