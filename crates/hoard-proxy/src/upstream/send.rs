@@ -200,19 +200,10 @@ impl Upstream {
         req: Request<ReqBody>,
     ) -> Result<Response<Incoming>, Exchange> {
         match tokio::time::timeout(self.cfg.read_timeout, sender.try_send_request(req)).await {
-            Err(_) => {
-                self.counters.inc(&self.counters.origin_timeouts);
-                Err(Exchange::Failed(
-                    Failure::Timeout,
-                    ProxyError::origin(
-                        ErrorKind::ReadTimeout,
-                        format!(
-                            "{authority}: no response head within {:?}",
-                            self.cfg.read_timeout
-                        ),
-                    ),
-                ))
-            }
+            Err(_) => Err(Exchange::Failed(
+                Failure::Timeout,
+                self.head_timed_out(authority),
+            )),
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(mut e)) => {
                 let err = send_error(authority, e.error());
@@ -226,6 +217,19 @@ impl Upstream {
                 }
             }
         }
+    }
+
+    /// No response head from `authority` within the read timeout: counted,
+    /// and the error for it.
+    pub(super) fn head_timed_out(&self, authority: &str) -> ProxyError {
+        self.counters.inc(&self.counters.origin_timeouts);
+        ProxyError::origin(
+            ErrorKind::ReadTimeout,
+            format!(
+                "{authority}: no response head within {:?}",
+                self.cfg.read_timeout
+            ),
+        )
     }
 
     /// A failed exchange as `send_to` returns it: a request given back has

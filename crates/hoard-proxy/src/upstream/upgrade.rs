@@ -7,7 +7,7 @@ use hyper::body::Incoming;
 
 use super::send::send_error;
 use super::{empty, OriginRequest, Upstream};
-use crate::error::{ErrorKind, ProxyError};
+use crate::error::ProxyError;
 
 impl Upstream {
     /// Sends an upgrade request (see `pipeline::tunnel`) on a connection
@@ -58,16 +58,7 @@ impl Upstream {
         let sent =
             tokio::time::timeout(self.cfg.read_timeout, sender.send_request(req.build(body)));
         match sent.await {
-            Err(_) => {
-                self.counters.inc(&self.counters.origin_timeouts);
-                Err(ProxyError::origin(
-                    ErrorKind::ReadTimeout,
-                    format!(
-                        "{authority}: no response head within {:?}",
-                        self.cfg.read_timeout
-                    ),
-                ))
-            }
+            Err(_) => Err(self.head_timed_out(&authority)),
             Ok(Err(e)) => Err(self.counted(send_error(&authority, &e))),
             Ok(Ok(resp)) => {
                 self.record_status(i, resp.status());
