@@ -8,7 +8,8 @@
 //! it stores through the [`hoard_store::Store`] and never reaches back
 //! into the pipeline. A fill ([`FillJob`]) carries everything it needs,
 //! owned: an `Arc` of its route and of its upstream, the key, the request
-//! to send. It runs as a task of its own in steps (`run.rs`):
+//! to send. It runs as a task of its own in steps (`run.rs`; each step in
+//! a file of its own: `send`, `answer`, `decide`, `stream`, `keep`, `coded`):
 //!
 //! ```text
 //! send ─► revalidated? ─(304)─► merge, update store, publish Refreshed
@@ -54,10 +55,16 @@
 pub mod coalesce;
 pub mod hfp;
 
+mod answer;
 mod body;
+mod coded;
+mod decide;
+mod keep;
 mod resume;
 mod revalidate;
 mod run;
+mod send;
+mod stream;
 
 use std::sync::Arc;
 use std::time::Duration;
