@@ -46,6 +46,36 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// Fields a client must not be able to send to the origin unkeyed: they
+/// change what an origin thinks the request is (host, scheme, port, path,
+/// method, client address). A proxy sets them itself from what it knows
+/// (cache poisoning otherwise: an origin that reflects one would have its
+/// answer cached for everyone under a key without it).
+pub const FORWARDING_OWNED: [&str; 22] = [
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-forwarded-scheme",
+    "x-forwarded-port",
+    "x-forwarded-server",
+    "x-forwarded-prefix",
+    "x-forwarded-ssl",
+    "x-host",
+    "x-original-host",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-original-uri",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "x-real-ip",
+    "x-client-ip",
+    "true-client-ip",
+    "front-end-https",
+    "x-url-scheme",
+    "forwarded",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

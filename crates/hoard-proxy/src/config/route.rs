@@ -273,7 +273,7 @@ impl Resolver<'_> {
                     format!("{:?} is not a header name", h.get_ref()),
                 )
             })?;
-            if !crate::pipeline::forwarding::OWNED.contains(&name.as_str()) {
+            if !hoard_policy::headers::FORWARDING_OWNED.contains(&name.as_str()) {
                 return Err(self.err(
                     Some(h.span()),
                     format!("{at}.forward_headers"),

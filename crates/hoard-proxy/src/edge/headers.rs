@@ -113,7 +113,7 @@ impl HeaderEdits {
     /// [`crate::pipeline::forwarding::prepare`] removes from what clients
     /// send), after it ran.
     pub fn apply_forwarding(&self, headers: &mut HeaderMap, vars: &Vars<'_>) {
-        let owned = |n: &HeaderName| crate::pipeline::forwarding::OWNED.contains(&n.as_str());
+        let owned = |n: &HeaderName| hoard_policy::headers::FORWARDING_OWNED.contains(&n.as_str());
         for (name, value) in self.set.iter().filter(|(n, _)| owned(n)) {
             if let Some(v) = value.get(vars) {
                 headers.insert(name.clone(), v);

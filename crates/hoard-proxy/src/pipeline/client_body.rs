@@ -3,7 +3,6 @@
 //! `client_body_timeout`). Only time spent waiting for the client counts;
 //! time the origin takes to read is not the client's.
 
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -15,17 +14,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::error::BoxError;
 
-/// The client stopped sending its body.
-#[derive(Debug)]
-pub struct BodyTimeout;
-
-impl fmt::Display for BodyTimeout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("request body stopped arriving")
-    }
-}
-
-impl std::error::Error for BodyTimeout {}
+pub use crate::error::BodyTimeout;
 
 /// See the module docs.
 #[derive(Debug)]

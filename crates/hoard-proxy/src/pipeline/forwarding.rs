@@ -16,33 +16,9 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-/// Fields a client must not be able to send to the origin unkeyed: they
-/// change what an origin thinks the request is (host, scheme, port, path,
-/// method, client address).
-pub const OWNED: [&str; 22] = [
-    "x-forwarded-for",
-    "x-forwarded-host",
-    "x-forwarded-proto",
-    "x-forwarded-scheme",
-    "x-forwarded-port",
-    "x-forwarded-server",
-    "x-forwarded-prefix",
-    "x-forwarded-ssl",
-    "x-host",
-    "x-original-host",
-    "x-original-url",
-    "x-rewrite-url",
-    "x-original-uri",
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
-    "x-real-ip",
-    "x-client-ip",
-    "true-client-ip",
-    "front-end-https",
-    "x-url-scheme",
-    "forwarded",
-];
+/// Fields a client must not be able to send to the origin unkeyed (see
+/// [`hoard_policy::headers::FORWARDING_OWNED`]).
+pub use hoard_policy::headers::FORWARDING_OWNED as OWNED;
 
 /// The chain fields a trusted proxy in front may set; hoard extends them.
 pub const CHAIN: [&str; 4] = [

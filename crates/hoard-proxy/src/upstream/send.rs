@@ -300,7 +300,7 @@ pub(super) fn send_error(authority: &str, e: &hyper::Error) -> ProxyError {
         if s.is::<http_body_util::LengthLimitError>() {
             return ProxyError::client(ErrorKind::BodyTooLarge, "request body over the limit");
         }
-        if s.is::<crate::pipeline::client_body::BodyTimeout>() {
+        if s.is::<crate::error::BodyTimeout>() {
             return ProxyError::client(ErrorKind::BodyTimeout, "request body stopped arriving");
         }
         source = s.source();
