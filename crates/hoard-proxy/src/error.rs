@@ -53,7 +53,7 @@ pub enum ErrorKind {
     /// The origin closed or sent an invalid response (502).
     BadResponse,
     /// TLS to the origin failed, and why (502); never retried in plaintext.
-    Tls(crate::upstream::tls::TlsFailure),
+    Tls(crate::tls_failure::TlsFailure),
     /// Nothing usable stored for an `only-if-cached` request (504, RFC 9111 §5.2.1.7).
     OnlyIfCached,
     /// A limit of hoard's own was reached (503), e.g. `cache.max_fills`.

@@ -26,6 +26,7 @@ pub mod privileges;
 pub mod request_body;
 pub mod request_id;
 pub mod server;
+pub mod tls_failure;
 pub mod upstream;
 pub mod via;
 
