@@ -29,6 +29,7 @@ pub mod client;
 pub mod clock;
 pub mod dns;
 pub mod origin;
+mod ports;
 pub mod proxy;
 pub mod redis;
 pub mod transcript;
@@ -45,6 +46,7 @@ pub use barrier::Barrier;
 pub use client::{cache_status_params, Client, ClientError, Conn, RequestBuilder, Response};
 pub use clock::TestClock;
 pub use origin::{Origin, OriginBuilder, Request, Script};
+pub use ports::free_port;
 pub use proxy::{ProxyBuilder, TestProxy};
 pub use transcript::Transcript;
 

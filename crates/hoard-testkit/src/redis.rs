@@ -19,10 +19,7 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts one in `dir` (created) on a free port; waits until it answers.
     pub async fn start(dir: &Path) -> RedisServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = crate::free_port();
         let mut r = RedisServer {
             child: None,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),

@@ -15,14 +15,7 @@ use http_body_util::{BodyExt, Empty};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 
-/// A free loopback port (bound and released).
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub(crate) use hoard_testkit::free_port;
 
 /// A child process killed (by its id) when dropped.
 pub(crate) struct Kill(Child);
