@@ -37,9 +37,10 @@ impl ProcessMemory {
     pub fn read(p: &Pipeline) -> ProcessMemory {
         let store = &p.store;
         let catalogue = store.catalog();
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         ProcessMemory {
-            resident: status_kib("VmRSS").unwrap_or(0),
-            anonymous: status_kib("RssAnon").unwrap_or(0),
+            resident: status_kib(&status, "VmRSS").unwrap_or(0),
+            anonymous: status_kib(&status, "RssAnon").unwrap_or(0),
             memory_tier: store.memory().map_or(0, |m| m.weight()),
             near_tier: store.near().map_or(0, |n| n.weight()),
             catalogue: catalogue.len() as u64 * (hoard_store::catalog::ENTRY_OVERHEAD as u64 + 64),
@@ -90,9 +91,8 @@ impl ProcessMemory {
     }
 }
 
-/// A size in `/proc/self/status` (Linux), in bytes.
-fn status_kib(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+/// A size in the text of `/proc/self/status` (Linux), in bytes.
+fn status_kib(status: &str, field: &str) -> Option<u64> {
     let line = status
         .lines()
         .find(|l| l.split(':').next() == Some(field))?;
@@ -138,8 +138,11 @@ mod tests {
             [("working", 35), ("allocator_free", 0), ("program", 5)]
         );
         assert!(
-            status_kib("VmRSS").is_some_and(|b| b > 1 << 20)
-                && status_kib("RssAnon").is_some_and(|b| b > 0),
+            {
+                let status = std::fs::read_to_string("/proc/self/status").unwrap();
+                status_kib(&status, "VmRSS").is_some_and(|b| b > 1 << 20)
+                    && status_kib(&status, "RssAnon").is_some_and(|b| b > 0)
+            },
             "this test's own process"
         );
     }
