@@ -226,7 +226,7 @@ impl Record {
         match self
             .basic_auth
             .as_ref()
-            .and_then(|v| crate::edge::basic_auth::credentials(v.as_bytes()))
+            .and_then(|v| hoard_edge::basic_auth::credentials(v.as_bytes()))
         {
             Some((user, _)) => push_json_str(out, &user),
             None => out.push_str("null"),

@@ -16,7 +16,6 @@ pub mod cluster;
 pub mod config;
 pub mod counters;
 pub mod decode;
-pub mod edge;
 pub mod encode;
 pub mod error;
 pub mod fill;

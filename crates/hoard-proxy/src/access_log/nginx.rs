@@ -56,7 +56,7 @@ fn common(rec: &Record, out: &mut String) {
     let user = rec
         .basic_auth
         .as_ref()
-        .and_then(|v| crate::edge::basic_auth::credentials(v.as_bytes()))
+        .and_then(|v| hoard_edge::basic_auth::credentials(v.as_bytes()))
         .map(|(user, _)| user)
         .filter(|u| !u.is_empty());
     push_var(out, user.as_deref().map(str::as_bytes));

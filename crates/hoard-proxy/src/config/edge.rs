@@ -13,15 +13,15 @@ use toml::Spanned;
 
 use super::raw::RawEdge;
 use super::{Cidr, ConfigError, PathMatch, Resolver};
-use crate::edge::access::Access;
-use crate::edge::basic_auth::BasicAuth;
-use crate::edge::error_pages::{content_type, ErrorPages, Page};
-use crate::edge::headers::{HeaderEdits, Value, REFUSED};
-use crate::edge::htpasswd::Users;
-use crate::edge::limit::{Rate, RateSpec};
-use crate::edge::redirect::{Redirect, STATUSES};
-use crate::edge::template::{Template, Vars};
-use crate::edge::Edge;
+use hoard_edge::access::Access;
+use hoard_edge::basic_auth::BasicAuth;
+use hoard_edge::error_pages::{content_type, ErrorPages, Page};
+use hoard_edge::headers::{HeaderEdits, Value, REFUSED};
+use hoard_edge::htpasswd::Users;
+use hoard_edge::limit::{Rate, RateSpec};
+use hoard_edge::redirect::{Redirect, STATUSES};
+use hoard_edge::template::{Template, Vars};
+use hoard_edge::Edge;
 
 /// `response_headers` / `request_headers`.
 #[derive(Debug, Default, Deserialize)]

@@ -94,7 +94,7 @@ pub struct RouteConfig {
     pub fill_accept_encoding: http::HeaderValue,
     /// Redirect, limits, access, credentials, header edits, error pages
     /// (see `edge`); `None` when the route sets none of them.
-    pub edge: Option<std::sync::Arc<crate::edge::Edge>>,
+    pub edge: Option<std::sync::Arc<hoard_edge::Edge>>,
     /// Largest request body (413 beyond): the route's `max_body_size`,
     /// else its site's; `None`: `server.max_body_size`.
     pub max_body_size: Option<u64>,
@@ -120,7 +120,7 @@ impl Resolver<'_> {
         mut r: RawRoute,
         upstreams: &[UpstreamConfig],
         cache: &CacheConfig,
-        site_pages: Option<&std::sync::Arc<crate::edge::error_pages::ErrorPages>>,
+        site_pages: Option<&std::sync::Arc<hoard_edge::error_pages::ErrorPages>>,
     ) -> Result<(RouteConfig, Option<edge::LoopProbe>), ConfigError> {
         let edge_keys = r.take_edge();
         let zone = r

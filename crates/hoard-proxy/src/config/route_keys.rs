@@ -1,6 +1,6 @@
 //! Three keys of a site or route, resolved here: `max_body_size` (route
 //! over site over `[server]`), `respond` (a fixed answer, see
-//! [`crate::edge::respond`]) and `client_no_cache` (see
+//! [`hoard_edge::respond`]) and `client_no_cache` (see
 //! [`hoard_policy::config::ClientNoCache`]).
 
 use std::collections::BTreeMap;
@@ -14,10 +14,10 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{ConfigError, Resolver};
-use crate::edge::error_pages::content_type;
-use crate::edge::headers::REFUSED;
-use crate::edge::respond::Respond;
-use crate::edge::Edge;
+use hoard_edge::error_pages::content_type;
+use hoard_edge::headers::REFUSED;
+use hoard_edge::respond::Respond;
+use hoard_edge::Edge;
 
 /// `respond` as written.
 #[derive(Debug, Deserialize)]

@@ -15,8 +15,8 @@ use super::raw::{RawRoute, RawSite};
 use super::{
     CacheConfig, ConfigError, ListenerConfig, PathMatch, Resolver, RouteConfig, UpstreamConfig,
 };
-use crate::edge::headers::HeaderEdits;
-use crate::edge::Edge;
+use hoard_edge::headers::HeaderEdits;
+use hoard_edge::Edge;
 
 /// How a site is selected by Host.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,10 +36,10 @@ pub struct SiteConfig {
     /// Routes, tried in order (shared: a fill holds its route).
     pub routes: Vec<std::sync::Arc<RouteConfig>>,
     /// Pages for hoard's own errors (`error_pages`), routes inherit them.
-    pub error_pages: Option<std::sync::Arc<crate::edge::error_pages::ErrorPages>>,
+    pub error_pages: Option<std::sync::Arc<hoard_edge::error_pages::ErrorPages>>,
     /// `response_headers`: under each route's own (merged into its edge),
     /// and on the site's answer for a path no route takes.
-    pub response_headers: crate::edge::headers::HeaderEdits,
+    pub response_headers: hoard_edge::headers::HeaderEdits,
     /// `scheme = "http"` (`Some(false)`) or `"https"` (`Some(true)`): the
     /// site serves only requests that arrived so. `None`: both.
     pub tls: Option<bool>,
@@ -204,7 +204,7 @@ impl Resolver<'_> {
                 let mut route = RouteConfig::catch_all();
                 route.max_body_size = site.max_body_size.map(|s| s.0);
                 if let Some(pages) = &error_pages {
-                    route.edge = Some(std::sync::Arc::new(crate::edge::Edge {
+                    route.edge = Some(std::sync::Arc::new(hoard_edge::Edge {
                         error_pages: Some(pages.clone()),
                         ..Default::default()
                     }));

@@ -63,7 +63,7 @@ impl Pipeline {
         self.add_cache_status(&mut resp, &cs);
         note_outcome(Outcome::Error);
         resp.extensions_mut()
-            .insert(crate::edge::error_pages::Generated);
+            .insert(hoard_edge::error_pages::Generated);
         resp
     }
 

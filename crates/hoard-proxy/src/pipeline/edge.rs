@@ -2,7 +2,7 @@
 //! redirect, limits, access and credentials before anything is looked up,
 //! in nginx's order, then its fixed answer (`respond`) and its request
 //! edits; in `deliver`, its error pages and response edits (see
-//! [`crate::edge`] for the rules themselves).
+//! [`hoard_edge`] for the rules themselves).
 
 use std::sync::Arc;
 
@@ -15,10 +15,12 @@ use super::phases::{DeliverStep, RecvStep, RouteSteps};
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
 use crate::config::PathMatch;
-use crate::edge::limit::{retry_after, ConnGuard};
-use crate::edge::template::Vars;
-use crate::edge::Edge;
 use crate::error::{ErrorKind, ProxyError};
+use hoard_edge::error_pages::{ErrorPages, Generated};
+use hoard_edge::limit::{retry_after, ConnGuard};
+use hoard_edge::respond::Respond;
+use hoard_edge::template::Vars;
+use hoard_edge::Edge;
 
 impl Pipeline {
     /// The route's `recv` steps, in order (see [`RouteSteps`]): the request
@@ -122,7 +124,7 @@ impl Pipeline {
     /// A route's `redirect`: every request answered with it.
     fn redirect(
         &self,
-        r: &crate::edge::redirect::Redirect,
+        r: &hoard_edge::redirect::Redirect,
         path: &PathMatch,
         vars: &Vars<'_>,
     ) -> Response<ProxyBody> {
@@ -154,13 +156,9 @@ impl Pipeline {
     }
 
     /// A route's fixed answer (`respond`): never stored, never forwarded.
-    pub(super) fn fixed_answer(
-        &self,
-        r: &crate::edge::respond::Respond,
-        method: &http::Method,
-    ) -> Response<ProxyBody> {
+    pub(super) fn fixed_answer(&self, r: &Respond, method: &http::Method) -> Response<ProxyBody> {
         self.counters.inc(&self.counters.edge_responds);
-        let mut resp = r.answer(method);
+        let mut resp = respond_answer(r, method);
         let cs = CacheStatus {
             detail: Some("respond"),
             ..Default::default()
@@ -191,10 +189,38 @@ pub(super) fn deliver_steps(
         match step {
             DeliverStep::ErrorPage => {
                 if let Some(pages) = &edge.error_pages {
-                    crate::edge::replace_error(pages, resp);
+                    replace_error(pages, resp);
                 }
             }
             DeliverStep::ResponseHeaders => edge.response_headers.apply(resp.headers_mut(), vars),
         }
+    }
+}
+
+/// A route's fixed answer to one request: HEAD gets the fields and no body
+/// (RFC 9110 §9.3.2).
+fn respond_answer(r: &Respond, method: &http::Method) -> Response<ProxyBody> {
+    let body = if *method == http::Method::HEAD || r.body.is_empty() {
+        ProxyBody::Empty
+    } else {
+        ProxyBody::Full(Some(r.body.clone()))
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = r.status;
+    *resp.headers_mut() = r.headers.clone();
+    resp
+}
+
+/// Puts the page of `resp`'s status in place of the body of an error hoard
+/// generated.
+pub(super) fn replace_error(pages: &ErrorPages, resp: &mut Response<ProxyBody>) {
+    if resp.extensions().get::<Generated>().is_none() {
+        return;
+    }
+    if let Some(page) = pages.get(resp.status()) {
+        *resp.body_mut() = ProxyBody::Full(Some(page.body.clone()));
+        let h = resp.headers_mut();
+        h.insert(header::CONTENT_TYPE, page.content_type.clone());
+        h.remove(header::CONTENT_LENGTH);
     }
 }

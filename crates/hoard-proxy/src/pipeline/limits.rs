@@ -1,6 +1,6 @@
 //! The state of the routes' limits in a running configuration: each
 //! route's rate cells (`limit`) and counts of requests in progress
-//! (`limit_connections`), see [`crate::edge::limit`].
+//! (`limit_connections`), see [`hoard_edge::limit`].
 //!
 //! ## Across a reload
 //! The state belongs to a route, not to the file it was read from: a
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use hoard_policy::clock::Clock;
 
 use crate::config::{Config, PathMatch, RouteConfig, SiteConfig};
-use crate::edge::limit::{ConnLimit, RateLimiter};
+use hoard_edge::limit::{ConnLimit, RateLimiter};
 
 /// The limits' state of one route (`None`: the route sets no such limit).
 #[derive(Debug, Clone, Default)]

@@ -297,7 +297,7 @@ impl Pipeline {
         let mut parts = parts;
         let mut held = parts
             .extensions
-            .remove::<Arc<crate::edge::limit::ConnGuard>>();
+            .remove::<Arc<hoard_edge::limit::ConnGuard>>();
         if let Some(end) = parts.extensions.get::<tunnel::TunnelEnd>() {
             // Counted for the tunnel's life, not its empty body's.
             if let Some(guard) = held.take() {

@@ -26,7 +26,7 @@
 use http::Request;
 
 use super::{Conn, Pipeline};
-use crate::edge::Edge;
+use hoard_edge::Edge;
 
 /// A phase of the request path (see the module docs), for logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -43,8 +43,8 @@ pub(crate) fn edge_vars<'a>(
     authority: &'a str,
     client: std::net::IpAddr,
     tls: bool,
-) -> crate::edge::template::Vars<'a> {
-    crate::edge::template::Vars {
+) -> hoard_edge::template::Vars<'a> {
+    hoard_edge::template::Vars {
         host: strip_port(authority),
         request_uri: uri.path_and_query().map_or("/", |p| p.as_str()),
         remote_addr: client,
@@ -216,7 +216,7 @@ impl Pipeline {
             let e = ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}"));
             let mut resp = self.error_response(&e, None);
             if let Some(pages) = &site.error_pages {
-                crate::edge::replace_error(pages, &mut resp);
+                super::edge::replace_error(pages, &mut resp);
             }
             if !site.response_headers.is_empty() {
                 let trusted = &run.cfg.server.trusted_proxies;

@@ -50,7 +50,7 @@ pub struct Tallied {
     pending: Option<Box<Pending>>,
     /// A request in progress of a route's `limit_connections`, given back
     /// when the body ends.
-    held: Option<Arc<crate::edge::limit::ConnGuard>>,
+    held: Option<Arc<hoard_edge::limit::ConnGuard>>,
 }
 
 impl Tallied {
@@ -66,7 +66,7 @@ impl Tallied {
     }
 
     /// Keeps `guard` until the body ends.
-    pub fn hold(&mut self, guard: Option<Arc<crate::edge::limit::ConnGuard>>) {
+    pub fn hold(&mut self, guard: Option<Arc<hoard_edge::limit::ConnGuard>>) {
         self.held = guard;
     }
 }

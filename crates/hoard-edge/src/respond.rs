@@ -11,9 +11,7 @@
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue, CONTENT_LENGTH};
-use http::{Method, Response, StatusCode};
-
-use crate::body::ProxyBody;
+use http::StatusCode;
 
 /// See the module docs.
 #[derive(Debug, Clone)]
@@ -38,19 +36,5 @@ impl Respond {
             body,
             headers,
         }
-    }
-
-    /// The answer to one request: HEAD gets the fields and no body
-    /// (RFC 9110 §9.3.2).
-    pub fn answer(&self, method: &Method) -> Response<ProxyBody> {
-        let body = if *method == Method::HEAD || self.body.is_empty() {
-            ProxyBody::Empty
-        } else {
-            ProxyBody::Full(Some(self.body.clone()))
-        };
-        let mut resp = Response::new(body);
-        *resp.status_mut() = self.status;
-        *resp.headers_mut() = self.headers.clone();
-        resp
     }
 }

@@ -81,7 +81,7 @@ impl BasicAuth {
 }
 
 /// `(user, password)` from `Basic BASE64(user:password)`.
-pub(crate) fn credentials(raw: &[u8]) -> Option<(String, Vec<u8>)> {
+pub fn credentials(raw: &[u8]) -> Option<(String, Vec<u8>)> {
     let s = std::str::from_utf8(raw).ok()?.trim();
     let (scheme, token) = s.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {

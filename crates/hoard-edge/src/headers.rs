@@ -110,7 +110,7 @@ impl HeaderEdits {
     }
 
     /// Sets and adds again the forwarding fields among the edits (those
-    /// [`crate::pipeline::forwarding::prepare`] removes from what clients
+    /// `hoard_proxy::pipeline::forwarding::prepare` removes from what clients
     /// send), after it ran.
     pub fn apply_forwarding(&self, headers: &mut HeaderMap, vars: &Vars<'_>) {
         let owned = |n: &HeaderName| hoard_policy::headers::FORWARDING_OWNED.contains(&n.as_str());

@@ -28,16 +28,17 @@
 //! `HeaderValue`s. A site's `response_headers` are merged into each of its
 //! routes' then (see [`headers::HeaderEdits::under`]), so they cost a
 //! request nothing more. The limits' state is the running configuration's
-//! ([`crate::pipeline::limits`]), so that it outlives a reload.
+//! ((`hoard_proxy::pipeline::limits`)), so that it outlives a reload.
 //!
 //! ## Client address
 //! The address the rules see is the peer's (after the PROXY protocol); from
 //! a peer in `server.trusted_proxies`, the last address of
 //! `X-Forwarded-For` that is not itself a trusted proxy
-//! ([`crate::pipeline::forwarding::client_addr`]).
+//! (`hoard_proxy::pipeline::forwarding::client_addr`).
 
 pub mod access;
 pub mod basic_auth;
+pub mod cidr;
 pub mod error_pages;
 pub mod headers;
 pub mod htpasswd;
@@ -50,12 +51,10 @@ use std::sync::Arc;
 
 use access::Access;
 use basic_auth::BasicAuth;
-use error_pages::{ErrorPages, Generated};
+use error_pages::ErrorPages;
 use headers::HeaderEdits;
 use limit::RateSpec;
 use redirect::Redirect;
-
-use crate::body::ProxyBody;
 
 /// A route's edge rules. See the module docs.
 #[derive(Debug, Clone, Default)]
@@ -66,7 +65,7 @@ pub struct Edge {
     pub rate: Option<RateSpec>,
     /// Requests in progress per client address, at most (`limit_connections`;
     /// the counts are the running configuration's, see
-    /// [`crate::pipeline::limits`]).
+    /// (`hoard_proxy::pipeline::limits`)).
     pub connections: Option<u32>,
     /// Client addresses let in.
     pub access: Access,
@@ -94,19 +93,5 @@ impl Edge {
             && self.response_headers.is_empty()
             && self.error_pages.is_none()
             && self.respond.is_none()
-    }
-}
-
-/// Puts the page of `resp`'s status in place of the body of an error hoard
-/// generated.
-pub fn replace_error(pages: &ErrorPages, resp: &mut http::Response<ProxyBody>) {
-    if resp.extensions().get::<Generated>().is_none() {
-        return;
-    }
-    if let Some(page) = pages.get(resp.status()) {
-        *resp.body_mut() = ProxyBody::Full(Some(page.body.clone()));
-        let h = resp.headers_mut();
-        h.insert(http::header::CONTENT_TYPE, page.content_type.clone());
-        h.remove(http::header::CONTENT_LENGTH);
     }
 }

@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use crate::config::Cidr;
+use crate::cidr::Cidr;
 
 /// See the module docs.
 #[derive(Debug, Clone, Default)]

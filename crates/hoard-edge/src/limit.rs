@@ -20,7 +20,7 @@
 //!
 //! ## Across a reload
 //! Both are state of the running configuration, not of the file (see
-//! [`crate::pipeline::limits`]): a reload keeps a route's rate cells when
+//! `hoard_proxy::pipeline::limits`): a reload keeps a route's rate cells when
 //! its `limit` is the same as before (a changed one starts empty), and
 //! always keeps its counts of requests in progress (a changed
 //! `limit_connections` applies to them at once).
