@@ -4,7 +4,8 @@
 Usage: .ci/import_cycles.py crates/hoard-proxy/src
 
 For each top-level module (a file or a directory beside lib.rs), the
-modules its code (comments left out) names as `crate::<module>` (paths and
+modules its code (comments left out) names as `crate::<module>`, or as
+`super::<module>` from a top-level module's file (paths and
 `use crate::{...}` lists).
 Prints each module's imports, then every circle (a strongly connected set
 of more than one module, Tarjan); exits 1 when there is one.
@@ -30,7 +31,16 @@ def modules(root):
     return mods
 
 
-def imports(mods):
+def root_path(root, f):
+    """How file `f` names the crate root: `crate`, and the `super` chain
+    that climbs from the file's module to the root (`super` in a top-level
+    module's file, `super::super` one level down, ...)."""
+    rel = os.path.relpath(f, root).split(os.sep)
+    depth = len(rel) - (1 if rel[-1] == "mod.rs" else 0)
+    return ["crate", "::".join(["super"] * depth)] if depth else ["crate"]
+
+
+def imports(root, mods):
     edges = collections.defaultdict(set)
     for m, files in mods.items():
         for f in files:
@@ -40,9 +50,14 @@ def imports(mods):
                 for line in open(f, encoding="utf-8").read().split("\n")
                 if not line.lstrip().startswith("//")
             )
-            named = re.findall(r"crate::([a-z_0-9]+)", src)
-            for group in re.findall(r"use crate::\{([^}]*)\}", src, re.S):
-                named += re.findall(r"(?:^|,)\s*([a-z_0-9]+)", group)
+            named = []
+            for path in root_path(root, f):
+                p = re.escape(path)
+                # `super::super` must not also count as `super` from a
+                # deeper file: only a path that does not continue upwards.
+                named += re.findall(r"(?<![a-z_:])" + p + r"::(?!super\b)([a-z_0-9]+)", src)
+                for group in re.findall(r"(?<![a-z_:])" + p + r"::\{([^}]*)\}", src, re.S):
+                    named += re.findall(r"(?:^|,)\s*([a-z_0-9]+)", group)
             edges[m].update(t for t in named if t != m and t in mods)
     return edges
 
@@ -83,7 +98,7 @@ def circles(mods, edges):
 def main():
     root = sys.argv[1]
     mods = modules(root)
-    edges = imports(mods)
+    edges = imports(root, mods)
     for m in sorted(mods):
         print(f"{m} -> {' '.join(sorted(edges[m]))}")
     found = circles(mods, edges)

@@ -32,9 +32,9 @@ use http::StatusCode;
 use http_body::{Body, Frame, SizeHint};
 
 use crate::body::ProxyBody;
-use crate::config::RouteConfig;
 use crate::encode::EncodeError;
 use crate::error::BoxError;
+use hoard_config::RouteConfig;
 
 /// Most coded bytes decoded in one poll.
 pub const PIECE: usize = 16 << 10;

@@ -44,7 +44,7 @@ use hoard_store::object::Part;
 use http::header::{HeaderMap, HeaderValue, CACHE_CONTROL, ETAG, VARY};
 use http::StatusCode;
 
-use crate::config::RouteConfig;
+use hoard_config::RouteConfig;
 
 /// Bodies up to this size get the highest levels (compressed once, the
 /// time is spent once); larger ones fast levels of nearly the same ratio

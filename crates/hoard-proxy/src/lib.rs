@@ -13,7 +13,6 @@ pub mod admin;
 pub mod body;
 pub mod build_info;
 pub mod cluster;
-pub mod config;
 pub mod counters;
 pub mod decode;
 pub mod encode;
@@ -21,7 +20,6 @@ pub mod error;
 pub mod fill;
 pub mod metrics;
 pub mod pipeline;
-pub mod privileges;
 pub mod request_body;
 pub mod request_id;
 pub mod server;
@@ -38,8 +36,8 @@ use hoard_store::Store;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use config::{Config, ConfigError, QuickStart};
 pub use counters::Counters;
+pub use hoard_config::{Config, ConfigError, QuickStart};
 pub use hoard_policy::clock::SystemClock;
 
 /// Why the proxy could not start.
@@ -108,7 +106,7 @@ pub struct Proxy {
 /// One bound client listener.
 #[derive(Debug)]
 struct Listening {
-    cfg: config::ListenerConfig,
+    cfg: hoard_config::ListenerConfig,
     addr: SocketAddr,
     state: Arc<arc_swap::ArcSwap<server::ListenerState>>,
     /// Closes this listener; its connections drain.
@@ -122,7 +120,7 @@ struct Listening {
 
 /// A listener bound and not served yet (see [`Proxy::start_with`]).
 struct Bound {
-    cfg: config::ListenerConfig,
+    cfg: hoard_config::ListenerConfig,
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
     state: server::ListenerState,
@@ -136,7 +134,7 @@ pub use pipeline::running::ReloadRecord;
 pub use pipeline::running::{ReloadAsk, Reloaded};
 
 fn listener_state(
-    (index, l): (usize, &config::ListenerConfig),
+    (index, l): (usize, &hoard_config::ListenerConfig),
     acme: &acme::Acme,
 ) -> Result<server::ListenerState, StartError> {
     // Certificate files by SNI (read again at each reload), with the
@@ -297,7 +295,7 @@ impl Proxy {
     /// Binds and serves one listener.
     fn open(
         &self,
-        cfg: config::ListenerConfig,
+        cfg: hoard_config::ListenerConfig,
         state: server::ListenerState,
     ) -> Result<SocketAddr, StartError> {
         let bound = self.bind(cfg, state)?;
@@ -308,7 +306,7 @@ impl Proxy {
     /// previous process passed on for its address; serves nothing yet.
     fn bind(
         &self,
-        cfg: config::ListenerConfig,
+        cfg: hoard_config::ListenerConfig,
         mut state: server::ListenerState,
     ) -> Result<Bound, StartError> {
         use server::inherit::SocketKind;

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hoard_proxy::config::{Config, RouteConfig, ServerAddr, UpstreamConfig};
+use hoard_config::{Config, RouteConfig, ServerAddr, UpstreamConfig};
 use hoard_proxy::{Counters, Proxy, QuickStart};
 
 use crate::{Endpoint, Origin, Test, TestClock, Transcript};
@@ -46,7 +46,7 @@ impl Test {
         // memory tier: every hit is read from disk.
         if std::env::var("HOARD_TEST_STORE").as_deref() == Ok("disk") {
             cfg.cache.memory_size = 0;
-            cfg.cache.zones = vec![hoard_proxy::config::zones::quick_zone(
+            cfg.cache.zones = vec![hoard_config::zones::quick_zone(
                 self.dir().join("zone"),
                 64 << 20,
                 cfg.cache.max_object_size,
@@ -92,7 +92,7 @@ impl ProxyBuilder {
     pub fn https_origin(
         mut self,
         origin: &Origin,
-        settings: hoard_proxy::upstream::tls::TlsSettings,
+        settings: hoard_config::origin_tls::TlsSettings,
     ) -> Self {
         let u = &mut self.cfg.upstreams[0];
         u.servers = vec![ServerAddr {
@@ -100,7 +100,7 @@ impl ProxyBuilder {
             tls: true,
             host: "127.0.0.1".into(),
         }];
-        u.tls = Some(hoard_proxy::upstream::tls::build(&settings).expect("origin TLS settings"));
+        u.tls = Some(hoard_config::origin_tls::build(&settings).expect("origin TLS settings"));
         self
     }
 
@@ -121,7 +121,7 @@ impl ProxyBuilder {
     /// `memory` sets the memory tier (0: off, every hit read from disk).
     pub fn disk(mut self, dir: &std::path::Path, max_size: u64, memory: u64) -> Self {
         self.cfg.cache.memory_size = memory;
-        self.cfg.cache.zones = vec![hoard_proxy::config::zones::quick_zone(
+        self.cfg.cache.zones = vec![hoard_config::zones::quick_zone(
             dir.to_path_buf(),
             max_size,
             self.cfg.cache.max_object_size,

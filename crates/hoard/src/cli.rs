@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use hoard_proxy::config::units::{parse_duration, parse_size};
+use hoard_config::units::{parse_duration, parse_size};
 use hoard_proxy::{Config, ConfigError, QuickStart};
 
 /// `hoard --version`: the version and the commit it was built from.
@@ -324,14 +324,14 @@ impl Cli {
                 };
                 let admin_token = match &q.admin_token_file {
                     Some(f) => Some(
-                        hoard_proxy::config::ops::read_token(&f.display().to_string()).map_err(
-                            |m| ConfigError {
+                        hoard_config::ops::read_token(&f.display().to_string()).map_err(|m| {
+                            ConfigError {
                                 file: "command line".into(),
                                 line: None,
                                 key: "--admin-token-file".into(),
                                 message: m,
-                            },
-                        )?,
+                            }
+                        })?,
                     ),
                     None => None,
                 };
@@ -347,7 +347,7 @@ impl Cli {
                         .tls_cert
                         .as_ref()
                         .zip(q.tls_key.as_ref())
-                        .map(|(cert, key)| hoard_proxy::config::TlsConfig {
+                        .map(|(cert, key)| hoard_config::TlsConfig {
                             cert: cert.clone(),
                             key: key.clone(),
                         }),
@@ -364,10 +364,7 @@ impl Cli {
                     debug_headers: q.debug_headers,
                     admin: q.admin,
                     admin_token,
-                    access_log: q
-                        .access_log
-                        .as_deref()
-                        .map(hoard_proxy::config::LogTarget::parse),
+                    access_log: q.access_log.as_deref().map(hoard_config::LogTarget::parse),
                     upstream_ca: q.upstream_ca.clone(),
                     cluster_node: q.cluster_node.clone(),
                     cluster_peers: q.cluster_peers.clone(),

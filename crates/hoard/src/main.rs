@@ -90,7 +90,7 @@ pub(crate) fn admin_client(
     token_file: Option<&std::path::Path>,
 ) -> Result<(Option<String>, tokio::runtime::Runtime), ExitCode> {
     let token = match token_file {
-        Some(f) => match hoard_proxy::config::ops::read_token(&f.display().to_string()) {
+        Some(f) => match hoard_config::ops::read_token(&f.display().to_string()) {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("hoard: --token-file: {e}");
@@ -161,7 +161,7 @@ fn run(
         let signals = Signals::install();
         let inherited = std::mem::take(&mut handover.inherited);
         let run_as = config.server.run_as.clone();
-        let needed = hoard_proxy::privileges::needs(&config);
+        let needed = hoard_config::privileges::needs(&config);
         // Bound and opened as root: serve as `server.user` from here on (a
         // process started by a binary upgrade is that user already).
         let drop_root = move || match &run_as {

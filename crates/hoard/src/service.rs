@@ -95,8 +95,8 @@ pub fn send_signal(pid_file: &Path, signal: rustix::process::Signal) -> Result<i
 
 /// `hoard check`'s line for `server.user`: who serves and what it must
 /// be able to write.
-pub fn run_as_needs(r: &hoard_proxy::privileges::RunAs, cfg: &hoard_proxy::Config) -> String {
-    let needed = hoard_proxy::privileges::needs(cfg);
+pub fn run_as_needs(r: &hoard_config::privileges::RunAs, cfg: &hoard_proxy::Config) -> String {
+    let needed = hoard_config::privileges::needs(cfg);
     if needed.is_empty() {
         return format!("runs as {r}; needs write access to nothing");
     }
@@ -105,12 +105,12 @@ pub fn run_as_needs(r: &hoard_proxy::privileges::RunAs, cfg: &hoard_proxy::Confi
 }
 
 /// Drops root for `r` once the proxy has bound and opened what needs root
-/// (see `hoard_proxy::privileges`), and logs it.
+/// (see `hoard_config::privileges`), and logs it.
 pub fn drop_privileges(
-    r: &hoard_proxy::privileges::RunAs,
+    r: &hoard_config::privileges::RunAs,
     needed: &[std::path::PathBuf],
 ) -> Result<(), String> {
-    let given = hoard_proxy::privileges::drop_to(r, needed)?;
+    let given = hoard_config::privileges::drop_to(r, needed)?;
     tracing::info!(user = %r.user, group = %r.group, uid = r.uid, gid = r.gid, given_to_user = given, "serving as an unprivileged user");
     Ok(())
 }

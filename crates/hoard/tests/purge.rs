@@ -173,7 +173,7 @@ async fn purge_regex_adds_a_ban() {
 // state and count: sent to n1, which holds no copy, it counts n2's object.
 #[tokio::test]
 async fn purge_in_a_cluster_prints_each_member() {
-    use hoard_proxy::config::{ClusterConfig, Member};
+    use hoard_config::{ClusterConfig, Member};
     let t = Test::new("cli-purge-cluster");
     // Ports fixed before the members start (each knows the other's), below
     // the ephemeral range, from a block of this test's own.

@@ -29,7 +29,7 @@ impl Client {
     /// certificates in `extra_root` (as origin TLS does). Errors name the
     /// file.
     pub fn new(extra_root: Option<&std::path::Path>) -> Result<Client, String> {
-        let roots = crate::upstream::tls::roots(extra_root)?;
+        let roots = hoard_config::origin_tls::roots(extra_root)?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let cfg = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()

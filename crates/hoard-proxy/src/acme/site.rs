@@ -27,7 +27,7 @@ use instant_acme::{
 
 use super::files::{self, Issued};
 use super::{Acme, SiteState};
-use crate::config::acme::ChallengeKind;
+use hoard_config::acme::ChallengeKind;
 
 /// How often a waiting task looks at the clock.
 const RECHECK: Duration = Duration::from_secs(1);

@@ -51,8 +51,8 @@ use redis::streams::StreamReadReply;
 use redis::AsyncConnectionConfig;
 
 use super::Cluster;
-use crate::config::cluster::{BusConfig, OnBusLoss};
 use crate::pipeline::Pipeline;
+use hoard_config::cluster::{BusConfig, OnBusLoss};
 
 /// How long one `XREAD` blocks.
 const BLOCK: Duration = Duration::from_secs(1);

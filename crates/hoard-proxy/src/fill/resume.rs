@@ -531,7 +531,7 @@ mod tests {
     }
 
     fn plan(base: u64, end: Option<u64>, total: Option<u64>) -> Plan {
-        let up = crate::config::UpstreamConfig::new("o", Vec::new());
+        let up = hoard_config::UpstreamConfig::new("o", Vec::new());
         let clock: Arc<dyn hoard_policy::clock::Clock> = Arc::new(hoard_policy::clock::SystemClock);
         Plan {
             again: Again {

@@ -11,11 +11,11 @@ use http::{Method, Uri, Version};
 use std::net::SocketAddr;
 
 use super::running;
-use crate::config::rules::Rule;
-use crate::config::{RouteConfig, SiteConfig};
 use crate::request_id::RequestId;
 use crate::server::sendfile::SendQueue;
 use crate::upstream::Upstream;
+use hoard_config::rules::Rule;
+use hoard_config::{RouteConfig, SiteConfig};
 
 /// The route rule that matched a cacheable request, if any.
 #[derive(Debug, Clone, Copy)]

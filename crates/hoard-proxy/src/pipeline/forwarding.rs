@@ -114,7 +114,7 @@ pub fn prepare(headers: &mut HeaderMap, hop: Hop<'_>, route_forwards: &[HeaderNa
 pub fn client_addr(
     peer: std::net::IpAddr,
     headers: &HeaderMap,
-    trusted: &[crate::config::Cidr],
+    trusted: &[hoard_config::Cidr],
 ) -> std::net::IpAddr {
     if !trusted.iter().any(|c| c.contains(peer)) {
         return peer;

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use hoard_policy::clock::Clock;
 
-use crate::config::{Config, PathMatch, RouteConfig, SiteConfig};
+use hoard_config::{Config, PathMatch, RouteConfig, SiteConfig};
 use hoard_edge::limit::{ConnLimit, RateLimiter};
 
 /// The limits' state of one route (`None`: the route sets no such limit).

@@ -60,8 +60,6 @@ use tokio::time::Instant;
 use self::edge::deliver_steps;
 use crate::access_log::{AccessLog, Record};
 use crate::body::ProxyBody;
-use crate::config::rules::{first_match, RuleInput};
-use crate::config::Config;
 use crate::counters::Counters;
 use crate::error::ProxyError;
 use crate::fill::FillEngine;
@@ -70,6 +68,8 @@ use crate::request_id::RequestId;
 use crate::server::sendfile::SendQueue;
 use crate::server::tally::{Pending, Tallied};
 use crate::upstream::ReqBody;
+use hoard_config::rules::{first_match, RuleInput};
+use hoard_config::Config;
 
 use self::ctx::Applied;
 pub(crate) use self::ctx::Ctx;

@@ -4,9 +4,9 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Uri};
 
 use super::{Ctx, Pipeline};
-use crate::config::HostHeader;
 use crate::request_id::RequestId;
 use crate::upstream::{OriginRequest, ReqBody};
+use hoard_config::HostHeader;
 
 /// Request fields a cache fill must not forward: the fill is shared, so the
 /// client's own preconditions and ranges are answered from the stored

@@ -28,10 +28,10 @@ use std::sync::Arc;
 
 use hoard_policy::clock::Clock;
 
-use crate::config::Config;
 use crate::counters::Counters;
 use crate::upstream::Upstream;
 use crate::via::Via;
+use hoard_config::Config;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -70,7 +70,7 @@ fn steps(cfg: &Config) -> Vec<Vec<super::phases::RouteSteps>> {
 
 /// See [`Running::no_upstream`].
 fn no_upstream(counters: &Arc<Counters>, clock: &Arc<dyn Clock>) -> Arc<Upstream> {
-    let cfg = crate::config::UpstreamConfig::new("", Vec::new());
+    let cfg = hoard_config::UpstreamConfig::new("", Vec::new());
     Arc::new(Upstream::new(cfg, counters.clone(), clock.clone()))
 }
 

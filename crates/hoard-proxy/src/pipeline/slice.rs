@@ -56,12 +56,12 @@ use http::{Method, Response, StatusCode, Uri};
 use super::slice_body::SliceBody;
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
-use crate::config::RouteConfig;
 use crate::error::{ErrorKind, ProxyError};
 use crate::fill::coalesce::{Join, LeaderClaim, Outcome};
 use crate::fill::{FillJob, SliceFill};
 use crate::server::sendfile::SendQueue;
 use crate::upstream::{OriginRequest, Upstream};
+use hoard_config::RouteConfig;
 
 /// What a sliced response needs to open slices after the handler returned.
 #[derive(Debug)]

@@ -36,9 +36,9 @@ use http_body_util::BodyExt;
 use tokio::sync::watch as signal;
 use tokio_util::task::TaskTracker;
 
-use crate::config::ServerConfig;
 use crate::pipeline::{Conn, Pipeline};
 use crate::request_body::RequestBody;
+use hoard_config::ServerConfig;
 
 /// Opens a QUIC endpoint on `addr` (UDP), or on `inherited` (the socket
 /// the previous process passed on, see [`super::inherit`]), with the

@@ -58,8 +58,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch as signal;
 use tokio_util::task::TaskTracker;
 
-use crate::config::ServerConfig;
 use crate::pipeline::Pipeline;
+use hoard_config::ServerConfig;
 use inline_exec::InlineExec;
 use sendfile::{SendQueue, SendfileStream};
 use watch::{Activity, Limits, Tracked, Verdict, Watched};
@@ -137,7 +137,7 @@ pub struct ListenerState {
     /// The TLS acceptor, for a TLS listener.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// PROXY protocol expected, from these peers (empty: any).
-    pub proxy_protocol: Option<Arc<[crate::config::ops::Cidr]>>,
+    pub proxy_protocol: Option<Arc<[hoard_config::ops::Cidr]>>,
     /// The QUIC configuration, when the listener serves HTTP/3 too.
     pub quic: Option<quinn::ServerConfig>,
     /// `Alt-Svc` for responses over TCP, once HTTP/3 listens.
@@ -316,7 +316,7 @@ async fn serve(
     builder: Arc<auto::Builder<InlineExec>>,
     pipeline: Arc<Pipeline>,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    proxy_protocol: Option<Arc<[crate::config::ops::Cidr]>>,
+    proxy_protocol: Option<Arc<[hoard_config::ops::Cidr]>>,
     mut shutdown: signal::Receiver<bool>,
     settings: ConnSettings,
 ) {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::config::TlsConfig;
+use hoard_config::TlsConfig;
 
 /// Builds an acceptor from PEM files. Errors name the file.
 pub fn acceptor(cfg: &TlsConfig, http2: bool) -> Result<tokio_rustls::TlsAcceptor, String> {

@@ -66,7 +66,7 @@ impl Upstream {
             (Some(tls), true) => {
                 let name = tls::server_name(tls, &server.host).map_err(|m| {
                     ProxyError::origin(
-                        ErrorKind::Tls(tls::TlsFailure::Name),
+                        ErrorKind::Tls(crate::tls_failure::TlsFailure::Name),
                         format!("{authority}: server name {m}"),
                     )
                 })?;
@@ -79,7 +79,8 @@ impl Upstream {
                 {
                     Err(_) => return Err(timed_out()),
                     Ok(Err(e)) => {
-                        let why = tls::TlsFailure::of(&e).unwrap_or(tls::TlsFailure::Handshake);
+                        let why = crate::tls_failure::TlsFailure::of(&e)
+                            .unwrap_or(crate::tls_failure::TlsFailure::Handshake);
                         self.counters.inc(&self.counters.origin_tls_errors);
                         tracing::warn!(origin = %authority, reason = why.as_str(), error = %e, "origin TLS failed");
                         return Err(ProxyError::origin(

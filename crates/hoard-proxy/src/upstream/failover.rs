@@ -30,7 +30,7 @@
 use http::Method;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub use crate::config::RetryOn;
+pub use hoard_config::RetryOn;
 
 /// How one try on a server ended without an answer for the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,7 @@
 pub mod failover;
 pub mod health;
 pub mod pool;
-pub mod tls;
+pub use hoard_config::origin_tls as tls;
 
 mod body;
 mod connect;
@@ -31,10 +31,10 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Uri, Version};
 use http_body_util::combinators::BoxBody;
 
-use crate::config::UpstreamConfig;
 use crate::counters::Counters;
 use crate::error::{ErrorKind, ProxyError};
 use crate::metrics::UpstreamStats;
+use hoard_config::UpstreamConfig;
 use pool::Pool;
 
 pub use crate::error::BoxError;
@@ -177,12 +177,12 @@ impl Upstream {
     }
 
     /// Every server: `servers`, then `backup`.
-    fn all(&self) -> impl Iterator<Item = &crate::config::ServerAddr> {
+    fn all(&self) -> impl Iterator<Item = &hoard_config::ServerAddr> {
         self.cfg.servers.iter().chain(&self.cfg.backup)
     }
 
     /// Server `i` of [`Upstream::all`].
-    fn server(&self, i: usize) -> &crate::config::ServerAddr {
+    fn server(&self, i: usize) -> &hoard_config::ServerAddr {
         let p = self.cfg.servers.len();
         if i < p {
             &self.cfg.servers[i]

@@ -8,7 +8,7 @@ use hyper::body::Incoming;
 
 use super::failover::Failure;
 use super::pool::PoolReturn;
-use super::{empty, tls, OriginBody, OriginRequest, ReqBody, Upstream};
+use super::{empty, OriginBody, OriginRequest, ReqBody, Upstream};
 use crate::error::{ErrorKind, ProxyError};
 use crate::metrics::OriginResult;
 
@@ -291,7 +291,7 @@ enum Exchange {
 pub(super) fn send_error(authority: &str, e: &hyper::Error) -> ProxyError {
     // A TLS 1.3 server refuses a client certificate (or its absence) after
     // the handshake: the alert comes with the first response read.
-    if let Some(why) = tls::TlsFailure::of(e) {
+    if let Some(why) = crate::tls_failure::TlsFailure::of(e) {
         tracing::warn!(origin = %authority, reason = why.as_str(), error = %e, "origin TLS failed");
         return ProxyError::origin(ErrorKind::Tls(why), format!("{authority}: TLS: {e}"));
     }

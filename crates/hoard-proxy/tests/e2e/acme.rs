@@ -242,7 +242,7 @@ pub(crate) async fn get_over_tls(
 /// given) and an ACME listener for one certificate for `names` on
 /// `tls_port`.
 pub(crate) fn acme_config(
-    c: &mut hoard_proxy::config::Config,
+    c: &mut hoard_config::Config,
     pebble: &Pebble,
     dir: &Path,
     http_port: Option<u16>,
@@ -256,14 +256,14 @@ pub(crate) fn acme_config(
 /// As [`acme_config`], with one certificate for each list of `certs`,
 /// from the CA `ca` (its directory URL and the root of its HTTPS).
 pub(crate) fn acme_sites(
-    c: &mut hoard_proxy::config::Config,
+    c: &mut hoard_config::Config,
     ca: (&str, &Path),
     dir: &Path,
     http_port: Option<u16>,
     tls_port: u16,
     certs: &[&[&str]],
 ) {
-    let acme_listener = hoard_proxy::config::ListenerConfig {
+    let acme_listener = hoard_config::ListenerConfig {
         address: SocketAddr::from(([127, 0, 0, 1], tls_port)),
         acme: certs
             .iter()

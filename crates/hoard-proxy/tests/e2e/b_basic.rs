@@ -208,8 +208,7 @@ async fn b00006_via_and_forwarded() {
         .proxy()
         .origin(&origin)
         .config(|c| {
-            c.server.trusted_proxies =
-                vec![hoard_proxy::config::Cidr::parse("127.0.0.0/8").unwrap()]
+            c.server.trusted_proxies = vec![hoard_config::Cidr::parse("127.0.0.0/8").unwrap()]
         })
         .start()
         .await;

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use hoard_proxy::upstream::tls::TlsSettings;
+use hoard_config::origin_tls::TlsSettings;
 use hoard_testkit::pki::{Issued, TestCa};
 use hoard_testkit::{Origin, Test, TestProxy};
 
@@ -63,12 +63,12 @@ async fn raw_tls_proxy(
     t: &Test,
     addr: std::net::SocketAddr,
     ca: &TestCa,
-    adjust: impl FnOnce(&mut hoard_proxy::config::UpstreamConfig),
+    adjust: impl FnOnce(&mut hoard_config::UpstreamConfig),
 ) -> TestProxy {
-    let tls = hoard_proxy::upstream::tls::build(&trusting(ca_file(t, ca))).unwrap();
+    let tls = hoard_config::origin_tls::build(&trusting(ca_file(t, ca))).unwrap();
     t.proxy()
         .upstream(|u| {
-            u.servers = vec![hoard_proxy::config::ServerAddr {
+            u.servers = vec![hoard_config::ServerAddr {
                 authority: addr.to_string(),
                 tls: true,
                 host: "127.0.0.1".into(),

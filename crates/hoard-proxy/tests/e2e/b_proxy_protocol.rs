@@ -2,7 +2,7 @@
 //! address from the v1 or v2 header a balancer sends first; without a valid
 //! header nothing reaches the origin.
 
-use hoard_proxy::config::ops::Cidr;
+use hoard_config::ops::Cidr;
 use hoard_testkit::{Origin, Test, TestProxy};
 
 /// An origin expecting one GET of `/p` from `client` (as X-Forwarded-For).

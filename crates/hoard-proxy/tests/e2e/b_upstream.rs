@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use hoard_proxy::config::{HostHeader, ServerAddr};
+use hoard_config::{HostHeader, ServerAddr};
 use hoard_testkit::Test;
 
 // b00020: an origin that refuses connections gives 502.

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use futures_util::{SinkExt, StreamExt};
-use hoard_proxy::config::ServerAddr;
+use hoard_config::ServerAddr;
 use hoard_testkit::{Test, TestProxy};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -72,7 +72,7 @@ async fn b00095_websocket_echo_through_the_proxy() {
     let proxy = t
         .proxy()
         .upstream(|u| u.servers = vec![ServerAddr::http(addr.to_string())])
-        .config(|c| c.access_log.target = hoard_proxy::config::LogTarget::File(log.clone()))
+        .config(|c| c.access_log.target = hoard_config::LogTarget::File(log.clone()))
         .start()
         .await;
     let mut ws = connect(&proxy).await;

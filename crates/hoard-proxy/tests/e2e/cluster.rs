@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use hoard_proxy::config::{ClusterConfig, Member};
+use hoard_config::{ClusterConfig, Member};
 use hoard_testkit::{Origin, Script, Test, TestProxy};
 
 pub(crate) use crate::admin::status;
@@ -33,7 +33,7 @@ pub(crate) async fn cluster_with(
 }
 
 /// Adjusts node `i`'s configuration (after its cluster is set).
-pub(crate) type Tune = dyn Fn(usize, &mut hoard_proxy::config::Config) + Send + Sync;
+pub(crate) type Tune = dyn Fn(usize, &mut hoard_config::Config) + Send + Sync;
 
 /// [`cluster_with`], with a near tier of `near` bytes on every node,
 /// every node's route set by `route` and the rest by `tune`.
@@ -43,7 +43,7 @@ pub(crate) async fn cluster_sized(
     n: usize,
     extra: &[SocketAddr],
     near: u64,
-    route: fn(&mut hoard_proxy::config::RouteConfig),
+    route: fn(&mut hoard_config::RouteConfig),
     tune: &Tune,
 ) -> Vec<TestProxy> {
     // i cases from port 21000, j cases from 23000.
@@ -97,7 +97,7 @@ pub(crate) async fn member(
     members: &[Member],
     i: usize,
     near: u64,
-    route: fn(&mut hoard_proxy::config::RouteConfig),
+    route: fn(&mut hoard_config::RouteConfig),
     tune: &Tune,
 ) -> TestProxy {
     let members = members.to_vec();
@@ -115,7 +115,7 @@ pub(crate) async fn member(
                     d.path = zone.clone();
                 }
             }
-            c.access_log.target = hoard_proxy::config::LogTarget::File(log);
+            c.access_log.target = hoard_config::LogTarget::File(log);
             c.listeners[0].address = addr;
             c.server.via = format!("hoard-n{}", i + 1);
             c.cluster = Some(ClusterConfig {
@@ -129,7 +129,7 @@ pub(crate) async fn member(
                 near_admit_after: 2,
                 grace: Duration::from_secs(5),
                 bus: None,
-                discovery: hoard_proxy::config::cluster::Discovery::Static,
+                discovery: hoard_config::cluster::Discovery::Static,
                 rampup: Duration::ZERO,
                 tiers: Vec::new(),
             });

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use hoard_proxy::config::TlsConfig;
+use hoard_config::TlsConfig;
 use hoard_testkit::{Endpoint, Test};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -93,7 +93,7 @@ async fn h00010_tls_alpn_h2_and_http1() {
 }
 
 /// The first listener serves TLS with the test certificate.
-pub(super) fn tls_listener(c: &mut hoard_proxy::config::Config) {
+pub(super) fn tls_listener(c: &mut hoard_config::Config) {
     c.listeners[0].tls = Some(TlsConfig {
         cert: fixture("server.pem"),
         key: fixture("server.key"),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use hoard_proxy::config::{ServerAddr, TlsConfig};
+use hoard_config::{ServerAddr, TlsConfig};
 use hoard_testkit::{Endpoint, Test, TestProxy};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::{Request, Response, StatusCode};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use hoard_proxy::config::cluster::{BusConfig, OnBusLoss};
+use hoard_config::cluster::{BusConfig, OnBusLoss};
 use hoard_testkit::redis::RedisServer;
 use hoard_testkit::{Test, TestProxy};
 
@@ -131,10 +131,10 @@ async fn j00002_a_restarted_member_replays_what_it_missed() {
     let origin = origin_serving_versions(&t, &path, &["old", "new"]).await;
     let url = bus(&redis);
     let dir = t.dir().to_path_buf();
-    let tune = move |i: usize, c: &mut hoard_proxy::config::Config| {
+    let tune = move |i: usize, c: &mut hoard_config::Config| {
         c.cluster.as_mut().unwrap().bus = Some(url.clone());
         c.cache.memory_size = 0;
-        c.cache.zones = vec![hoard_proxy::config::zones::quick_zone(
+        c.cache.zones = vec![hoard_config::zones::quick_zone(
             dir.join(format!("zone-n{}", i + 1)),
             16 << 20,
             c.cache.max_object_size,
@@ -295,10 +295,10 @@ async fn j00005_a_position_trimmed_away_makes_a_generation_bump() {
         .await;
     let url = bus(&redis);
     let dir = t.dir().to_path_buf();
-    let tune = move |_: usize, c: &mut hoard_proxy::config::Config| {
+    let tune = move |_: usize, c: &mut hoard_config::Config| {
         c.cluster.as_mut().unwrap().bus = Some(url.clone());
         c.cache.memory_size = 0;
-        c.cache.zones = vec![hoard_proxy::config::zones::quick_zone(
+        c.cache.zones = vec![hoard_config::zones::quick_zone(
             dir.join("zone"),
             16 << 20,
             c.cache.max_object_size,

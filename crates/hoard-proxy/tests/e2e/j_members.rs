@@ -5,8 +5,8 @@ use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use hoard_proxy::config::cluster::{Discovery, Tier};
-use hoard_proxy::config::{ClusterConfig, Member};
+use hoard_config::cluster::{Discovery, Tier};
+use hoard_config::{ClusterConfig, Member};
 use hoard_testkit::dns::Dns;
 use hoard_testkit::redis::RedisServer;
 use hoard_testkit::{Origin, Test, TestProxy};
@@ -47,7 +47,7 @@ async fn node(t: &Test, origin: &Origin, addr: SocketAddr, cluster: ClusterConfi
                     d.path = zone.clone();
                 }
             }
-            c.access_log.target = hoard_proxy::config::LogTarget::File(log);
+            c.access_log.target = hoard_config::LogTarget::File(log);
             c.listeners[0].address = addr;
             c.server.via = format!("hoard-{}", cluster.node);
             c.cluster = Some(cluster);
@@ -393,7 +393,7 @@ async fn j00011_redis_heartbeats_make_the_member_list() {
     let mut nodes = Vec::new();
     for i in 0..2 {
         let mut c = ClusterConfig::new(&format!("n{}", i + 1), Vec::new(), SECRET.to_vec());
-        let mut bus = hoard_proxy::config::cluster::bus(&redis.url()).unwrap();
+        let mut bus = hoard_config::cluster::bus(&redis.url()).unwrap();
         bus.prefix = "hoard-j11".into();
         c.bus = Some(bus);
         c.discovery = Discovery::Redis {
@@ -440,7 +440,7 @@ async fn j00012_a_member_behind_the_log_is_not_routed_to() {
     let url = redis.url();
     let cfg = |i: usize| {
         let mut c = dns_cluster(&format!("n{}", i + 1), &dns, srv, 0);
-        let mut bus = hoard_proxy::config::cluster::bus(&url).unwrap();
+        let mut bus = hoard_config::cluster::bus(&url).unwrap();
         bus.prefix = "hoard-j12".into();
         c.bus = Some(bus);
         c
@@ -490,7 +490,7 @@ async fn j00013_both_tiers_apply_purges_from_one_log() {
     let edges = vec![member("e1", 0), member("e2", 1)];
     let parents = vec![member("p1", 2), member("p2", 3)];
     let origin = crate::cluster::origin_serving_versions(&t, "/l", &["old", "new"]).await;
-    let mut bus = hoard_proxy::config::cluster::bus(&redis.url()).unwrap();
+    let mut bus = hoard_config::cluster::bus(&redis.url()).unwrap();
     bus.prefix = "hoard-j13".into();
     let mut nodes = Vec::new();
     for (i, m) in edges.iter().chain(&parents).enumerate() {
@@ -559,7 +559,7 @@ fn slices(port: u16, ready: &[Ipv4Addr], not_ready: &[Ipv4Addr]) -> String {
 // until the API says it is ready; then every node routes to it.
 #[tokio::test]
 async fn j00014_kubernetes_endpoint_slices_make_the_member_list() {
-    use hoard_proxy::config::cluster::KubernetesSource;
+    use hoard_config::cluster::KubernetesSource;
     let t = Test::new("j00014");
     let ips = [
         Ipv4Addr::new(127, 0, 0, 2),
@@ -666,7 +666,7 @@ async fn j00015_redis_back_empty_keeps_the_members() {
     let mut nodes = Vec::new();
     for i in 0..2 {
         let mut c = ClusterConfig::new(&format!("n{}", i + 1), Vec::new(), SECRET.to_vec());
-        let mut bus = hoard_proxy::config::cluster::bus(&redis.url()).unwrap();
+        let mut bus = hoard_config::cluster::bus(&redis.url()).unwrap();
         bus.prefix = "hoard-j15".into();
         c.bus = Some(bus);
         c.discovery = Discovery::Redis {

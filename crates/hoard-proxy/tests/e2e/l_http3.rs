@@ -10,7 +10,7 @@ use rustls_pki_types::CertificateDer;
 
 use super::h_tls::{fixture, tls_listener};
 
-fn http3_listener(c: &mut hoard_proxy::config::Config) {
+fn http3_listener(c: &mut hoard_config::Config) {
     tls_listener(c);
     c.listeners[0].http3 = true;
 }
@@ -252,9 +252,8 @@ async fn l00002_collapsed_waiters_ranges_and_purge_over_http3() {
             .admin()
             .config(move |c| {
                 http3_listener(c);
-                c.access_log.target = hoard_proxy::config::LogTarget::File(log);
-                c.admin.purge_allow =
-                    vec![hoard_proxy::config::Cidr::parse("127.0.0.1/32").unwrap()];
+                c.access_log.target = hoard_config::LogTarget::File(log);
+                c.admin.purge_allow = vec![hoard_config::Cidr::parse("127.0.0.1/32").unwrap()];
             })
             .start()
             .await
@@ -440,9 +439,9 @@ async fn l00005_chromium_loads_a_page_over_http3() {
         t.proxy()
             .origin(&origin)
             .config(move |c| {
-                c.listeners[0].tls = Some(hoard_proxy::config::TlsConfig { cert, key });
+                c.listeners[0].tls = Some(hoard_config::TlsConfig { cert, key });
                 c.listeners[0].http3 = true;
-                c.access_log.target = hoard_proxy::config::LogTarget::File(log);
+                c.access_log.target = hoard_config::LogTarget::File(log);
             })
             .start()
             .await

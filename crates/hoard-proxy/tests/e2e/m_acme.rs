@@ -144,7 +144,7 @@ async fn m00003_an_unreachable_ca_is_reported_and_retried() {
         .origin(&origin)
         .admin()
         .config(move |c| {
-            c.listeners.push(hoard_proxy::config::ListenerConfig {
+            c.listeners.push(hoard_config::ListenerConfig {
                 address: SocketAddr::from(([127, 0, 0, 1], 0)),
                 acme: vec![vec!["c.example.com".into()]],
                 ..Default::default()

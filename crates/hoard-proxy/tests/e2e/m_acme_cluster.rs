@@ -14,7 +14,7 @@ use crate::acme::{acme_sites, free_port, presented, Pebble, PebblePlan};
 struct AcmeCluster {
     ports: [u16; 2],
     tls_ports: [u16; 2],
-    members: Vec<hoard_proxy::config::cluster::Member>,
+    members: Vec<hoard_config::cluster::Member>,
     tune: Box<crate::cluster::Tune>,
 }
 
@@ -23,13 +23,13 @@ impl AcmeCluster {
         t: &Test,
         plan: &PebblePlan,
         name: &'static str,
-        bus: Option<hoard_proxy::config::cluster::BusConfig>,
+        bus: Option<hoard_config::cluster::BusConfig>,
     ) -> AcmeCluster {
         let (ports, tls_ports) = ([free_port(), free_port()], [free_port(), free_port()]);
         let members = ports
             .iter()
             .enumerate()
-            .map(|(i, p)| hoard_proxy::config::cluster::Member {
+            .map(|(i, p)| hoard_config::cluster::Member {
                 name: format!("n{}", i + 1),
                 addr: SocketAddr::from(([127, 0, 0, 1], *p)),
                 weight: 1.0,
@@ -40,7 +40,7 @@ impl AcmeCluster {
             plan.api_root.clone(),
             t.dir().to_path_buf(),
         );
-        let tune = move |i: usize, c: &mut hoard_proxy::config::Config| {
+        let tune = move |i: usize, c: &mut hoard_config::Config| {
             let node_dir = dir.join(format!("n{}", i + 1));
             acme_sites(
                 c,
@@ -54,7 +54,7 @@ impl AcmeCluster {
             // only one; the member's own listener comes first again.
             let acme_listener = c.listeners.remove(0);
             c.listeners = vec![
-                hoard_proxy::config::ListenerConfig {
+                hoard_config::ListenerConfig {
                     address: SocketAddr::from(([127, 0, 0, 1], ports[i])),
                     ..Default::default()
                 },
@@ -191,11 +191,11 @@ async fn m00009_a_member_takes_the_certificate_from_the_bus_while_the_orderer_is
     let plan = Pebble::plan(t.dir());
     let redis = hoard_testkit::redis::RedisServer::start(t.dir()).await;
     let origin = t.origin().start().await;
-    let bus = hoard_proxy::config::cluster::BusConfig {
+    let bus = hoard_config::cluster::BusConfig {
         url: redis.url(),
         prefix: "m00009".into(),
         max_age: std::time::Duration::from_secs(3600),
-        on_loss: hoard_proxy::config::cluster::OnBusLoss::Revalidate,
+        on_loss: hoard_config::cluster::OnBusLoss::Revalidate,
     };
     let c = AcmeCluster::new(&t, &plan, "k9.example.com", Some(bus));
     let start = |i: usize| crate::cluster::member(&t, &origin, &c.members, i, 0, |_| {}, &*c.tune);

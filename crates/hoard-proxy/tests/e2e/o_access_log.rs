@@ -52,7 +52,7 @@ async fn o00012_access_log_line_for_each_outcome() {
     let proxy = t
         .proxy()
         .origin(&origin)
-        .config(|c| c.access_log.target = hoard_proxy::config::LogTarget::File(log.clone()))
+        .config(|c| c.access_log.target = hoard_config::LogTarget::File(log.clone()))
         .start()
         .await;
     // Each line is written when its response body is done: wait for it, so
@@ -180,7 +180,7 @@ async fn o00016_a_stuck_access_log_drops_lines_and_blocks_nothing() {
         .proxy()
         .origin(&origin)
         .config(|c| {
-            c.access_log.target = hoard_proxy::config::LogTarget::File(fifo.clone());
+            c.access_log.target = hoard_config::LogTarget::File(fifo.clone());
             c.access_log.buffer = 4;
         })
         .start()

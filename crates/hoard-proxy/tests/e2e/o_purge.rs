@@ -448,9 +448,7 @@ async fn o00009_purge_method() {
     let elsewhere = t
         .proxy()
         .origin(&origin)
-        .config(|c| {
-            c.admin.purge_allow = vec![hoard_proxy::config::Cidr::parse("10.0.0.0/8").unwrap()]
-        })
+        .config(|c| c.admin.purge_allow = vec![hoard_config::Cidr::parse("10.0.0.0/8").unwrap()])
         .start()
         .await;
     t.client(&elsewhere)
@@ -461,9 +459,7 @@ async fn o00009_purge_method() {
     let proxy = t
         .proxy()
         .origin(&origin)
-        .config(|c| {
-            c.admin.purge_allow = vec![hoard_proxy::config::Cidr::parse("127.0.0.1/32").unwrap()]
-        })
+        .config(|c| c.admin.purge_allow = vec![hoard_config::Cidr::parse("127.0.0.1/32").unwrap()])
         .start()
         .await;
     t.client(&proxy)

@@ -617,7 +617,7 @@ async fn q00009_bad_input_names_line_and_key() {
             "[upstream.app]\nservers = [\"http://127.0.0.1:9\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n{route}\n"
         );
         std::fs::write(&path, &text).unwrap();
-        let e = hoard_proxy::config::Config::from_file(&path).unwrap_err();
+        let e = hoard_config::Config::from_file(&path).unwrap_err();
         assert_eq!(e.line, Some(6), "{route}: {e}");
         assert_eq!(e.key, format!("site[0].route[0].{key}"), "{route}: {e}");
         assert!(e.to_string().contains(says), "{route}: {e}");
@@ -628,7 +628,7 @@ async fn q00009_bad_input_names_line_and_key() {
         "[upstream.app]\nservers = [\"http://127.0.0.1:9\"]\n[[site]]\nscheme = \"ftp\"\n",
     )
     .unwrap();
-    let e = hoard_proxy::config::Config::from_file(&path).unwrap_err();
+    let e = hoard_config::Config::from_file(&path).unwrap_err();
     assert_eq!((e.line, e.key.as_str()), (Some(4), "site[0].scheme"), "{e}");
     // A redirect to a path an earlier route takes is no loop.
     let path = dir.join("ok.toml");
@@ -638,7 +638,7 @@ async fn q00009_bad_input_names_line_and_key() {
          [[site.route]]\nprefix = \"/\"\nredirect = { to = \"/maintenance.html\", status = 302 }\n",
     )
     .unwrap();
-    let cfg = hoard_proxy::config::Config::from_file(&path).unwrap();
+    let cfg = hoard_config::Config::from_file(&path).unwrap();
     assert!(
         cfg.upstreams.is_empty(),
         "a redirect-only site needs no upstream"

@@ -4,7 +4,7 @@
 //! processed is never sent twice unless its method is idempotent, and a
 //! server string with words after the URL is refused at check time.
 
-use hoard_proxy::config::{Config, LogTarget, ServerAddr};
+use hoard_config::{Config, LogTarget, ServerAddr};
 use hoard_proxy::upstream::failover::RetryOn;
 use hoard_testkit::{Endpoint, Origin, Test};
 
@@ -474,9 +474,9 @@ async fn r01010_a_failed_tls_handshake_goes_on() {
         .await;
     let ca = t.dir().join("ca.pem");
     trusted.write(&ca);
-    let tls = hoard_proxy::upstream::tls::build(&hoard_proxy::upstream::tls::TlsSettings {
+    let tls = hoard_config::origin_tls::build(&hoard_config::origin_tls::TlsSettings {
         ca: Some(ca),
-        ..hoard_proxy::upstream::tls::TlsSettings::verified()
+        ..hoard_config::origin_tls::TlsSettings::verified()
     })
     .unwrap();
     let https = |o: &Origin| ServerAddr {

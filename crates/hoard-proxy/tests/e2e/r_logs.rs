@@ -413,8 +413,8 @@ async fn r02009_combined_line_over_http2() {
         .proxy()
         .origin(&origin)
         .config(move |c| {
-            c.access_log.target = hoard_proxy::config::LogTarget::File(l);
-            c.access_log.format = hoard_proxy::config::LogFormat::Combined;
+            c.access_log.target = hoard_config::LogTarget::File(l);
+            c.access_log.format = hoard_config::LogFormat::Combined;
         })
         .start()
         .await;

@@ -2,7 +2,7 @@
 //! §3.3), reused for the ranges it holds, completed with the rest (§3.4),
 //! never joined to bytes of another version, never served as the whole.
 
-use hoard_proxy::config::ColdRange;
+use hoard_config::ColdRange;
 use hoard_testkit::{Origin, Script, Test, TestProxy};
 
 use super::r_range::{body, multipart};

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use hoard_proxy::config::Member;
+use hoard_config::Member;
 use hoard_testkit::{Origin, Response, Test, TestProxy};
 
 use crate::admin::purge;

@@ -5,8 +5,8 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use hoard_proxy::config::cluster::Discovery;
-use hoard_proxy::config::{ClusterConfig, Member};
+use hoard_config::cluster::Discovery;
+use hoard_config::{ClusterConfig, Member};
 use hoard_testkit::dns::Dns;
 use hoard_testkit::{Origin, Test, TestProxy};
 
@@ -273,7 +273,7 @@ async fn s14001_the_documented_json_log_line_is_a_real_ones_shape() {
         let log = log.clone();
         t.proxy()
             .origin(&origin)
-            .config(move |c| c.access_log.target = hoard_proxy::config::LogTarget::File(log))
+            .config(move |c| c.access_log.target = hoard_config::LogTarget::File(log))
             .start()
             .await
     };
@@ -355,13 +355,13 @@ async fn s14003_an_http2_tunnel_is_logged_as_connect_200() {
     let proxy = {
         let log = log.clone();
         t.proxy()
-            .upstream(|u| u.servers = vec![hoard_proxy::config::ServerAddr::http(addr.to_string())])
+            .upstream(|u| u.servers = vec![hoard_config::ServerAddr::http(addr.to_string())])
             .config(move |c| {
-                c.listeners[0].tls = Some(hoard_proxy::config::TlsConfig {
+                c.listeners[0].tls = Some(hoard_config::TlsConfig {
                     cert: crate::h_websocket::fixture("server.pem"),
                     key: crate::h_websocket::fixture("server.key"),
                 });
-                c.access_log.target = hoard_proxy::config::LogTarget::File(log);
+                c.access_log.target = hoard_config::LogTarget::File(log);
             })
             .start()
             .await

@@ -250,10 +250,10 @@ async fn three_nodes(t: &Test, origin: &Origin, tune: &crate::cluster::Tune) -> 
         .take(3)
         .collect();
     assert_eq!(held.len(), 3, "free ports in this case's block");
-    let members: Vec<hoard_proxy::config::Member> = held
+    let members: Vec<hoard_config::Member> = held
         .iter()
         .enumerate()
-        .map(|(i, l)| hoard_proxy::config::Member {
+        .map(|(i, l)| hoard_config::Member {
             name: format!("n{}", i + 1),
             addr: l.local_addr().unwrap(),
             weight: 1.0,
@@ -278,7 +278,7 @@ fn owned_in_order(order: [usize; 3]) -> String {
 }
 
 /// n2 stops within 200 ms of its shutdown (its fills are cancelled).
-fn n2_stops_fast(i: usize, c: &mut hoard_proxy::config::Config) {
+fn n2_stops_fast(i: usize, c: &mut hoard_config::Config) {
     if i == 1 {
         c.server.shutdown_timeout = std::time::Duration::from_millis(200);
     }
@@ -365,7 +365,7 @@ async fn s01007_the_rest_comes_from_the_next_server() {
         })
         .start()
         .await;
-    let server = |o: &Origin| hoard_proxy::config::ServerAddr::http(o.addr().to_string());
+    let server = |o: &Origin| hoard_config::ServerAddr::http(o.addr().to_string());
     let servers = vec![server(&first), server(&next)];
     let proxy = t.proxy().upstream(|u| u.servers = servers).start().await;
     for r in three_readers(&t, &proxy, "/s", &go).await {

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use futures_util::{SinkExt, StreamExt};
-use hoard_proxy::config::{Config, TlsConfig};
+use hoard_config::{Config, TlsConfig};
 use hoard_testkit::{Endpoint, Test, TestProxy};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;

@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 
-use hoard_proxy::config::ops::Cidr;
+use hoard_config::ops::Cidr;
 use hoard_testkit::{Origin, Test, TestProxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -1,24 +1,8 @@
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use hoard_config::cert_files::testing::write;
 
 use super::*;
-
-/// A self-signed certificate for `names` written to `dir/NAME.pem` and
-/// `dir/NAME.key`.
-pub(crate) fn write(dir: &Path, name: &str, names: &[&str]) -> (PathBuf, PathBuf) {
-    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(names)
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let (c, k) = (
-        dir.join(format!("{name}.pem")),
-        dir.join(format!("{name}.key")),
-    );
-    std::fs::write(&c, cert.pem()).unwrap();
-    std::fs::write(&k, key.serialize_pem()).unwrap();
-    (c, k)
-}
 
 fn loaded(dir: &Path, name: &str, names: &[&str]) -> Loaded {
     let (c, k) = write(dir, name, names);
@@ -90,40 +74,4 @@ fn an_issued_acme_certificate_wins_for_its_name() {
     // Other names, and no name, stay with the files.
     assert!(same(&r.choose(Some("www.example.com")), &file));
     assert!(same(&r.choose(None), &file));
-}
-
-#[test]
-fn bad_files_say_which_and_why() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let (a_cert, a_key) = write(d, "a", &["a.example"]);
-    let (_, b_key) = write(d, "b", &["b.example"]);
-    let missing = d.join("missing.pem");
-    let e = load(&missing, &a_key).unwrap_err();
-    assert_eq!(e.part(), Some("cert"), "{e}");
-    assert!(e.to_string().contains("missing.pem"), "{e}");
-    let text = d.join("text.pem");
-    std::fs::write(&text, "not a certificate\n").unwrap();
-    let e = load(&text, &a_key).unwrap_err();
-    assert!(
-        e.part() == Some("cert") && e.to_string().contains("no PEM certificate"),
-        "{e}"
-    );
-    // The key file given as the certificate, and the other way round.
-    let e = load(&a_key, &a_key).unwrap_err();
-    assert_eq!(e.part(), Some("cert"), "{e}");
-    let e = load(&a_cert, &a_cert).unwrap_err();
-    assert!(
-        e.part() == Some("key") && e.to_string().contains("no PEM private key"),
-        "{e}"
-    );
-    let e = load(&a_cert, &b_key).unwrap_err();
-    assert!(
-        matches!(e, LoadError::Mismatch(_)) && e.to_string().contains("is not the key of"),
-        "{e}"
-    );
-    // An IP address only: nothing SNI can pick it by.
-    let (ip_cert, ip_key) = write(d, "ip", &["127.0.0.1"]);
-    let e = load(&ip_cert, &ip_key).unwrap_err();
-    assert!(matches!(e, LoadError::NoNames(_)), "{e}");
 }

@@ -73,7 +73,7 @@ fn acme_keys_are_checked() {
 fn http3_needs_tls() {
     let up = "[upstream.app]\nservers = [\"http://a:1\"]\n";
     let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = crate::server::sni::tests::write(dir.path(), "c", &["c.example"]);
+    let (cert, key) = crate::cert_files::testing::write(dir.path(), "c", &["c.example"]);
     let c = Config::from_toml(
         "hoard.toml",
         &format!("[[listener]]\naddress = \"127.0.0.1:0\"\nhttp3 = true\ntls = {{ cert = {cert:?}, key = {key:?} }}\n{up}"),

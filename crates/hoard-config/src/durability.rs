@@ -38,7 +38,7 @@ impl Resolver<'_> {
 mod tests {
     use hoard_store::disk::Durability;
 
-    use crate::config::Config;
+    use crate::Config;
 
     const BASE: &str = "[cache]\nmemory_size = 0\ndir = \"/tmp/hoard-durability\"\n\
         [upstream.app]\nservers = [\"http://127.0.0.1:9000\"]\n";

@@ -80,7 +80,7 @@ pub struct UpstreamConfig {
     pub down_backoff_max: Duration,
     /// TLS to its `https://` servers (built from the `tls` table, or the
     /// defaults: system roots, verified).
-    pub tls: Option<crate::upstream::tls::OriginTls>,
+    pub tls: Option<crate::origin_tls::OriginTls>,
 }
 
 /// The `tls` table of an upstream, as configured.
@@ -113,12 +113,12 @@ impl TlsSettings {
 pub(super) fn origin_tls<'a>(
     mut servers: impl Iterator<Item = &'a ServerAddr>,
     settings: Option<TlsSettings>,
-) -> Result<Option<crate::upstream::tls::OriginTls>, String> {
+) -> Result<Option<crate::origin_tls::OriginTls>, String> {
     if settings.is_none() && !servers.any(|s| s.tls) {
         return Ok(None);
     }
     let settings = settings.unwrap_or_else(TlsSettings::verified);
-    crate::upstream::tls::build(&settings).map(Some)
+    crate::origin_tls::build(&settings).map(Some)
 }
 
 impl Resolver<'_> {

@@ -24,7 +24,7 @@ use std::ffi::{CStr, CString};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::config::{Config, LogTarget};
+use crate::{Config, LogTarget};
 
 /// Who hoard serves as, resolved from `server.user` and `server.group`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! `[acme]`: automatic HTTPS (see `crate::acme`), read and checked.
+//! `[acme]`: automatic HTTPS (see `hoard_proxy::acme`), read and checked.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -63,7 +63,7 @@ impl Resolver<'_> {
 #[cfg(test)]
 mod tests {
     use super::check;
-    use crate::config::Config;
+    use crate::Config;
 
     #[test]
     fn the_key_and_line_of_a_bad_name() {

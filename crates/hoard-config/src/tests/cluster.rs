@@ -92,7 +92,7 @@ peers = ["n1=10.0.0.1:80", "n2=10.0.0.2:80"]
 
 #[test]
 fn cluster_members_tiers_and_rampup() {
-    use crate::config::cluster::Discovery;
+    use crate::cluster::Discovery;
     let up = "[upstream.app]\nservers = [\"http://127.0.0.1:9000\"]\n";
     let ok = Config::from_toml(
         "hoard.toml",

@@ -27,7 +27,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 
-pub use crate::config::TlsSettings;
+pub use crate::TlsSettings;
 
 /// What an upstream's TLS connections use.
 #[derive(Clone)]
@@ -50,8 +50,6 @@ impl std::fmt::Debug for OriginTls {
     }
 }
 
-pub use crate::tls_failure::TlsFailure;
-
 /// Reads a PEM certificate chain; errors name the file.
 fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
@@ -68,7 +66,7 @@ fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
 /// CA): the system's, or the compiled-in Mozilla roots where the system
 /// has none, plus the PEM certificates in `extra` (a private CA).
 /// Errors name the file.
-pub(crate) fn roots(extra: Option<&Path>) -> Result<rustls::RootCertStore, String> {
+pub fn roots(extra: Option<&Path>) -> Result<rustls::RootCertStore, String> {
     let mut roots = rustls::RootCertStore::empty();
     let found = rustls_native_certs::load_native_certs();
     let (added, _) = roots.add_parsable_certificates(found.certs);

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub mod edge;
+pub mod tls;
+
 use super::units::{Dur, Size};
 
 /// The whole file.
@@ -67,7 +70,7 @@ pub struct RawServer {
 pub struct RawListener {
     pub name: Option<Spanned<String>>,
     pub address: Spanned<String>,
-    #[serde(default, deserialize_with = "super::certs::tls_table")]
+    #[serde(default, deserialize_with = "tls::tls_table")]
     pub tls: Option<RawTls>,
     pub http2: Option<bool>,
     pub http3: Option<Spanned<bool>>,
@@ -79,10 +82,10 @@ pub struct RawListener {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTls {
-    pub cert: Option<Spanned<super::certs::FileName>>,
-    pub key: Option<Spanned<super::certs::FileName>>,
+    pub cert: Option<Spanned<tls::FileName>>,
+    pub key: Option<Spanned<tls::FileName>>,
     pub acme: Option<Spanned<Vec<RawAcmeCert>>>,
-    pub certs: Option<Spanned<super::certs::CertList>>,
+    pub certs: Option<Spanned<tls::CertList>>,
 }
 
 /// One certificate of `tls.acme`: a name (a certificate of its own) or a
@@ -176,7 +179,7 @@ pub struct RawSite {
     pub default: Option<Spanned<bool>>,
     pub listeners: Option<Spanned<Vec<Spanned<String>>>>,
     pub max_body_size: Option<Size>,
-    pub response_headers: Option<Spanned<super::edge::RawHeaderEdits>>,
+    pub response_headers: Option<Spanned<edge::RawHeaderEdits>>,
 }
 
 /// Declares [`RawRoute`] and [`RawEdge`] from one list, so that the edge
@@ -257,13 +260,13 @@ route_with_edge! {
         #[serde(default)]
         pub no_store: Vec<super::rules::RawRule>,
         edge {
-            pub response_headers: Option<Spanned<super::edge::RawHeaderEdits>>,
-            pub request_headers: Option<Spanned<super::edge::RawHeaderEdits>>,
-            pub redirect: Option<Spanned<super::edge::RawRedirect>>,
+            pub response_headers: Option<Spanned<edge::RawHeaderEdits>>,
+            pub request_headers: Option<Spanned<edge::RawHeaderEdits>>,
+            pub redirect: Option<Spanned<edge::RawRedirect>>,
             pub allow: Option<Vec<Spanned<String>>>,
             pub deny: Option<Vec<Spanned<String>>>,
-            pub basic_auth: Option<Spanned<super::edge::RawBasicAuth>>,
-            pub limit: Option<Spanned<super::edge::RawLimit>>,
+            pub basic_auth: Option<Spanned<edge::RawBasicAuth>>,
+            pub limit: Option<Spanned<edge::RawLimit>>,
             pub limit_connections: Option<Spanned<u32>>,
             pub error_pages: Option<BTreeMap<String, Spanned<String>>>,
         }

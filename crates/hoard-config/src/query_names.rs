@@ -38,7 +38,7 @@ impl Resolver<'_> {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
+    use crate::Config;
     use hoard_policy::key::QueryKey;
 
     const UP: &str = "[upstream.app]\nservers = [\"http://a:1\"]\n";

@@ -2,7 +2,7 @@
 //! its failover keys (`retry_on`, `tries`), checked strictly: a server
 //! string is a whole URL or an error, never a URL with words after it.
 //! [`RetryOn`] holds the `retry_on` conditions (used by
-//! `crate::upstream::failover`).
+//! `hoard_proxy::upstream::failover`).
 
 use super::raw::RawUpstream;
 use super::{ConfigError, Resolver, ServerAddr, UpstreamConfig};

@@ -13,6 +13,7 @@
 
 pub mod acme;
 mod cache;
+pub mod cert_files;
 mod certs;
 pub mod cluster;
 pub mod defaults;
@@ -23,6 +24,8 @@ mod include;
 mod key;
 mod listeners;
 pub mod ops;
+pub mod origin_tls;
+pub mod privileges;
 mod query_names;
 mod quick;
 mod raw;

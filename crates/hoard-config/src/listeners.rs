@@ -33,7 +33,7 @@ pub struct ListenerConfig {
     pub tls: Option<TlsConfig>,
     /// Certificate files picked by SNI (`tls = { certs = [...] }`), each
     /// for the DNS names of its subjectAltName, the first for no or an
-    /// unknown server name (see `crate::server::sni`). Empty unless given
+    /// unknown server name (see `hoard_proxy::server::sni`). Empty unless given
     /// (then `tls` is `None`); may go with `acme`.
     pub certs: Vec<TlsConfig>,
     /// Accept HTTP/2. Default: true.
@@ -48,7 +48,7 @@ pub struct ListenerConfig {
     /// Certificates obtained and renewed over ACME, each for its names
     /// (`tls = { acme = ["a.example", ["b.example", "www.b.example"]] }`:
     /// a name alone is a certificate of its own, a list one certificate
-    /// for all its names; lower case, sorted; see `crate::acme`). The
+    /// for all its names; lower case, sorted; see `hoard_proxy::acme`). The
     /// listener is a TLS one and picks a certificate by SNI.
     pub acme: Vec<Vec<String>>,
     /// A plain listener that answers every request (but ACME challenges)
@@ -303,7 +303,7 @@ fn overlap(a: SocketAddr, b: SocketAddr, dual_stack: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::overlap;
-    use crate::config::Config;
+    use crate::Config;
 
     const UP: &str = "[upstream.app]\nservers = [\"http://a:1\"]\n";
 

@@ -79,7 +79,7 @@ pub struct RouteConfig {
     /// Default: the whole object.
     pub cold_range: ColdRange,
     /// The content codings hoard makes of stored responses, in preference
-    /// order (`encodings`; see `crate::encode`). Default: br, zstd, gzip;
+    /// order (`encodings`; see `hoard_proxy::encode`). Default: br, zstd, gzip;
     /// empty: hoard stores and serves what the origin sent, as it is.
     pub encodings: Vec<hoard_policy::encoding::Coding>,
     /// Media types worth compressing (`compress_types`; `text/*` matches

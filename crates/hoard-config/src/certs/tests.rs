@@ -1,5 +1,5 @@
-use crate::config::{Config, ConfigError};
-use crate::server::sni::tests::write;
+use crate::cert_files::testing::write;
+use crate::{Config, ConfigError};
 
 const UP: &str = "[upstream.app]\nservers = [\"http://a:1\"]\n";
 

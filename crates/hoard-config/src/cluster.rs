@@ -9,7 +9,7 @@ use toml::Spanned;
 
 use super::units::Dur;
 
-/// A cluster: this node and every member (see `crate::cluster`).
+/// A cluster: this node and every member (see `hoard_proxy::cluster`).
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
     /// This node's name; one of `members`.
@@ -27,13 +27,13 @@ pub struct ClusterConfig {
     /// How long a purge waits for every member's acknowledgement. Default: 1 s.
     pub purge_timeout: Duration,
     /// Bytes of the near tier: copies of objects other members own
-    /// (`crate::cluster::near`). Default: 64 MiB; 0: none kept.
+    /// (`hoard_proxy::cluster::near`). Default: 64 MiB; 0: none kept.
     pub near_cache_size: u64,
     /// Forwards of a key after which a near copy is kept (1: always).
     /// Default: 2.
     pub near_admit_after: u32,
     /// A stall of this node longer than this fences what it stored (see
-    /// `crate::cluster::probe`), and so does a bus lost for longer. Default: 5 s.
+    /// `hoard_proxy::cluster::probe`), and so does a bus lost for longer. Default: 5 s.
     pub grace: Duration,
     /// The invalidation log (`[cluster.bus]`, `--cluster-bus`), if any.
     pub bus: Option<BusConfig>,
@@ -41,7 +41,7 @@ pub struct ClusterConfig {
     /// is the whole list only with [`Discovery::Static`].
     pub discovery: Discovery,
     /// How long after this node joins a running cluster its misses are
-    /// first asked of their previous owners (`crate::cluster::rampup`).
+    /// first asked of their previous owners (`hoard_proxy::cluster::rampup`).
     /// Default: 60 s with a discovered member list, 0 with a static one.
     pub rampup: Duration,
     /// Parent tiers (`[[cluster.tier]]`): the misses this node owns go to
@@ -71,7 +71,7 @@ impl ClusterConfig {
 }
 
 /// `[cluster.members]`: where the member list comes from (see
-/// `crate::cluster::discover`).
+/// `hoard_proxy::cluster::discover`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Discovery {
     /// `peers`, as written.
@@ -103,7 +103,7 @@ pub enum Discovery {
     Kubernetes(KubernetesSource),
 }
 
-/// `source = "kubernetes"` (see `crate::cluster::discover`).
+/// `source = "kubernetes"` (see `hoard_proxy::cluster::discover`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct KubernetesSource {
     /// The API server: `https://HOST:PORT` (default: from
@@ -205,7 +205,7 @@ pub fn dns_target(s: &str) -> Result<(String, u16), String> {
     Ok((name.to_string(), port))
 }
 
-/// `[cluster.bus]`: purges as a Redis/Valkey stream (see `crate::cluster::bus`).
+/// `[cluster.bus]`: purges as a Redis/Valkey stream (see `hoard_proxy::cluster::bus`).
 #[derive(Debug, Clone)]
 pub struct BusConfig {
     /// `redis://HOST:PORT/DB`.

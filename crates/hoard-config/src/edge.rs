@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use http::{HeaderName, StatusCode};
-use serde::Deserialize;
 use toml::Spanned;
 
+use super::raw::edge::{RawHeaderEdits, RawRedirect};
 use super::raw::RawEdge;
 use super::{Cidr, ConfigError, PathMatch, Resolver};
 use hoard_edge::access::Access;
@@ -22,43 +22,6 @@ use hoard_edge::limit::{Rate, RateSpec};
 use hoard_edge::redirect::{Redirect, STATUSES};
 use hoard_edge::template::{Template, Vars};
 use hoard_edge::Edge;
-
-/// `response_headers` / `request_headers`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawHeaderEdits {
-    #[serde(default)]
-    pub set: BTreeMap<String, Spanned<String>>,
-    #[serde(default)]
-    pub add: BTreeMap<String, Spanned<String>>,
-    #[serde(default)]
-    pub remove: Vec<Spanned<String>>,
-}
-
-/// `redirect`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawRedirect {
-    pub to: Spanned<String>,
-    pub status: Option<Spanned<u16>>,
-}
-
-/// `basic_auth`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawBasicAuth {
-    pub realm: Option<String>,
-    pub users_file: Spanned<String>,
-}
-
-/// `limit`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawLimit {
-    pub rate: Spanned<String>,
-    pub burst: Option<u32>,
-    pub max_clients: Option<usize>,
-}
 
 /// Where a redirect's target lands, when it is a path this site serves.
 #[derive(Debug)]
