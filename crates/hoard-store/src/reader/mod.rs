@@ -5,7 +5,7 @@
 //! A [`FileBody`] keeps its file open: an object evicted or replaced while
 //! a client reads it is still read whole from the file it started with.
 //! A read that fails, or a block that fails its checksum, is reported to
-//! the zone the body came from ([`ReadFailed`], through a `Weak`).
+//! the zone the body came from (`ReadFailed`, through a `Weak`).
 //!
 //! ## Zero copy
 //!
