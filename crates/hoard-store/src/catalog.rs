@@ -58,7 +58,7 @@ use hoard_policy::key::KeyUrl;
 use http::HeaderMap;
 use parking_lot::Mutex;
 
-use crate::disk::io::{IoGate, IoKind};
+use crate::io::{IoGate, IoKind};
 
 /// Purges remembered for fills that race them.
 pub const PURGE_LOG: usize = 4096;

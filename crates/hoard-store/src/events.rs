@@ -1,7 +1,7 @@
 //! What the store reports to whoever counts: one enum, one name per event,
 //! used as is in logs and metrics.
 
-use crate::disk::format::Reject;
+use crate::format::Reject;
 
 /// Something that happened in a tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,10 @@
 //! * [`inflight`]: the protocol of the proxy's in-flight table (one fill
 //!   per key, one outcome per fill, a bound on fills).
 //! * [`memory`]: the memory tier, bounded in bytes, S3-FIFO eviction.
-//! * [`disk`]: disk zones (files, index, loader, limits, I/O pool).
+//! * [`disk`]: disk zones (files, index, loader, limits).
+//! * [`reader`]: a stored body read from its file, block by block, checked.
+//! * [`format`](mod@format): the disk file format (pure).
+//! * [`io`]: the bounded blocking pool every disk operation runs on.
 //! * [`catalog`]: stored keys and their tags, for purges.
 //! * [`events`]: what the tiers report to the proxy's counters.
 #![deny(missing_docs, missing_debug_implementations)]
@@ -18,9 +21,12 @@ pub mod busy;
 pub mod catalog;
 pub mod disk;
 pub mod events;
+pub mod format;
 pub mod inflight;
+pub mod io;
 pub mod memory;
 pub mod object;
+pub mod reader;
 pub mod store;
 mod sync;
 

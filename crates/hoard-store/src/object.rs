@@ -21,13 +21,29 @@ use hoard_policy::reuse::StoredRules;
 use hoard_policy::vary::VaryNames;
 use http::{HeaderMap, StatusCode};
 
-use crate::disk::reader::FileBody;
-
-/// Re-exported from the disk module, where it is made and used.
-pub use crate::disk::index::DiskRef;
+use crate::reader::FileBody;
 
 /// Fixed per-object bookkeeping counted against the byte limit.
 pub const OBJECT_OVERHEAD: u64 = 256;
+
+/// Where an object's file is, for a head update after a 304: made by the
+/// writer that publishes it and by a lookup, used by
+/// [`crate::disk::DiskZone::update_head`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskRef {
+    /// The zone's index in the store.
+    pub zone: usize,
+    /// The object id.
+    pub id: u128,
+    /// The write that made the file.
+    pub serial: u64,
+    /// The head slot in use (0 or 1) and its generation.
+    pub slot: u8,
+    /// Generation of the head in use.
+    pub generation: u64,
+    /// Size of a head slot.
+    pub slot_len: u32,
+}
 
 /// The body of a stored object: chunks in memory, or a file read block by
 /// block (never whole).
@@ -117,7 +133,7 @@ pub struct Part {
     /// Its coding.
     pub coding: hoard_policy::encoding::Coding,
     /// The coded bytes: in memory, or a span of the object's file (see
-    /// `crate::disk::format::Head::layout`).
+    /// `crate::format::Head::layout`).
     pub body: ObjectBody,
 }
 

@@ -45,13 +45,13 @@ use http::HeaderMap;
 
 use crate::bans::{Banned, Bans};
 use crate::catalog::{Catalog, Raced};
-use crate::disk::format::Head;
-use crate::disk::index::DiskRef;
 use crate::disk::writer::{Abandoned, DiskWriter};
 use crate::disk::zone::Rewrite;
 use crate::disk::{DiskZone, ZoneConfig, ZoneLookup};
 use crate::events::{StoreEvent, StoreEvents};
+use crate::format::Head;
 use crate::memory::{InsertError, Lookup, MemoryStore};
+use crate::object::DiskRef;
 use crate::object::{ObjectBody, Part, StoredObject};
 
 /// The store. See the module docs.

@@ -3,7 +3,7 @@
 //! account that keeps the zone under its limit.
 //!
 //! An object's address outside the zone (kept in its `StoredObject`, given
-//! back for a head update) is a [`DiskRef`].
+//! back for a head update) is a [`DiskRef`] (defined in `crate::object`).
 //!
 //! ## Size
 //!
@@ -33,6 +33,10 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use hoard_policy::vary::VaryNames;
 
+/// Defined with the object that holds it; re-exported here, where disk
+/// zones make and use it.
+pub use crate::object::DiskRef;
+
 /// Most variants remembered per key.
 const MAX_VARIANTS: usize = 256;
 
@@ -49,25 +53,6 @@ pub fn object_id(primary: u128, variant: u128) -> u128 {
     } else {
         primary ^ variant.rotate_left(64) ^ 0x9e37_79b9_7f4a_7c15
     }
-}
-
-/// Where an object's file is, for a head update after a 304: made by the
-/// writer that publishes it and by a lookup, used by
-/// [`super::DiskZone::update_head`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DiskRef {
-    /// The zone's index in the store.
-    pub zone: usize,
-    /// The object id.
-    pub id: u128,
-    /// The write that made the file.
-    pub serial: u64,
-    /// The head slot in use (0 or 1) and its generation.
-    pub slot: u8,
-    /// Generation of the head in use.
-    pub generation: u64,
-    /// Size of a head slot.
-    pub slot_len: u32,
 }
 
 /// Hashes ids, which are already uniformly distributed digests.

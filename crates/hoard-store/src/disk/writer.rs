@@ -25,17 +25,18 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::io::IoPool;
-use super::io::PoolFile;
 use crate::busy::{SpillFuture, SpillRead};
 use crate::catalog::Raced;
+use crate::io::IoPool;
+use crate::io::PoolFile;
 
 use super::durability::sync_dir;
-use super::format::{encode_slot, BlockSums, Head, Prefix, BLOCK, PREFIX_LEN};
-use super::index::{on_disk, DiskRef};
-use super::io::IoKind;
+use super::index::on_disk;
 use super::zone::{DiskZone, Victims};
 use crate::events::StoreEvent;
+use crate::format::{encode_slot, BlockSums, Head, Prefix, BLOCK, PREFIX_LEN};
+use crate::io::IoKind;
+use crate::object::DiskRef;
 
 /// Bytes buffered before a write is issued.
 const BATCH: usize = 1024 * 1024;

@@ -22,10 +22,10 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-use crate::disk::format::{
+use crate::disk::index::object_id;
+use crate::format::{
     check_block, decode_table, pick_slot, Head, Prefix, Reject, BLOCK, PREFIX_LEN,
 };
-use crate::disk::index::object_id;
 
 /// Parses `<id>-<serial>` (32 and 16 hex digits).
 pub(super) fn parse_name(name: &str) -> Option<(u128, u64)> {

@@ -4,7 +4,7 @@
 //! ## Model
 //!
 //! A file has two head slots; the one in use has the higher generation
-//! among those written by the file's own write ([`crate::disk::format`]).
+//! among those written by the file's own write ([`crate::format`]).
 //! An update writes the new head into the *other* slot with the next
 //! generation, so a torn write leaves the old head valid, and the body is
 //! never touched. The slot in use is read from the file itself, never from
@@ -31,10 +31,10 @@ use std::sync::atomic::Ordering;
 
 use super::{DiskZone, OpenObject};
 use crate::catalog::Raced;
-use crate::disk::format::{encode_slot, pick_slot, Head, Reject, PREFIX_LEN};
-use crate::disk::index::DiskRef;
-use crate::disk::io::IoKind;
 use crate::events::StoreEvent;
+use crate::format::{encode_slot, pick_slot, Head, Reject, PREFIX_LEN};
+use crate::io::IoKind;
+use crate::object::DiskRef;
 
 impl DiskZone {
     /// Where an open object's file and current head are.

@@ -40,10 +40,10 @@ use super::space::Victims;
 use super::tombstone::Buried;
 use super::DiskZone;
 use crate::catalog::Raced;
-use crate::disk::format::{decode_table, Head, Reject};
 use crate::disk::index::{on_disk, Entry};
-use crate::disk::io::{IoGate, IoKind};
 use crate::events::StoreEvent;
+use crate::format::{decode_table, Head, Reject};
+use crate::io::{IoGate, IoKind};
 
 /// What the loader made of one file.
 enum Examined {

@@ -11,7 +11,7 @@
 //!
 //! | found | result |
 //! |---|---|
-//! | an entry, its file intact, the same key text | [`ZoneLookup::Hit`]; a small body read and checked first, a larger one checked block by block as it is sent ([`super::super::reader`]) |
+//! | an entry, its file intact, the same key text | [`ZoneLookup::Hit`]; a small body read and checked first, a larger one checked block by block as it is sent ([`crate::reader`]) |
 //! | no variant of a varying key matches | [`ZoneLookup::VaryMiss`] |
 //! | no entry; inactive too long (removed); directory offline; file gone (forgotten), damaged (removed, counted) or another key's | [`ZoneLookup::Miss`] |
 //!
@@ -37,12 +37,12 @@ use http::HeaderMap;
 
 use super::file::{check_file, open_object, parse_name, ReadError};
 use super::{DiskZone, OpenObject};
-use crate::disk::format::{Reject, Span, BLOCK};
 use crate::disk::index::{object_id, Entry};
-use crate::disk::io::{IoKind, PoolFile};
-use crate::disk::reader::FileBody;
 use crate::events::StoreEvent;
+use crate::format::{Reject, Span, BLOCK};
+use crate::io::{IoKind, PoolFile};
 use crate::object::{ObjectBody, Part, StoredObject};
+use crate::reader::{FileBody, ReadFailed};
 
 /// Largest first read of a lookup: a small object is read whole in one go.
 const FIRST_READ: u64 = 128 * 1024;
@@ -343,10 +343,12 @@ impl DiskZone {
         }
         Some((open, o.inline))
     }
+}
 
+impl ReadFailed for DiskZone {
     /// A body read failed: a block that fails its checksum removes the
     /// object; an I/O error takes the directory out of service.
-    pub(crate) fn read_failed(&self, id: u128, serial: u64, e: &io::Error) {
+    fn read_failed(&self, id: u128, serial: u64, e: &io::Error) {
         if e.kind() == io::ErrorKind::InvalidData {
             tracing::warn!(zone = %self.cfg.name, id = %format!("{id:032x}"), "disk: body block failed its checksum; object removed");
             self.event(StoreEvent::Rejected(Reject::Checksum));

@@ -4,7 +4,7 @@
 //! ## Model
 //!
 //! Each object is one file `DIR/xx/<id>-<serial>` in the format of
-//! [`super::format`]; `id` names the object (key and variant), `serial` the
+//! [`crate::format`]; `id` names the object (key and variant), `serial` the
 //! write that made it, so a path never names two different files over time
 //! and an unlink can never hit a newer copy. A key's directory is chosen by
 //! weighted rendezvous hashing over the directories in service (the built-in
@@ -73,11 +73,11 @@ use std::time::{Duration, SystemTime};
 use hoard_policy::clock::Clock;
 use parking_lot::Mutex;
 
-use super::format::{Head, Prefix};
 use super::index::{Entry, Index};
-use super::io::{IoPool, PoolFile};
 use crate::catalog::Catalog;
 use crate::events::{StoreEvent, StoreEvents};
+use crate::format::{Head, Prefix};
+use crate::io::{IoPool, PoolFile};
 
 mod dirs;
 mod file;

@@ -27,11 +27,11 @@ use hoard_policy::vary::VaryNames;
 use super::file::make_parent;
 use super::space::Victims;
 use super::DiskZone;
-use crate::disk::format::{BLOCK, PREFIX_LEN};
 use crate::disk::index::{object_id, on_disk, Entry};
-use crate::disk::io::IoKind;
 use crate::disk::writer::DiskWriter;
 use crate::events::StoreEvent;
+use crate::format::{BLOCK, PREFIX_LEN};
+use crate::io::IoKind;
 
 impl DiskZone {
     /// Starts writing a new object for `primary` / `variant`; `None` while
@@ -54,7 +54,7 @@ impl DiskZone {
         }
         let id = object_id(primary, variant);
         let serial = self.serial.fetch_add(1, Ordering::Relaxed);
-        let slot_len = crate::disk::format::slot_len_for(head_hint);
+        let slot_len = crate::format::slot_len_for(head_hint);
         let zone = self.clone();
         self.io
             .run(IoKind::Write, move || {

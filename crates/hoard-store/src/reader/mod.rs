@@ -4,6 +4,8 @@
 //!
 //! A [`FileBody`] keeps its file open: an object evicted or replaced while
 //! a client reads it is still read whole from the file it started with.
+//! A read that fails, or a block that fails its checksum, is reported to
+//! the zone the body came from (`ReadFailed`, through a `Weak`).
 //!
 //! ## Zero copy
 //!
@@ -12,7 +14,7 @@
 //! bytes in the page cache are the bytes that were checked. A reader over a
 //! verified handle may then hand out [`FileSpan`]s instead of bytes, for the
 //! connection to send with `sendfile` (plain HTTP/1.1 only), but only for
-//! spans whose every page is resident ([`super::resident`]), so that the
+//! spans whose every page is resident ([`resident`]), so that the
 //! send never waits for the device. Anything else is read and checked here.
 
 use std::future::Future;
@@ -24,17 +26,26 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
-use super::format::{check_block, BLOCK};
-use super::io::PoolFile;
-use super::io::{IoKind, IoPool};
-use super::zone::DiskZone;
+use crate::format::{check_block, BLOCK};
+use crate::io::PoolFile;
+use crate::io::{IoKind, IoPool};
+
+pub mod resident;
+
+/// What a body tells the zone it was read from when a read fails: the zone
+/// removes the object (a block that failed its checksum) or takes the
+/// directory out of service (an I/O error). A disk zone implements it.
+pub(crate) trait ReadFailed: Send + Sync {
+    /// The read of object `id` (written by `serial`) failed with `e`.
+    fn read_failed(&self, id: u128, serial: u64, e: &io::Error);
+}
 
 /// Most bytes one read hands out.
 const READ_MAX: u64 = 4 * BLOCK;
 
 /// An open stored body, or a span of one (the stored bytes of a body that
 /// has parts after them, or one of the parts: see
-/// [`super::format::Head::layout`]).
+/// [`crate::format::Head::layout`]).
 #[derive(Debug)]
 pub struct FileBody {
     pub(crate) file: Arc<PoolFile>,
@@ -49,8 +60,9 @@ pub struct FileBody {
     /// One checksum per block.
     pub(crate) sums: Arc<[u64]>,
     pub(crate) io: IoPool,
-    /// To report a block that fails its checksum.
-    pub(crate) zone: Weak<DiskZone>,
+    /// To report a block that fails its checksum (the zone the body was
+    /// read from).
+    pub(crate) zone: Weak<dyn ReadFailed>,
     pub(crate) id: u128,
     pub(crate) serial: u64,
 }
@@ -282,7 +294,7 @@ impl FileReader {
         }
         let len = (self.end - self.pos).min(max);
         let offset = self.body.data + self.body.base + self.pos;
-        if !super::resident::resident(&self.body.file, offset, len) {
+        if !resident::resident(&self.body.file, offset, len) {
             return None;
         }
         self.pos += len;
@@ -297,7 +309,7 @@ impl FileReader {
 
     /// The next up to `max` bytes, read on this thread, if the handle is
     /// verified and every page of them is in the page cache (see
-    /// [`super::resident::read_resident`]); `None` otherwise (then use
+    /// [`resident::read_resident`]); `None` otherwise (then use
     /// [`Self::take_span`] or [`Self::poll_chunk`]). A verified handle's
     /// resident pages are the bytes that were checked, as for a span.
     pub fn read_resident(&mut self, max: u64) -> Option<Bytes> {
@@ -308,7 +320,7 @@ impl FileReader {
             return None;
         }
         let len = (self.end - self.pos).min(max);
-        let bytes = super::resident::read_resident(
+        let bytes = resident::read_resident(
             &self.body.file,
             self.body.data + self.body.base + self.pos,
             len as usize,
