@@ -20,7 +20,7 @@
 //!   as without a bus (`cluster::purge`), and the answer says so.
 //! * **Reading** ([`run`]): one task per node blocks on `XREAD` over both
 //!   streams from its cursor: purge entries of other nodes are applied
-//!   (`Pipeline::purge`), then the cursor is persisted (a file in the first
+//!   (`BusNode::purge`, the pipeline's purge), then the cursor is persisted (a file in the first
 //!   disk zone's directory: a warm restart replays what it missed) and
 //!   acknowledged; ack entries move the members' positions, which waiting
 //!   purges watch.
@@ -51,7 +51,7 @@ use redis::streams::StreamReadReply;
 use redis::AsyncConnectionConfig;
 
 use super::Cluster;
-use crate::pipeline::Pipeline;
+use crate::counters::Counters;
 use hoard_config::cluster::{BusConfig, OnBusLoss};
 
 /// How long one `XREAD` blocks.
@@ -454,9 +454,28 @@ impl Bus {
     }
 }
 
-/// Starts the reader (on the current runtime). It holds the pipeline
+/// What the reader applies the log to: the node's pipeline, named through
+/// this trait so that the cluster imports nothing above it.
+pub trait BusNode: Send + Sync + 'static {
+    /// The node's cluster (`None`: not clustered, the reader ends).
+    fn cluster(&self) -> Option<&Arc<Cluster>>;
+    /// The node's counters.
+    fn counters(&self) -> &Counters;
+    /// The node keeps objects on disk across restarts (a lost position in
+    /// the log then fences what it stored).
+    fn warm(&self) -> bool;
+    /// Applies a purge from the log (another node's), as this node's own.
+    fn purge(
+        &self,
+        selector: &Selector,
+        soft: bool,
+        source: &'static str,
+    ) -> impl std::future::Future<Output = usize> + Send;
+}
+
+/// Starts the reader (on the current runtime). It holds the node
 /// weakly, and ends with it or when `shutdown` turns true.
-pub fn start(pipeline: &Arc<Pipeline>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+pub fn start<N: BusNode>(pipeline: &Arc<N>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
     let reader = run(Arc::downgrade(pipeline));
     tokio::spawn(async move {
         tokio::select! {
@@ -467,15 +486,15 @@ pub fn start(pipeline: &Arc<Pipeline>, mut shutdown: tokio::sync::watch::Receive
 }
 
 /// The reader. See the module docs.
-async fn run(pipeline: Weak<Pipeline>) {
+async fn run<N: BusNode>(pipeline: Weak<N>) {
     let mut cursor = {
         let Some(p) = pipeline.upgrade() else { return };
-        let Some(bus) = p.cluster.as_ref().and_then(|c| c.bus.as_ref()) else {
+        let Some(bus) = p.cluster().and_then(|c| c.bus.as_ref()) else {
             return;
         };
         bus.load_cursor()
     };
-    if let Some(c) = pipeline.upgrade().and_then(|p| p.cluster.clone()) {
+    if let Some(c) = pipeline.upgrade().and_then(|p| p.cluster().cloned()) {
         if let Some(bus) = c.bus.as_ref().filter(|b| b.unsure()) {
             bus.unsure_since_ms.store(c.clock_ms(), Ordering::Relaxed);
         }
@@ -484,7 +503,7 @@ async fn run(pipeline: Weak<Pipeline>) {
     let mut last_ok = None;
     loop {
         let Some(p) = pipeline.upgrade() else { return };
-        let Some(cluster) = p.cluster.clone() else {
+        let Some(cluster) = p.cluster().cloned() else {
             return;
         };
         let Some(bus) = cluster.bus.as_ref() else {
@@ -503,7 +522,7 @@ async fn run(pipeline: Weak<Pipeline>) {
                     && lost_for > cluster.grace
                     && !bus.unsure.swap(true, Ordering::Relaxed)
                 {
-                    p.counters.inc(&p.counters.cluster_bus_lost);
+                    p.counters().inc(&p.counters().cluster_bus_lost);
                     bus.unsure_since_ms
                         .store(cluster.clock_ms(), Ordering::Relaxed);
                     tracing::warn!(error = %e, lost_ms = lost_for.as_millis() as u64, "cluster bus lost past the grace period: stored objects are revalidated until the log is read again");
@@ -516,8 +535,8 @@ async fn run(pipeline: Weak<Pipeline>) {
 }
 
 /// One connection's reads, until it fails.
-async fn read_some(
-    p: &Arc<Pipeline>,
+async fn read_some<N: BusNode>(
+    p: &Arc<N>,
     cluster: &Cluster,
     bus: &Bus,
     cursor: &mut Option<EntryId>,
@@ -528,10 +547,10 @@ async fn read_some(
         .client
         .get_multiplexed_async_connection_with_config(&Bus::config(BLOCK + COMMAND_TIMEOUT))
         .await?;
-    let warm = p.store.has_zones();
+    let warm = p.warm();
     let (from, lost) = bus.resume_point(&mut blocking, *cursor, warm).await?;
     if lost {
-        p.counters.inc(&p.counters.cluster_bus_generation_bumps);
+        p.counters().inc(&p.counters().cluster_bus_generation_bumps);
         tracing::warn!(cursor = ?cursor, "this node's position in the cluster log is unknown or no longer in the log: what it stored before is revalidated before it is served");
         cluster.fence(cluster.clock.now());
     }
@@ -605,9 +624,9 @@ async fn read_some(
                             recent.pop_front();
                         }
                     }
-                    p.counters.inc(&p.counters.cluster_bus_applied);
+                    p.counters().inc(&p.counters().cluster_bus_applied);
                     if bus.unsure() {
-                        p.counters.inc(&p.counters.cluster_bus_replayed);
+                        p.counters().inc(&p.counters().cluster_bus_replayed);
                     }
                     *cursor = Some(id);
                 }
@@ -634,11 +653,11 @@ async fn read_some(
             acknowledge(bus, cluster.node(), at).await?;
         }
         if applied < BATCH && bus.unsure.swap(false, Ordering::Relaxed) {
-            p.counters.inc(&p.counters.cluster_bus_caught_up);
+            p.counters().inc(&p.counters().cluster_bus_caught_up);
             let since = bus.unsure_since_ms.swap(0, Ordering::Relaxed);
             if since != 0 {
-                p.counters.add(
-                    &p.counters.cluster_fenced_ms,
+                p.counters().add(
+                    &p.counters().cluster_fenced_ms,
                     cluster.clock_ms().saturating_sub(since),
                 );
             }

@@ -294,10 +294,10 @@ impl Pipeline {
                 cs.ttl = Some(head.ttl);
                 cs.detail = hfp_detail;
                 // What a hit would give this request: the origin's coding,
-                // or the body decoded as it streams (see `crate::decode`).
+                // or the body decoded as it streams (see `crate::body::decode`).
                 // A peer's fill gets the origin's bytes: it stores them and
                 // decodes for its own clients.
-                let (headers, body, decoded) = crate::decode::for_client(
+                let (headers, body, decoded) = crate::body::decode::for_client(
                     ctx.route,
                     ctx.accept.filter(|_| !ctx.from_peer),
                     ctx.headers.contains_key(header::RANGE),

@@ -12,7 +12,7 @@ use super::phases::Intercept;
 use super::{forwarding, Conn, Pipeline};
 use crate::body::ProxyBody;
 use crate::request_body::RequestBody;
-use crate::server::tally::Tallied;
+use crate::tally::Tallied;
 
 impl Pipeline {
     /// An intercept answered without waiting (see [`Intercept::logged`]).

@@ -65,8 +65,8 @@ use crate::error::ProxyError;
 use crate::fill::FillEngine;
 use crate::metrics::Metrics;
 use crate::request_id::RequestId;
-use crate::server::sendfile::SendQueue;
-use crate::server::tally::{Pending, Tallied};
+use crate::sendfile::SendQueue;
+use crate::tally::{Pending, Tallied};
 use crate::upstream::ReqBody;
 use hoard_config::rules::{first_match, RuleInput};
 use hoard_config::Config;
@@ -127,7 +127,7 @@ pub struct Conn {
     /// The connection's sendfile queue (plain HTTP/1.x only).
     pub send: Option<Arc<SendQueue>>,
     /// Where interim responses to this request go (HTTP/1.1 only).
-    pub interim: Option<crate::server::watch::Interim>,
+    pub interim: Option<crate::upstream::interim::Interim>,
     /// The listener redirects to HTTPS on this port (see
     /// `ListenerConfig::redirect_https`).
     pub redirect_https: Option<u16>,

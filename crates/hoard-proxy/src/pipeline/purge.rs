@@ -337,3 +337,27 @@ pub(crate) fn json_response(status: StatusCode, body: String) -> Response<ProxyB
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
 }
+
+/// The cluster's log reader applies other nodes' purges here.
+impl crate::cluster::bus::BusNode for Pipeline {
+    fn cluster(&self) -> Option<&std::sync::Arc<crate::cluster::Cluster>> {
+        self.cluster.as_ref()
+    }
+
+    fn counters(&self) -> &crate::counters::Counters {
+        &self.counters
+    }
+
+    fn warm(&self) -> bool {
+        self.store.has_zones()
+    }
+
+    fn purge(
+        &self,
+        selector: &Selector,
+        soft: bool,
+        source: &'static str,
+    ) -> impl std::future::Future<Output = usize> + Send {
+        Pipeline::purge(self, selector, soft, source)
+    }
+}

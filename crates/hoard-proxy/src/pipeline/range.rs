@@ -65,7 +65,7 @@ impl Pipeline {
                 let total = len.expect("invariant: decide needs a length");
                 let from_fill = match &body {
                     ProxyBody::Busy(_) => true,
-                    ProxyBody::Sliced(b) => !b.first_hit,
+                    ProxyBody::Sliced(b) => !b.first_hit(),
                     _ => false,
                 };
                 match partial(body, &ranges, total, 0, &mut headers) {

@@ -59,7 +59,7 @@ use crate::body::ProxyBody;
 use crate::error::{ErrorKind, ProxyError};
 use crate::fill::coalesce::{Join, LeaderClaim, Outcome};
 use crate::fill::{FillJob, SliceFill};
-use crate::server::sendfile::SendQueue;
+use crate::sendfile::SendQueue;
 use crate::upstream::{OriginRequest, Upstream};
 use hoard_config::RouteConfig;
 

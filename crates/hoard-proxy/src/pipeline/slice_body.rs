@@ -16,9 +16,9 @@
 //! prefetch of the next ones (a short range inside one slice does not). A body
 //! that is dropped unpolled (HEAD, 304, 416) opens nothing.
 //!
-//! This module, `super::slice`, `super::range` and `crate::body` import one
-//! another by design: `ProxyBody::Sliced` holds a `SliceBody`, which
-//! opens each slice through the handler's `SliceCtx` and cuts that slice's
+//! `ProxyBody::Sliced` holds a `SliceBody` as a `crate::body::SlicedBody`
+//! (so `crate::body` names nothing of the pipeline); the `SliceBody` opens
+//! each slice through the handler's `SliceCtx` and cuts that slice's
 //! `ProxyBody` with `range::partial`.
 
 use std::collections::VecDeque;
@@ -34,7 +34,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use super::range::partial;
 use super::slice::{SliceCtx, SliceSource, Validator};
-use crate::body::{Part, ProxyBody};
+use crate::body::{Part, ProxyBody, SlicedBody};
 use crate::error::{BoxError, ProxyError};
 
 type Opening = Pin<Box<dyn Future<Output = Result<SliceSource, ProxyError>> + Send>>;
@@ -73,7 +73,7 @@ pub struct SliceBody {
     /// Bytes left to send.
     remaining: u64,
     /// The first slice came from the cache.
-    pub(crate) first_hit: bool,
+    first_hit: bool,
 }
 
 impl std::fmt::Debug for SliceBody {
@@ -104,17 +104,6 @@ impl SliceBody {
             cur: None,
             remaining: total,
         }
-    }
-
-    /// The whole object's length.
-    pub(crate) fn total(&self) -> u64 {
-        self.validator.total
-    }
-
-    /// Sends `parts` (framing and `Sliced` spans) instead of the whole object.
-    pub(crate) fn set_parts(&mut self, parts: VecDeque<Part>) {
-        self.remaining = parts.iter().map(Part::remaining).sum();
-        self.parts = parts;
     }
 
     /// The piece `r` (within the slice) of slice `idx` from the direct
@@ -205,6 +194,23 @@ impl SliceBody {
                 self.opening = Some((idx, r, Box::pin(c.direct(abs)), true));
             }
         }
+    }
+}
+
+impl SlicedBody for SliceBody {
+    fn first_hit(&self) -> bool {
+        self.first_hit
+    }
+
+    /// The whole object's length.
+    fn total(&self) -> u64 {
+        self.validator.total
+    }
+
+    /// Sends `parts` (framing and `Sliced` spans) instead of the whole object.
+    fn set_parts(&mut self, parts: VecDeque<Part>) {
+        self.remaining = parts.iter().map(Part::remaining).sum();
+        self.parts = parts;
     }
 }
 

@@ -41,7 +41,7 @@ use hoard_policy::cache_status::Outcome;
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
 use crate::error::{ErrorKind, ProxyError};
-use crate::server::tally::Pending;
+use crate::tally::Pending;
 use hoard_edge::limit::ConnGuard;
 
 /// Where a tunnel's access log line and its `limit_connections` guard

@@ -40,9 +40,7 @@ pub mod h3;
 pub mod inherit;
 pub mod inline_exec;
 pub mod proxy_protocol;
-pub mod sendfile;
 pub mod sni;
-pub mod tally;
 pub mod tls;
 pub mod watch;
 
@@ -59,9 +57,9 @@ use tokio::sync::watch as signal;
 use tokio_util::task::TaskTracker;
 
 use crate::pipeline::Pipeline;
+use crate::sendfile::{SendQueue, SendfileStream};
 use hoard_config::ServerConfig;
 use inline_exec::InlineExec;
-use sendfile::{SendQueue, SendfileStream};
 use watch::{Activity, Limits, Tracked, Verdict, Watched};
 
 /// How long a draining connection with nothing in flight waits for a
@@ -460,13 +458,14 @@ async fn serve_connection(
         // Interim responses go to HTTP/1.1 clients only (never to HTTP/1.0,
         // RFC 9110 §15.2; hyper's HTTP/2 server cannot send them).
         let interim = (req.version() == hyper::Version::HTTP_11).then(|| act.interim(n));
+        let finish_interim = interim.as_ref().map(|_| act.interim.clone());
         // Passed as an argument, not as request extensions (a map each
         // request would allocate).
         let conn = crate::pipeline::Conn {
             peer,
             tls: is_tls,
             send,
-            interim: interim.clone(),
+            interim,
             redirect_https,
             listener: u16::try_from(listener.load(std::sync::atomic::Ordering::Relaxed))
                 .unwrap_or(u16::MAX),
@@ -475,8 +474,8 @@ async fn serve_connection(
             let mut resp = p
                 .serve(req.map(crate::request_body::RequestBody::Hyper), conn)
                 .await;
-            if let Some(i) = interim {
-                i.finish().await;
+            if let Some(q) = finish_interim {
+                q.finish().await;
             }
             if let Some(v) = alt_svc {
                 resp.headers_mut().insert(hyper::header::ALT_SVC, v);
@@ -533,7 +532,7 @@ async fn serve_connection(
                     }
                     // A reset flood, or an interim response to write (the
                     // loop polls hyper again, which flushes, which writes it).
-                    _ = activity.wake.notified() => activity.verdict(&mut dog),
+                    _ = activity.wake().notified() => activity.verdict(&mut dog),
                     _ = ticker.tick() => activity.verdict(&mut dog),
                 };
                 match verdict {

@@ -25,11 +25,12 @@
 //! ## Interim responses (HTTP/1.1)
 //!
 //! A `103 Early Hints` from the origin is written to the client ahead of
-//! the final response: the request's [`Interim`] queues it and wakes the
+//! the final response: the request's [`Interim`] queues it on the
+//! connection's [`InterimQueue`] and wakes the
 //! connection task, and [`Watched`] writes it on hyper's next flush, when
 //! hyper's own buffer is empty (hyper flushes only after writing what it
 //! holds, and holds nothing while a request is being answered). Before the
-//! final response goes to hyper, [`Interim::finish`] waits until the queue
+//! final response goes to hyper, [`InterimQueue::finish`] waits until the queue
 //! is written and closes it, so a late hint can never land after the
 //! response or in front of the next one.
 //!
@@ -40,19 +41,18 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use std::collections::VecDeque;
-
-use bytes::{Buf, Bytes};
-use http::HeaderMap;
+use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+use crate::upstream::interim::{Interim, InterimQueue};
 
 /// Window over which resets are counted.
 pub const RESET_WINDOW: Duration = Duration::from_secs(10);
@@ -118,16 +118,9 @@ pub struct Activity {
     resets: AtomicU64,
     window_start: AtomicU64,
     limits: Limits,
-    /// Wakes the connection task: a reset flood, or an interim response
-    /// to write (polling hyper makes it flush, which writes it).
-    pub wake: Notify,
-    interim: parking_lot::Mutex<VecDeque<Bytes>>,
-    /// The request whose interim responses are accepted; 0 = none.
-    answering: AtomicU64,
-    /// Interim responses queued or being queued: a fast check for every
-    /// flush, and what [`Interim::finish`] waits on.
-    interim_queued: AtomicUsize,
-    interim_done: Notify,
+    /// Interim responses to write; its `wake` wakes the connection task
+    /// for them and for a reset flood.
+    pub interim: Arc<InterimQueue>,
 }
 
 /// What the watchdog remembers between ticks (owned by the connection task).
@@ -149,11 +142,7 @@ impl Activity {
             resets: AtomicU64::new(0),
             window_start: AtomicU64::new(0),
             limits,
-            wake: Notify::new(),
-            interim: parking_lot::Mutex::new(VecDeque::new()),
-            answering: AtomicU64::new(0),
-            interim_queued: AtomicUsize::new(0),
-            interim_done: Notify::new(),
+            interim: Arc::default(),
         })
     }
 
@@ -166,12 +155,14 @@ impl Activity {
     }
 
     /// Opens request `seq` (from 1) to interim responses.
-    pub fn interim(self: &Arc<Self>, seq: u64) -> Interim {
-        self.answering.store(seq, SeqCst);
-        Interim {
-            activity: self.clone(),
-            seq,
-        }
+    pub fn interim(&self, seq: u64) -> Interim {
+        self.interim.open(seq)
+    }
+
+    /// Wakes the connection task: a reset flood, or an interim response
+    /// to write.
+    pub fn wake(&self) -> &Notify {
+        &self.interim.wake
     }
 
     fn now_ms(&self) -> u64 {
@@ -200,7 +191,7 @@ impl Activity {
             self.resets.store(0, Relaxed);
         }
         if self.resets.fetch_add(1, Relaxed) + 1 > self.limits.max_resets {
-            self.wake.notify_one();
+            self.wake().notify_one();
         }
     }
 
@@ -265,52 +256,6 @@ impl Drop for InFlight {
         }
         self.activity.in_flight.fetch_sub(1, Relaxed);
         self.activity.progressed();
-    }
-}
-
-/// A request's way to send interim responses ahead of its final one
-/// (HTTP/1.1 only; see the module docs).
-#[derive(Debug, Clone)]
-pub struct Interim {
-    activity: Arc<Activity>,
-    seq: u64,
-}
-
-impl Interim {
-    /// Queues a `103 Early Hints` with `fields` (hop-by-hop fields already
-    /// removed), unless the request has been answered.
-    pub fn early_hints(&self, fields: &HeaderMap) {
-        let mut head = Vec::with_capacity(64);
-        head.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
-        for (name, value) in fields {
-            head.extend_from_slice(name.as_str().as_bytes());
-            head.extend_from_slice(b": ");
-            head.extend_from_slice(value.as_bytes());
-            head.extend_from_slice(b"\r\n");
-        }
-        head.extend_from_slice(b"\r\n");
-        let a = &self.activity;
-        // Counted before the check, so that `finish` (which clears
-        // `answering` first, then reads the count) either stops this hint
-        // or waits for it (both sequentially consistent).
-        a.interim_queued.fetch_add(1, SeqCst);
-        if a.answering.load(SeqCst) != self.seq {
-            a.interim_queued.fetch_sub(1, SeqCst);
-            a.interim_done.notify_one();
-            return;
-        }
-        a.interim.lock().push_back(Bytes::from(head));
-        a.wake.notify_one();
-    }
-
-    /// Waits until every queued interim response is written, then closes
-    /// the request to them. Call before handing the final response over.
-    pub async fn finish(self) {
-        let a = &self.activity;
-        a.answering.store(0, SeqCst);
-        while a.interim_queued.load(SeqCst) > 0 {
-            a.interim_done.notified().await;
-        }
     }
 }
 
@@ -385,27 +330,12 @@ impl<S> Watched<S> {
 impl<S: AsyncWrite + Unpin> Watched<S> {
     /// Writes queued interim responses; Ready when the queue is empty.
     fn write_interim(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let activity = self.activity.clone();
-        let mut g = activity.interim.lock();
-        while let Some(front) = g.front_mut() {
-            let r = Pin::new(&mut self.inner).poll_write(cx, front);
+        let queue = self.activity.interim.clone();
+        queue.write_with(|bytes| {
+            let r = Pin::new(&mut self.inner).poll_write(cx, bytes);
             self.wrote(&r);
-            match r {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                Poll::Ready(Ok(n)) => {
-                    front.advance(n);
-                    if front.is_empty() {
-                        g.pop_front();
-                        activity.interim_queued.fetch_sub(1, SeqCst);
-                    }
-                }
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        drop(g);
-        activity.interim_done.notify_one();
-        Poll::Ready(Ok(()))
+            r
+        })
     }
 }
 
@@ -450,7 +380,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.activity.interim_queued.load(Relaxed) > 0 {
+        if self.activity.interim.pending() {
             if let Poll::Ready(Err(e)) = self.write_interim(cx) {
                 return Poll::Ready(Err(e));
             }
@@ -509,15 +439,5 @@ mod tests {
         assert_eq!(a.verdict(&mut dog), Verdict::Fine);
         drop(r);
         assert_eq!(a.verdict(&mut dog), Verdict::Idle);
-    }
-
-    #[tokio::test]
-    async fn interim_after_finish_is_dropped() {
-        let a = Activity::new(limits());
-        let i = a.interim(1);
-        i.clone().finish().await;
-        i.early_hints(&HeaderMap::new());
-        assert_eq!(a.interim_queued.load(SeqCst), 0);
-        assert!(a.interim.lock().is_empty());
     }
 }

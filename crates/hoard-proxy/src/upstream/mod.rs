@@ -16,6 +16,7 @@
 
 pub mod failover;
 pub mod health;
+pub mod interim;
 pub mod pool;
 pub use hoard_config::origin_tls as tls;
 
@@ -56,7 +57,7 @@ pub struct OriginRequest {
     pub body: Option<ReqBody>,
     /// Where a `103 Early Hints` from the origin goes: the client waiting
     /// for this request, if it can take one.
-    pub interim: Option<crate::server::watch::Interim>,
+    pub interim: Option<interim::Interim>,
     /// Where the number of servers tried goes (for the access log).
     pub tries: Option<Arc<failover::Tries>>,
 }

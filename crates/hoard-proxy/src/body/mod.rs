@@ -7,6 +7,8 @@
 //! `Busy` or `Origin` makes hyper abort the response (connection closed, or
 //! h2 stream reset), so a truncated body never looks complete.
 
+pub mod decode;
+
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,8 +21,7 @@ use hoard_store::object::{ObjectBody, StoredObject};
 use http_body::{Body, Frame, SizeHint};
 
 use crate::error::BoxError;
-use crate::pipeline::slice_body::SliceBody;
-use crate::server::sendfile::{SendQueue, SPAN_MAX};
+use crate::sendfile::{SendQueue, SPAN_MAX};
 use crate::upstream::OriginBody;
 
 /// A response body. See the module docs.
@@ -64,13 +65,29 @@ pub enum ProxyBody {
         end: u64,
     },
     /// Parts of an object cached as slices (slice mode), opened as sent.
-    Sliced(Box<SliceBody>),
+    Sliced(Box<dyn SlicedBody>),
     /// Several ranges of a body being filled, with their multipart
     /// framing, each sent as its bytes arrive (boxed: rare, and large).
     BusyParts(Box<BusyParts>),
     /// Another body decoded as it streams (a fill's coded body, for a
-    /// client that does not accept its coding: see `crate::decode`).
-    Decoded(Box<crate::decode::DecodedBody>),
+    /// client that does not accept its coding: see `crate::body::decode`).
+    Decoded(Box<crate::body::decode::DecodedBody>),
+}
+
+/// The body of an object cached as slices (slice mode): its parts, each
+/// slice opened as it is sent. The pipeline's slice mode implements it
+/// (`crate::pipeline::slice_body`), above this module.
+pub trait SlicedBody:
+    Body<Data = Bytes, Error = BoxError> + std::fmt::Debug + Send + Unpin
+{
+    /// The first slice came from the cache (a range of the body is then
+    /// not answered from a fill).
+    fn first_hit(&self) -> bool;
+    /// The whole object's length.
+    fn total(&self) -> u64;
+    /// Sends `parts` (framing and [`Part::Sliced`] spans) instead of the
+    /// whole object.
+    fn set_parts(&mut self, parts: VecDeque<Part>);
 }
 
 /// One piece of a [`ProxyBody::Parts`] body.
