@@ -41,9 +41,9 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Uri};
 use parking_lot::Mutex;
 
-use crate::counters::Counters;
 use crate::request_id::RequestId;
 use hoard_config::{AccessLogConfig, LogFormat, LogTarget};
+use hoard_metrics::counters::Counters;
 
 /// One request, as logged. Built from cheap clones of the request's parts
 /// (reference-counted bytes); the line is formatted on the writer thread.

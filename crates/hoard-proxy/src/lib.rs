@@ -13,19 +13,14 @@ pub mod admin;
 pub mod body;
 pub mod build_info;
 pub mod cluster;
-pub mod counters;
 pub mod encode;
-pub mod error;
 pub mod fill;
-pub mod metrics;
 pub mod pipeline;
 pub mod request_body;
 pub mod request_id;
 pub mod sendfile;
 pub mod server;
 pub mod tally;
-pub mod tls_failure;
-pub mod upstream;
 pub mod via;
 
 use std::net::SocketAddr;
@@ -37,8 +32,8 @@ use hoard_store::Store;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use counters::Counters;
 pub use hoard_config::{Config, ConfigError, QuickStart};
+pub use hoard_metrics::counters::Counters;
 pub use hoard_policy::clock::SystemClock;
 
 /// Why the proxy could not start.

@@ -9,7 +9,7 @@ use bytes::{Buf, Bytes};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
-use crate::error::BoxError;
+use hoard_origin::error::BoxError;
 
 /// An HTTP/3 request stream's receiving half.
 pub type H3Recv = h3::server::RequestStream<h3_quinn::RecvStream, Bytes>;

@@ -34,7 +34,7 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::counters::Counters;
+use hoard_metrics::counters::Counters;
 
 /// Most bytes one placeholder (one span) stands for.
 pub const SPAN_MAX: u64 = 1 << 20;

@@ -12,8 +12,8 @@ use http_body::{Body, Frame, SizeHint};
 
 use crate::access_log::{AccessLog, Record};
 use crate::body::ProxyBody;
-use crate::error::BoxError;
-use crate::metrics::Metrics;
+use hoard_metrics::metrics::Metrics;
+use hoard_origin::error::BoxError;
 
 /// An access log line waiting for the end of its body.
 #[derive(Debug)]

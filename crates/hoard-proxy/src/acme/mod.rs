@@ -70,9 +70,9 @@ use site::Site;
 use hoard_policy::clock::Clock;
 
 use crate::cluster::Cluster;
-use crate::counters::Counters;
 use hoard_config::acme::{AcmeConfig, ChallengeKind};
 use hoard_config::Config;
+use hoard_metrics::counters::Counters;
 
 /// Where HTTP-01 challenges are asked for (RFC 8555 §8.3).
 pub const CHALLENGE_PATH: &str = "/.well-known/acme-challenge/";

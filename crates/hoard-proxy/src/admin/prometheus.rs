@@ -5,7 +5,7 @@
 //! bounded: outcomes, results, tiers, and the names of configured
 //! upstreams, servers and zones, never URLs. Counters that have no family of
 //! their own are exported as `hoard_events_total{event="NAME"}` (the names
-//! and meanings of `crate::counters`).
+//! and meanings of `hoard_metrics::counters`).
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -14,8 +14,8 @@ use hoard_policy::cache_status::Outcome;
 use hoard_store::disk::DiskZone;
 
 use super::Admin;
-use crate::counters::COUNTERS;
-use crate::metrics::{Histogram, OriginResult, BUCKETS};
+use hoard_metrics::counters::COUNTERS;
+use hoard_metrics::metrics::{Histogram, OriginResult, BUCKETS};
 
 /// A metric family: name, type, help.
 #[derive(Debug)]

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::Admin;
-use crate::metrics::OriginResult;
+use hoard_metrics::metrics::OriginResult;
 
 /// Seconds of history kept for the charts.
 pub const HISTORY: usize = 300;
@@ -405,7 +405,7 @@ fn cluster_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
 /// Content codings made and served (see `crate::encode`): for each coding
 /// its bytes as a share of the identity bytes they were made from, and
 /// the hits it served.
-fn encodings_state(c: &crate::counters::Counters) -> serde_json::Value {
+fn encodings_state(c: &hoard_metrics::counters::Counters) -> serde_json::Value {
     let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let identity = get(&c.encode_identity_bytes);
     let share = |b: u64| {

@@ -33,8 +33,8 @@ use http_body::{Body, Frame, SizeHint};
 
 use crate::body::ProxyBody;
 use crate::encode::EncodeError;
-use crate::error::BoxError;
 use hoard_config::RouteConfig;
+use hoard_origin::error::BoxError;
 
 /// Most coded bytes decoded in one poll.
 pub const PIECE: usize = 16 << 10;

@@ -20,9 +20,9 @@ use hoard_store::disk::reader::FileReader;
 use hoard_store::object::{ObjectBody, StoredObject};
 use http_body::{Body, Frame, SizeHint};
 
-use crate::error::BoxError;
 use crate::sendfile::{SendQueue, SPAN_MAX};
-use crate::upstream::OriginBody;
+use hoard_origin::error::BoxError;
+use hoard_origin::OriginBody;
 
 /// A response body. See the module docs.
 #[derive(Debug)]

@@ -51,8 +51,8 @@ use redis::streams::StreamReadReply;
 use redis::AsyncConnectionConfig;
 
 use super::Cluster;
-use crate::counters::Counters;
 use hoard_config::cluster::{BusConfig, OnBusLoss};
+use hoard_metrics::counters::Counters;
 
 /// How long one `XREAD` blocks.
 const BLOCK: Duration = Duration::from_secs(1);

@@ -50,9 +50,9 @@ use hickory_resolver::TokioResolver;
 use super::bus::EntryId;
 use super::member::{Member, View};
 use super::{probe, Cluster, LOG_FIELD, NODE_FIELD};
-use crate::upstream::Upstream;
 use hoard_config::cluster::Discovery;
 use hoard_config::{ServerAddr, UpstreamConfig};
+use hoard_origin::Upstream;
 
 /// Starts the discovery task (with a discovered member list), or begins
 /// the ramp-up window of a static one.

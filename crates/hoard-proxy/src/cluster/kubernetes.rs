@@ -20,10 +20,10 @@ use http::header::{HeaderValue, ACCEPT, AUTHORIZATION};
 use http::{HeaderMap, Method, StatusCode, Uri};
 use http_body_util::BodyExt;
 
-use crate::counters::Counters;
-use crate::upstream::{tls, OriginRequest, Upstream};
 use hoard_config::cluster::KubernetesSource;
 use hoard_config::{HostHeader, ServerAddr, UpstreamConfig};
+use hoard_metrics::counters::Counters;
+use hoard_origin::{tls, OriginRequest, Upstream};
 
 /// The most a listing may weigh.
 const MAX_BODY: usize = 4 << 20;

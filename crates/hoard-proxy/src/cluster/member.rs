@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::ring::Slot;
-use crate::upstream::Upstream;
+use hoard_origin::Upstream;
 
 /// One member.
 #[derive(Debug)]

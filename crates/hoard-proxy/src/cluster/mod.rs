@@ -72,11 +72,11 @@ use arc_swap::ArcSwap;
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Response, Uri};
 
-use crate::counters::Counters;
-use crate::error::{ErrorKind, ProxyError};
-use crate::upstream::{OriginBody, OriginRequest, Upstream};
 use hoard_config::cluster::{Discovery, Tier};
 use hoard_config::{ClusterConfig, ServerAddr, UpstreamConfig};
+use hoard_metrics::counters::Counters;
+use hoard_origin::error::{ErrorKind, ProxyError};
+use hoard_origin::{OriginBody, OriginRequest, Upstream};
 use member::{Member, Names, View};
 use peer_auth::{PeerHop, PeerKey};
 

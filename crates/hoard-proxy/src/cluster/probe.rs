@@ -28,7 +28,7 @@ use http::{HeaderMap, Method, Uri};
 
 use super::member::Member;
 use super::Cluster;
-use crate::upstream::OriginRequest;
+use hoard_origin::OriginRequest;
 
 /// The path every member answers at once.
 pub const PATH: &str = "/.hoard/cluster/ping";

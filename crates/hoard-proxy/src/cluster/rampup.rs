@@ -28,7 +28,7 @@ use http_body_util::BodyExt;
 
 use super::member::Member;
 use super::Cluster;
-use crate::upstream::{OriginBody, OriginRequest};
+use hoard_origin::{OriginBody, OriginRequest};
 
 /// The ramp-up window. See the module docs.
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use hoard_store::disk::writer::DiskWriter;
 use http_body_util::BodyExt;
 
 use super::coalesce::FillPermit;
-use crate::upstream::OriginBodyError;
+use hoard_origin::OriginBodyError;
 
 /// How a body read ended.
 #[derive(Debug)]

@@ -59,8 +59,8 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::error::ErrorKind;
-use crate::upstream::OriginBody;
+use hoard_origin::error::ErrorKind;
+use hoard_origin::OriginBody;
 
 /// The head of a storable response being filled.
 #[derive(Debug)]

@@ -123,7 +123,7 @@ pub(super) enum Target {
 }
 
 /// Counts what making parts took.
-fn count_made(c: &crate::counters::Counters, made: &crate::encode::Made) {
+fn count_made(c: &hoard_metrics::counters::Counters, made: &crate::encode::Made) {
     use hoard_policy::encoding::Coding;
     if let Some((_, identity, _, _)) = made.stats.first() {
         c.add(&c.encode_identity_bytes, *identity);

@@ -78,11 +78,11 @@ use http::HeaderMap;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::counters::Counters;
-use crate::upstream::{OriginRequest, Upstream};
 use crate::via::Via;
 use coalesce::{Coalescer, FillPermit};
 use hoard_config::{CacheConfig, RouteConfig};
+use hoard_metrics::counters::Counters;
+use hoard_origin::{OriginRequest, Upstream};
 
 /// Everything a fill needs, owned: it outlives the request that started it.
 #[derive(Debug)]

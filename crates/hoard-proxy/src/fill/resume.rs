@@ -55,9 +55,9 @@ use http_body::{Body, Frame, SizeHint};
 
 use super::{FillEngine, FillJob};
 use crate::cluster::{Cluster, Served, Source};
-use crate::counters::Counters;
-use crate::error::ProxyError;
-use crate::upstream::{OriginBody, OriginBodyError, OriginRequest, Upstream};
+use hoard_metrics::counters::Counters;
+use hoard_origin::error::ProxyError;
+use hoard_origin::{OriginBody, OriginBodyError, OriginRequest, Upstream};
 
 /// How going on after a dropped source ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

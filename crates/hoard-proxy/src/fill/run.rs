@@ -13,7 +13,7 @@ use http::StatusCode;
 use super::coalesce::FillPermit;
 use super::{FillEngine, FillJob};
 use crate::cluster::Source;
-use crate::upstream::OriginBody;
+use hoard_origin::OriginBody;
 
 type OriginResponse = http::Response<OriginBody>;
 
@@ -58,7 +58,7 @@ pub(super) struct Joined {
     /// The whole object's length.
     pub(super) total: u64,
     /// The request without `Range`, if the joined object may not be stored.
-    pub(super) plain: Option<Box<crate::upstream::OriginRequest>>,
+    pub(super) plain: Option<Box<hoard_origin::OriginRequest>>,
 }
 
 impl FillEngine {

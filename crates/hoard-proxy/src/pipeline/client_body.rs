@@ -12,9 +12,9 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use crate::error::BoxError;
+use hoard_origin::error::BoxError;
 
-pub use crate::error::BodyTimeout;
+pub use hoard_origin::error::BodyTimeout;
 
 /// See the module docs.
 #[derive(Debug)]

@@ -13,9 +13,9 @@ use std::net::SocketAddr;
 use super::running;
 use crate::request_id::RequestId;
 use crate::sendfile::SendQueue;
-use crate::upstream::Upstream;
 use hoard_config::rules::Rule;
 use hoard_config::{RouteConfig, SiteConfig};
+use hoard_origin::Upstream;
 
 /// The route rule that matched a cacheable request, if any.
 #[derive(Debug, Clone, Copy)]
@@ -52,7 +52,7 @@ pub(crate) struct Ctx<'a> {
     /// The connection's sendfile queue (plain HTTP/1.x only).
     pub send: Option<Arc<SendQueue>>,
     /// Where interim responses to this request go (HTTP/1.1 only).
-    pub interim: Option<crate::upstream::interim::Interim>,
+    pub interim: Option<hoard_origin::interim::Interim>,
     /// The running configuration the request is served with.
     pub run: &'a running::Running,
     /// Sent by another cluster member (a checked peer field): filled

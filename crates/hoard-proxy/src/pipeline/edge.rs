@@ -14,13 +14,13 @@ use super::limits::Limits;
 use super::phases::{DeliverStep, RecvStep, RouteSteps};
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
-use crate::error::{ErrorKind, ProxyError};
 use hoard_config::PathMatch;
 use hoard_edge::error_pages::{ErrorPages, Generated};
 use hoard_edge::limit::{retry_after, ConnGuard};
 use hoard_edge::respond::Respond;
 use hoard_edge::template::Vars;
 use hoard_edge::Edge;
+use hoard_origin::error::{ErrorKind, ProxyError};
 
 impl Pipeline {
     /// The route's `recv` steps, in order (see [`RouteSteps`]): the request

@@ -30,9 +30,9 @@ use http::{Response, StatusCode};
 
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
-use crate::error::ProxyError;
 use crate::fill::coalesce::{Join, LeaderClaim, Outcome};
 use crate::fill::FillJob;
+use hoard_origin::error::ProxyError;
 
 /// What a request wants from the origin: the key, its directives, why it
 /// goes forward, and the stale copy it may fall back on.

@@ -13,8 +13,8 @@ use http::{Method, Response};
 
 use super::{fetch, partial, Applied, Ctx, Pipeline};
 use crate::body::ProxyBody;
-use crate::error::{ErrorKind, ProxyError};
 use hoard_config::ColdRange;
+use hoard_origin::error::{ErrorKind, ProxyError};
 
 impl Pipeline {
     /// Cacheable method on a caching route: look up and decide.

@@ -60,16 +60,16 @@ use tokio::time::Instant;
 use self::edge::deliver_steps;
 use crate::access_log::{AccessLog, Record};
 use crate::body::ProxyBody;
-use crate::counters::Counters;
-use crate::error::ProxyError;
 use crate::fill::FillEngine;
-use crate::metrics::Metrics;
 use crate::request_id::RequestId;
 use crate::sendfile::SendQueue;
 use crate::tally::{Pending, Tallied};
-use crate::upstream::ReqBody;
 use hoard_config::rules::{first_match, RuleInput};
 use hoard_config::Config;
+use hoard_metrics::counters::Counters;
+use hoard_metrics::metrics::Metrics;
+use hoard_origin::error::ProxyError;
+use hoard_origin::ReqBody;
 
 use self::ctx::Applied;
 pub(crate) use self::ctx::Ctx;
@@ -127,7 +127,7 @@ pub struct Conn {
     /// The connection's sendfile queue (plain HTTP/1.x only).
     pub send: Option<Arc<SendQueue>>,
     /// Where interim responses to this request go (HTTP/1.1 only).
-    pub interim: Option<crate::upstream::interim::Interim>,
+    pub interim: Option<hoard_origin::interim::Interim>,
     /// The listener redirects to HTTPS on this port (see
     /// `ListenerConfig::redirect_https`).
     pub redirect_https: Option<u16>,
@@ -418,7 +418,7 @@ impl Pipeline {
             } else {
                 let max = route.max_body_size.unwrap_or(limits.max_body_size);
                 let limited = Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX))
-                    .map_err(|e| e as crate::error::BoxError);
+                    .map_err(|e| e as hoard_origin::error::BoxError);
                 Some(
                     client_body::ClientBody::new(limited, limits.body_read_timeout).boxed()
                         as ReqBody,

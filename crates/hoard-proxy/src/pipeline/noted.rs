@@ -28,7 +28,7 @@ pub(crate) struct Noted {
     /// For a request that went to the origin: the number of servers its
     /// upstream tried (set by the upstream, which may run in a fill's
     /// task), for the access log. The last origin request wins.
-    pub tries: Option<Arc<crate::upstream::failover::Tries>>,
+    pub tries: Option<Arc<hoard_origin::failover::Tries>>,
 }
 
 /// Changes what the request's task noted (see [`OUTCOME`]).
@@ -52,8 +52,8 @@ pub(crate) fn note_owner(owner: u16) {
 
 /// A count of servers tried for an origin request of this request's task
 /// (see [`Noted::tries`]); `None` outside a request's task.
-pub(crate) fn note_tries() -> Option<Arc<crate::upstream::failover::Tries>> {
-    let tries = Arc::new(crate::upstream::failover::Tries::default());
+pub(crate) fn note_tries() -> Option<Arc<hoard_origin::failover::Tries>> {
+    let tries = Arc::new(hoard_origin::failover::Tries::default());
     OUTCOME
         .try_with(|c| {
             let mut n = c.take();

@@ -5,8 +5,8 @@ use http::{Method, Uri};
 
 use super::{Ctx, Pipeline};
 use crate::request_id::RequestId;
-use crate::upstream::{OriginRequest, ReqBody};
 use hoard_config::HostHeader;
+use hoard_origin::{OriginRequest, ReqBody};
 
 /// Request fields a cache fill must not forward: the fill is shared, so the
 /// client's own preconditions and ranges are answered from the stored

@@ -7,9 +7,9 @@ use http::{Method, Response, Uri, Version};
 
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
-use crate::error::ProxyError;
-use crate::upstream::ReqBody;
 use hoard_config::rules::Rule;
+use hoard_origin::error::ProxyError;
+use hoard_origin::ReqBody;
 
 impl Pipeline {
     /// Forwards the request as is and streams the response back. `rule`:

@@ -13,10 +13,10 @@ use std::borrow::Cow;
 use super::edge::deliver_steps;
 use super::{forwarding, running, tunnel, Conn, Ctx, Pipeline};
 use crate::body::ProxyBody;
-use crate::error::{ErrorKind, ProxyError};
 use crate::request_body::RequestBody;
 use crate::request_id::RequestId;
 use hoard_config::{Config, HostMatch, SiteConfig};
+use hoard_origin::error::{ErrorKind, ProxyError};
 
 /// A request ready for the edge rules and the cache (see `Pipeline::prepare`).
 pub(super) struct Recv<'r> {

@@ -344,7 +344,7 @@ impl crate::cluster::bus::BusNode for Pipeline {
         self.cluster.as_ref()
     }
 
-    fn counters(&self) -> &crate::counters::Counters {
+    fn counters(&self) -> &hoard_metrics::counters::Counters {
         &self.counters
     }
 

@@ -28,10 +28,10 @@ use std::sync::Arc;
 
 use hoard_policy::clock::Clock;
 
-use crate::counters::Counters;
-use crate::upstream::Upstream;
 use crate::via::Via;
 use hoard_config::Config;
+use hoard_metrics::counters::Counters;
+use hoard_origin::Upstream;
 
 /// See the module docs.
 #[derive(Debug)]

@@ -56,12 +56,12 @@ use http::{Method, Response, StatusCode, Uri};
 use super::slice_body::SliceBody;
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
-use crate::error::{ErrorKind, ProxyError};
 use crate::fill::coalesce::{Join, LeaderClaim, Outcome};
 use crate::fill::{FillJob, SliceFill};
 use crate::sendfile::SendQueue;
-use crate::upstream::{OriginRequest, Upstream};
 use hoard_config::RouteConfig;
+use hoard_origin::error::{ErrorKind, ProxyError};
+use hoard_origin::{OriginRequest, Upstream};
 
 /// What a sliced response needs to open slices after the handler returned.
 #[derive(Debug)]
@@ -108,7 +108,7 @@ pub(crate) struct SliceSource {
 
 impl SliceSource {
     /// An answer streamed from the origin, not stored.
-    fn origin(resp: http::Response<crate::upstream::OriginBody>) -> SliceSource {
+    fn origin(resp: http::Response<hoard_origin::OriginBody>) -> SliceSource {
         let (parts, body) = resp.into_parts();
         SliceSource {
             status: parts.status,

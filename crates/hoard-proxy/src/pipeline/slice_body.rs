@@ -35,7 +35,7 @@ use http_body::{Body, Frame, SizeHint};
 use super::range::partial;
 use super::slice::{SliceCtx, SliceSource, Validator};
 use crate::body::{Part, ProxyBody, SlicedBody};
-use crate::error::{BoxError, ProxyError};
+use hoard_origin::error::{BoxError, ProxyError};
 
 type Opening = Pin<Box<dyn Future<Output = Result<SliceSource, ProxyError>> + Send>>;
 

@@ -40,9 +40,9 @@ use hoard_policy::cache_status::Outcome;
 
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
-use crate::error::{ErrorKind, ProxyError};
 use crate::tally::Pending;
 use hoard_edge::limit::ConnGuard;
+use hoard_origin::error::{ErrorKind, ProxyError};
 
 /// Where a tunnel's access log line and its `limit_connections` guard
 /// wait for the tunnel to close: put in the `101`'s extensions by

@@ -216,7 +216,7 @@ async fn connection(
 }
 
 /// Counts a QUIC connection's end.
-struct Closed(Arc<crate::counters::Counters>);
+struct Closed(Arc<hoard_metrics::counters::Counters>);
 
 impl Drop for Closed {
     fn drop(&mut self) {

@@ -297,7 +297,7 @@ impl Drop for Silent<'_> {
 /// A connection's permit; its end is counted.
 struct Open {
     _permit: tokio::sync::OwnedSemaphorePermit,
-    counters: Arc<crate::counters::Counters>,
+    counters: Arc<hoard_metrics::counters::Counters>,
 }
 
 impl Drop for Open {

@@ -52,7 +52,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::upstream::interim::{Interim, InterimQueue};
+use hoard_origin::interim::{Interim, InterimQueue};
 
 /// Window over which resets are counted.
 pub const RESET_WINDOW: Duration = Duration::from_secs(10);

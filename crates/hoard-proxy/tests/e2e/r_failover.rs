@@ -5,7 +5,7 @@
 //! server string with words after the URL is refused at check time.
 
 use hoard_config::{Config, LogTarget, ServerAddr};
-use hoard_proxy::upstream::failover::RetryOn;
+use hoard_origin::failover::RetryOn;
 use hoard_testkit::{Endpoint, Origin, Test};
 
 /// A port nothing listens on: bound, then closed (connections are refused).

@@ -10,7 +10,7 @@ use super::failover::Failure;
 use super::pool::PoolReturn;
 use super::{empty, OriginBody, OriginRequest, ReqBody, Upstream};
 use crate::error::{ErrorKind, ProxyError};
-use crate::metrics::OriginResult;
+use hoard_metrics::metrics::OriginResult;
 
 /// A response whose framing cannot be trusted (RFC 9112 §6.3): both
 /// `Transfer-Encoding` and `Content-Length`, a 204 that declares a body, or

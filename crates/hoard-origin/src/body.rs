@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 use tokio::time::Sleep;
 
 use super::pool::PoolReturn;
-use crate::metrics::UpstreamStats;
+use hoard_metrics::metrics::UpstreamStats;
 
 /// Why an origin body failed.
 #[derive(Debug)]

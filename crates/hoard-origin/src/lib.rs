@@ -1,5 +1,6 @@
-//! Upstreams: origin server groups, connections and the request/response
-//! exchange with them.
+//! hoard's origins: upstream server groups, connections and the
+//! request/response exchange with them, and the errors of a request
+//! ([`error`]: where each came from and what happens next).
 //!
 //! [`Upstream::send`] picks a server round-robin, takes an idle connection or
 //! opens one (connect timeout), sends the request and waits for the response
@@ -13,11 +14,15 @@
 //! The group and its server choice are here; the exchange is in `send`,
 //! connecting in `connect`, upgrade requests in `upgrade`, the response
 //! body in `body`.
+#![deny(missing_docs)]
+#![deny(missing_debug_implementations)]
 
+pub mod error;
 pub mod failover;
 pub mod health;
 pub mod interim;
 pub mod pool;
+pub mod tls_failure;
 pub use hoard_config::origin_tls as tls;
 
 mod body;
@@ -32,10 +37,10 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Uri, Version};
 use http_body_util::combinators::BoxBody;
 
-use crate::counters::Counters;
 use crate::error::{ErrorKind, ProxyError};
-use crate::metrics::UpstreamStats;
 use hoard_config::UpstreamConfig;
+use hoard_metrics::counters::Counters;
+use hoard_metrics::metrics::UpstreamStats;
 use pool::Pool;
 
 pub use crate::error::BoxError;
