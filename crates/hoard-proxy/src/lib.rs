@@ -8,11 +8,9 @@
 #![deny(missing_debug_implementations)]
 
 pub mod access_log;
-pub mod acme;
 pub mod admin;
 pub mod body;
 pub mod build_info;
-pub mod cluster;
 pub mod encode;
 pub mod fill;
 pub mod pipeline;
@@ -131,7 +129,7 @@ pub use pipeline::running::{ReloadAsk, Reloaded};
 
 fn listener_state(
     (index, l): (usize, &hoard_config::ListenerConfig),
-    acme: &acme::Acme,
+    acme: &hoard_acme::Acme,
 ) -> Result<server::ListenerState, StartError> {
     // Certificate files by SNI (read again at each reload), with the
     // listener's ACME certificates when it has both.
@@ -227,16 +225,16 @@ impl Proxy {
             .map_err(StartError::AccessLog)?
             .map(Arc::new);
         pipeline.acme = Some(
-            acme::Acme::new(&cfg, counters, clock.clone(), pipeline.cluster.clone())
+            hoard_acme::Acme::new(&cfg, counters, clock.clone(), pipeline.cluster.clone())
                 .map_err(StartError::Tls)?,
         );
         let pipeline = Arc::new(pipeline);
         let (tx, rx) = watch::channel(false);
         if let Some(c) = &pipeline.cluster {
-            cluster::probe::start(c);
-            cluster::discover::start(c);
+            hoard_cluster::probe::start(c);
+            hoard_cluster::discover::start(c);
             if c.bus.is_some() {
-                cluster::bus::start(&pipeline, rx.clone());
+                hoard_cluster::bus::start(&pipeline, rx.clone());
             }
         }
         let mut admin_socket = None;
@@ -281,7 +279,7 @@ impl Proxy {
         Ok(proxy)
     }
 
-    fn acme(&self) -> &Arc<acme::Acme> {
+    fn acme(&self) -> &Arc<hoard_acme::Acme> {
         self.pipeline
             .acme
             .as_ref()

@@ -82,7 +82,7 @@ async fn a_member_stopped_during_a_purge_revalidates_when_resumed() {
     let path = (0..100)
         .map(|i| format!("/s/{i}"))
         .find(|p| {
-            use hoard_proxy::cluster::ring::{owner, Slot};
+            use hoard_cluster::ring::{owner, Slot};
             let slots: Vec<Slot> = (1..=3).map(|i| Slot::new(&format!("n{i}"), 1.0)).collect();
             owner(&slots, format!("http|localhost|{p}").as_bytes(), |_| true) == Some(2)
         })

@@ -196,7 +196,7 @@ async fn purge_in_a_cluster_prints_each_member() {
     let path = (0..100)
         .map(|i| format!("/c/{i}"))
         .find(|p| {
-            use hoard_proxy::cluster::ring::{owner, Slot};
+            use hoard_cluster::ring::{owner, Slot};
             let slots: Vec<Slot> = (1..=2).map(|i| Slot::new(&format!("n{i}"), 1.0)).collect();
             owner(&slots, format!("http|localhost|{p}").as_bytes(), |_| true) == Some(1)
         })

@@ -16,7 +16,7 @@ use super::coded::Target;
 use super::decide::Storable;
 use super::run::Stored;
 use super::{FillEngine, FillJob};
-use crate::cluster::Source;
+use hoard_cluster::Source;
 
 impl FillEngine {
     /// Publishes the disk copy, or (without one) inserts into the memory

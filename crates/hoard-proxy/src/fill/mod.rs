@@ -187,7 +187,7 @@ pub struct FillEngine {
     /// Zones and placement rules.
     cache: CacheConfig,
     /// The cluster, if this node is in one: fills go to their key's owner.
-    pub(crate) cluster: Option<Arc<crate::cluster::Cluster>>,
+    pub(crate) cluster: Option<Arc<hoard_cluster::Cluster>>,
     via: Via,
     tasks: TaskTracker,
     cancel: CancellationToken,

@@ -54,7 +54,7 @@ use http::{Method, Response, StatusCode, Uri};
 use http_body::{Body, Frame, SizeHint};
 
 use super::{FillEngine, FillJob};
-use crate::cluster::{Cluster, Served, Source};
+use hoard_cluster::{Cluster, Served, Source};
 use hoard_metrics::counters::Counters;
 use hoard_origin::error::ProxyError;
 use hoard_origin::{OriginBody, OriginBodyError, OriginRequest, Upstream};

@@ -12,7 +12,7 @@ use http::StatusCode;
 
 use super::coalesce::FillPermit;
 use super::{FillEngine, FillJob};
-use crate::cluster::Source;
+use hoard_cluster::Source;
 use hoard_origin::OriginBody;
 
 type OriginResponse = http::Response<OriginBody>;

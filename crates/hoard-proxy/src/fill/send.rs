@@ -10,7 +10,7 @@ use http::Version;
 use super::coalesce::{FillPermit, Outcome};
 use super::run::Sent;
 use super::{FillEngine, FillJob};
-use crate::cluster::Source;
+use hoard_cluster::Source;
 
 impl FillEngine {
     /// Sends the request; an error is published as `OriginError`.

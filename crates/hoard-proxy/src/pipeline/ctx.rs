@@ -59,8 +59,8 @@ pub(crate) struct Ctx<'a> {
     /// here, never forwarded again.
     pub from_peer: bool,
     /// How far the sending member had applied the invalidation log (a
-    /// peer's request, with a bus): see [`crate::cluster::bus`].
-    pub peer_log: Option<crate::cluster::bus::EntryId>,
+    /// peer's request, with a bus): see [`hoard_cluster::bus`].
+    pub peer_log: Option<hoard_cluster::bus::EntryId>,
     /// This node is in a cluster.
     pub clustered: bool,
     /// On a route with `encodings`, for GET and HEAD: the client's own

@@ -28,7 +28,7 @@ impl Pipeline {
                 let token = req
                     .uri()
                     .path()
-                    .strip_prefix(crate::acme::CHALLENGE_PATH)
+                    .strip_prefix(hoard_acme::CHALLENGE_PATH)
                     .unwrap_or_default();
                 let answer = self.acme.as_ref().and_then(|a| a.challenges.http01(token));
                 match answer {

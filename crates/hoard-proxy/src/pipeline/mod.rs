@@ -96,10 +96,10 @@ pub struct Pipeline {
     /// Fills: the in-flight table, hit-for-pass marks and the fill tasks.
     pub(crate) fills: Arc<FillEngine>,
     /// The cluster, if this node is in one (fixed at start).
-    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    pub cluster: Option<Arc<hoard_cluster::Cluster>>,
     /// Automatic HTTPS, when listeners have `acme` names: its HTTP-01
     /// answers are given here, before anything else.
-    pub acme: Option<Arc<crate::acme::Acme>>,
+    pub acme: Option<Arc<hoard_acme::Acme>>,
     /// The bound on slice prefetches running at once.
     pub(crate) prefetches: Arc<tokio::sync::Semaphore>,
     /// Requests by outcome, bytes to clients.
@@ -154,7 +154,7 @@ impl Pipeline {
                 .first()
                 .and_then(|z| z.dirs.first())
                 .map(|d| d.path.clone());
-            Arc::new(crate::cluster::Cluster::new(
+            Arc::new(hoard_cluster::Cluster::new(
                 c,
                 zone_dir,
                 counters.clone(),

@@ -130,7 +130,7 @@ impl Intercept {
         match self {
             Intercept::AcmeChallenge => p.acme.as_ref().is_some_and(|acme| {
                 acme.active()
-                    && path().starts_with(crate::acme::CHALLENGE_PATH)
+                    && path().starts_with(hoard_acme::CHALLENGE_PATH)
                     && req
                         .uri()
                         .host()
@@ -138,9 +138,9 @@ impl Intercept {
                         .is_some_and(|h| acme.serves_challenges_for(h))
             }),
             Intercept::HttpsRedirect => conn.redirect_https.is_some(),
-            Intercept::ClusterProbe => path() == crate::cluster::probe::PATH,
-            Intercept::PeerAcme => path() == crate::acme::share::PATH,
-            Intercept::PeerPurge => path() == crate::cluster::purge::PATH,
+            Intercept::ClusterProbe => path() == hoard_cluster::probe::PATH,
+            Intercept::PeerAcme => path() == hoard_acme::share::PATH,
+            Intercept::PeerPurge => path() == hoard_cluster::purge::PATH,
             Intercept::Purge => req.method().as_str() == "PURGE",
         }
     }

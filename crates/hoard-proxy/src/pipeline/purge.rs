@@ -213,7 +213,7 @@ impl Pipeline {
             Ok(x) => x,
             Err(resp) => return resp,
         };
-        let Some((selector, soft)) = crate::cluster::purge::decode(&body) else {
+        let Some((selector, soft)) = hoard_cluster::purge::decode(&body) else {
             return json_response(StatusCode::BAD_REQUEST, "{\"error\":\"selector\"}\n".into());
         };
         let n = self
@@ -242,7 +242,7 @@ impl Pipeline {
     async fn peer_body(
         &self,
         req: Request<RequestBody>,
-    ) -> Result<(crate::cluster::peer_auth::PeerHop, bytes::Bytes), Response<ProxyBody>> {
+    ) -> Result<(hoard_cluster::peer_auth::PeerHop, bytes::Bytes), Response<ProxyBody>> {
         let refuse = |msg: &str| {
             self.counters.inc(&self.counters.purges_refused);
             json_response(StatusCode::FORBIDDEN, format!("{{\"error\":\"{msg}\"}}\n"))
@@ -253,7 +253,7 @@ impl Pipeline {
         let (mut parts, body) = req.into_parts();
         let field = parts
             .headers
-            .get(crate::cluster::peer_auth::FIELD)
+            .get(hoard_cluster::peer_auth::FIELD)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         let Some(hop) = cluster.take_hop(&mut parts.headers, &parts.method, &parts.uri) else {
@@ -271,7 +271,7 @@ impl Pipeline {
                     ))
                 }
             };
-        let body_field = parts.headers.get(crate::cluster::peer_auth::BODY_FIELD);
+        let body_field = parts.headers.get(hoard_cluster::peer_auth::BODY_FIELD);
         if let Err(why) =
             cluster.check_body(field.as_deref().unwrap_or_default(), &body, body_field)
         {
@@ -339,8 +339,8 @@ pub(crate) fn json_response(status: StatusCode, body: String) -> Response<ProxyB
 }
 
 /// The cluster's log reader applies other nodes' purges here.
-impl crate::cluster::bus::BusNode for Pipeline {
-    fn cluster(&self) -> Option<&std::sync::Arc<crate::cluster::Cluster>> {
+impl hoard_cluster::bus::BusNode for Pipeline {
+    fn cluster(&self) -> Option<&std::sync::Arc<hoard_cluster::Cluster>> {
         self.cluster.as_ref()
     }
 

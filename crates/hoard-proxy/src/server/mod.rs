@@ -588,7 +588,7 @@ async fn serve_connection(
             match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
                 Ok(Ok(s))
                     if s.get_ref().1.alpn_protocol()
-                        == Some(crate::acme::resolver::ACME_TLS_ALPN) =>
+                        == Some(hoard_acme::resolver::ACME_TLS_ALPN) =>
                 {
                     // TLS-ALPN-01 validation: the handshake was the answer
                     // (RFC 8737 §3); no request follows.

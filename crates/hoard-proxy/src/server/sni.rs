@@ -33,7 +33,7 @@ use std::sync::Arc;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
-use crate::acme::resolver::{ListenerCerts, ACME_TLS_ALPN};
+use hoard_acme::resolver::{ListenerCerts, ACME_TLS_ALPN};
 use hoard_config::TlsConfig;
 
 pub use hoard_config::cert_files::{load, LoadError, Loaded};

@@ -56,7 +56,7 @@ fn server_config(
         .map_err(|e| format!("{}: {e}", cfg.key.display()))
 }
 
-/// An acceptor presenting the certificates ACME keeps (see `crate::acme`),
+/// An acceptor presenting the certificates ACME keeps (see `hoard_acme`),
 /// offering `acme-tls/1` last so that TLS-ALPN-01 validation can connect.
 pub fn acme_acceptor(
     certs: Arc<dyn rustls::server::ResolvesServerCert>,
@@ -89,7 +89,7 @@ fn resolver_acceptor(
     if acme {
         config
             .alpn_protocols
-            .push(crate::acme::resolver::ACME_TLS_ALPN.to_vec());
+            .push(hoard_acme::resolver::ACME_TLS_ALPN.to_vec());
     }
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }

@@ -211,7 +211,7 @@ pub(crate) fn acks(r: &hoard_testkit::Response) -> serde_json::Map<String, serde
 
 /// The member that owns `path` (as `localhost` over plain HTTP) among n1..nN.
 pub(crate) fn owner_of(path: &str, members: usize) -> usize {
-    use hoard_proxy::cluster::ring::{owner, Slot};
+    use hoard_cluster::ring::{owner, Slot};
     let slots: Vec<Slot> = (1..=members)
         .map(|i| Slot::new(&format!("n{i}"), 1.0))
         .collect();

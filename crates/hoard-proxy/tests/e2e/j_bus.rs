@@ -250,7 +250,7 @@ async fn j00004_an_owner_behind_the_sender_answers_as_a_miss() {
         .await
         .expect_body("old");
     // n1's signed hop, as n1 would send it, with a position ahead of n2.
-    let key = hoard_proxy::cluster::peer_auth::PeerKey::new(b"a secret of the test cluster");
+    let key = hoard_cluster::peer_auth::PeerKey::new(b"a secret of the test cluster");
     let signed = key.sign("n1", t.clock.now(), false, "GET", &path);
     let r = t
         .client(&nodes[1])

@@ -347,7 +347,7 @@ async fn j00010_a_parent_tier_fetches_each_object_once() {
         let owned = paths
             .iter()
             .filter(|path| {
-                use hoard_proxy::cluster::ring::{owner, Slot};
+                use hoard_cluster::ring::{owner, Slot};
                 let slots = [Slot::new("p1", 1.0), Slot::new("p2", 1.0)];
                 owner(&slots, format!("http|localhost|{path}").as_bytes(), |_| {
                     true

@@ -130,7 +130,7 @@ async fn m00008_one_member_orders_any_member_answers_all_present_it() {
     // body signature does not cover is refused; a message is taken once;
     // an answer from a member that does not order the certificate is
     // refused even though it is signed.
-    let key = hoard_proxy::cluster::peer_auth::PeerKey::new(b"a secret of the test cluster");
+    let key = hoard_cluster::peer_auth::PeerKey::new(b"a secret of the test cluster");
     let path = "/.hoard/cluster/acme";
     let tr = &t;
     let sign = |as_node: &str, body: &str| {

@@ -269,7 +269,7 @@ async fn three_nodes(t: &Test, origin: &Origin, tune: &crate::cluster::Tune) -> 
 
 /// A path whose owner choices are `order` (0 is n1).
 fn owned_in_order(order: [usize; 3]) -> String {
-    use hoard_proxy::cluster::ring::{choices, Slot};
+    use hoard_cluster::ring::{choices, Slot};
     let slots: Vec<Slot> = (1..=3).map(|i| Slot::new(&format!("n{i}"), 1.0)).collect();
     (0..1000)
         .map(|i| format!("/p/{i}"))

@@ -59,10 +59,10 @@ fn an_issued_acme_certificate_wins_for_its_name() {
     let dir = tempfile::tempdir().unwrap();
     let file = loaded(dir.path(), "f", &["*.example.com", "shop.example.com"]);
     let issued = loaded(dir.path(), "acme", &["shop.example.com"]);
-    let challenges = Arc::new(crate::acme::Challenges::new(Arc::new(
+    let challenges = Arc::new(hoard_acme::Challenges::new(Arc::new(
         hoard_policy::clock::SystemClock,
     )));
-    let all = Arc::new(crate::acme::Certs::new(challenges));
+    let all = Arc::new(hoard_acme::Certs::new(challenges));
     let names = vec![vec!["shop.example.com".to_string()]];
     all.set_sites(&names);
     let r = FileCerts::new(vec![file.clone()], Some(all.for_listener(&names))).unwrap();

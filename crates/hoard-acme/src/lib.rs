@@ -51,6 +51,7 @@
 //! across an await. The account is behind an async mutex so that sites
 //! ordering at once create it once.
 
+pub mod answer;
 pub mod files;
 pub mod http;
 pub mod resolver;
@@ -69,7 +70,7 @@ use site::Site;
 
 use hoard_policy::clock::Clock;
 
-use crate::cluster::Cluster;
+use hoard_cluster::Cluster;
 use hoard_config::acme::{AcmeConfig, ChallengeKind};
 use hoard_config::Config;
 use hoard_metrics::counters::Counters;

@@ -329,7 +329,7 @@ impl Bus {
         now_ms: u64,
         timeout: Duration,
     ) -> Result<Published, String> {
-        let body = super::purge::encode(selector, soft).to_string();
+        let body = crate::purge_message::encode(selector, soft).to_string();
         let min_id = now_ms.saturating_sub(self.max_age.as_millis() as u64);
         let xadd = async {
             let mut c = self.conn().await?;
@@ -606,7 +606,9 @@ async fn read_some<N: BusNode>(
                     let field = |k: &str| text_field(entry, k);
                     let from_me = field("from").as_deref() == Some(cluster.node());
                     if !from_me {
-                        match field("purge").and_then(|b| super::purge::decode(b.as_bytes())) {
+                        match field("purge")
+                            .and_then(|b| crate::purge_message::decode(b.as_bytes()))
+                        {
                             Some((selector, soft)) => {
                                 p.purge(&selector, soft, "cluster log").await;
                             }

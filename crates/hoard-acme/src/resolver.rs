@@ -214,7 +214,7 @@ impl Certs {
     /// shares a name with a dropped one (a SAN list edited by a reload)
     /// presents the dropped one's certificate until its own is installed,
     /// so the names it had go on being served meanwhile.
-    pub(crate) fn set_sites(&self, sites: &[Vec<String>]) {
+    pub fn set_sites(&self, sites: &[Vec<String>]) {
         let mut current = self.sites.lock();
         let next = sites
             .iter()

@@ -59,6 +59,7 @@ pub mod near;
 pub mod peer_auth;
 pub mod probe;
 pub mod purge;
+pub mod purge_message;
 pub mod rampup;
 pub mod ring;
 

@@ -380,11 +380,11 @@ impl Site {
             };
             let ka = ch.key_authorization();
             let answer = match kind {
-                ChallengeKind::Http01 => super::share::Answer::Http01 {
+                ChallengeKind::Http01 => super::answer::Answer::Http01 {
                     token: ch.token.clone(),
                     key_authorization: ka.as_str().to_string(),
                 },
-                ChallengeKind::TlsAlpn01 => super::share::Answer::TlsAlpn01 {
+                ChallengeKind::TlsAlpn01 => super::answer::Answer::TlsAlpn01 {
                     name: name.clone(),
                     digest: ka.digest().as_ref().to_vec(),
                 },

@@ -36,6 +36,7 @@ use bytes::Bytes;
 use http::{Method, StatusCode};
 use ring::aead;
 
+use super::answer::Answer;
 use super::files::{self, Issued};
 use super::site::Site;
 use super::Acme;
@@ -63,27 +64,6 @@ fn bus_key(site: &Site) -> String {
 /// What the key sealing is derived for.
 const SEALING: &str = "hoard acme certificate key";
 
-/// One challenge's answer.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "type", rename_all = "kebab-case")]
-pub enum Answer {
-    /// HTTP-01 (RFC 8555 §8.3).
-    Http01 {
-        /// The token asked for at `/.well-known/acme-challenge/`.
-        token: String,
-        /// The answer.
-        key_authorization: String,
-    },
-    /// TLS-ALPN-01 (RFC 8737): the SHA-256 of the key authorization.
-    TlsAlpn01 {
-        /// The name validated (the handshake's SNI).
-        name: String,
-        /// SHA-256 of the key authorization.
-        #[serde(with = "b64")]
-        digest: Vec<u8>,
-    },
-}
-
 /// See the module docs.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -102,7 +82,7 @@ pub enum Message {
         /// The chain (PEM).
         chain: String,
         /// The key (PEM), sealed: nonce, then ciphertext and tag.
-        #[serde(with = "b64")]
+        #[serde(with = "crate::answer::b64")]
         sealed_key: Vec<u8>,
     },
     /// Asks for the site's certificate.
@@ -110,19 +90,6 @@ pub enum Message {
         /// The site's names.
         site: Vec<String>,
     },
-}
-
-mod b64 {
-    use base64::Engine;
-    pub fn serialize<S: serde::Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(v))
-    }
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let s: String = serde::Deserialize::deserialize(d)?;
-        base64::engine::general_purpose::STANDARD
-            .decode(s)
-            .map_err(serde::de::Error::custom)
-    }
 }
 
 impl Acme {
