@@ -42,8 +42,8 @@ NCPU="$(nproc)"
 raise_nofile
 build_hoard
 if [ "$SKIP_BUILD" != 1 ] || [ ! -x "$CLIENT" ]; then
-    log "building the client (cargo build --release -p hoard-proxy --example h3bench)"
-    (cd "$ROOT" && cargo build --release -p hoard-proxy --example h3bench) || die "client build failed"
+    log "building the client (cargo build --release -p hoard-server --example h3bench)"
+    (cd "$ROOT" && cargo build --release -p hoard-server --example h3bench) || die "client build failed"
 fi
 
 start_run http3

@@ -4,7 +4,7 @@
 # through nginx (`proxy_http_version 1.1` with the Upgrade and Connection
 # fields passed, its documented WebSocket setup), one worker each on the
 # same CPU, in the same run. The echo server and the load are
-# `crates/hoard-proxy/examples/ws_echo.rs` (one thread each, on the other
+# `crates/hoard-server/examples/ws_echo.rs` (one thread each, on the other
 # CPU). Messages per second, for small and for 16 KiB messages.
 #
 #   bench/websocket.sh                  # 10 s per measurement, 3 runs
@@ -35,7 +35,7 @@ build_hoard
 WS_ECHO="$ROOT/target/release/examples/ws_echo"
 if [ "$SKIP_BUILD" != 1 ]; then
     log "building the echo server and load (cargo build --release --example ws_echo)"
-    (cd "$ROOT" && cargo build --release -p hoard-proxy --example ws_echo) || die "cargo build failed"
+    (cd "$ROOT" && cargo build --release -p hoard-server --example ws_echo) || die "cargo build failed"
 fi
 [ -x "$WS_ECHO" ] || die "ws_echo not found at $WS_ECHO"
 start_run websocket

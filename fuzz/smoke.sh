@@ -18,7 +18,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 for t in "${targets[@]}"; do
     features=()
-    [ "$t" = units ] && features=(--features proxy)
+    [ "$t" = units ] && features=(--features config)
     mkdir -p "$work/$t"
     seeds=()
     [ -d "seeds/$t" ] && seeds=("seeds/$t")

@@ -1,7 +1,7 @@
 //! Configuration durations and sizes (`"500ms"`, `"256MiB"`):
-//! `hoard_proxy::config::units::{parse_duration, parse_size}`.
+//! `hoard_config::units::{parse_duration, parse_size}`.
 //!
-//! Built only with `--features proxy` (hoard-proxy is a large build).
+//! Built only with `--features config` (hoard-config is a larger build).
 //! Beyond not panicking, checks that an accepted duration is at most 1e10 s
 //! and that its whole milliseconds, printed as `"{n}ms"`, parse back to within
 //! f64 precision; and that an accepted size, printed as a bare number of
@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use hoard_proxy::config::units::{parse_duration, parse_size};
+use hoard_config::units::{parse_duration, parse_size};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

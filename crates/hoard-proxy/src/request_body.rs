@@ -1,6 +1,6 @@
 //! A client's request body, whatever the connection's protocol: hyper's
 //! (HTTP/1.1, HTTP/2) or an HTTP/3 request stream's (see
-//! [`crate::server::h3`]). The pipeline reads it as one `http_body::Body`.
+//! `hoard_server::listeners::h3`). The pipeline reads it as one `http_body::Body`.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hoard_config::{Config, RouteConfig, ServerAddr, UpstreamConfig};
-use hoard_proxy::{Counters, Proxy, QuickStart};
+use hoard_server::{Counters, Proxy, QuickStart};
 
 use crate::{Endpoint, Origin, Test, TestClock, Transcript};
 
@@ -258,7 +258,7 @@ impl TestProxy {
         &self,
         origin: &Origin,
         text: &str,
-    ) -> Result<hoard_proxy::Reloaded, String> {
+    ) -> Result<hoard_server::Reloaded, String> {
         let text = text.replace("{origin}", &origin.addr().to_string());
         match Config::from_toml("test.toml", &text) {
             Err(e) => {

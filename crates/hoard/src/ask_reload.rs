@@ -15,7 +15,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use hoard_proxy::admin::client::{self, ReloadOutcome};
+use hoard_admin::client::{self, ReloadOutcome};
 
 use crate::cli::ReloadArgs;
 use crate::service;

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use hoard_config::units::{parse_duration, parse_size};
-use hoard_proxy::{Config, ConfigError, QuickStart};
+use hoard_server::{Config, ConfigError, QuickStart};
 
 /// `hoard --version`: the version and the commit it was built from.
 const VERSION_LINE: &str = concat!(
@@ -101,7 +101,7 @@ pub struct PurgeArgs {
 
 impl PurgeArgs {
     /// The request to send.
-    pub fn request(&self) -> hoard_proxy::admin::client::PurgeRequest {
+    pub fn request(&self) -> hoard_admin::client::PurgeRequest {
         let (kind, value) = if let Some(u) = &self.url {
             ("url", u)
         } else if let Some(p) = &self.prefix {
@@ -116,7 +116,7 @@ impl PurgeArgs {
                 self.tag.as_ref().expect("invariant: clap requires one"),
             )
         };
-        hoard_proxy::admin::client::PurgeRequest {
+        hoard_admin::client::PurgeRequest {
             kind,
             value: value.clone(),
             soft: self.soft,

@@ -23,7 +23,7 @@ static GLOBAL: alloc_count::Counting = alloc_count::Counting;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use hoard_proxy::{Config, Proxy, SystemClock};
+use hoard_server::{Config, Proxy, SystemClock};
 
 fn main() -> ExitCode {
     let cli = cli::parse();
@@ -116,7 +116,7 @@ fn purge(p: &cli::PurgeArgs) -> ExitCode {
         Ok(x) => x,
         Err(code) => return code,
     };
-    let result = rt.block_on(hoard_proxy::admin::client::purge(
+    let result = rt.block_on(hoard_admin::client::purge(
         &p.admin,
         token.as_deref(),
         &p.request(),
@@ -199,7 +199,7 @@ fn run(
 /// Re-reads the configuration file and applies it (SIGHUP, `POST /reload`).
 /// An invalid file is refused with the text `hoard check` prints; the
 /// running one stays.
-fn reload(proxy: &Proxy, file: Option<&std::path::Path>) -> Result<hoard_proxy::Reloaded, String> {
+fn reload(proxy: &Proxy, file: Option<&std::path::Path>) -> Result<hoard_server::Reloaded, String> {
     let Some(file) = file else {
         let e = "no configuration file to re-read (started without --config)".to_string();
         tracing::warn!("reload: {e}");

@@ -95,7 +95,7 @@ pub fn send_signal(pid_file: &Path, signal: rustix::process::Signal) -> Result<i
 
 /// `hoard check`'s line for `server.user`: who serves and what it must
 /// be able to write.
-pub fn run_as_needs(r: &hoard_config::privileges::RunAs, cfg: &hoard_proxy::Config) -> String {
+pub fn run_as_needs(r: &hoard_config::privileges::RunAs, cfg: &hoard_server::Config) -> String {
     let needed = hoard_config::privileges::needs(cfg);
     if needed.is_empty() {
         return format!("runs as {r}; needs write access to nothing");

@@ -8,7 +8,7 @@
 //! may since have been replaced by a new version) with the same arguments,
 //! passing it every listening socket (client listeners over TCP, their
 //! HTTP/3 UDP sockets, the admin listener) as open descriptors named in
-//! `HOARD_INHERIT` (see `hoard_proxy::server::inherit`), and one end of a
+//! `HOARD_INHERIT` (see `hoard_server::listeners::inherit`), and one end of a
 //! socket pair named in [`READY_ENV`]. It keeps serving meanwhile. When the
 //! new process writes `ready PID` on that pair, the old one stops accepting
 //! and drains like on SIGQUIT; its pid file (`NAME.oldbin`) goes when it
@@ -34,8 +34,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use hoard_proxy::server::inherit::{self, Entry, Inherited};
-use hoard_proxy::Proxy;
+use hoard_server::listeners::inherit::{self, Entry, Inherited};
+use hoard_server::Proxy;
 
 use crate::fdpass;
 use crate::service::PidFile;

@@ -214,7 +214,7 @@ fn the_cluster_example_makes_three_nodes() {
         let path = dir.path().join(format!("n{n}.toml"));
         std::fs::write(&path, copy).unwrap();
         check(&path);
-        let cfg = hoard_proxy::Config::from_file(&path).unwrap();
+        let cfg = hoard_server::Config::from_file(&path).unwrap();
         let cluster = cfg.cluster.as_ref().unwrap();
         assert_eq!(cluster.node, format!("n{n}"));
         let own = cluster

@@ -22,7 +22,7 @@
 //! they leave for the log.
 
 mod answers;
-pub(crate) mod client_body;
+pub mod client_body;
 mod ctx;
 mod edge;
 mod fetch;
@@ -39,11 +39,11 @@ mod partial;
 mod pass;
 pub mod phases;
 mod prepare;
-pub(crate) mod purge;
+pub mod purge;
 mod range;
 pub mod running;
 mod slice;
-pub(crate) mod slice_body;
+pub mod slice_body;
 mod tunnel;
 
 use std::net::SocketAddr;
@@ -87,32 +87,35 @@ pub struct Pipeline {
     /// The running configuration (see `running`): swapped by a reload.
     running: arc_swap::ArcSwap<running::Running>,
     /// Reloads asked for through the admin API (to the proxy's owner).
-    pub(crate) reload_asks: Option<tokio::sync::mpsc::Sender<running::ReloadAsk>>,
+    pub reload_asks: Option<tokio::sync::mpsc::Sender<running::ReloadAsk>>,
     /// The last reload, for `/status`.
-    pub(crate) last_reload: parking_lot::Mutex<Option<running::ReloadRecord>>,
-    pub(crate) store: Arc<Store>,
-    pub(crate) counters: Arc<Counters>,
-    pub(crate) clock: Arc<dyn Clock>,
+    pub last_reload: parking_lot::Mutex<Option<running::ReloadRecord>>,
+    /// The cache (memory and disk tiers).
+    pub store: Arc<Store>,
+    /// Counters every layer updates.
+    pub counters: Arc<Counters>,
+    /// The clock (a test clock in tests).
+    pub clock: Arc<dyn Clock>,
     /// Fills: the in-flight table, hit-for-pass marks and the fill tasks.
-    pub(crate) fills: Arc<FillEngine>,
+    pub fills: Arc<FillEngine>,
     /// The cluster, if this node is in one (fixed at start).
     pub cluster: Option<Arc<hoard_cluster::Cluster>>,
     /// Automatic HTTPS, when listeners have `acme` names: its HTTP-01
     /// answers are given here, before anything else.
     pub acme: Option<Arc<hoard_acme::Acme>>,
     /// The bound on slice prefetches running at once.
-    pub(crate) prefetches: Arc<tokio::sync::Semaphore>,
+    pub prefetches: Arc<tokio::sync::Semaphore>,
     /// Requests by outcome, bytes to clients.
-    pub(crate) metrics: Arc<Metrics>,
+    pub metrics: Arc<Metrics>,
     /// The access log, when it is on.
-    pub(crate) access_log: Option<Arc<AccessLog>>,
+    pub access_log: Option<Arc<AccessLog>>,
     /// One permit per open client connection (`server.max_connections`).
-    pub(crate) connections: Arc<tokio::sync::Semaphore>,
+    pub connections: Arc<tokio::sync::Semaphore>,
     /// Signalled when the permits run out: the oldest connection that has
     /// not sent a byte closes to make room.
-    pub(crate) pressure: tokio::sync::Notify,
+    pub pressure: tokio::sync::Notify,
     /// Connections waiting for their first byte (only they heed `pressure`).
-    pub(crate) silent: std::sync::atomic::AtomicUsize,
+    pub silent: std::sync::atomic::AtomicUsize,
     /// The node's intercepts, in order (see [`phases::Intercept`]).
     intercepts: Box<[phases::Intercept]>,
 }
@@ -192,7 +195,7 @@ impl Pipeline {
     }
 
     /// The running configuration, for a short look (no reference count).
-    pub(crate) fn run(&self) -> arc_swap::Guard<Arc<running::Running>> {
+    pub fn run(&self) -> arc_swap::Guard<Arc<running::Running>> {
         self.running.load()
     }
 
@@ -202,7 +205,7 @@ impl Pipeline {
     }
 
     /// Makes `next` the running configuration for new requests.
-    pub(crate) fn install(&self, next: running::Running) {
+    pub fn install(&self, next: running::Running) {
         self.running.store(Arc::new(next));
     }
 

@@ -326,7 +326,7 @@ impl Pipeline {
 }
 
 /// A JSON response that no cache keeps (also the admin API's).
-pub(crate) fn json_response(status: StatusCode, body: String) -> Response<ProxyBody> {
+pub fn json_response(status: StatusCode, body: String) -> Response<ProxyBody> {
     let mut r = Response::new(ProxyBody::Full(Some(Bytes::from(body))));
     *r.status_mut() = status;
     r.headers_mut().insert(

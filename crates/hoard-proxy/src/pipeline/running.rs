@@ -146,7 +146,7 @@ pub struct Reloaded {
 #[derive(Debug)]
 pub struct ReloadAsk {
     /// Where the outcome goes.
-    pub(crate) reply: tokio::sync::oneshot::Sender<Result<Reloaded, String>>,
+    pub reply: tokio::sync::oneshot::Sender<Result<Reloaded, String>>,
 }
 
 impl ReloadAsk {

@@ -3,7 +3,7 @@
 //! Each listener has an accept loop task; each accepted connection gets a task
 //! that serves it with hyper (HTTP/1.1, and HTTP/2 by prior knowledge on plain
 //! sockets or by ALPN over TLS). A request is handed to the
-//! [`crate::pipeline::Pipeline`]; limits (head size, header count, head read
+//! [`hoard_proxy::pipeline::Pipeline`]; limits (head size, header count, head read
 //! timeout) are enforced by hyper, which answers 431/400 itself.
 //!
 //! HTTP/2 streams are first polled inside the connection's task
@@ -56,9 +56,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch as signal;
 use tokio_util::task::TaskTracker;
 
-use crate::pipeline::Pipeline;
-use crate::sendfile::{SendQueue, SendfileStream};
 use hoard_config::ServerConfig;
+use hoard_proxy::pipeline::Pipeline;
+use hoard_proxy::sendfile::{SendQueue, SendfileStream};
 use inline_exec::InlineExec;
 use watch::{Activity, Limits, Tracked, Verdict, Watched};
 
@@ -461,7 +461,7 @@ async fn serve_connection(
         let finish_interim = interim.as_ref().map(|_| act.interim.clone());
         // Passed as an argument, not as request extensions (a map each
         // request would allocate).
-        let conn = crate::pipeline::Conn {
+        let conn = hoard_proxy::pipeline::Conn {
             peer,
             tls: is_tls,
             send,
@@ -472,7 +472,7 @@ async fn serve_connection(
         };
         async move {
             let mut resp = p
-                .serve(req.map(crate::request_body::RequestBody::Hyper), conn)
+                .serve(req.map(hoard_proxy::request_body::RequestBody::Hyper), conn)
                 .await;
             if let Some(q) = finish_interim {
                 q.finish().await;

@@ -42,9 +42,9 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::body::ProxyBody;
-use crate::pipeline::purge::json_response;
-use crate::pipeline::Pipeline;
+use hoard_proxy::body::ProxyBody;
+use hoard_proxy::pipeline::purge::json_response;
+use hoard_proxy::pipeline::Pipeline;
 
 /// The dashboard page (inline CSS, JS and SVG; nothing loaded from elsewhere).
 const DASHBOARD: &str = include_str!("dashboard.html");
@@ -223,11 +223,10 @@ impl Admin {
     async fn reload(&self, peer: SocketAddr) -> Response<ProxyBody> {
         tracing::info!(%peer, "admin: reload asked");
         let (reply, outcome) = tokio::sync::oneshot::channel();
-        let asked = self
-            .pipeline
-            .reload_asks
-            .as_ref()
-            .is_some_and(|tx| tx.try_send(crate::ReloadAsk { reply }).is_ok());
+        let asked = self.pipeline.reload_asks.as_ref().is_some_and(|tx| {
+            tx.try_send(hoard_proxy::pipeline::running::ReloadAsk { reply })
+                .is_ok()
+        });
         if !asked {
             return error(StatusCode::CONFLICT, None, "a reload is already waiting");
         }

@@ -7,7 +7,7 @@
 //! at all (code, stacks). An operator sizes a container as the tiers'
 //! limits plus the rest seen under load.
 
-use crate::pipeline::Pipeline;
+use hoard_proxy::pipeline::Pipeline;
 
 /// Bytes of one disk index entry in memory (the entry and its map slot).
 const DISK_ENTRY_BYTES: u64 = 64;

@@ -142,7 +142,7 @@ fn ratio(part: u64, whole: u64) -> f64 {
 }
 
 /// The running configuration's generation and the last reload.
-fn config_state(p: &crate::pipeline::Pipeline) -> Value {
+fn config_state(p: &hoard_proxy::pipeline::Pipeline) -> Value {
     let generation = p.run().generation;
     let last = p.last_reload.lock().clone();
     let reload = last.map(|r| {
@@ -243,8 +243,8 @@ pub fn status(admin: &Admin) -> Value {
         )
     };
     json!({
-        "version": crate::build_info::VERSION,
-        "commit": crate::build_info::commit(),
+        "version": hoard_proxy::build_info::VERSION,
+        "commit": hoard_proxy::build_info::commit(),
         "config": config_state(p),
         "uptime_seconds": admin.started.elapsed().as_secs(),
         "sample": samples.sample,
@@ -271,7 +271,7 @@ pub fn status(admin: &Admin) -> Value {
 /// `null` without ACME listeners; else each certificate (its names,
 /// expiry, next order, last failure and, in a cluster, the member that
 /// orders it) and the counts.
-fn acme_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
+fn acme_state(p: &hoard_proxy::pipeline::Pipeline) -> serde_json::Value {
     let Some(acme) = p.acme.as_ref().filter(|a| a.active()) else {
         return serde_json::Value::Null;
     };
@@ -302,7 +302,7 @@ fn acme_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
 }
 
 /// Client connections (all, and QUIC) and requests by protocol.
-fn connections_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
+fn connections_state(p: &hoard_proxy::pipeline::Pipeline) -> serde_json::Value {
     let c = &p.counters;
     let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let accepted = n(&c.connections_accepted);
@@ -324,7 +324,7 @@ fn connections_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
 
 /// `null` outside a cluster; else this node, the members with their state,
 /// and what crossed the peer channel.
-fn cluster_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
+fn cluster_state(p: &hoard_proxy::pipeline::Pipeline) -> serde_json::Value {
     let Some(cluster) = &p.cluster else {
         return serde_json::Value::Null;
     };
@@ -402,7 +402,7 @@ fn cluster_state(p: &crate::pipeline::Pipeline) -> serde_json::Value {
     })
 }
 
-/// Content codings made and served (see `crate::encode`): for each coding
+/// Content codings made and served (see `hoard_proxy::encode`): for each coding
 /// its bytes as a share of the identity bytes they were made from, and
 /// the hits it served.
 fn encodings_state(c: &hoard_metrics::counters::Counters) -> serde_json::Value {

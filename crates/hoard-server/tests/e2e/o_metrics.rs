@@ -163,7 +163,7 @@ async fn o00011_promtool_accepts_the_metrics() {
         "promtool check metrics failed:\n{said}\n---\n{text}"
     );
     assert!(said.trim().is_empty(), "promtool lint findings:\n{said}");
-    for family in hoard_proxy::admin::prometheus::FAMILIES {
+    for family in hoard_admin::prometheus::FAMILIES {
         assert!(
             text.contains(&format!("# TYPE {} {}", family.name, family.kind)),
             "{}",

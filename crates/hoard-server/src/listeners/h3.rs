@@ -8,7 +8,7 @@
 //! takes each new connection under the same `server.max_connections`
 //! permits as TCP (refused when none is left), gives its handshake
 //! `header_read_timeout`, and serves each request stream in a task of its
-//! own: the request (its body a [`crate::request_body::RequestBody::H3`])
+//! own: the request (its body a [`hoard_proxy::request_body::RequestBody::H3`])
 //! goes to [`Pipeline::serve`], the response head, data and trailers go
 //! back on the stream. QUIC's own limits: idle connections close after
 //! `keep_alive_timeout` (the idle timeout both ends agree on), at most
@@ -36,9 +36,9 @@ use http_body_util::BodyExt;
 use tokio::sync::watch as signal;
 use tokio_util::task::TaskTracker;
 
-use crate::pipeline::{Conn, Pipeline};
-use crate::request_body::RequestBody;
 use hoard_config::ServerConfig;
+use hoard_proxy::pipeline::{Conn, Pipeline};
+use hoard_proxy::request_body::RequestBody;
 
 /// Opens a QUIC endpoint on `addr` (UDP), or on `inherited` (the socket
 /// the previous process passed on, see [`super::inherit`]), with the
