@@ -3,7 +3,7 @@
 //!
 //! ## Model
 //!
-//! One [`Acme`] per process keeps one [`site::Site`] per certificate of
+//! One [`Acme`] per process keeps one `site::Site` per certificate of
 //! the configuration (a name alone, or a list of names sharing one
 //! certificate), all presented by every ACME listener through [`Certs`],
 //! which picks by SNI. Each site has a task ([`site`]):

@@ -4,7 +4,7 @@
 //! ## Lifecycle
 //!
 //! `Site::new` presents the stored certificate if there is one; the task
-//! ([`Site::start`]) then loops: wait until due (looked at every second:
+//! (`Site::start`) then loops: wait until due (looked at every second:
 //! the clock decides, so a test clock moved forward makes a renewal due;
 //! a certificate sent by another member wakes it at once), then either
 //! order (this node is the site's orderer) or ask the orderer for its

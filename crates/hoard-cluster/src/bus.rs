@@ -18,7 +18,7 @@
 //!   until every other member's acknowledged position reaches the entry, or
 //!   `purge_timeout`. If the bus is unreachable the purge goes over HTTP
 //!   as without a bus (`cluster::purge`), and the answer says so.
-//! * **Reading** ([`run`]): one task per node blocks on `XREAD` over both
+//! * **Reading** (`run`): one task per node blocks on `XREAD` over both
 //!   streams from its cursor: purge entries of other nodes are applied
 //!   (`BusNode::purge`, the pipeline's purge), then the cursor is persisted (a file in the first
 //!   disk zone's directory: a warm restart replays what it missed) and
@@ -182,7 +182,7 @@ impl Bus {
     }
 
     /// How many of the purge entries this node has read come after `at`
-    /// (among the last [`RECENT`]).
+    /// (among the last `RECENT`).
     pub fn entries_after(&self, at: EntryId) -> u64 {
         let recent = self.recent.lock();
         (recent.len() - recent.partition_point(|id| *id <= at)) as u64

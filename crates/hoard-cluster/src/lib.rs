@@ -380,7 +380,7 @@ impl Cluster {
     }
 
     /// True once this node has applied the log up to `at` (waiting up to
-    /// [`LOG_WAIT`] for its reader); false when it is still behind, counted.
+    /// `LOG_WAIT` for its reader); false when it is still behind, counted.
     pub async fn caught_up_to(&self, at: bus::EntryId) -> bool {
         let Some(bus) = &self.bus else { return true };
         if bus.reached(self.node(), at, LOG_WAIT).await {

@@ -95,7 +95,7 @@ pub struct Spread {
 impl Cluster {
     /// Sends a purge applied here to every other member: through the log
     /// when the cluster has a bus that takes it, else over HTTP
-    /// ([`Cluster::fan_out`]). `here` is what the purge removed on this
+    /// (`Cluster::fan_out`). `here` is what the purge removed on this
     /// node. Members that did not acknowledge are counted and logged.
     pub async fn spread(&self, selector: &Selector, soft: bool, here: u64) -> Spread {
         let spread = match &self.bus {

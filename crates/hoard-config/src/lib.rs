@@ -1,14 +1,14 @@
 //! Configuration: the resolved [`Config`] and how it is built.
 //!
 //! Two ways in, one type out:
-//! * [`Config::from_toml`] reads a file ([`raw`] mirrors it and rejects unknown
+//! * [`Config::from_toml`] reads a file (`raw` mirrors it and rejects unknown
 //!   keys); errors name the file, line and key.
 //! * [`Config::quick`] builds the same structure from the command-line quick
 //!   start (`--upstream`, `--listen`, `--cache-size`, ...).
 //!
 //! Each section of the file has its module: the resolved type and how it
-//! is read ([`server`], [`cache`], [`listeners`], [`upstreams`], [`sites`],
-//! [`route`], ...). Every default lives in [`defaults`], and is documented
+//! is read (`server`, `cache`, `listeners`, `upstreams`, [`sites`],
+//! `route`, ...). Every default lives in [`defaults`], and is documented
 //! in the README's configuration reference.
 
 pub mod acme;

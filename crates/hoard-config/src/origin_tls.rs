@@ -15,7 +15,7 @@
 //! certificate (the handshake's signatures are still checked): an explicit
 //! choice, logged once at start.
 //!
-//! A failed handshake is classified ([`TlsFailure`]) for the log, the
+//! A failed handshake is classified (`TlsFailure`) for the log, the
 //! metrics and `Cache-Status` (`detail=tls-untrusted`, ...); a TLS server
 //! is never reached over plaintext instead.
 

@@ -29,7 +29,7 @@ pub const MIN_SLICE: u64 = 4096;
 pub struct RouteConfig {
     /// Path match.
     pub path: PathMatch,
-    /// Index into [`Config::upstreams`].
+    /// Index into `Config::upstreams`.
     pub upstream: usize,
     /// Cache at all. Default: true.
     pub cache: bool,

@@ -5,9 +5,9 @@
 //!
 //! The model: every allocation adds its size to a counter, every free takes
 //! it off. A single shared counter would be a cache line bounced between
-//! the serving threads on every allocation, so there are [`SLOTS`] counters
+//! the serving threads on every allocation, so there are `SLOTS` counters
 //! on cache lines of their own and each thread keeps to one (threads share
-//! a slot only past [`SLOTS`] threads). A slot may go negative (a thread
+//! a slot only past `SLOTS` threads). A slot may go negative (a thread
 //! frees what another allocated); only the sum means anything, and
 //! [`reading`] adds the slots up with relaxed loads: a reading taken while
 //! other threads allocate is off by what is in flight, never by more.

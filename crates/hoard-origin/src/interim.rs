@@ -9,7 +9,7 @@
 //! connection. The queue accepts hints for one request at a time (the one
 //! being answered), so a hint arriving after its request was answered is
 //! dropped, never sent ahead of the next response. The connection writes
-//! the queue on its next flush (`crate::server::watch`), woken through
+//! the queue on its next flush (`hoard_server::listeners::watch`), woken through
 //! [`InterimQueue::wake`].
 //!
 //! ## Locking

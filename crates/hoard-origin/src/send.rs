@@ -37,7 +37,7 @@ fn framing_fault<B>(resp: &Response<B>) -> Option<&'static str> {
 
 impl Upstream {
     /// Sends a request and waits for the response head, trying the next
-    /// server after a failure as [`failover`] says. See the module docs.
+    /// server after a failure as `failover` says. See the module docs.
     /// A request without Host (`host = "server"`, or an HTTP/1.0 client that
     /// sent none) gets the `host:port` of the server it goes to.
     pub async fn send(&self, mut req: OriginRequest) -> Result<Response<OriginBody>, ProxyError> {

@@ -15,7 +15,7 @@
 //!
 //! `json` (one object per line), `combined` (exactly nginx's line, for the
 //! tools that read it) and `hoard` (combined with the cache outcome, the
-//! times and the request id after it; see [`nginx`]). A line's values are
+//! times and the request id after it; see `nginx`). A line's values are
 //! taken from the request as it arrived (the client's address as
 //! `server.trusted_proxies` or the PROXY protocol give it), and formatted
 //! on the writer thread only: the user name of Basic credentials is

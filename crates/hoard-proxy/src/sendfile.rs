@@ -4,7 +4,7 @@
 //! call `sendfile` itself. Instead, for each [`FileSpan`] it sends, the body
 //! pushes the span on its connection's [`SendQueue`] and yields a
 //! *placeholder*: a `Bytes` of the same length that points into a static
-//! region ([`placeholder`]) whose bytes are never sent. hyper queues it like
+//! region (`placeholder`) whose bytes are never sent. hyper queues it like
 //! any chunk (the writer is set to vectored writes, so nothing is copied or
 //! merged) and passes it to the connection's stream, [`SendfileStream`],
 //! which recognises the address, and sends the front span of the queue with

@@ -183,7 +183,7 @@ impl Proxy {
     /// [`listeners::inherit`]; those no listener adopts are closed), and
     /// running `before_serving` once every socket is bound and the disk
     /// zones and the access log are open, before a connection is accepted
-    /// (the binary drops root there, see [`privileges`]).
+    /// (the binary drops root there, see `privileges`).
     ///
     /// # Errors
     /// As [`Proxy::start`], and `before_serving`'s error.
@@ -589,7 +589,7 @@ impl Proxy {
         self.pipeline.store.clone()
     }
 
-    /// Starts a shutdown: listeners close, connections drain (see [`server`]).
+    /// Starts a shutdown: listeners close, connections drain (see `server`).
     pub fn begin_shutdown(&self) {
         let _ = self.shutdown.send(true);
         for l in self.listeners.lock().iter_mut() {

@@ -42,7 +42,7 @@
 //! ## Background refresh
 //!
 //! Stale-while-revalidate starts a fill that nobody waits for
-//! ([`FillEngine::spawn_refresh`]): the stale copy is served at once and the
+//! (`FillEngine::spawn_refresh`): the stale copy is served at once and the
 //! refresh never delays any response, including later ones on the same
 //! keep-alive connection.
 //!

@@ -13,7 +13,7 @@
 //!   └──miss on a slicing route──► sliced: slice fills with Range ──► deliver slice by slice
 //! ```
 //!
-//! Each step records its outcome in a [`CacheStatus`] (RFC 9211) that goes out
+//! Each step records its outcome in a `CacheStatus` (RFC 9211) that goes out
 //! on the response, and in counters. `serve` (this file) runs the phases of
 //! [`phases`]; the steps live in sibling files: `intercept`, `prepare` and
 //! `edge` (recv), `lookup` (key), `origin_request`, `fetch`, `partial`,

@@ -5,12 +5,12 @@
 //! | phase | runs | handlers, in order | where |
 //! |---|---|---|---|
 //! | `accept` | per request, before anything | count by HTTP version; the access log's record started (client address, request id) | `Pipeline::serve` |
-//! | `intercept` | per node, before any site or route | [`Intercept`]: `acme_challenge`, `https_redirect`, `cluster_probe`, `purge`, `peer_acme`, `peer_purge` | [`Intercept::claims`], `Pipeline::intercept` |
-//! | `recv` | per route, after site and route are chosen | limits on the target, Host, body size, upgrades, `Expect` (`prepare`), then the route's [`RecvStep`]s: `redirect`, `rate`, `connections`, `access`, `auth`, `respond`, `request_headers` | `prepare`, `Pipeline::recv_steps` |
+//! | `intercept` | per node, before any site or route | `Intercept`: `acme_challenge`, `https_redirect`, `cluster_probe`, `purge`, `peer_acme`, `peer_purge` | `Intercept::claims`, `Pipeline::intercept` |
+//! | `recv` | per route, after site and route are chosen | limits on the target, Host, body size, upgrades, `Expect` (`prepare`), then the route's `RecvStep`s: `redirect`, `rate`, `connections`, `access`, `auth`, `respond`, `request_headers` | `prepare`, `Pipeline::recv_steps` |
 //! | `key` | cacheable methods on a caching route | the route's `bypass` and `no_store` rules, the cache key (route key, Vary) and the lookup | `route_request`, `cacheable` |
 //! | `fetch` | towards the origin or a peer | the origin request's fields (`origin_request`), the cluster's owner or the upstream's servers with failover, coalescing into one fill | `fetch`, `fill` |
 //! | `store` | what the origin sent, before storing | storable (RFC 9111 §3), TTL rules, encodings, the tiers | `fill::run` |
-//! | `deliver` | every response, hits and hoard's own answers included | `Cache-Status`, `Via`, ranges; then the route's [`DeliverStep`]s: `error_page`, `response_headers` | `hit`, `fetch`, `Pipeline::deliver_steps` |
+//! | `deliver` | every response, hits and hoard's own answers included | `Cache-Status`, `Via`, ranges; then the route's `DeliverStep`s: `error_page`, `response_headers` | `hit`, `fetch`, `Pipeline::deliver_steps` |
 //! | `log` | when the body is sent | outcome and time to first byte to the metrics; the access log's line | `Pipeline::serve`, `server::tally` |
 //!
 //! ## Registration

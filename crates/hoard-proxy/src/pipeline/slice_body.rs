@@ -1,5 +1,5 @@
 //! The body of a sliced response: the parts of the whole object its ranges
-//! cover (and multipart framing), sent slice by slice (see [`super::slice`]).
+//! cover (and multipart framing), sent slice by slice (see `super::slice`).
 //!
 //! ## Lifecycle
 //!
@@ -7,7 +7,7 @@
 //! end)` spans of the whole object. A span is cut at slice boundaries; for
 //! each piece the body opens its slice (the one the handler already opened,
 //! or `SliceCtx::open` as a future it polls), checks the slice's head
-//! against the object's [`Validator`] before sending any of its bytes, and
+//! against the object's `Validator` before sending any of its bytes, and
 //! sends the piece from it: stored chunks, disk blocks or the fill as it
 //! arrives. A short piece (a seek probe) that starts far past what its
 //! slice's fill has received is fetched from the origin on its own instead,

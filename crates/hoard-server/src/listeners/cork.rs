@@ -10,7 +10,7 @@
 //! ## Model
 //!
 //! [`Corked`] wraps the connection future and [`CorkIo`] its transport; both
-//! share one [`Shared`] (the transport itself, a byte buffer, a flag). While
+//! share one `Shared` (the transport itself, a byte buffer, a flag). While
 //! the connection is polled the flag is set and every write and flush lands
 //! in the buffer. When the poll returns, [`Corked`] writes the buffer to the
 //! transport in one call and flushes it. If the socket is full, the rest
