@@ -82,18 +82,15 @@ impl FillEngine {
                 return false;
             }
         };
-        if let Some(w) = disk {
-            return self
-                .store_on_disk(job, w, status, storable, writer, held, checked)
-                .await;
-        }
-        // Spilled to a file that was given up: not all in memory, not stored.
-        let Some(mut chunks) = writer.chunks() else {
-            return false;
-        };
-        chunks.extend(held.cloned());
-        let chunks = compact(chunks);
-        let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+        // The body, when all of it is still in memory (not spilled), and
+        // the coding it is stored in (for both tiers).
+        let chunks = writer.chunks().map(|mut c| {
+            c.extend(held.cloned());
+            compact(c)
+        });
+        let len = chunks
+            .as_ref()
+            .map_or(u64::MAX, |c| c.iter().map(|c| c.len() as u64).sum());
         let plan = crate::encode::plan(
             &job.route,
             self.store.max_object(),
@@ -101,6 +98,15 @@ impl FillEngine {
             &storable.headers,
             len,
         );
+        if let Some(w) = disk {
+            return self
+                .store_on_disk(job, w, status, storable, chunks, plan, checked)
+                .await;
+        }
+        // Spilled to a file that was given up: not all in memory, not stored.
+        let Some(chunks) = chunks else {
+            return false;
+        };
         // A coded body is decoded before it is stored (a corrupt one or a
         // bomb never is); an identity one is coded after, off the fill's
         // way: its clients see the end of the body at once.
@@ -168,7 +174,8 @@ impl FillEngine {
     /// its parts as one file (the copy written through is given up: a
     /// corrupt body or a bomb is never stored); an identity body that is
     /// worth coding is published at once and its parts added after (see
-    /// [`Self::encode_later`]). True when stored.
+    /// [`Self::encode_later`]). `chunks` is the body when all of it is
+    /// still in memory, `plan` its coding. True when stored.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn store_on_disk(
         &self,
@@ -176,27 +183,12 @@ impl FillEngine {
         w: DiskWriter,
         status: StatusCode,
         storable: &Storable,
-        writer: &BusyWriter,
-        held: Option<&bytes::Bytes>,
+        chunks: Option<Vec<bytes::Bytes>>,
+        plan: Option<crate::encode::Plan>,
         checked: u64,
     ) -> bool {
         let head =
             hoard_store::store::head_of(&storable.object(job, status, ObjectBody::default()));
-        // The body, when all of it is still in memory (not spilled).
-        let chunks = writer.chunks().map(|mut c| {
-            c.extend(held.cloned());
-            compact(c)
-        });
-        let len = chunks
-            .as_ref()
-            .map_or(u64::MAX, |c| c.iter().map(|c| c.len() as u64).sum());
-        let plan = crate::encode::plan(
-            &job.route,
-            self.store.max_object(),
-            status,
-            &storable.headers,
-            len,
-        );
         let zone = w.zone_number();
         let digests = (job.key.digest, storable.vary.variant(&job.request_headers));
         let (coded, later) = match plan {

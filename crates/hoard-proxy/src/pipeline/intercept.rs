@@ -1,4 +1,4 @@
-//! The `intercept` phase's handlers (see [`super::phases::Intercept`]): the
+//! The `intercept` phase's handlers (see `super::phases::Intercept`): the
 //! node's own answers before any site or route, never cached or forwarded.
 //! ACME challenges, the HTTPS redirect and a member's probe are answered at
 //! once, outside the metrics and the access log; purges (the `PURGE`
@@ -8,23 +8,23 @@
 use http::header;
 use http::{Request, Response, StatusCode};
 
-use super::phases::Intercept;
+use super::phases::{Counted, Immediate};
 use super::{forwarding, Conn, Pipeline};
 use crate::body::ProxyBody;
 use crate::request_body::RequestBody;
 use crate::tally::Tallied;
 
 impl Pipeline {
-    /// An intercept answered without waiting (see [`Intercept::logged`]).
+    /// An intercept answered without waiting.
     pub(super) fn answer_now(
         &self,
-        i: Intercept,
+        i: Immediate,
         req: &Request<RequestBody>,
         conn: &Conn,
     ) -> Response<Tallied> {
         let mut resp = Response::new(Tallied::new(ProxyBody::Empty, self.metrics.clone(), None));
         match i {
-            Intercept::AcmeChallenge => {
+            Immediate::AcmeChallenge => {
                 let token = req
                     .uri()
                     .path()
@@ -49,7 +49,7 @@ impl Pipeline {
             }
             // Plain HTTP on a site served over HTTPS: everything but the
             // ACME challenges is redirected (308 keeps the method).
-            Intercept::HttpsRedirect => {
+            Immediate::HttpsRedirect => {
                 match conn
                     .redirect_https
                     .and_then(|port| https_location(req, port))
@@ -61,30 +61,26 @@ impl Pipeline {
                     None => *resp.status_mut() = StatusCode::BAD_REQUEST,
                 }
             }
-            Intercept::ClusterProbe => {
+            Immediate::ClusterProbe => {
                 self.counters.inc(&self.counters.cluster_probes_answered);
                 if let Some(c) = &self.cluster {
                     *resp.status_mut() = c.probe_answer(resp.headers_mut());
                 }
             }
-            Intercept::Purge | Intercept::PeerAcme | Intercept::PeerPurge => {
-                debug_assert!(i.logged(), "{} is answered by `intercept`", i.as_str());
-                *resp.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-            }
         }
         resp
     }
 
-    /// A purge-like intercept (see [`Intercept::logged`]).
+    /// A purge-like intercept: counted and logged as `purge`.
     pub(super) async fn intercept(
         &self,
-        i: Intercept,
+        i: Counted,
         req: Request<RequestBody>,
         peer: std::net::SocketAddr,
         tls: bool,
     ) -> Response<ProxyBody> {
         match i {
-            Intercept::Purge => {
+            Counted::Purge => {
                 let client = forwarding::client_addr(
                     peer.ip(),
                     req.headers(),
@@ -92,12 +88,8 @@ impl Pipeline {
                 );
                 self.purge_method(req, client, tls).await
             }
-            Intercept::PeerAcme => self.peer_acme(req).await,
-            Intercept::PeerPurge => self.peer_purge(req).await,
-            Intercept::AcmeChallenge | Intercept::HttpsRedirect | Intercept::ClusterProbe => {
-                debug_assert!(!i.logged(), "{} is answered by `answer_now`", i.as_str());
-                self.status_only(StatusCode::INTERNAL_SERVER_ERROR)
-            }
+            Counted::PeerAcme => self.peer_acme(req).await,
+            Counted::PeerPurge => self.peer_purge(req).await,
         }
     }
 }

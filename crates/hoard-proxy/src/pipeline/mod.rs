@@ -239,9 +239,16 @@ impl Pipeline {
             .iter()
             .copied()
             .find(|i| i.claims(&self, &req, &conn));
+        if let Some(i) = claimed {
+            tracing::debug!(
+                intercept = i.as_str(),
+                path = req.uri().path(),
+                "intercepted"
+            );
+        }
         let (resp, noted) = match claimed {
-            Some(i) if !i.logged() => return self.answer_now(i, &req, &conn),
-            Some(i) => (
+            Some(phases::Intercept::Now(i)) => return self.answer_now(i, &req, &conn),
+            Some(phases::Intercept::Logged(i)) => (
                 Box::pin(self.intercept(i, req, peer, tls)).await,
                 Noted::default(),
             ),

@@ -11,7 +11,7 @@
 //! | `fetch` | towards the origin or a peer | the origin request's fields (`origin_request`), the cluster's owner or the upstream's servers with failover, coalescing into one fill | `fetch`, `fill` |
 //! | `store` | what the origin sent, before storing | storable (RFC 9111 §3), TTL rules, encodings, the tiers | `fill::run` |
 //! | `deliver` | every response, hits and hoard's own answers included | `Cache-Status`, `Via`, ranges; then the route's `DeliverStep`s: `error_page`, `response_headers` | `hit`, `fetch`, `Pipeline::deliver_steps` |
-//! | `log` | when the body is sent | outcome and time to first byte to the metrics; the access log's line | `Pipeline::serve`, `server::tally` |
+//! | `log` | when the body is sent | outcome and time to first byte to the metrics; the access log's line | `Pipeline::serve`, `crate::tally` |
 //!
 //! ## Registration
 //!
@@ -78,15 +78,29 @@ impl Phase {
 }
 
 /// A node's answer to a request before any site or route: none of them
-/// is cached or forwarded.
+/// is cached or forwarded. Two kinds, by how they are answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Intercept {
+    /// Answered at once, outside the metrics and the access log.
+    Now(Immediate),
+    /// Answered after reading the request, counted and logged as `purge`.
+    Logged(Counted),
+}
+
+/// An intercept answered at once (`Pipeline::answer_now`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Immediate {
     /// An ACME HTTP-01 challenge for one of hoard's names.
     AcmeChallenge,
     /// Plain HTTP on a listener that redirects to HTTPS (308).
     HttpsRedirect,
     /// A cluster member's probe.
     ClusterProbe,
+}
+
+/// An intercept counted and logged as a purge (`Pipeline::intercept`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Counted {
     /// A certificate shared by a cluster member.
     PeerAcme,
     /// A purge sent on by a cluster member.
@@ -101,13 +115,14 @@ impl Intercept {
     /// requests only in a cluster, the `PURGE` method before a member's
     /// purge and certificate paths.
     pub(crate) fn registered(clustered: bool) -> Box<[Intercept]> {
-        let mut all = vec![Intercept::AcmeChallenge, Intercept::HttpsRedirect];
+        use Intercept::{Logged, Now};
+        let mut all = vec![Now(Immediate::AcmeChallenge), Now(Immediate::HttpsRedirect)];
         if clustered {
-            all.push(Intercept::ClusterProbe);
+            all.push(Now(Immediate::ClusterProbe));
         }
-        all.push(Intercept::Purge);
+        all.push(Logged(Counted::Purge));
         if clustered {
-            all.extend([Intercept::PeerAcme, Intercept::PeerPurge]);
+            all.extend([Logged(Counted::PeerAcme), Logged(Counted::PeerPurge)]);
         }
         all.into_boxed_slice()
     }
@@ -115,12 +130,12 @@ impl Intercept {
     /// The intercept's name.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
-            Intercept::AcmeChallenge => "acme_challenge",
-            Intercept::HttpsRedirect => "https_redirect",
-            Intercept::ClusterProbe => "cluster_probe",
-            Intercept::PeerAcme => "peer_acme",
-            Intercept::PeerPurge => "peer_purge",
-            Intercept::Purge => "purge",
+            Intercept::Now(Immediate::AcmeChallenge) => "acme_challenge",
+            Intercept::Now(Immediate::HttpsRedirect) => "https_redirect",
+            Intercept::Now(Immediate::ClusterProbe) => "cluster_probe",
+            Intercept::Logged(Counted::PeerAcme) => "peer_acme",
+            Intercept::Logged(Counted::PeerPurge) => "peer_purge",
+            Intercept::Logged(Counted::Purge) => "purge",
         }
     }
 
@@ -128,7 +143,7 @@ impl Intercept {
     pub(crate) fn claims<B>(self, p: &Pipeline, req: &Request<B>, conn: &Conn) -> bool {
         let path = || req.uri().path();
         match self {
-            Intercept::AcmeChallenge => p.acme.as_ref().is_some_and(|acme| {
+            Intercept::Now(Immediate::AcmeChallenge) => p.acme.as_ref().is_some_and(|acme| {
                 acme.active()
                     && path().starts_with(hoard_acme::CHALLENGE_PATH)
                     && req
@@ -137,21 +152,12 @@ impl Intercept {
                         .or_else(|| req.headers().get(http::header::HOST)?.to_str().ok())
                         .is_some_and(|h| acme.serves_challenges_for(h))
             }),
-            Intercept::HttpsRedirect => conn.redirect_https.is_some(),
-            Intercept::ClusterProbe => path() == hoard_cluster::probe::PATH,
-            Intercept::PeerAcme => path() == hoard_acme::share::PATH,
-            Intercept::PeerPurge => path() == hoard_cluster::purge::PATH,
-            Intercept::Purge => req.method().as_str() == "PURGE",
+            Intercept::Now(Immediate::HttpsRedirect) => conn.redirect_https.is_some(),
+            Intercept::Now(Immediate::ClusterProbe) => path() == hoard_cluster::probe::PATH,
+            Intercept::Logged(Counted::PeerAcme) => path() == hoard_acme::share::PATH,
+            Intercept::Logged(Counted::PeerPurge) => path() == hoard_cluster::purge::PATH,
+            Intercept::Logged(Counted::Purge) => req.method().as_str() == "PURGE",
         }
-    }
-
-    /// True when the request is counted and logged as a purge (the others
-    /// are answered before the access log and the metrics).
-    pub(crate) fn logged(self) -> bool {
-        matches!(
-            self,
-            Intercept::PeerAcme | Intercept::PeerPurge | Intercept::Purge
-        )
     }
 }
 
