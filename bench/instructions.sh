@@ -20,6 +20,7 @@ cd "$ROOT"
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-16}
 KEEP=1  # the callgrind and strace output stays in bench/out/instr.*
+HOARD_BIN="${HOARD_BIN:-$ROOT/target/release/hoard}"  # another binary: HOARD_BIN=path SKIP_BUILD=1
 
 ensure_tools nginx:nginx wrk:wrk valgrind:valgrind strace:strace callgrind_control:valgrind
 
@@ -28,7 +29,7 @@ OUT=$RUN
 NEXT_PORT=${BASE_PORT:-18280}  # first loopback port to try
 free_port ORIGIN; free_port HOARD; free_port NGINX; free_port ADMIN
 
-cargo build --release -q -p hoard
+build_hoard
 head -c 1024 /dev/urandom > "$OUT/1k.bin"
 spawn "$OUT/origin.log" python3 "$BENCH_DIR/file_origin.py" --port "$ORIGIN" --dir "$OUT"
 ORIGIN_PID=$STARTED_PID
@@ -70,7 +71,7 @@ limit = { rate = "1000000r/s", burst = 1000000 }
 allow = ["127.0.0.0/8"]
 response_headers = { set = { "Strict-Transport-Security" = "max-age=63072000" }, remove = ["X-Powered-By"] }
 TOML
-"$ROOT/target/release/hoard" check --config "$OUT/edge.toml" >/dev/null \
+"$HOARD_BIN" check --config "$OUT/edge.toml" >/dev/null \
     || die "hoard rejects $OUT/edge.toml"
 
 wait_port "$ORIGIN" origin "$ORIGIN_PID" "$OUT/origin.log"
@@ -101,12 +102,12 @@ measure() {
   RESULT="$reqs $ir $sreqs $calls"
 }
 
-measure hoard "$HOARD" "$ROOT/target/release/hoard" --upstream "http://127.0.0.1:$ORIGIN" --listen "127.0.0.1:$HOARD" --threads 1
+measure hoard "$HOARD" "$HOARD_BIN" --upstream "http://127.0.0.1:$ORIGIN" --listen "127.0.0.1:$HOARD" --threads 1
 read -r hr hi hsr hc <<<"$RESULT"
-measure hoard-logged "$HOARD" "$ROOT/target/release/hoard" --upstream "http://127.0.0.1:$ORIGIN" --listen "127.0.0.1:$HOARD" --threads 1 \
+measure hoard-logged "$HOARD" "$HOARD_BIN" --upstream "http://127.0.0.1:$ORIGIN" --listen "127.0.0.1:$HOARD" --threads 1 \
     --admin "127.0.0.1:$ADMIN" --access-log "$OUT/access.log"
 read -r lr li lsr lc <<<"$RESULT"
-measure hoard-edge "$HOARD" "$ROOT/target/release/hoard" run --config "$OUT/edge.toml"
+measure hoard-edge "$HOARD" "$HOARD_BIN" run --config "$OUT/edge.toml"
 read -r er ei esr ec <<<"$RESULT"
 measure nginx "$NGINX" nginx -c "$OUT/nginx.conf"
 read -r nr ni nsr nc <<<"$RESULT"
