@@ -140,7 +140,6 @@ impl Intercept {
     }
 
     /// True when this intercept answers `req`.
-    #[inline]
     pub(crate) fn claims<B>(self, p: &Pipeline, req: &Request<B>, conn: &Conn) -> bool {
         let path = || req.uri().path();
         match self {

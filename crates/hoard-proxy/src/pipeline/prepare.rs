@@ -59,7 +59,6 @@ pub(crate) fn edge_vars<'a>(
 /// the first whose hosts match; for a Host no site lists, the site with
 /// `default = true`, else the first without hosts, else the first (as
 /// nginx takes the `default_server`, else the first server of a port).
-#[inline]
 pub(crate) fn select_site(
     cfg: &Config,
     authority: &str,
@@ -92,7 +91,6 @@ pub(crate) fn select_site(
 /// an absolute-form target or `:authority`, which must agree with a Host field
 /// if one is sent too (RFC 9112 §3.2.2, RFC 9113 §8.3.1), else from the one
 /// Host field.
-#[inline]
 fn request_authority(parts: &http::request::Parts, tls: bool) -> Result<String, ProxyError> {
     let scheme = if tls { "https" } else { "http" };
     let bad = |e: TargetError| ProxyError::client(ErrorKind::BadRequest, e.to_string());
@@ -132,7 +130,6 @@ fn request_authority(parts: &http::request::Parts, tls: bool) -> Result<String, 
 
 /// Replaces the target by its normal form, the one that is routed, keyed
 /// and forwarded; 400 when it has none.
-#[inline]
 fn normalise_target(uri: &mut Uri) -> Result<(), ProxyError> {
     let bad = |e: TargetError| ProxyError::client(ErrorKind::BadRequest, e.to_string());
     let Some(pq) = uri.path_and_query() else {
@@ -168,7 +165,6 @@ impl Pipeline {
     /// and Host in normal form, site and route, upgrades, hop-by-hop
     /// fields and `Expect`. A plain function, so that its locals take no
     /// room in the request's future.
-    #[inline]
     pub(super) fn prepare<'r>(
         &self,
         run: &'r running::Running,
