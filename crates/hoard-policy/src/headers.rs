@@ -26,6 +26,11 @@ pub fn strip_never_stored(headers: &mut HeaderMap) {
 /// Removes hop-by-hop fields, including every field named in `Connection`
 /// (RFC 9110 §7.6.1). Used in both directions.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // `Connection` is hop-by-hop itself: with no such field there is
+    // nothing to remove, found in one pass over the names.
+    if !headers.keys().any(is_hop_by_hop) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()

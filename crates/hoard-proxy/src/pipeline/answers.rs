@@ -10,6 +10,9 @@ use super::{note_outcome, Pipeline};
 use crate::body::ProxyBody;
 use hoard_origin::error::{ErrorKind, ProxyError};
 
+/// The field's name, checked once rather than on every response.
+static CACHE_STATUS: header::HeaderName = header::HeaderName::from_static("cache-status");
+
 impl Pipeline {
     /// Adds `Cache-Status` (RFC 9211), appended after any upstream cache's
     /// entry, and notes the request's [`Outcome`] for metrics and the log.
@@ -17,7 +20,7 @@ impl Pipeline {
         // The String's buffer becomes the value's: no copy, no allocation.
         let text = Bytes::from(status.to_header(&self.run().cfg.server.via));
         if let Ok(v) = HeaderValue::from_maybe_shared(text) {
-            resp.headers_mut().append("cache-status", v);
+            resp.headers_mut().append(&CACHE_STATUS, v);
         }
         note_outcome(status.outcome());
     }

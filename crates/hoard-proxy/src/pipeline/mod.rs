@@ -234,11 +234,13 @@ impl Pipeline {
             })
         });
         // intercept: the node's own answers, before any site or route.
-        let claimed = self
-            .intercepts
-            .iter()
-            .copied()
-            .find(|i| i.claims(&self, &req, &conn));
+        let mut claimed = None;
+        for &i in self.intercepts.iter() {
+            if i.claims(&self, &req, &conn) {
+                claimed = Some(i);
+                break;
+            }
+        }
         if let Some(i) = claimed {
             tracing::debug!(
                 intercept = i.as_str(),

@@ -139,7 +139,9 @@ impl Intercept {
         }
     }
 
-    /// True when this intercept answers `req`.
+    /// True when this intercept answers `req`. Inlined into the
+    /// `intercept` phase's loop: every request asks each intercept.
+    #[inline(always)]
     pub(crate) fn claims<B>(self, p: &Pipeline, req: &Request<B>, conn: &Conn) -> bool {
         let path = || req.uri().path();
         match self {
