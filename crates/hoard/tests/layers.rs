@@ -11,7 +11,7 @@ use std::process::Command;
 const LAYERS: &[&[&str]] = &[
     &["hoard-policy", "hoard-heap"],
     &["hoard-store"],
-    &["hoard-metrics", "hoard-edge"],
+    &["hoard-metrics", "hoard-edge", "hoard-wasm"],
     &["hoard-config"],
     &["hoard-origin"],
     &["hoard-cluster"],

@@ -1,0 +1,404 @@
+//! The host calls a filter imports (`env.proxy_*`), defined once on one
+//! `Linker` for every plugin. Each reads and writes the guest's memory
+//! through the exported `memory`, and hands data back in memory the guest
+//! allocates (`proxy_on_memory_allocate` or `malloc`), as the ABI says.
+//! What hoard does not support answers `Unimplemented` (see
+//! `UNIMPLEMENTED` and `docs/filters.md`).
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+use wasmtime::{Caller, Engine, Linker, Memory, TypedFunc};
+
+use crate::abi::{log_level, BufferType, MapType, Status};
+use crate::head::Head;
+use crate::vm::Host;
+
+/// Calls of the ABI hoard answers `Unimplemented`, with their arities
+/// (all `i32`; the two metric calls with an `i64` are defined apart).
+const UNIMPLEMENTED: &[(&str, usize)] = &[
+    ("proxy_set_tick_period_milliseconds", 1),
+    ("proxy_set_buffer_bytes", 5),
+    ("proxy_http_call", 10),
+    ("proxy_dispatch_http_call", 10),
+    ("proxy_grpc_call", 12),
+    ("proxy_grpc_stream", 9),
+    ("proxy_grpc_send", 4),
+    ("proxy_grpc_cancel", 1),
+    ("proxy_grpc_close", 1),
+    ("proxy_get_shared_data", 5),
+    ("proxy_set_shared_data", 5),
+    ("proxy_register_shared_queue", 3),
+    ("proxy_resolve_shared_queue", 5),
+    ("proxy_dequeue_shared_queue", 3),
+    ("proxy_enqueue_shared_queue", 3),
+    ("proxy_define_metric", 4),
+    ("proxy_get_metric", 2),
+    ("proxy_call_foreign_function", 6),
+    ("proxy_continue_stream", 1),
+    ("proxy_close_stream", 1),
+    ("proxy_continue_request", 0),
+    ("proxy_continue_response", 0),
+    ("proxy_clear_route_cache", 0),
+    ("proxy_get_status", 3),
+];
+
+/// The linker with every host call, built once per engine.
+pub(crate) fn linker(engine: &Engine) -> &'static Linker<Host> {
+    static LINKER: OnceLock<Linker<Host>> = OnceLock::new();
+    LINKER.get_or_init(|| build(engine).expect("invariant: host calls are defined once each"))
+}
+
+type R<T> = wasmtime::Result<T>;
+
+fn build(engine: &Engine) -> R<Linker<Host>> {
+    let mut l = Linker::new(engine);
+    l.func_wrap("env", "proxy_log", proxy_log)?;
+    l.func_wrap(
+        "env",
+        "proxy_get_log_level",
+        |mut c: Caller<'_, Host>, ret: i32| {
+            let level = if tracing::enabled!(tracing::Level::DEBUG) {
+                1
+            } else {
+                2
+            };
+            Ok(status(put_u32(&mut c, ret, level)))
+        },
+    )?;
+    l.func_wrap(
+        "env",
+        "proxy_get_current_time_nanoseconds",
+        |mut c: Caller<'_, Host>, ret: i32| {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            Ok(status(put_bytes(&mut c, ret, &now.to_le_bytes())))
+        },
+    )?;
+    l.func_wrap(
+        "env",
+        "proxy_set_effective_context",
+        |_: Caller<'_, Host>, _id: i32| Ok(Status::Ok as i32),
+    )?;
+    l.func_wrap("env", "proxy_done", |_: Caller<'_, Host>| {
+        Ok(Status::Unimplemented as i32)
+    })?;
+    l.func_wrap("env", "proxy_get_buffer_status", get_buffer_status)?;
+    l.func_wrap("env", "proxy_get_buffer_bytes", get_buffer_bytes)?;
+    l.func_wrap("env", "proxy_get_header_map_pairs", get_map_pairs)?;
+    l.func_wrap("env", "proxy_set_header_map_pairs", set_map_pairs)?;
+    l.func_wrap("env", "proxy_get_header_map_value", get_map_value)?;
+    l.func_wrap("env", "proxy_get_header_map_size", get_map_size)?;
+    l.func_wrap(
+        "env",
+        "proxy_add_header_map_value",
+        |c: Caller<'_, Host>, t: i32, kp: i32, ks: i32, vp: i32, vs: i32| {
+            edit(c, t, kp, ks, Some((vp, vs)), Edit::Add)
+        },
+    )?;
+    l.func_wrap(
+        "env",
+        "proxy_replace_header_map_value",
+        |c: Caller<'_, Host>, t: i32, kp: i32, ks: i32, vp: i32, vs: i32| {
+            edit(c, t, kp, ks, Some((vp, vs)), Edit::Replace)
+        },
+    )?;
+    l.func_wrap(
+        "env",
+        "proxy_remove_header_map_value",
+        |c: Caller<'_, Host>, t: i32, kp: i32, ks: i32| edit(c, t, kp, ks, None, Edit::Remove),
+    )?;
+    l.func_wrap("env", "proxy_get_property", get_property)?;
+    l.func_wrap("env", "proxy_set_property", set_property)?;
+    l.func_wrap("env", "proxy_send_local_response", send_local_response)?;
+    for (name, arity) in UNIMPLEMENTED {
+        let ty = wasmtime::FuncType::new(
+            engine,
+            std::iter::repeat_n(wasmtime::ValType::I32, *arity),
+            [wasmtime::ValType::I32],
+        );
+        l.func_new("env", name, ty, |_, _, ret| {
+            ret[0] = wasmtime::Val::I32(Status::Unimplemented as i32);
+            Ok(())
+        })?;
+    }
+    // The two metric calls that take a 64-bit value.
+    for name in ["proxy_increment_metric", "proxy_record_metric"] {
+        l.func_wrap("env", name, |_: Caller<'_, Host>, _id: i32, _v: i64| {
+            Ok(Status::Unimplemented as i32)
+        })?;
+    }
+    crate::wasi::define(&mut l)?;
+    Ok(l)
+}
+
+fn status(s: Status) -> i32 {
+    s as i32
+}
+
+fn memory(c: &Caller<'_, Host>) -> Option<Memory> {
+    c.data().memory
+}
+
+/// `len` bytes of guest memory at `ptr`, copied out.
+fn read(c: &Caller<'_, Host>, ptr: i32, len: i32) -> Option<Vec<u8>> {
+    let m = memory(c)?;
+    let (p, n) = (ptr as u32 as usize, len as u32 as usize);
+    m.data(c).get(p..p.checked_add(n)?).map(<[u8]>::to_vec)
+}
+
+fn put_bytes(c: &mut Caller<'_, Host>, at: i32, bytes: &[u8]) -> Status {
+    let Some(m) = memory(c) else {
+        return Status::InternalFailure;
+    };
+    let at = at as u32 as usize;
+    match m.data_mut(c).get_mut(at..at + bytes.len()) {
+        Some(dst) => {
+            dst.copy_from_slice(bytes);
+            Status::Ok
+        }
+        None => Status::BadArgument,
+    }
+}
+
+fn put_u32(c: &mut Caller<'_, Host>, at: i32, v: u32) -> Status {
+    put_bytes(c, at, &v.to_le_bytes())
+}
+
+/// Copies `bytes` into memory the guest allocates and writes its address
+/// and size at `ret_ptr` and `ret_size`. The allocation may trap (an
+/// exhausted budget): that error is the caller's.
+fn give(c: &mut Caller<'_, Host>, bytes: &[u8], ret_ptr: i32, ret_size: i32) -> R<Status> {
+    let alloc: Option<TypedFunc<i32, i32>> = c.data().alloc.clone();
+    let Some(alloc) = alloc else {
+        return Ok(Status::InternalFailure);
+    };
+    let p = if bytes.is_empty() {
+        0
+    } else {
+        let p = alloc.call(&mut *c, bytes.len() as i32)?;
+        if p == 0 {
+            return Ok(Status::InternalFailure);
+        }
+        let s = put_bytes(c, p, bytes);
+        if s != Status::Ok {
+            return Ok(s);
+        }
+        p
+    };
+    let s = put_u32(c, ret_ptr, p as u32);
+    if s != Status::Ok {
+        return Ok(s);
+    }
+    Ok(put_u32(c, ret_size, bytes.len() as u32))
+}
+
+fn proxy_log(c: Caller<'_, Host>, level: i32, ptr: i32, len: i32) -> R<i32> {
+    let Some(msg) = read(&c, ptr, len) else {
+        return Ok(status(Status::BadArgument));
+    };
+    let msg = String::from_utf8_lossy(&msg);
+    let filter = &*c.data().filter;
+    match log_level(level) {
+        tracing::Level::TRACE => tracing::trace!(filter, "{msg}"),
+        tracing::Level::DEBUG => tracing::debug!(filter, "{msg}"),
+        tracing::Level::INFO => tracing::info!(filter, "{msg}"),
+        tracing::Level::WARN => tracing::warn!(filter, "{msg}"),
+        _ => tracing::error!(filter, "{msg}"),
+    }
+    Ok(status(Status::Ok))
+}
+
+fn buffer(h: &Host, t: i32) -> Option<bytes::Bytes> {
+    match BufferType::from_raw(t) {
+        BufferType::PluginConfiguration => Some(h.config.clone()),
+        BufferType::VmConfiguration => Some(bytes::Bytes::new()),
+        BufferType::Other => None,
+    }
+}
+
+fn get_buffer_status(mut c: Caller<'_, Host>, t: i32, len_ptr: i32, flags_ptr: i32) -> R<i32> {
+    let Some(b) = buffer(c.data(), t) else {
+        return Ok(status(Status::NotFound));
+    };
+    let s = put_u32(&mut c, len_ptr, b.len() as u32);
+    if s != Status::Ok {
+        return Ok(status(s));
+    }
+    Ok(status(put_u32(&mut c, flags_ptr, 0)))
+}
+
+fn get_buffer_bytes(
+    mut c: Caller<'_, Host>,
+    t: i32,
+    start: i32,
+    max: i32,
+    rp: i32,
+    rs: i32,
+) -> R<i32> {
+    let Some(b) = buffer(c.data(), t) else {
+        return Ok(status(Status::NotFound));
+    };
+    let start = (start as u32 as usize).min(b.len());
+    let end = start.saturating_add(max as u32 as usize).min(b.len());
+    if start == end {
+        return Ok(status(Status::Empty));
+    }
+    Ok(status(give(&mut c, &b[start..end], rp, rs)?))
+}
+
+/// The head a map type names in the current callback, if it has one.
+fn with_head<T>(h: &mut Host, t: i32, f: impl FnOnce(&mut dyn Head) -> T) -> Option<T> {
+    match MapType::from_raw(t) {
+        MapType::RequestHeaders => h.x.request.as_mut().map(|r| f(r)),
+        MapType::ResponseHeaders => h.x.response.as_mut().map(|r| f(r)),
+        MapType::Other => None,
+    }
+}
+
+fn get_map_pairs(mut c: Caller<'_, Host>, t: i32, rp: i32, rs: i32) -> R<i32> {
+    let Some(bytes) = with_head(c.data_mut(), t, |h| {
+        crate::pairs::encode(h.pairs().into_iter())
+    }) else {
+        return Ok(status(Status::NotFound));
+    };
+    Ok(status(give(&mut c, &bytes, rp, rs)?))
+}
+
+fn get_map_size(mut c: Caller<'_, Host>, t: i32, ret: i32) -> R<i32> {
+    let Some(n) = with_head(c.data_mut(), t, |h| {
+        crate::pairs::encode(h.pairs().into_iter()).len()
+    }) else {
+        return Ok(status(Status::NotFound));
+    };
+    Ok(status(put_u32(&mut c, ret, n as u32)))
+}
+
+fn set_map_pairs(mut c: Caller<'_, Host>, t: i32, ptr: i32, len: i32) -> R<i32> {
+    let Some(raw) = read(&c, ptr, len) else {
+        return Ok(status(Status::BadArgument));
+    };
+    let Some(pairs) = crate::pairs::decode(&raw) else {
+        return Ok(status(Status::ParseFailure));
+    };
+    Ok(status(
+        match with_head(c.data_mut(), t, |h| h.set_pairs(&pairs)) {
+            None => Status::NotFound,
+            Some(Ok(())) => Status::Ok,
+            Some(Err(_)) => Status::BadArgument,
+        },
+    ))
+}
+
+fn get_map_value(mut c: Caller<'_, Host>, t: i32, kp: i32, ks: i32, rp: i32, rs: i32) -> R<i32> {
+    let Some(key) = read(&c, kp, ks) else {
+        return Ok(status(Status::BadArgument));
+    };
+    let found = with_head(c.data_mut(), t, |h| h.get(&key).map(Cow::into_owned));
+    match found {
+        None => Ok(status(Status::NotFound)),
+        Some(None) => Ok(status(Status::NotFound)),
+        Some(Some(v)) => Ok(status(give(&mut c, &v, rp, rs)?)),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Edit {
+    Add,
+    Replace,
+    Remove,
+}
+
+fn edit(
+    mut c: Caller<'_, Host>,
+    t: i32,
+    kp: i32,
+    ks: i32,
+    v: Option<(i32, i32)>,
+    e: Edit,
+) -> R<i32> {
+    let Some(key) = read(&c, kp, ks) else {
+        return Ok(status(Status::BadArgument));
+    };
+    let value = match v {
+        Some((vp, vs)) => match read(&c, vp, vs) {
+            Some(v) => v,
+            None => return Ok(status(Status::BadArgument)),
+        },
+        None => Vec::new(),
+    };
+    let done = with_head(c.data_mut(), t, |h| match e {
+        Edit::Add => h.add(&key, &value),
+        Edit::Replace => h.replace(&key, &value),
+        Edit::Remove => h.remove(&key),
+    });
+    Ok(status(match done {
+        None => Status::NotFound,
+        Some(Ok(())) => Status::Ok,
+        Some(Err(_)) => Status::BadArgument,
+    }))
+}
+
+fn get_property(mut c: Caller<'_, Host>, pp: i32, ps: i32, rp: i32, rs: i32) -> R<i32> {
+    let Some(path) = read(&c, pp, ps) else {
+        return Ok(status(Status::BadArgument));
+    };
+    let Some(v) = crate::props::get(c.data(), &path) else {
+        return Ok(status(Status::NotFound));
+    };
+    Ok(status(give(&mut c, &v, rp, rs)?))
+}
+
+fn set_property(mut c: Caller<'_, Host>, pp: i32, ps: i32, vp: i32, vs: i32) -> R<i32> {
+    let (Some(path), Some(value)) = (read(&c, pp, ps), read(&c, vp, vs)) else {
+        return Ok(status(Status::BadArgument));
+    };
+    Ok(status(crate::props::set(c.data_mut(), &path, value)))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn send_local_response(
+    mut c: Caller<'_, Host>,
+    code: i32,
+    _dp: i32,
+    _ds: i32,
+    bp: i32,
+    bs: i32,
+    hp: i32,
+    hs: i32,
+    _grpc: i32,
+) -> R<i32> {
+    let Ok(code) = http::StatusCode::from_u16(code as u16) else {
+        return Ok(status(Status::BadArgument));
+    };
+    let (Some(body), Some(raw)) = (read(&c, bp, bs), read(&c, hp, hs)) else {
+        return Ok(status(Status::BadArgument));
+    };
+    let pairs = if raw.is_empty() {
+        Vec::new()
+    } else {
+        match crate::pairs::decode(&raw) {
+            Some(p) => p,
+            None => return Ok(status(Status::ParseFailure)),
+        }
+    };
+    let mut headers = http::HeaderMap::with_capacity(pairs.len());
+    for (k, v) in pairs {
+        match (
+            http::header::HeaderName::from_bytes(k),
+            http::HeaderValue::from_bytes(v),
+        ) {
+            (Ok(k), Ok(v)) => {
+                headers.append(k, v);
+            }
+            _ => return Ok(status(Status::BadArgument)),
+        }
+    }
+    c.data_mut().x.local = Some(crate::LocalResponse {
+        status: code,
+        headers,
+        body: body.into(),
+    });
+    Ok(status(Status::Ok))
+}

@@ -1,0 +1,419 @@
+//! hoard's Proxy-Wasm host: filters written against the Proxy-Wasm ABI
+//! (0.2.1 and 0.2.0) run in a route's phases, sandboxed.
+//!
+//! ## Model
+//! A [`Plugin`] is one `[filter.NAME]`: its module compiled once (by
+//! Cranelift, through wasmtime) when the configuration is read, checked
+//! (an ABI version exported, every import one hoard provides, the root
+//! context started and configured), and a fixed set of VM *slots*. A VM is
+//! the module instantiated in its own store, with its root context; it
+//! serves many requests, each an HTTP context ([`Stream`]).
+//!
+//! ## Lifecycle
+//! A request on a route with filters opens a [`Stream`] per filter: the
+//! slot is the worker thread's (threads are numbered as they first open
+//! one), the VM is started there on first use, and the stream keeps that
+//! VM for its whole life (a context's state lives in the VM's memory), even
+//! if its task moves to another thread. `on_request` runs
+//! `proxy_on_request_headers`, `on_response` `proxy_on_response_headers`;
+//! dropping the stream runs `proxy_on_log`, `proxy_on_done` and
+//! `proxy_on_delete`. A reload builds new plugins: requests in flight keep
+//! the old ones to their end.
+//!
+//! ## Limits and failures
+//! Every callback gets a fresh fuel budget (`fuel`, about one unit per
+//! WebAssembly instruction) and the VM's memory is capped (`max_memory`).
+//! A trap, an exhausted budget or a refused start is a [`FilterError`]
+//! naming the filter: that one request fails (hoard answers 500), and the
+//! VM is dropped (its state is unknown); the slot starts a new one for the
+//! next request. Streams still holding the dropped VM fail too.
+//!
+//! ## Locking
+//! One mutex per slot, held for one callback only (bounded by fuel), never
+//! across an await. Two streams of one slot on two threads (after a task
+//! moved) wait for each other's callback, nothing more.
+
+mod abi;
+mod head;
+mod host;
+mod pairs;
+mod props;
+mod vm;
+mod wasi;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use wasmtime::{Engine, InstancePre, Module};
+
+pub use abi::ABI_VERSIONS;
+pub use head::{RequestHead, ResponseHead};
+
+use vm::{Exchange, Host, Vm};
+
+/// A plugin's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Fuel per callback (about one unit per WebAssembly instruction).
+    pub fuel: u64,
+    /// Largest linear memory of one VM, in bytes.
+    pub max_memory: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            fuel: 50_000_000,
+            max_memory: 64 << 20,
+        }
+    }
+}
+
+/// Why a filter failed a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The module trapped (including `abort` and `proc_exit`).
+    Trap,
+    /// A callback used up its fuel.
+    Budget,
+    /// The VM would not start (instantiation, `proxy_on_vm_start`,
+    /// `proxy_on_configure`), or lacks a callback hoard needs.
+    Start,
+    /// The VM the request's context lived in was dropped after another
+    /// request's failure.
+    Lost,
+}
+
+impl Failure {
+    /// The name in logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Failure::Trap => "trap",
+            Failure::Budget => "budget",
+            Failure::Start => "start",
+            Failure::Lost => "lost",
+        }
+    }
+}
+
+/// A filter's failure: which filter, what kind, and the runtime's words.
+#[derive(Debug, Clone)]
+pub struct FilterError {
+    /// The filter's name (`[filter.NAME]`).
+    pub filter: Arc<str>,
+    /// What happened.
+    pub kind: Failure,
+    /// The runtime's message (a trap's backtrace, say).
+    pub detail: String,
+}
+
+impl std::fmt::Display for FilterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "filter {:?}: {}: {}",
+            self.filter,
+            self.kind.as_str(),
+            self.detail
+        )
+    }
+}
+
+impl std::error::Error for FilterError {}
+
+/// A response a filter gave (`proxy_send_local_response`).
+#[derive(Debug, Clone)]
+pub struct LocalResponse {
+    /// Its status.
+    pub status: http::StatusCode,
+    /// Its header fields.
+    pub headers: http::HeaderMap,
+    /// Its body.
+    pub body: Bytes,
+}
+
+/// What a callback decided.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Go on (also after `Pause` with nothing to wait for: hoard has no
+    /// HTTP calls yet, so nothing could resume the stream).
+    Continue,
+    /// Answer with this instead.
+    Respond(LocalResponse),
+}
+
+/// What properties read about the request (see `props`), and what a
+/// filter sets.
+#[derive(Debug, Clone, Default)]
+pub struct StreamInfo {
+    /// The client's address.
+    pub client: Option<SocketAddr>,
+    /// The route's name (its path match).
+    pub route: String,
+    /// `HTTP/1.1`, `HTTP/2`...
+    pub protocol: &'static str,
+    /// The request's id, with the access log on.
+    pub request_id: Option<String>,
+    /// The path and query as received.
+    pub path: String,
+    /// The method as received.
+    pub method: String,
+    /// The authority as received.
+    pub host: String,
+    /// `http` or `https`.
+    pub scheme: &'static str,
+    /// The cache outcome, on responses (`hit`, `miss`...).
+    pub cache_status: Option<&'static str>,
+    /// Set by a request filter (`hoard.cache_key`): added to the key.
+    pub cache_key: Option<String>,
+}
+
+/// The engine every plugin compiles with: Cranelift, fuel metering.
+fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let mut cfg = wasmtime::Config::new();
+        cfg.consume_fuel(true);
+        Engine::new(&cfg).expect("invariant: the engine's settings are valid on this host")
+    })
+}
+
+/// A VM slot (see the module docs).
+#[derive(Default)]
+struct Slot {
+    vm: Option<Vm>,
+    /// Bumped at each VM start: a stream of an older VM is lost.
+    generation: u64,
+}
+
+/// One `[filter.NAME]` (see the module docs).
+pub struct Plugin {
+    name: Arc<str>,
+    abi: &'static str,
+    config: Bytes,
+    limits: Limits,
+    pre: InstancePre<Host>,
+    slots: Box<[Mutex<Slot>]>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.name)
+            .field("abi", &self.abi)
+            .field("config", &self.config.len())
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The worker's slot index (threads are numbered as they first ask).
+fn slot_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local!(static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed));
+    SLOT.with(|s| *s)
+}
+
+impl Plugin {
+    /// Compiles and checks a module (binary, or text format) and starts
+    /// one VM with `config`; the error says what is wrong with it.
+    pub fn compile(
+        name: &str,
+        wasm: &[u8],
+        config: Bytes,
+        limits: Limits,
+    ) -> Result<Plugin, String> {
+        let engine = engine();
+        let module = Module::new(engine, wasm).map_err(|e| format!("not a valid module: {e:#}"))?;
+        let abi = ABI_VERSIONS
+            .iter()
+            .copied()
+            .find(|v| module.get_export(v).is_some_and(|e| e.func().is_some()))
+            .ok_or_else(|| {
+                format!(
+                    "exports no supported Proxy-Wasm ABI version ({})",
+                    ABI_VERSIONS.join(" or ")
+                )
+            })?;
+        let pre = host::linker(engine)
+            .instantiate_pre(&module)
+            .map_err(|e| format!("imports what hoard does not provide: {e:#}"))?;
+        let name: Arc<str> = Arc::from(name);
+        let first = Vm::start(&pre, &name, &config, &limits).map_err(|e| e.detail)?;
+        let slots = std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .max(1);
+        let slots: Box<[Mutex<Slot>]> = (0..slots).map(|_| Mutex::new(Slot::default())).collect();
+        *slots[0].lock() = Slot {
+            vm: Some(first),
+            generation: 1,
+        };
+        Ok(Plugin {
+            name,
+            abi,
+            config,
+            limits,
+            pre,
+            slots,
+        })
+    }
+
+    /// The filter's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The ABI version the module declared.
+    pub fn abi(&self) -> &'static str {
+        self.abi
+    }
+
+    /// Opens an HTTP context for one request (see the module docs).
+    pub fn stream(self: &Arc<Self>, info: StreamInfo) -> Result<Stream, FilterError> {
+        let slot = slot_index() % self.slots.len();
+        let mut s = self.slots[slot].lock();
+        if s.vm.is_none() {
+            s.vm = Some(Vm::start(
+                &self.pre,
+                &self.name,
+                &self.config,
+                &self.limits,
+            )?);
+            s.generation += 1;
+        }
+        let generation = s.generation;
+        let vm = s.vm.as_mut().expect("invariant: started above");
+        let id = match vm.create() {
+            Ok(id) => id,
+            Err(e) => {
+                s.vm = None;
+                return Err(e);
+            }
+        };
+        Ok(Stream {
+            plugin: self.clone(),
+            slot,
+            generation,
+            id,
+            info: Some(Box::new(info)),
+        })
+    }
+}
+
+/// One request's HTTP context in one filter (see the module docs).
+pub struct Stream {
+    plugin: Arc<Plugin>,
+    slot: usize,
+    generation: u64,
+    id: i32,
+    info: Option<Box<StreamInfo>>,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("filter", &self.plugin.name)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stream {
+    /// The filter's name.
+    pub fn filter(&self) -> &str {
+        &self.plugin.name
+    }
+
+    /// What properties read, and what the filter set.
+    pub fn info(&self) -> &StreamInfo {
+        self.info
+            .as_deref()
+            .expect("invariant: put back after each callback")
+    }
+
+    /// See [`Stream::info`].
+    pub fn info_mut(&mut self) -> &mut StreamInfo {
+        self.info
+            .as_deref_mut()
+            .expect("invariant: put back after each callback")
+    }
+
+    /// `proxy_on_request_headers` over `head`, edited in place (and
+    /// handed back as the filter left it when it fails).
+    pub fn on_request(&mut self, head: &mut RequestHead) -> Result<Verdict, FilterError> {
+        let x = Exchange {
+            request: Some(std::mem::take(head)),
+            ..Exchange::default()
+        };
+        let (r, mut x) = self.run(false, x);
+        *head = x.request.take().unwrap_or_default();
+        r.map(|()| verdict(x))
+    }
+
+    /// `proxy_on_response_headers` over `head`, as [`Stream::on_request`].
+    pub fn on_response(&mut self, head: &mut ResponseHead) -> Result<Verdict, FilterError> {
+        let x = Exchange {
+            response: Some(std::mem::take(head)),
+            ..Exchange::default()
+        };
+        let (r, mut x) = self.run(true, x);
+        *head = x.response.take().unwrap_or_default();
+        r.map(|()| verdict(x))
+    }
+
+    /// Runs a headers callback in this stream's VM; a failure drops the
+    /// VM. The exchange always comes back, and the stream's info with it.
+    fn run(&mut self, response: bool, mut x: Exchange) -> (Result<(), FilterError>, Exchange) {
+        x.info = self.info.take();
+        let mut s = self.plugin.slots[self.slot].lock();
+        let current = s.generation == self.generation;
+        let (r, mut x) = match s.vm.as_mut() {
+            Some(vm) if current => {
+                let (r, x) = vm.headers(response, self.id, x);
+                (r.map(drop), x)
+            }
+            _ => {
+                let lost = FilterError {
+                    filter: self.plugin.name.clone(),
+                    kind: Failure::Lost,
+                    detail: "its VM was dropped after another request's failure".into(),
+                };
+                (Err(lost), x)
+            }
+        };
+        if r.is_err() && current {
+            s.vm = None;
+        }
+        self.info = x.info.take();
+        (r, x)
+    }
+}
+
+fn verdict(mut x: Exchange) -> Verdict {
+    match x.local.take() {
+        Some(local) => Verdict::Respond(local),
+        None => Verdict::Continue,
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let mut s = self.plugin.slots[self.slot].lock();
+        if s.generation != self.generation {
+            return;
+        }
+        let Some(vm) = s.vm.as_mut() else {
+            return;
+        };
+        if let Err(e) = vm.end(self.id, self.info.take()) {
+            tracing::warn!(filter = %self.plugin.name, error = %e, "a filter failed at the end of a request");
+            s.vm = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,82 @@
+//! Properties (`proxy_get_property`, `proxy_set_property`): a path of
+//! segments separated by zero bytes, as Envoy names them. Strings are
+//! returned as bytes, numbers as 8-byte little-endian integers (Envoy's
+//! form). hoard's own are under `hoard`: the cache outcome on responses,
+//! and `hoard.cache_key`, which a request filter sets to add a value to
+//! the route's cache key.
+
+use crate::abi::Status;
+use crate::vm::Host;
+
+/// The property at `path`, if hoard has it now.
+pub(crate) fn get(h: &Host, path: &[u8]) -> Option<Vec<u8>> {
+    let name = dotted(path)?;
+    let info = h.x.info.as_deref();
+    let req = h.x.request.as_ref();
+    let text = |s: &str| Some(s.as_bytes().to_vec());
+    let int = |n: i64| Some(n.to_le_bytes().to_vec());
+    match name.as_str() {
+        "plugin_name" | "plugin_root_id" => text(&h.filter),
+        "plugin_vm_id" => text(""),
+        "request.path" => match req {
+            Some(r) => text(&r.path),
+            None => text(&info?.path),
+        },
+        "request.url_path" => {
+            let p = req.map_or(info.map(|i| i.path.as_str()), |r| Some(r.path.as_str()))?;
+            text(p.split('?').next().unwrap_or(p))
+        }
+        "request.query" => {
+            let p = req.map_or(info.map(|i| i.path.as_str()), |r| Some(r.path.as_str()))?;
+            text(p.split_once('?').map_or("", |(_, q)| q))
+        }
+        "request.method" => match req {
+            Some(r) => text(r.method.as_str()),
+            None => text(&info?.method),
+        },
+        "request.host" => match req {
+            Some(r) => text(&r.authority),
+            None => text(&info?.host),
+        },
+        "request.scheme" => text(info?.scheme),
+        "request.protocol" => text(info?.protocol),
+        "request.id" => text(info?.request_id.as_deref()?),
+        "source.address" => text(&info?.client?.to_string()),
+        "source.port" => int(i64::from(info?.client?.port())),
+        "route_name" => text(&info?.route),
+        "response.code" => int(i64::from(h.x.response.as_ref()?.status.as_u16())),
+        "hoard.cache_status" => text(info?.cache_status?),
+        "hoard.cache_key" => text(info?.cache_key.as_deref()?),
+        _ => None,
+    }
+}
+
+/// Sets a property; only `hoard.cache_key` can be set, in a request
+/// callback.
+pub(crate) fn set(h: &mut Host, path: &[u8], value: Vec<u8>) -> Status {
+    let Some(name) = dotted(path) else {
+        return Status::BadArgument;
+    };
+    match name.as_str() {
+        "hoard.cache_key" if h.x.request.is_some() => {
+            let Ok(v) = String::from_utf8(value) else {
+                return Status::BadArgument;
+            };
+            match h.x.info.as_deref_mut() {
+                Some(info) => {
+                    info.cache_key = Some(v);
+                    Status::Ok
+                }
+                None => Status::NotFound,
+            }
+        }
+        "hoard.cache_key" => Status::BadArgument,
+        _ => Status::NotFound,
+    }
+}
+
+/// `request\0path` (or `request.path`, as some SDKs send it) as `request.path`.
+fn dotted(path: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(path).ok()?;
+    Some(s.trim_end_matches('\0').replace('\0', "."))
+}

@@ -1,0 +1,232 @@
+//! One VM: a filter's module instantiated in its own store, its root
+//! context started (`proxy_on_vm_start`) and configured
+//! (`proxy_on_configure`), then serving many HTTP contexts, one per
+//! request, each callback run with a fresh fuel budget.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use wasmtime::{Instance, InstancePre, Memory, Store, StoreLimits, StoreLimitsBuilder, TypedFunc};
+
+use crate::head::{RequestHead, ResponseHead};
+use crate::{Failure, FilterError, Limits, LocalResponse, StreamInfo};
+
+/// What a callback sees of the request it runs for.
+#[derive(Default)]
+pub(crate) struct Exchange {
+    pub request: Option<RequestHead>,
+    pub response: Option<ResponseHead>,
+    pub info: Option<Box<StreamInfo>>,
+    pub local: Option<LocalResponse>,
+}
+
+/// The store's data: the filter's identity and configuration, its limits,
+/// and the exchange of the callback running now.
+pub(crate) struct Host {
+    pub filter: Arc<str>,
+    pub config: Bytes,
+    pub limits: StoreLimits,
+    pub memory: Option<Memory>,
+    pub alloc: Option<TypedFunc<i32, i32>>,
+    pub x: Exchange,
+}
+
+type Cb3 = TypedFunc<(i32, i32, i32), i32>;
+
+/// The callbacks hoard calls (the module's exports).
+struct Callbacks {
+    context_create: TypedFunc<(i32, i32), ()>,
+    request_headers: Option<Cb3>,
+    response_headers: Option<Cb3>,
+    log: Option<TypedFunc<i32, ()>>,
+    done: Option<TypedFunc<i32, i32>>,
+    delete: Option<TypedFunc<i32, ()>>,
+}
+
+/// The root context's id in every VM; HTTP contexts count up from 2.
+pub(crate) const ROOT: i32 = 1;
+
+pub(crate) struct Vm {
+    store: Store<Host>,
+    cb: Callbacks,
+    next_id: i32,
+    fuel: u64,
+}
+
+fn failure(filter: &Arc<str>, e: wasmtime::Error) -> FilterError {
+    let kind = match e.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::OutOfFuel) => Failure::Budget,
+        _ => Failure::Trap,
+    };
+    FilterError {
+        filter: filter.clone(),
+        kind,
+        detail: format!("{e:#}"),
+    }
+}
+
+impl Vm {
+    /// Instantiates the module and starts its root context.
+    pub(crate) fn start(
+        pre: &InstancePre<Host>,
+        filter: &Arc<str>,
+        config: &Bytes,
+        limits: &Limits,
+    ) -> Result<Vm, FilterError> {
+        let host = Host {
+            filter: filter.clone(),
+            config: config.clone(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(limits.max_memory)
+                .instances(1)
+                .build(),
+            memory: None,
+            alloc: None,
+            x: Exchange::default(),
+        };
+        let mut store = Store::new(pre.module().engine(), host);
+        store.limiter(|h| &mut h.limits);
+        let fail = |e| failure(filter, e);
+        let abi = |detail: String| FilterError {
+            filter: filter.clone(),
+            kind: Failure::Start,
+            detail,
+        };
+        store.set_fuel(limits.fuel).map_err(fail)?;
+        let inst: Instance = pre.instantiate(&mut store).map_err(fail)?;
+        let memory = inst
+            .get_memory(&mut store, "memory")
+            .ok_or_else(|| abi("exports no `memory`".into()))?;
+        let alloc = inst
+            .get_typed_func::<i32, i32>(&mut store, "proxy_on_memory_allocate")
+            .or_else(|_| inst.get_typed_func::<i32, i32>(&mut store, "malloc"))
+            .map_err(|_| abi("exports neither `proxy_on_memory_allocate` nor `malloc`".into()))?;
+        store.data_mut().memory = Some(memory);
+        store.data_mut().alloc = Some(alloc);
+        // A WASI reactor's constructors, or a command's start.
+        for init in ["_initialize", "_start"] {
+            if let Ok(f) = inst.get_typed_func::<(), ()>(&mut store, init) {
+                f.call(&mut store, ()).map_err(fail)?;
+                break;
+            }
+        }
+        let cb3 = |store: &mut Store<Host>, name| {
+            inst.get_typed_func::<(i32, i32, i32), i32>(store, name)
+                .ok()
+        };
+        let cb = Callbacks {
+            context_create: inst
+                .get_typed_func(&mut store, "proxy_on_context_create")
+                .map_err(|_| abi("exports no `proxy_on_context_create`".into()))?,
+            request_headers: cb3(&mut store, "proxy_on_request_headers"),
+            response_headers: cb3(&mut store, "proxy_on_response_headers"),
+            log: inst.get_typed_func(&mut store, "proxy_on_log").ok(),
+            done: inst.get_typed_func(&mut store, "proxy_on_done").ok(),
+            delete: inst.get_typed_func(&mut store, "proxy_on_delete").ok(),
+        };
+        cb.context_create
+            .call(&mut store, (ROOT, 0))
+            .map_err(fail)?;
+        if let Ok(f) = inst.get_typed_func::<(i32, i32), i32>(&mut store, "proxy_on_vm_start") {
+            if f.call(&mut store, (ROOT, 0)).map_err(fail)? == 0 {
+                return Err(abi("proxy_on_vm_start refused to start".into()));
+            }
+        }
+        if let Ok(f) = inst.get_typed_func::<(i32, i32), i32>(&mut store, "proxy_on_configure") {
+            if f.call(&mut store, (ROOT, config.len() as i32))
+                .map_err(fail)?
+                == 0
+            {
+                return Err(abi("proxy_on_configure refused the configuration".into()));
+            }
+        }
+        Ok(Vm {
+            store,
+            cb,
+            next_id: ROOT + 1,
+            fuel: limits.fuel,
+        })
+    }
+
+    fn budget(&mut self) -> Result<(), FilterError> {
+        let filter = self.store.data().filter.clone();
+        self.store
+            .set_fuel(self.fuel)
+            .map_err(|e| failure(&filter, e))
+    }
+
+    /// A new HTTP context; its id.
+    pub(crate) fn create(&mut self) -> Result<i32, FilterError> {
+        let id = self.next_id;
+        // Ids are reused only after 2^31 requests, long after theirs ended.
+        self.next_id = if id == i32::MAX { ROOT + 1 } else { id + 1 };
+        self.budget()?;
+        let filter = self.store.data().filter.clone();
+        self.cb
+            .context_create
+            .call(&mut self.store, (id, ROOT))
+            .map_err(|e| failure(&filter, e))?;
+        Ok(id)
+    }
+
+    /// Runs a headers callback over `x` (moved in and back out); the
+    /// action it returned and the exchange.
+    pub(crate) fn headers(
+        &mut self,
+        response: bool,
+        id: i32,
+        x: Exchange,
+    ) -> (Result<i32, FilterError>, Exchange) {
+        let cb = if response {
+            self.cb.response_headers.clone()
+        } else {
+            self.cb.request_headers.clone()
+        };
+        let Some(cb) = cb else {
+            return (Ok(crate::abi::ACTION_CONTINUE), x);
+        };
+        if let Err(e) = self.budget() {
+            return (Err(e), x);
+        }
+        let count = match (&x.request, &x.response) {
+            (Some(r), _) if !response => r.headers.len() + 4,
+            (_, Some(r)) => r.headers.len() + 1,
+            _ => 0,
+        };
+        self.store.data_mut().x = x;
+        let filter = self.store.data().filter.clone();
+        let out = cb
+            .call(&mut self.store, (id, count as i32, 0))
+            .map_err(|e| failure(&filter, e));
+        (out, std::mem::take(&mut self.store.data_mut().x))
+    }
+
+    /// The end of a context: `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`
+    /// (Envoy's order).
+    pub(crate) fn end(
+        &mut self,
+        id: i32,
+        info: Option<Box<StreamInfo>>,
+    ) -> Result<(), FilterError> {
+        let filter = self.store.data().filter.clone();
+        let fail = |e| failure(&filter, e);
+        self.store.data_mut().x.info = info;
+        let r = (|| {
+            if let Some(f) = self.cb.done.clone() {
+                self.budget()?;
+                f.call(&mut self.store, id).map_err(fail)?;
+            }
+            if let Some(f) = self.cb.log.clone() {
+                self.budget()?;
+                f.call(&mut self.store, id).map_err(fail)?;
+            }
+            if let Some(f) = self.cb.delete.clone() {
+                self.budget()?;
+                f.call(&mut self.store, id).map_err(fail)?;
+            }
+            Ok(())
+        })();
+        self.store.data_mut().x = Exchange::default();
+        r
+    }
+}
