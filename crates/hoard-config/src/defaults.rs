@@ -141,6 +141,7 @@ impl RouteConfig {
             forward_unkeyed: false,
             edge: None,
             max_body_size: None,
+            filters: Vec::new(),
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod defaults;
 mod durability;
 mod edge;
 mod error;
+pub mod filters;
 mod include;
 mod key;
 mod listeners;
@@ -78,6 +79,8 @@ pub struct Config {
     pub cluster: Option<ClusterConfig>,
     /// Automatic HTTPS, for listeners with `acme` names (read at start).
     pub acme: acme::AcmeConfig,
+    /// Proxy-Wasm filters (`[filter.NAME]`), compiled; routes list theirs.
+    pub filters: Vec<filters::FilterConfig>,
 }
 
 impl Config {
@@ -180,7 +183,8 @@ impl Resolver<'_> {
                 "at least one [upstream.NAME] with `servers` is required".into(),
             ));
         }
-        let sites = self.sites(raw.sites, &listeners, &upstreams, &cache)?;
+        let filters = self.filters(raw.filters)?;
+        let sites = self.sites(raw.sites, &listeners, &upstreams, &cache, &filters)?;
         let admin =
             ops::admin(raw.admin).map_err(|(span, key, m)| self.err(span, key.into(), m))?;
         let access_log = ops::access_log(raw.access_log)
@@ -201,6 +205,7 @@ impl Resolver<'_> {
             access_log,
             cluster,
             acme,
+            filters,
         })
     }
 }

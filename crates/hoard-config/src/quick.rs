@@ -350,6 +350,7 @@ impl Config {
             },
             cluster,
             acme: acme_cfg,
+            filters: Vec::new(),
         })
         .and_then(|c| {
             ops::check_admin(&c.admin).map_err(|m| err("--admin", m))?;

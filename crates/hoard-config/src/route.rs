@@ -98,6 +98,9 @@ pub struct RouteConfig {
     /// Largest request body (413 beyond): the route's `max_body_size`,
     /// else its site's; `None`: `server.max_body_size`.
     pub max_body_size: Option<u64>,
+    /// Proxy-Wasm filters (`filters`), in request order; responses go
+    /// through them in reverse.
+    pub filters: Vec<std::sync::Arc<hoard_wasm::Plugin>>,
 }
 
 /// What a range request for an object not in the cache fetches (route
@@ -364,6 +367,7 @@ impl Resolver<'_> {
                 fill_accept_encoding,
                 edge,
                 max_body_size: r.max_body_size.map(|s| s.0),
+                filters: Vec::new(),
             },
             probe,
         ))

@@ -160,6 +160,7 @@ impl Resolver<'_> {
         listeners: &[ListenerConfig],
         upstreams: &[UpstreamConfig],
         cache: &CacheConfig,
+        filters: &[crate::filters::FilterConfig],
     ) -> Result<Vec<SiteConfig>, ConfigError> {
         let mut sites = Vec::new();
         let default_spans: Vec<_> = written
@@ -188,14 +189,12 @@ impl Resolver<'_> {
             let mut routes = Vec::new();
             let mut probes = Vec::new();
             for (j, r) in site.routes.into_iter().enumerate() {
-                let (route, probe) = self.route(
-                    &format!("site[{i}].route[{j}]"),
-                    r.into_inner(),
-                    upstreams,
-                    cache,
-                    error_pages.as_ref(),
-                )?;
+                let at = format!("site[{i}].route[{j}]");
+                let mut r = r.into_inner();
+                let names = r.filters.take();
+                let (route, probe) = self.route(&at, r, upstreams, cache, error_pages.as_ref())?;
                 let mut route = route;
+                route.filters = self.route_filters(&at, names, filters)?;
                 route.max_body_size = route.max_body_size.or(site.max_body_size.map(|s| s.0));
                 routes.push(std::sync::Arc::new(route));
                 probes.push(probe);

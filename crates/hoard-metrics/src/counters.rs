@@ -167,6 +167,11 @@ counters! {
     edge_redirects,
     /// Requests answered with a route's fixed answer (`respond`).
     edge_responds,
+    /// Requests answered by a Proxy-Wasm filter (`proxy_send_local_response`).
+    filter_answers,
+    /// Requests failed 500 by a Proxy-Wasm filter (a trap, a spent budget,
+    /// a VM that would not start); logged with the filter's name.
+    filter_failures,
     /// Requests refused 403 by a route's `allow`/`deny`.
     edge_access_denied,
     /// Requests refused 401 by a route's `basic_auth` (no or wrong credentials).

@@ -24,6 +24,8 @@ pub enum ErrorSource {
     Storage,
     /// A bug or broken invariant in hoard.
     Internal,
+    /// A Proxy-Wasm filter failed (trapped, ran out of fuel, would not start).
+    Filter,
 }
 
 /// What went wrong.
@@ -68,6 +70,8 @@ pub enum ErrorKind {
     ConnectionLimit,
     /// A broken invariant in hoard (500); logged as an error.
     Internal,
+    /// A route's filter failed the request (500); logged with its name.
+    Filter,
 }
 
 /// A failure on the request path.
@@ -109,6 +113,15 @@ impl ProxyError {
         }
     }
 
+    /// A route's filter failed (see `hoard_wasm::FilterError`): the client gets 500.
+    pub fn filter(detail: impl Into<String>) -> ProxyError {
+        ProxyError {
+            source: ErrorSource::Filter,
+            kind: ErrorKind::Filter,
+            detail: detail.into(),
+        }
+    }
+
     /// A limit of hoard's own was reached: the client gets 503.
     pub fn internal_busy(detail: impl Into<String>) -> ProxyError {
         ProxyError {
@@ -138,7 +151,7 @@ impl ProxyError {
             ErrorKind::AccessDenied => StatusCode::FORBIDDEN,
             ErrorKind::AuthRequired => StatusCode::UNAUTHORIZED,
             ErrorKind::RateLimited | ErrorKind::ConnectionLimit => StatusCode::TOO_MANY_REQUESTS,
-            ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorKind::Internal | ErrorKind::Filter => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -169,6 +182,7 @@ impl ProxyError {
             ErrorKind::RateLimited => "rate-limited",
             ErrorKind::ConnectionLimit => "connection-limit",
             ErrorKind::Internal => "internal",
+            ErrorKind::Filter => "filter",
         }
     }
 }
@@ -180,6 +194,7 @@ impl fmt::Display for ProxyError {
             ErrorSource::Origin => "origin",
             ErrorSource::Storage => "storage",
             ErrorSource::Internal => "internal",
+            ErrorSource::Filter => "filter",
         };
         write!(
             f,

@@ -192,6 +192,7 @@ struct Slot {
 /// One `[filter.NAME]` (see the module docs).
 pub struct Plugin {
     name: Arc<str>,
+    root_id: Arc<str>,
     abi: &'static str,
     config: Bytes,
     limits: Limits,
@@ -220,8 +221,11 @@ fn slot_index() -> usize {
 impl Plugin {
     /// Compiles and checks a module (binary, or text format) and starts
     /// one VM with `config`; the error says what is wrong with it.
+    /// `root_id` is what the `plugin_root_id` property answers (Envoy's
+    /// `root_id`: SDKs pick their root context by it).
     pub fn compile(
         name: &str,
+        root_id: &str,
         wasm: &[u8],
         config: Bytes,
         limits: Limits,
@@ -242,7 +246,8 @@ impl Plugin {
             .instantiate_pre(&module)
             .map_err(|e| format!("imports what hoard does not provide: {e:#}"))?;
         let name: Arc<str> = Arc::from(name);
-        let first = Vm::start(&pre, &name, &config, &limits).map_err(|e| e.detail)?;
+        let root_id: Arc<str> = Arc::from(root_id);
+        let first = Vm::start(&pre, &name, &root_id, &config, &limits).map_err(|e| e.detail)?;
         let slots = std::thread::available_parallelism()
             .map_or(2, |n| n.get())
             .max(1);
@@ -253,6 +258,7 @@ impl Plugin {
         };
         Ok(Plugin {
             name,
+            root_id,
             abi,
             config,
             limits,
@@ -279,6 +285,7 @@ impl Plugin {
             s.vm = Some(Vm::start(
                 &self.pre,
                 &self.name,
+                &self.root_id,
                 &self.config,
                 &self.limits,
             )?);

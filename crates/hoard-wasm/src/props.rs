@@ -16,7 +16,8 @@ pub(crate) fn get(h: &Host, path: &[u8]) -> Option<Vec<u8>> {
     let text = |s: &str| Some(s.as_bytes().to_vec());
     let int = |n: i64| Some(n.to_le_bytes().to_vec());
     match name.as_str() {
-        "plugin_name" | "plugin_root_id" => text(&h.filter),
+        "plugin_name" => text(&h.filter),
+        "plugin_root_id" => text(&h.root_id),
         "plugin_vm_id" => text(""),
         "request.path" => match req {
             Some(r) => text(&r.path),

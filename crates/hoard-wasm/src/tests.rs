@@ -38,6 +38,7 @@ fn plugin(wat: &str) -> Arc<Plugin> {
     Arc::new(
         Plugin::compile(
             "t",
+            "",
             wat.as_bytes(),
             Bytes::from_static(b"cfg"),
             Limits::default(),
@@ -186,7 +187,14 @@ fn an_endless_loop_runs_out_of_fuel() {
         ..Limits::default()
     };
     let p = Arc::new(
-        Plugin::compile("spin", module("", extra).as_bytes(), Bytes::new(), limits).unwrap(),
+        Plugin::compile(
+            "spin",
+            "",
+            module("", extra).as_bytes(),
+            Bytes::new(),
+            limits,
+        )
+        .unwrap(),
     );
     let mut s = p.stream(StreamInfo::default()).unwrap();
     let e = s.on_request(&mut RequestHead::default()).unwrap_err();
@@ -208,7 +216,14 @@ fn memory_beyond_the_bound_is_refused() {
         ..Limits::default()
     };
     let p = Arc::new(
-        Plugin::compile("big", module("", extra).as_bytes(), Bytes::new(), limits).unwrap(),
+        Plugin::compile(
+            "big",
+            "",
+            module("", extra).as_bytes(),
+            Bytes::new(),
+            limits,
+        )
+        .unwrap(),
     );
     let mut s = p.stream(StreamInfo::default()).unwrap();
     assert_eq!(
@@ -219,11 +234,17 @@ fn memory_beyond_the_bound_is_refused() {
 
 #[test]
 fn bad_modules_are_refused_with_a_reason() {
-    let e = Plugin::compile("x", b"not wasm", Bytes::new(), Limits::default()).unwrap_err();
+    let e = Plugin::compile("x", "", b"not wasm", Bytes::new(), Limits::default()).unwrap_err();
     assert!(e.starts_with("not a valid module"), "{e}");
     let no_version = module("", "").replace(r#"(func (export "proxy_abi_version_0_2_1"))"#, "");
-    let e =
-        Plugin::compile("x", no_version.as_bytes(), Bytes::new(), Limits::default()).unwrap_err();
+    let e = Plugin::compile(
+        "x",
+        "",
+        no_version.as_bytes(),
+        Bytes::new(),
+        Limits::default(),
+    )
+    .unwrap_err();
     assert!(
         e.contains("exports no supported Proxy-Wasm ABI version"),
         "{e}"
@@ -232,8 +253,14 @@ fn bad_modules_are_refused_with_a_reason() {
         r#"(import "env" "proxy_teleport" (func (param i32) (result i32)))"#,
         "",
     );
-    let e =
-        Plugin::compile("x", bad_import.as_bytes(), Bytes::new(), Limits::default()).unwrap_err();
+    let e = Plugin::compile(
+        "x",
+        "",
+        bad_import.as_bytes(),
+        Bytes::new(),
+        Limits::default(),
+    )
+    .unwrap_err();
     assert!(
         e.contains("imports what hoard does not provide") && e.contains("proxy_teleport"),
         "{e}"
@@ -242,7 +269,8 @@ fn bad_modules_are_refused_with_a_reason() {
         "",
         r#"(func (export "proxy_on_configure") (param i32 i32) (result i32) i32.const 0)"#,
     );
-    let e = Plugin::compile("x", refuses.as_bytes(), Bytes::new(), Limits::default()).unwrap_err();
+    let e =
+        Plugin::compile("x", "", refuses.as_bytes(), Bytes::new(), Limits::default()).unwrap_err();
     assert!(e.contains("refused the configuration"), "{e}");
 }
 

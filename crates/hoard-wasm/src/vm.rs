@@ -24,6 +24,7 @@ pub(crate) struct Exchange {
 /// and the exchange of the callback running now.
 pub(crate) struct Host {
     pub filter: Arc<str>,
+    pub root_id: Arc<str>,
     pub config: Bytes,
     pub limits: StoreLimits,
     pub memory: Option<Memory>,
@@ -70,11 +71,13 @@ impl Vm {
     pub(crate) fn start(
         pre: &InstancePre<Host>,
         filter: &Arc<str>,
+        root_id: &Arc<str>,
         config: &Bytes,
         limits: &Limits,
     ) -> Result<Vm, FilterError> {
         let host = Host {
             filter: filter.clone(),
+            root_id: root_id.clone(),
             config: config.clone(),
             limits: StoreLimitsBuilder::new()
                 .memory_size(limits.max_memory)

@@ -36,6 +36,8 @@ pub struct RawConfig {
     pub cluster: Option<super::cluster::RawCluster>,
     #[serde(default)]
     pub acme: Option<super::acme::RawAcme>,
+    #[serde(default, rename = "filter")]
+    pub filters: BTreeMap<String, Spanned<super::filters::RawFilter>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -273,6 +275,7 @@ route_with_edge! {
         pub max_body_size: Option<Size>,
         pub respond: Option<Spanned<super::route_keys::RawRespond>>,
         pub client_no_cache: Option<Spanned<String>>,
+        pub filters: Option<Vec<Spanned<String>>>,
     }
 
     /// The edge keys of a route, gathered from [`RawRoute`] (see

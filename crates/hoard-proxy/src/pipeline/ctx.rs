@@ -71,6 +71,8 @@ pub(crate) struct Ctx<'a> {
     /// first line), for a stored coding hoard does not know (see
     /// `hoard_policy::encoding::served_as_stored`).
     pub accept_field: Option<HeaderValue>,
+    /// Added to the cache key by a filter (`hoard.cache_key`).
+    pub key_extra: Option<Box<str>>,
 }
 
 impl Ctx<'_> {
@@ -107,12 +109,18 @@ impl Ctx<'_> {
     }
 
     pub fn key_for(&self, route: &RouteConfig, path: &str, query: Option<&str>) -> CacheKey {
-        route.key.key(KeyInput {
+        let mut key = route.key.key(KeyInput {
             scheme: self.scheme(),
             host: &self.authority,
             path,
             query,
             headers: &self.headers,
-        })
+        });
+        if let Some(extra) = &self.key_extra {
+            key.text.push_str("|filter=");
+            key.text.push_str(extra);
+            key.digest = hoard_policy::key::Digest::of(key.text.as_bytes());
+        }
+        key
     }
 }

@@ -26,6 +26,7 @@ pub mod client_body;
 mod ctx;
 mod edge;
 mod fetch;
+mod filters;
 pub mod forwarding;
 #[cfg(test)]
 mod future_sizes;
@@ -372,13 +373,28 @@ impl Pipeline {
                 Err(resp) => return Ok(resp),
             }
         }
+        // recv: the route's filters, after its edge rules (one test).
+        let (filtered, answered) = if ctx.route.filters.is_empty() {
+            (None, None)
+        } else {
+            match self.filter_request(&mut ctx) {
+                Ok(f) => (Some(f), None),
+                Err((f, resp)) => (Some(f), Some(resp)),
+            }
+        };
         // key, fetch and store (or a pass, or a tunnel).
-        let result = self.route_request(&ctx, upgrade, body).await;
-        // deliver: the route's steps on every response.
-        if steps.deliver.is_empty() && held.is_none() {
+        let result = match answered {
+            Some(resp) => Ok(resp),
+            None => self.route_request(&ctx, upgrade, body).await,
+        };
+        // deliver: the route's filters and steps on every response.
+        if steps.deliver.is_empty() && held.is_none() && filtered.is_none() {
             return result;
         }
         let mut resp = result.unwrap_or_else(|e| self.error_response(&e, None));
+        if let Some(f) = filtered {
+            self.filter_response(f, &mut resp);
+        }
         if let Some(edge) = ctx.route.edge.as_deref() {
             let vars = edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);
             deliver_steps(steps, edge, &mut resp, &vars);

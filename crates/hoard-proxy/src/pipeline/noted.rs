@@ -45,6 +45,13 @@ pub(crate) fn note_outcome(outcome: Outcome) {
     note(|n| n.outcome = Some(outcome));
 }
 
+/// The outcome noted so far (see [`OUTCOME`]).
+pub(crate) fn current_outcome() -> Option<Outcome> {
+    let mut out = None;
+    note(|n| out = n.outcome);
+    out
+}
+
 /// Records the member that owns the request's key (see [`Noted::owner`]).
 pub(crate) fn note_owner(owner: u16) {
     note(|n| n.owner = Some(owner));

@@ -130,7 +130,7 @@ fn request_authority(parts: &http::request::Parts, tls: bool) -> Result<String, 
 
 /// Replaces the target by its normal form, the one that is routed, keyed
 /// and forwarded; 400 when it has none.
-fn normalise_target(uri: &mut Uri) -> Result<(), ProxyError> {
+pub(super) fn normalise_target(uri: &mut Uri) -> Result<(), ProxyError> {
     let bad = |e: TargetError| ProxyError::client(ErrorKind::BadRequest, e.to_string());
     let Some(pq) = uri.path_and_query() else {
         return Err(bad(TargetError::NotOriginForm));
@@ -315,6 +315,7 @@ impl Pipeline {
             clustered: self.cluster.is_some(),
             accept,
             accept_field,
+            key_extra: None,
         };
         Ok(Prepared::Go(Recv {
             ctx,

@@ -67,6 +67,7 @@ mod s_site;
 mod s_slice;
 mod s_store;
 mod s_trust;
+mod u_filters;
 mod w_coalesce;
 mod w_fill;
 mod w_stale;

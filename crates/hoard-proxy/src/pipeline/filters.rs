@@ -1,0 +1,189 @@
+//! A route's Proxy-Wasm filters (`filters`; see `hoard_wasm` and
+//! `docs/filters.md`) in the `recv` and `deliver` phases.
+//!
+//! In `recv`, after the route's edge rules, each filter in order opens a
+//! stream for the request and runs its request callback over the request's
+//! head (`:method`, `:path`, `:authority` and `:scheme` with the fields):
+//! edits go on to the key and the origin, `hoard.cache_key` is added to
+//! the cache key, and a local response answers the request (the filters
+//! after it never see it). In `deliver`, every response of the route
+//! (hits, misses, passes, hoard's own answers) goes back through the
+//! streams opened, in reverse order, before the route's response edits.
+//! A filter's failure answers 500 in either phase. The streams end (and
+//! the filters' `proxy_on_log` runs) when the response head is ready.
+
+use hoard_policy::cache_status::{CacheStatus, Outcome};
+use hoard_wasm::{RequestHead, ResponseHead, Stream, StreamInfo, Verdict};
+use http::Response;
+
+use super::{Ctx, Pipeline};
+use crate::body::ProxyBody;
+use hoard_origin::error::ProxyError;
+
+/// The streams a request opened, in request order.
+#[derive(Debug, Default)]
+pub(super) struct Filtered {
+    streams: Vec<Stream>,
+}
+
+impl Pipeline {
+    /// The request callbacks (see the module docs): `Err` carries the
+    /// answer when a filter gave one or failed, and the streams opened.
+    pub(super) fn filter_request(
+        &self,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<Filtered, (Filtered, Response<ProxyBody>)> {
+        let mut done = Filtered {
+            streams: Vec::with_capacity(ctx.route.filters.len()),
+        };
+        let path = ctx
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        let mut head = RequestHead {
+            method: ctx.method.clone(),
+            path: path.clone(),
+            authority: ctx.authority.clone(),
+            scheme: ctx.scheme(),
+            headers: std::mem::take(&mut ctx.headers),
+        };
+        let info = StreamInfo {
+            client: Some(std::net::SocketAddr::new(ctx.client, ctx.peer.port())),
+            route: match &ctx.route.path {
+                hoard_config::PathMatch::Prefix(p) => p.clone(),
+                hoard_config::PathMatch::Regex(r) => r.as_str().to_owned(),
+            },
+            protocol: protocol(ctx.version),
+            request_id: ctx.request_id.map(|id| {
+                let mut s = String::new();
+                id.push_to(&mut s);
+                s
+            }),
+            path,
+            method: ctx.method.as_str().to_owned(),
+            host: ctx.authority.clone(),
+            scheme: ctx.scheme(),
+            ..StreamInfo::default()
+        };
+        let mut outcome = Ok(());
+        for plugin in ctx.route.filters.iter() {
+            // A stream that failed is not kept: its VM is gone.
+            let step = plugin.stream(info.clone()).and_then(|mut s| {
+                let v = s.on_request(&mut head)?;
+                done.streams.push(s);
+                Ok(v)
+            });
+            match step {
+                Ok(Verdict::Continue) => {}
+                Ok(Verdict::Respond(local)) => {
+                    outcome = Err(self.filter_answer(local, &ctx.method));
+                    break;
+                }
+                Err(e) => {
+                    outcome = Err(self.filter_failed(&e));
+                    break;
+                }
+            }
+        }
+        // The request as the filters left it.
+        ctx.headers = head.headers;
+        ctx.method = head.method;
+        if head.authority != ctx.authority {
+            ctx.authority = head.authority;
+        }
+        if head.path != ctx.uri.path_and_query().map_or("/", |p| p.as_str()) {
+            let mut uri = http::Uri::try_from(head.path).unwrap_or_else(|_| ctx.uri.clone());
+            if super::prepare::normalise_target(&mut uri).is_ok() {
+                ctx.uri = uri;
+            }
+        }
+        if let Some(extra) = done
+            .streams
+            .iter()
+            .rev()
+            .find_map(|s| s.info().cache_key.clone())
+        {
+            ctx.key_extra = Some(extra.into_boxed_str());
+        }
+        match outcome {
+            Ok(()) => Ok(done),
+            Err(resp) => Err((done, resp)),
+        }
+    }
+
+    /// The response callbacks, in reverse; then the streams end.
+    pub(super) fn filter_response(&self, f: Filtered, resp: &mut Response<ProxyBody>) {
+        let Filtered { mut streams } = f;
+        let cache_status = super::noted::current_outcome().map(Outcome::as_str);
+        let mut head = ResponseHead {
+            status: resp.status(),
+            headers: std::mem::take(resp.headers_mut()),
+        };
+        let mut answer = None;
+        for s in streams.iter_mut().rev() {
+            s.info_mut().cache_status = cache_status;
+            match s.on_response(&mut head) {
+                Ok(Verdict::Continue) => {}
+                Ok(Verdict::Respond(local)) => {
+                    answer = Some(self.filter_answer(local, &http::Method::GET));
+                    break;
+                }
+                Err(e) => {
+                    answer = Some(self.filter_failed(&e));
+                    break;
+                }
+            }
+        }
+        match answer {
+            Some(a) => *resp = a,
+            None => {
+                *resp.status_mut() = head.status;
+                *resp.headers_mut() = head.headers;
+            }
+        }
+        // The streams end here: `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`.
+        drop(streams);
+    }
+
+    /// A filter's own answer (`proxy_send_local_response`).
+    fn filter_answer(
+        &self,
+        local: hoard_wasm::LocalResponse,
+        method: &http::Method,
+    ) -> Response<ProxyBody> {
+        self.counters.inc(&self.counters.filter_answers);
+        let body = if *method == http::Method::HEAD || local.body.is_empty() {
+            ProxyBody::Empty
+        } else {
+            ProxyBody::Full(Some(local.body))
+        };
+        let mut resp = Response::new(body);
+        *resp.status_mut() = local.status;
+        *resp.headers_mut() = local.headers;
+        let cs = CacheStatus {
+            detail: Some("filter"),
+            ..Default::default()
+        };
+        self.add_cache_status(&mut resp, &cs);
+        super::note_outcome(Outcome::Respond);
+        resp
+    }
+
+    /// A filter's failure: 500, counted and logged with its name.
+    fn filter_failed(&self, e: &hoard_wasm::FilterError) -> Response<ProxyBody> {
+        self.counters.inc(&self.counters.filter_failures);
+        tracing::warn!(filter = %e.filter, failure = e.kind.as_str(), detail = %e.detail, "a filter failed a request");
+        self.error_response(&ProxyError::filter(e.to_string()), None)
+    }
+}
+
+fn protocol(v: http::Version) -> &'static str {
+    match v {
+        http::Version::HTTP_09 => "HTTP/0.9",
+        http::Version::HTTP_10 => "HTTP/1.0",
+        http::Version::HTTP_2 => "HTTP/2",
+        http::Version::HTTP_3 => "HTTP/3",
+        _ => "HTTP/1.1",
+    }
+}

@@ -1,0 +1,400 @@
+//! u (filters): Proxy-Wasm filters in a route's phases: on misses and hits,
+//! answering, failing (a trap, a spent budget), setting the cache key and
+//! rewriting the path, swapped by a reload, refused with the key and line
+//! when bad; and filters built from a public SDK (AssemblyScript) as part
+//! of the set-up.
+
+use std::path::{Path, PathBuf};
+
+use hoard_config::Config;
+use hoard_testkit::Test;
+
+/// A fixture module (`fixtures/filters/NAME.wat`) with the shared prelude
+/// spliced in, written to the test's directory; its path.
+fn fixture(t: &Test, name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fixtures/filters");
+    let prelude = std::fs::read_to_string(dir.join("prelude.wat")).unwrap();
+    let text = std::fs::read_to_string(dir.join(format!("{name}.wat")))
+        .unwrap()
+        .replace("  ;; prelude", &prelude);
+    let out = t.dir().join(format!("{name}.wat"));
+    std::fs::write(&out, text).unwrap();
+    out
+}
+
+/// `[filter.NAME]` for each fixture, then `rest`.
+fn with_filters(t: &Test, names: &[&str], rest: &str) -> String {
+    let mut text = String::new();
+    for n in names {
+        text.push_str(&format!(
+            "[filter.{n}]\nwasm = {:?}\n",
+            fixture(t, n).display().to_string()
+        ));
+        if *n == "stamp" {
+            text.push_str("config = \"edge-7\"\n");
+        }
+        if *n == "trap" {
+            text.push_str("fuel = 200000\n");
+        }
+    }
+    text.push_str(rest);
+    text
+}
+
+const ROUTES: &str = r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{origin}"]
+[[site]]
+[[site.route]]
+prefix = "/deny-first"
+filters = ["deny", "stamp"]
+[[site.route]]
+prefix = "/stamp-first"
+filters = ["stamp", "deny"]
+[[site.route]]
+prefix = "/trap"
+filters = ["trap"]
+[[site.route]]
+prefix = "/"
+filters = ["stamp"]
+"#;
+
+// u16001: a filter sees the request before the origin and every response
+// after: a miss and then a hit both get its field, the origin gets the
+// filter's request field, and the stored response does not keep the
+// response field (the hit has it once).
+#[tokio::test]
+async fn u16001_a_filter_runs_on_misses_and_hits() {
+    let t = Test::new("u16001");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq()
+                .await
+                .expect_url("/a")
+                .expect_header("x-filtered", "1");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("a")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let cfg = with_filters(&t, &["stamp", "deny", "trap"], ROUTES);
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    let miss = t.client(&proxy).get("/a").send().await;
+    miss.expect_status(200)
+        .expect_body("a")
+        .expect_cache_status("fwd=uri-miss")
+        .expect_header("x-filter", "edge-7");
+    let hit = t.client(&proxy).get("/a").send().await;
+    hit.expect_body("a").expect_cache_status("hit");
+    assert_eq!(hit.header_all("x-filter"), ["edge-7"]);
+    proxy.expect_counter("filter_failures", 0);
+    origin.finish().await;
+}
+
+// u16002: a filter's local response answers the request: the origin never
+// sees it; the filters after the one that answered never run, the ones
+// before it see the answer on its way out; HEAD gets no body.
+#[tokio::test]
+async fn u16002_a_filter_answers() {
+    let t = Test::new("u16002");
+    let origin = t.origin().script(|_| async move {}).start().await;
+    let cfg = with_filters(&t, &["stamp", "deny", "trap"], ROUTES);
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    let first = t
+        .client(&proxy)
+        .get("/deny-first")
+        .hdr("x-deny", "1")
+        .send()
+        .await;
+    first
+        .expect_status(403)
+        .expect_body("denied\n")
+        .expect_header("x-denied-by", "wat")
+        .expect_cache_status("detail=filter")
+        .expect_no_header("x-filter");
+    let second = t
+        .client(&proxy)
+        .get("/stamp-first")
+        .hdr("x-deny", "yes")
+        .send()
+        .await;
+    second
+        .expect_status(403)
+        .expect_header("x-filter", "edge-7");
+    t.client(&proxy)
+        .head("/deny-first")
+        .hdr("x-deny", "1")
+        .send()
+        .await
+        .expect_status(403)
+        .expect_body("");
+    proxy.expect_counter("filter_answers", 3);
+    origin.finish().await;
+}
+
+// u16003: a filter that traps, or spins past its fuel, fails that one
+// request with 500 (counted, never reaching the origin); the next request
+// on the route is served by a new VM.
+#[tokio::test]
+async fn u16003_a_failing_filter_costs_one_request() {
+    let t = Test::new("u16003");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/trap/ok");
+            s.txresp(200).body("ok").send().await;
+        })
+        .start()
+        .await;
+    let cfg = with_filters(&t, &["stamp", "deny", "trap"], ROUTES);
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    t.client(&proxy)
+        .get("/trap/x")
+        .hdr("x-boom", "1")
+        .send()
+        .await
+        .expect_status(500);
+    t.client(&proxy)
+        .get("/trap/y")
+        .hdr("x-spin", "1")
+        .send()
+        .await
+        .expect_status(500);
+    proxy.expect_counter("filter_failures", 2);
+    t.client(&proxy)
+        .get("/trap/ok")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("ok");
+    proxy.expect_counter("filter_failures", 2);
+    origin.finish().await;
+}
+
+// u16004: a filter adds a request field to the cache key (`hoard.cache_key`)
+// and rewrites a path: two devices are two objects, the same device a hit;
+// `/old` goes to the origin as `/new`.
+#[tokio::test]
+async fn u16004_a_filter_sets_the_key_and_the_path() {
+    let t = Test::new("u16004");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for device in ["phone", "desk"] {
+                s.rxreq()
+                    .await
+                    .expect_url("/p")
+                    .expect_header("x-device", device);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(device)
+                    .send()
+                    .await;
+            }
+            s.rxreq().await.expect_url("/new");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("new")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let cfg = with_filters(
+        &t,
+        &["device"],
+        r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{origin}"]
+[[site]]
+[[site.route]]
+prefix = "/"
+filters = ["device"]
+"#,
+    );
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    let get = |device: &'static str| {
+        let c = t.client(&proxy);
+        async move { c.get("/p").hdr("x-device", device).send().await }
+    };
+    get("phone")
+        .await
+        .expect_body("phone")
+        .expect_cache_status("fwd=uri-miss");
+    get("desk")
+        .await
+        .expect_body("desk")
+        .expect_cache_status("fwd=uri-miss");
+    get("phone")
+        .await
+        .expect_body("phone")
+        .expect_cache_status("hit");
+    get("desk")
+        .await
+        .expect_body("desk")
+        .expect_cache_status("hit");
+    t.client(&proxy).get("/old").send().await.expect_body("new");
+    // Keyed as rewritten: `/new` is the same object.
+    t.client(&proxy)
+        .get("/new")
+        .send()
+        .await
+        .expect_body("new")
+        .expect_cache_status("hit");
+    origin.finish().await;
+}
+
+// u16005: a reload swaps a filter's module and configuration for new
+// requests; a reload with a bad module is refused and the running filter
+// stays.
+#[tokio::test]
+async fn u16005_a_reload_swaps_filters() {
+    let t = Test::new("u16005");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for _ in 0..3 {
+                s.rxreq().await.expect_url("/a");
+                s.txresp(200)
+                    .hdr("Cache-Control", "no-store")
+                    .body("a")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let cfg = with_filters(&t, &["stamp", "deny", "trap"], ROUTES);
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_header("x-filter", "edge-7");
+    let next = cfg.replace("config = \"edge-7\"", "config = \"edge-8\"");
+    proxy.reload_toml(&origin, &next).unwrap();
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_header("x-filter", "edge-8");
+    let bad = t.dir().join("bad.wasm");
+    std::fs::write(&bad, b"\0asm\x01\0\0\0garbage").unwrap();
+    let broken = next.replace(
+        &format!("{:?}", t.dir().join("stamp.wat").display().to_string()),
+        &format!("{:?}", bad.display().to_string()),
+    );
+    let e = proxy.reload_toml(&origin, &broken).unwrap_err();
+    assert!(
+        e.contains("filter.stamp") && e.contains("not a valid module"),
+        "{e}"
+    );
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_header("x-filter", "edge-8");
+    origin.finish().await;
+}
+
+// u16006: bad filter configuration names the key and the line: a missing
+// file, a file that is no module, a module without an ABI version, an
+// import hoard does not provide, a configuration the filter refuses, an
+// unknown filter on a route, both `config` and `config_file`, too little
+// fuel.
+#[tokio::test]
+async fn u16006_bad_filters_are_refused() {
+    let t = Test::new("u16006");
+    let good = fixture(&t, "stamp");
+    let text_of = |name: &str, body: &str| {
+        let p = t.dir().join(name);
+        std::fs::write(&p, body).unwrap();
+        p.display().to_string()
+    };
+    let prelude = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fixtures/filters/prelude.wat"),
+    )
+    .unwrap();
+    let no_version = text_of(
+        "noversion.wat",
+        &format!(
+            "(module {})",
+            prelude.replace(r#"(func (export "proxy_abi_version_0_2_1"))"#, "")
+        ),
+    );
+    let bad_import = text_of(
+        "import.wat",
+        &format!(
+            "(module (import \"env\" \"proxy_teleport\" (func (param i32) (result i32))) {prelude})"
+        ),
+    );
+    let refuses = text_of(
+        "refuses.wat",
+        &format!(
+            "(module {})",
+            prelude.replace(
+                r#"(func (export "proxy_on_configure") (param i32 i32) (result i32) (i32.const 1))"#,
+                r#"(func (export "proxy_on_configure") (param i32 i32) (result i32) (i32.const 0))"#
+            )
+        ),
+    );
+    let junk = text_of("junk.wasm", "not a module");
+    let route = "\n[upstream.app]\nservers = [\"http://127.0.0.1:1\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n";
+    let good = good.display().to_string();
+    let cases: Vec<(String, &str, &str)> = vec![
+        (
+            format!("[filter.f]\nwasm = \"/nonexistent/f.wasm\"\n{route}"),
+            "filter.f.wasm",
+            "cannot read",
+        ),
+        (
+            format!("[filter.f]\nwasm = {junk:?}\n{route}"),
+            "filter.f",
+            "not a valid module",
+        ),
+        (
+            format!("[filter.f]\nwasm = {no_version:?}\n{route}"),
+            "filter.f",
+            "exports no supported Proxy-Wasm ABI version",
+        ),
+        (
+            format!("[filter.f]\nwasm = {bad_import:?}\n{route}"),
+            "filter.f",
+            "proxy_teleport",
+        ),
+        (
+            format!("[filter.f]\nwasm = {refuses:?}\n{route}"),
+            "filter.f",
+            "refused the configuration",
+        ),
+        (
+            format!("[filter.f]\nwasm = {good:?}\n{route}filters = [\"nope\"]\n"),
+            "site[0].route[0].filters",
+            "unknown filter \"nope\" (defined: f)",
+        ),
+        (
+            format!("[filter.f]\nwasm = {good:?}\nconfig = \"a\"\nconfig_file = \"b\"\n{route}"),
+            "filter.f.config_file",
+            "not both",
+        ),
+        (
+            format!("[filter.f]\nwasm = {good:?}\nfuel = 10\n{route}"),
+            "filter.f.fuel",
+            "at least 1000",
+        ),
+    ];
+    for (text, key, message) in cases {
+        let e = Config::from_toml("bad.toml", &text).unwrap_err();
+        assert_eq!(e.key, key, "{e}");
+        assert!(e.line.is_some(), "no line: {e}");
+        assert!(e.to_string().contains(message), "{e}");
+    }
+}
