@@ -10,7 +10,9 @@
 #   DURATION=10        seconds per wrk run
 #   CONNS=64           wrk connections
 #   RUNS=1             runs per proxy and object; the median run (by req/s) is shown
-#   PROXIES="nginx hoard"   which proxies to run (e.g. PROXIES=nginx)
+#   PROXIES="nginx hoard"   which proxies to run (e.g. PROXIES=nginx); add
+#                      hoard-filter for hoard with one Proxy-Wasm filter that
+#                      adds a response field (bench/filters/stamp.wat)
 #   OBJECTS="1k 64k"   which objects to fetch
 #   PROXY_CPU=0 WRK_CPU=1   CPUs used for the proxy under test and for wrk
 #   HOARD_BIN=path     use this binary instead of building target/release/hoard
@@ -60,7 +62,7 @@ raise_nofile
 want_hoard=0
 for p in $PROXIES; do
     case "$p" in
-        hoard) want_hoard=1 ;;
+        hoard|hoard-filter) want_hoard=1 ;;
         nginx) ;;
         *) die "unknown proxy '$p' in PROXIES" ;;
     esac
@@ -137,11 +139,40 @@ if has "$PROXIES" hoard; then
     PROXY_PID[hoard]="$STARTED_PID"
 fi
 
+if has "$PROXIES" hoard-filter; then
+    free_port FILTER_PORT
+    mkdir -p "$RUN/hoard-filter"
+    cat >"$RUN/hoard-filter/hoard.toml" <<EOF
+[server]
+threads = 1
+[cache]
+memory_size = "256MiB"
+[[listener]]
+address = "127.0.0.1:$FILTER_PORT"
+[upstream.origin]
+servers = ["http://127.0.0.1:$ORIGIN_PORT"]
+[filter.stamp]
+wasm = "$BENCH_DIR/filters/stamp.wat"
+config = "edge-7"
+[[site]]
+[[site.route]]
+prefix = "/"
+filters = ["stamp"]
+EOF
+    log "hoard with one filter on 127.0.0.1:$FILTER_PORT (CPU $PROXY_CPU, 1 thread)"
+    spawn "$RUN/hoard-filter/stdout.log" taskset -c "$PROXY_CPU" "$HOARD_BIN" \
+        run --config "$RUN/hoard-filter/hoard.toml"
+    wait_port "$FILTER_PORT" hoard-filter "$STARTED_PID" "$RUN/hoard-filter/stdout.log"
+    PROXY_PORT[hoard-filter]="$FILTER_PORT"
+    PROXY_PID[hoard-filter]="$STARTED_PID"
+fi
+
 # ---------------------------------------------------------------- warm-up ----
 is_hit() { # proxy headers
     case "$1" in
         nginx) grep -Eqi '^x-cache: *hit' <<<"$2" ;;
         hoard) grep -Eqi '^cache-status:.*hoard; *hit' <<<"$2" ;;
+        hoard-filter) grep -Eqi '^cache-status:.*hoard; *hit' <<<"$2" && grep -Eqi '^x-filter: *edge-7' <<<"$2" ;;
     esac
 }
 
@@ -316,6 +347,11 @@ nginx_ver="$(nginx -v 2>&1 | sed 's/^nginx version: //')"
             h="hoard-$o"; n="nginx-$o"
             rc=""; [ "$RUNS" -eq 1 ] || rc=" |"
             echo "| **hoard/nginx** | $o | | **$(ratio "${R_RPS[$h]}" "${R_RPS[$n]}")** |$rc $(ratio "${R_P50[$h]}" "${R_P50[$n]}") | $(ratio "${R_P99[$h]}" "${R_P99[$n]}") | **$(ratio "${R_INSTR[$h]}" "${R_INSTR[$n]}")** | $(ratio "${R_CPU[$h]}" "${R_CPU[$n]}") | | | |"
+        fi
+        if has "$PROXIES" hoard && has "$PROXIES" hoard-filter; then
+            h="hoard-filter-$o"; n="hoard-$o"
+            rc=""; [ "$RUNS" -eq 1 ] || rc=" |"
+            echo "| **filter/plain** | $o | | **$(ratio "${R_RPS[$h]}" "${R_RPS[$n]}")** |$rc $(ratio "${R_P50[$h]}" "${R_P50[$n]}") | $(ratio "${R_P99[$h]}" "${R_P99[$n]}") | **$(ratio "${R_INSTR[$h]}" "${R_INSTR[$n]}")** | $(ratio "${R_CPU[$h]}" "${R_CPU[$n]}") | | | |"
         fi
     done
     if [ "${#NOTES[@]}" -gt 0 ]; then

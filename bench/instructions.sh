@@ -6,12 +6,14 @@
 # valgrind's callgrind, which is exact and repeatable whatever else the machine
 # does, and system calls with strace -c. Both proxies get the same load: a
 # warm-up, counters zeroed, then wrk with keep-alive for a fixed time; the
-# totals are divided by the requests wrk completed. hoard is measured three
+# totals are divided by the requests wrk completed. hoard is measured four
 # times: plain; with its admin listener and a JSON access log to a file (every
 # thread counted, the log writer's included), for the cost of observability;
 # and from a configuration file whose one route has edge rules that pass
 # every request (a per-client rate limit far above the load, an allow list,
-# a response header set and one removed), for the cost of those checks.
+# a response header set and one removed), for the cost of those checks;
+# and with one Proxy-Wasm filter that adds a response field, for the cost
+# of a filter.
 set -euo pipefail
 BENCH_NAME=instr
 # shellcheck source-path=SCRIPTDIR
@@ -74,6 +76,31 @@ TOML
 "$HOARD_BIN" check --config "$OUT/edge.toml" >/dev/null \
     || die "hoard rejects $OUT/edge.toml"
 
+# The same again with one Proxy-Wasm filter that adds a response field
+# (bench/filters/stamp.wat), for the cost of a filter on a hit.
+cat > "$OUT/filter.toml" <<TOML
+[server]
+threads = 1
+
+[[listener]]
+address = "127.0.0.1:$HOARD"
+
+[upstream.origin]
+servers = ["http://127.0.0.1:$ORIGIN"]
+
+[filter.stamp]
+wasm = "$BENCH_DIR/filters/stamp.wat"
+config = "edge-7"
+
+[[site]]
+[[site.route]]
+prefix = "/"
+upstream = "origin"
+filters = ["stamp"]
+TOML
+"$HOARD_BIN" check --config "$OUT/filter.toml" >/dev/null \
+    || die "hoard rejects $OUT/filter.toml"
+
 wait_port "$ORIGIN" origin "$ORIGIN_PID" "$OUT/origin.log"
 
 # measure NAME PORT CMD...: sets RESULT="requests instructions strace-requests syscalls"
@@ -109,12 +136,14 @@ measure hoard-logged "$HOARD" "$HOARD_BIN" --upstream "http://127.0.0.1:$ORIGIN"
 read -r lr li lsr lc <<<"$RESULT"
 measure hoard-edge "$HOARD" "$HOARD_BIN" run --config "$OUT/edge.toml"
 read -r er ei esr ec <<<"$RESULT"
+measure hoard-filter "$HOARD" "$HOARD_BIN" run --config "$OUT/filter.toml"
+read -r wr wi wsr wc <<<"$RESULT"
 measure nginx "$NGINX" nginx -c "$OUT/nginx.conf"
 read -r nr ni nsr nc <<<"$RESULT"
 
-python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" "$lr" "$li" "$lsr" "$lc" "$er" "$ei" "$esr" "$ec" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
+python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" "$lr" "$li" "$lsr" "$lc" "$er" "$ei" "$esr" "$ec" "$wr" "$wi" "$wsr" "$wc" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
 import sys
-hr, hi, hsr, hc, nr, ni, nsr, nc, lr, li, lsr, lc, er, ei, esr, ec = map(float, sys.argv[1:])
+hr, hi, hsr, hc, nr, ni, nsr, nc, lr, li, lsr, lc, er, ei, esr, ec, wr, wi, wsr, wc = map(float, sys.argv[1:])
 h_ipr, n_ipr = hi / hr, ni / nr
 h_spr, n_spr = hc / hsr, nc / nsr
 print("| proxy | requests (callgrind) | user instructions / 1 KiB hit | syscalls / hit |")
@@ -128,5 +157,8 @@ print(f"| **hoard logged/plain** | | **{l_ipr / h_ipr:.2f}x** | **{l_spr / h_spr
 e_ipr, e_spr = ei / er, ec / esr
 print(f"| hoard, edge rules | {int(er)} | {e_ipr:,.0f} | {e_spr:.2f} |")
 print(f"| **hoard edge/plain** | | **{e_ipr / h_ipr:.2f}x** | **{e_spr / h_spr:.2f}x** |")
+f_ipr, f_spr = wi / wr, wc / wsr
+print(f"| hoard, one filter | {int(wr)} | {f_ipr:,.0f} | {f_spr:.2f} |")
+print(f"| **hoard filter/plain** | | **{f_ipr / h_ipr:.2f}x** | **{f_spr / h_spr:.2f}x** |")
 PY
 STATUS=0

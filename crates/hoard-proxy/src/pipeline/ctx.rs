@@ -71,8 +71,9 @@ pub(crate) struct Ctx<'a> {
     /// first line), for a stored coding hoard does not know (see
     /// `hoard_policy::encoding::served_as_stored`).
     pub accept_field: Option<HeaderValue>,
-    /// Added to the cache key by a filter (`hoard.cache_key`).
-    pub key_extra: Option<Box<str>>,
+    /// The route's filters' streams and what they set (see `filters`);
+    /// boxed, so an unfiltered request pays one pointer in its future.
+    pub filtered: Option<Box<super::filters::Filtered>>,
 }
 
 impl Ctx<'_> {
@@ -116,7 +117,7 @@ impl Ctx<'_> {
             query,
             headers: &self.headers,
         });
-        if let Some(extra) = &self.key_extra {
+        if let Some(extra) = self.filtered.as_ref().and_then(|f| f.key_extra.as_ref()) {
             key.text.push_str("|filter=");
             key.text.push_str(extra);
             key.digest = hoard_policy::key::Digest::of(key.text.as_bytes());

@@ -20,21 +20,22 @@ use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
 use hoard_origin::error::ProxyError;
 
-/// The streams a request opened, in request order.
+/// The streams a request opened, in request order, and what they set.
 #[derive(Debug, Default)]
-pub(super) struct Filtered {
+pub(crate) struct Filtered {
     streams: Vec<Stream>,
+    /// Added to the cache key (`hoard.cache_key`).
+    pub(super) key_extra: Option<Box<str>>,
 }
 
 impl Pipeline {
-    /// The request callbacks (see the module docs): `Err` carries the
-    /// answer when a filter gave one or failed, and the streams opened.
-    pub(super) fn filter_request(
-        &self,
-        ctx: &mut Ctx<'_>,
-    ) -> Result<Filtered, (Filtered, Response<ProxyBody>)> {
+    /// The request callbacks (see the module docs): the streams opened
+    /// go to `ctx.filtered`; the answer when a filter gave one or failed
+    /// (boxed: it is rare, and the request's future would carry it).
+    pub(super) fn filter_request(&self, ctx: &mut Ctx<'_>) -> Option<Box<Response<ProxyBody>>> {
         let mut done = Filtered {
             streams: Vec::with_capacity(ctx.route.filters.len()),
+            key_extra: None,
         };
         let path = ctx
             .uri
@@ -98,23 +99,19 @@ impl Pipeline {
                 ctx.uri = uri;
             }
         }
-        if let Some(extra) = done
+        done.key_extra = done
             .streams
             .iter()
             .rev()
             .find_map(|s| s.info().cache_key.clone())
-        {
-            ctx.key_extra = Some(extra.into_boxed_str());
-        }
-        match outcome {
-            Ok(()) => Ok(done),
-            Err(resp) => Err((done, resp)),
-        }
+            .map(String::into_boxed_str);
+        ctx.filtered = Some(Box::new(done));
+        outcome.err().map(Box::new)
     }
 
     /// The response callbacks, in reverse; then the streams end.
-    pub(super) fn filter_response(&self, f: Filtered, resp: &mut Response<ProxyBody>) {
-        let Filtered { mut streams } = f;
+    pub(super) fn filter_response(&self, f: Box<Filtered>, resp: &mut Response<ProxyBody>) {
+        let Filtered { mut streams, .. } = *f;
         let cache_status = super::noted::current_outcome().map(Outcome::as_str);
         let mut head = ResponseHead {
             status: resp.status(),

@@ -373,26 +373,22 @@ impl Pipeline {
                 Err(resp) => return Ok(resp),
             }
         }
-        // recv: the route's filters, after its edge rules (one test).
-        let (filtered, answered) = if ctx.route.filters.is_empty() {
-            (None, None)
+        // recv: the route's filters, after its edge rules (one test);
+        // then key, fetch and store (or a pass, or a tunnel). No answer is
+        // held across the wait: the request's future stays as small.
+        let result = if ctx.route.filters.is_empty() {
+            self.route_request(&ctx, upgrade, body).await
+        } else if let Some(answer) = self.filter_request(&mut ctx) {
+            Ok(*answer)
         } else {
-            match self.filter_request(&mut ctx) {
-                Ok(f) => (Some(f), None),
-                Err((f, resp)) => (Some(f), Some(resp)),
-            }
-        };
-        // key, fetch and store (or a pass, or a tunnel).
-        let result = match answered {
-            Some(resp) => Ok(resp),
-            None => self.route_request(&ctx, upgrade, body).await,
+            self.route_request(&ctx, upgrade, body).await
         };
         // deliver: the route's filters and steps on every response.
-        if steps.deliver.is_empty() && held.is_none() && filtered.is_none() {
+        if steps.deliver.is_empty() && held.is_none() && ctx.filtered.is_none() {
             return result;
         }
         let mut resp = result.unwrap_or_else(|e| self.error_response(&e, None));
-        if let Some(f) = filtered {
+        if let Some(f) = ctx.filtered.take() {
             self.filter_response(f, &mut resp);
         }
         if let Some(edge) = ctx.route.edge.as_deref() {

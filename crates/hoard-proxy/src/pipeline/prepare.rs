@@ -315,7 +315,7 @@ impl Pipeline {
             clustered: self.cluster.is_some(),
             accept,
             accept_field,
-            key_extra: None,
+            filtered: None,
         };
         Ok(Prepared::Go(Recv {
             ctx,

@@ -398,3 +398,94 @@ async fn u16006_bad_filters_are_refused() {
         assert!(e.to_string().contains(message), "{e}");
     }
 }
+
+/// The AssemblyScript SDK's filters (`examples/filters/assemblyscript`),
+/// built by its script into the target directory (npm keeps its packages
+/// there between runs); their directory.
+fn sdk_filters() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let out = target.join("filters-as/out");
+    let status = std::process::Command::new("bash")
+        .arg(root.join("examples/filters/assemblyscript/build.sh"))
+        .arg(&out)
+        .env("BUILD_DIR", target.join("filters-as/work"))
+        .status()
+        .expect("bash runs the SDK build");
+    assert!(status.success(), "the AssemblyScript filters did not build");
+    out
+}
+
+// u16007: filters built from a public SDK (AssemblyScript,
+// `@solo-io/proxy-runtime` from the npm registry) run unchanged: one adds a
+// response field from its configuration, one answers 403, one sends the
+// origin what it read from hoard's properties (path, method, client,
+// root id); a hit goes through them too.
+#[tokio::test]
+async fn u16007_filters_from_the_assemblyscript_sdk() {
+    let t = Test::new("u16007");
+    let out = sdk_filters();
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let req = s.rxreq().await;
+            req.expect_url("/p?x=1");
+            let props = req.header("x-props").unwrap_or_default();
+            assert!(props.starts_with("/p?x=1|GET|127.0.0.1:"), "{props}");
+            assert!(props.ends_with('|'), "root id: {props}");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("p")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let wasm = |n: &str| format!("{:?}", out.join(format!("{n}.wasm")).display().to_string());
+    let cfg = format!(
+        r#"
+[filter.stamp]
+wasm = {}
+config = "edge-7"
+[filter.deny]
+wasm = {}
+[filter.props]
+wasm = {}
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{{origin}}"]
+[[site]]
+[[site.route]]
+prefix = "/"
+filters = ["deny", "props", "stamp"]
+"#,
+        wasm("add_header"),
+        wasm("deny"),
+        wasm("echo_props")
+    );
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    t.client(&proxy)
+        .get("/p?x=1")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("p")
+        .expect_header("x-filter", "edge-7")
+        .expect_cache_status("fwd=uri-miss");
+    let hit = t.client(&proxy).get("/p?x=1").send().await;
+    hit.expect_body("p").expect_cache_status("hit");
+    assert_eq!(hit.header_all("x-filter"), ["edge-7"]);
+    t.client(&proxy)
+        .get("/p?x=1")
+        .hdr("x-deny", "")
+        .send()
+        .await
+        .expect_status(403)
+        .expect_body("denied\n")
+        .expect_header("x-denied-by", "filter");
+    proxy.expect_counter("filter_failures", 0);
+    proxy.expect_counter("filter_answers", 1);
+    origin.finish().await;
+}
