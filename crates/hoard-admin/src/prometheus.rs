@@ -66,6 +66,9 @@ families! {
     MEMORY_PARTS = "hoard_memory_bytes" "gauge" "The resident memory by part: memory_tier, near_tier, catalogue and disk_index (estimated), working (the rest of the heap hoard holds: connections' buffers, fills in flight, tables), allocator_free (pages kept for reuse), program (code, stacks).",
     UPTIME = "hoard_uptime_seconds" "gauge" "Seconds since the admin listener started.",
     EVENTS = "hoard_events_total" "counter" "Internal events by name (see docs/operations.md).",
+    FILTER_COUNTER = "hoard_filter_events_total" "counter" "Counters a Proxy-Wasm filter defined (proxy_define_metric), by filter and name (docs/filters.md).",
+    FILTER_GAUGE = "hoard_filter_value" "gauge" "Gauges a Proxy-Wasm filter defined, by filter and name.",
+    FILTER_HISTOGRAM = "hoard_filter_observed" "summary" "Histograms a Proxy-Wasm filter defined, by filter and name: the sum and count of the values recorded.",
 }
 
 fn esc(v: &str) -> String {
@@ -300,5 +303,45 @@ pub fn render(admin: &Admin) -> String {
     for (name, _) in COUNTERS {
         o.sample(EVENTS, &[("event", name)], c.get(name));
     }
+    filter_metrics(&mut o, &run.cfg.filters);
     o.0
+}
+
+/// The metrics the running configuration's filters defined (names are the
+/// filters', bounded by `hoard_wasm::MAX_METRICS` each).
+fn filter_metrics(o: &mut Out, filters: &[hoard_config::filters::FilterConfig]) {
+    use hoard_wasm::MetricKind;
+    let all: Vec<_> = filters
+        .iter()
+        .flat_map(|f| {
+            f.plugin
+                .metrics()
+                .snapshot()
+                .into_iter()
+                .map(move |m| (f.name.as_str(), m))
+        })
+        .collect();
+    let value = |m: &hoard_wasm::Metric| m.value.load(Ordering::Relaxed);
+    o.head(FILTER_COUNTER);
+    for (f, m) in all.iter().filter(|(_, m)| m.kind == MetricKind::Counter) {
+        o.sample(
+            FILTER_COUNTER,
+            &[("filter", f), ("name", &m.name)],
+            value(m),
+        );
+    }
+    o.head(FILTER_GAUGE);
+    for (f, m) in all.iter().filter(|(_, m)| m.kind == MetricKind::Gauge) {
+        o.sample(FILTER_GAUGE, &[("filter", f), ("name", &m.name)], value(m));
+    }
+    o.head(FILTER_HISTOGRAM);
+    for (f, m) in all.iter().filter(|(_, m)| m.kind == MetricKind::Histogram) {
+        let labels = [("filter", *f), ("name", m.name.as_str())];
+        o.named("hoard_filter_observed_sum", &labels, value(m));
+        o.named(
+            "hoard_filter_observed_count",
+            &labels,
+            m.count.load(Ordering::Relaxed),
+        );
+    }
 }

@@ -16,6 +16,8 @@ pub enum Status {
     ParseFailure = 4,
     /// Nothing there (an empty buffer).
     Empty = 7,
+    /// Shared data changed since it was read (its CAS number differs).
+    CasMismatch = 8,
     /// The host failed (the guest's allocator refused, say).
     InternalFailure = 10,
     /// hoard does not support the call (see `docs/filters.md`).

@@ -26,14 +26,10 @@ const UNIMPLEMENTED: &[(&str, usize)] = &[
     ("proxy_grpc_send", 4),
     ("proxy_grpc_cancel", 1),
     ("proxy_grpc_close", 1),
-    ("proxy_get_shared_data", 5),
-    ("proxy_set_shared_data", 5),
     ("proxy_register_shared_queue", 3),
     ("proxy_resolve_shared_queue", 5),
     ("proxy_dequeue_shared_queue", 3),
     ("proxy_enqueue_shared_queue", 3),
-    ("proxy_define_metric", 4),
-    ("proxy_get_metric", 2),
     ("proxy_call_foreign_function", 6),
     ("proxy_continue_stream", 1),
     ("proxy_close_stream", 1),
@@ -123,12 +119,42 @@ fn build(engine: &Engine) -> R<Linker<Host>> {
             Ok(())
         })?;
     }
-    // The two metric calls that take a 64-bit value.
-    for name in ["proxy_increment_metric", "proxy_record_metric"] {
-        l.func_wrap("env", name, |_: Caller<'_, Host>, _id: i32, _v: i64| {
-            Ok(Status::Unimplemented as i32)
-        })?;
-    }
+    l.func_wrap("env", "proxy_get_shared_data", get_shared_data)?;
+    l.func_wrap("env", "proxy_set_shared_data", set_shared_data)?;
+    l.func_wrap("env", "proxy_define_metric", define_metric)?;
+    l.func_wrap(
+        "env",
+        "proxy_increment_metric",
+        |c: Caller<'_, Host>, id: i32, by: i64| {
+            Ok(status(match c.data().metrics.get(id) {
+                Some(m) if m.increment(by) => Status::Ok,
+                Some(_) => Status::BadArgument,
+                None => Status::NotFound,
+            }))
+        },
+    )?;
+    l.func_wrap(
+        "env",
+        "proxy_record_metric",
+        |c: Caller<'_, Host>, id: i32, v: i64| {
+            Ok(status(match c.data().metrics.get(id) {
+                Some(m) if m.record(v) => Status::Ok,
+                Some(_) => Status::BadArgument,
+                None => Status::NotFound,
+            }))
+        },
+    )?;
+    l.func_wrap(
+        "env",
+        "proxy_get_metric",
+        |mut c: Caller<'_, Host>, id: i32, ret: i32| {
+            let Some(m) = c.data().metrics.get(id) else {
+                return Ok(status(Status::NotFound));
+            };
+            let v = m.value.load(std::sync::atomic::Ordering::Relaxed) as u64;
+            Ok(status(put_bytes(&mut c, ret, &v.to_le_bytes())))
+        },
+    )?;
     crate::wasi::define(&mut l)?;
     Ok(l)
 }
@@ -355,6 +381,50 @@ fn set_property(mut c: Caller<'_, Host>, pp: i32, ps: i32, vp: i32, vs: i32) -> 
         return Ok(status(Status::BadArgument));
     };
     Ok(status(crate::props::set(c.data_mut(), &path, value)))
+}
+
+fn get_shared_data(
+    mut c: Caller<'_, Host>,
+    kp: i32,
+    ks: i32,
+    rp: i32,
+    rs: i32,
+    cas_ptr: i32,
+) -> R<i32> {
+    let Some(key) = read(&c, kp, ks) else {
+        return Ok(status(Status::BadArgument));
+    };
+    let Some((value, cas)) = crate::shared::get(&key) else {
+        return Ok(status(Status::NotFound));
+    };
+    let s = give(&mut c, &value, rp, rs)?;
+    if s != Status::Ok {
+        return Ok(status(s));
+    }
+    Ok(status(put_u32(&mut c, cas_ptr, cas)))
+}
+
+fn set_shared_data(c: Caller<'_, Host>, kp: i32, ks: i32, vp: i32, vs: i32, cas: i32) -> R<i32> {
+    let (Some(key), Some(value)) = (read(&c, kp, ks), read(&c, vp, vs)) else {
+        return Ok(status(Status::BadArgument));
+    };
+    Ok(status(if crate::shared::set(&key, value, cas as u32) {
+        Status::Ok
+    } else {
+        Status::CasMismatch
+    }))
+}
+
+fn define_metric(mut c: Caller<'_, Host>, kind: i32, np: i32, ns: i32, ret: i32) -> R<i32> {
+    let (Some(kind), Some(name)) = (crate::shared::MetricKind::from_raw(kind), read(&c, np, ns))
+    else {
+        return Ok(status(Status::BadArgument));
+    };
+    let name = String::from_utf8_lossy(&name).into_owned();
+    let Some(id) = c.data().metrics.define(kind, name) else {
+        return Ok(status(Status::BadArgument));
+    };
+    Ok(status(put_u32(&mut c, ret, id)))
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -38,6 +38,7 @@ mod head;
 mod host;
 mod pairs;
 mod props;
+mod shared;
 mod vm;
 mod wasi;
 
@@ -51,6 +52,7 @@ use wasmtime::{Engine, InstancePre, Module};
 
 pub use abi::ABI_VERSIONS;
 pub use head::{RequestHead, ResponseHead};
+pub use shared::{Metric, MetricKind, Metrics, MAX_METRICS};
 
 use vm::{Exchange, Host, Vm};
 
@@ -193,6 +195,7 @@ struct Slot {
 pub struct Plugin {
     name: Arc<str>,
     root_id: Arc<str>,
+    metrics: Arc<Metrics>,
     abi: &'static str,
     config: Bytes,
     limits: Limits,
@@ -247,7 +250,9 @@ impl Plugin {
             .map_err(|e| format!("imports what hoard does not provide: {e:#}"))?;
         let name: Arc<str> = Arc::from(name);
         let root_id: Arc<str> = Arc::from(root_id);
-        let first = Vm::start(&pre, &name, &root_id, &config, &limits).map_err(|e| e.detail)?;
+        let metrics = Arc::new(Metrics::default());
+        let first =
+            Vm::start(&pre, &name, &root_id, &metrics, &config, &limits).map_err(|e| e.detail)?;
         let slots = std::thread::available_parallelism()
             .map_or(2, |n| n.get())
             .max(1);
@@ -259,6 +264,7 @@ impl Plugin {
         Ok(Plugin {
             name,
             root_id,
+            metrics,
             abi,
             config,
             limits,
@@ -270,6 +276,11 @@ impl Plugin {
     /// The filter's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The metrics its VMs defined (see `shared`).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The ABI version the module declared.
@@ -286,6 +297,7 @@ impl Plugin {
                 &self.pre,
                 &self.name,
                 &self.root_id,
+                &self.metrics,
                 &self.config,
                 &self.limits,
             )?);

@@ -294,3 +294,46 @@ fn unsupported_calls_answer_unimplemented() {
     s.on_response(&mut head).unwrap();
     assert_eq!(head.headers.get("x-status").unwrap(), "12");
 }
+
+#[test]
+fn shared_data_and_metrics() {
+    let imports = r#"
+  (import "env" "proxy_set_shared_data" (func $sset (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_get_shared_data" (func $sget (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_define_metric" (func $def (param i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_increment_metric" (func $inc (param i32 i64) (result i32)))
+"#;
+    let extra = r#"
+  (data (i32.const 1024) "u-key")
+  (data (i32.const 1040) "shared!")
+  (data (i32.const 1056) "x-shared")
+  (data (i32.const 1072) "responses")
+  (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32)
+    ;; set with CAS 0 (always), read back with its CAS number at 2056
+    (drop (call $sset (i32.const 1024) (i32.const 5) (i32.const 1040) (i32.const 7) (i32.const 0)))
+    (drop (call $sget (i32.const 1024) (i32.const 5) (i32.const 2048) (i32.const 2052) (i32.const 2056)))
+    (drop (call $add (i32.const 2) (i32.const 1056) (i32.const 8) (i32.load (i32.const 2048)) (i32.load (i32.const 2052))))
+    ;; a stale CAS number (1, long changed) is refused: 8 goes to 2064
+    (i32.store (i32.const 2064) (call $sset (i32.const 1024) (i32.const 5) (i32.const 1040) (i32.const 7) (i32.const 1)))
+    (drop (call $def (i32.const 0) (i32.const 1072) (i32.const 9) (i32.const 2060)))
+    (drop (call $inc (i32.load (i32.const 2060)) (i64.const 1)))
+    i32.const 0)
+"#;
+    let p = plugin(&module(imports, extra));
+    for _ in 0..3 {
+        let mut s = p.stream(StreamInfo::default()).unwrap();
+        let mut head = response();
+        s.on_response(&mut head).unwrap();
+        assert_eq!(head.headers.get("x-shared").unwrap(), "shared!");
+    }
+    let m = p.metrics().snapshot();
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].name, "responses");
+    assert_eq!(m[0].kind, MetricKind::Counter);
+    assert_eq!(m[0].value.load(std::sync::atomic::Ordering::Relaxed), 3);
+    let (v, cas) = shared::get(b"u-key").unwrap();
+    assert_eq!(v, b"shared!");
+    assert!(cas >= 3, "{cas}");
+    assert!(!shared::set(b"u-key", b"x".to_vec(), 1));
+    assert!(shared::set(b"u-key", b"x".to_vec(), cas));
+}

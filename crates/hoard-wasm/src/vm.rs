@@ -25,6 +25,7 @@ pub(crate) struct Exchange {
 pub(crate) struct Host {
     pub filter: Arc<str>,
     pub root_id: Arc<str>,
+    pub metrics: Arc<crate::shared::Metrics>,
     pub config: Bytes,
     pub limits: StoreLimits,
     pub memory: Option<Memory>,
@@ -72,12 +73,14 @@ impl Vm {
         pre: &InstancePre<Host>,
         filter: &Arc<str>,
         root_id: &Arc<str>,
+        metrics: &Arc<crate::shared::Metrics>,
         config: &Bytes,
         limits: &Limits,
     ) -> Result<Vm, FilterError> {
         let host = Host {
             filter: filter.clone(),
             root_id: root_id.clone(),
+            metrics: metrics.clone(),
             config: config.clone(),
             limits: StoreLimitsBuilder::new()
                 .memory_size(limits.max_memory)

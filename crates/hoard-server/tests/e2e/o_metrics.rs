@@ -135,34 +135,7 @@ async fn o00011_promtool_accepts_the_metrics() {
         .await
         .expect_status(201);
     let text = t.client(proxy.admin()).get("/metrics").send().await.text();
-    let promtool = which("promtool").expect(
-        "promtool is needed for this case: apt-get install prometheus (.ci/run installs it)",
-    );
-    let mut child = std::process::Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool runs");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "promtool check metrics failed:\n{said}\n---\n{text}"
-    );
-    assert!(said.trim().is_empty(), "promtool lint findings:\n{said}");
+    promtool_accepts(&text);
     for family in hoard_admin::prometheus::FAMILIES {
         assert!(
             text.contains(&format!("# TYPE {} {}", family.name, family.kind)),
@@ -215,4 +188,36 @@ async fn o00015_dashboard_in_chromium_matches_status() {
     assert_ne!(first["client.bytes"], second["client.bytes"]);
     assert_ne!(first["hit_ratio"], second["hit_ratio"]);
     origin.finish().await;
+}
+
+/// `promtool check metrics` accepts `text`, with no lint finding.
+pub(crate) fn promtool_accepts(text: &str) {
+    let promtool = which("promtool").expect(
+        "promtool is needed for this case: apt-get install prometheus (.ci/run installs it)",
+    );
+    let mut child = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool runs");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "promtool check metrics failed:\n{said}\n---\n{text}"
+    );
+    assert!(said.trim().is_empty(), "promtool lint findings:\n{said}");
 }

@@ -489,3 +489,67 @@ filters = ["deny", "props", "stamp"]
     proxy.expect_counter("filter_answers", 1);
     origin.finish().await;
 }
+
+// u16008: a filter's metrics reach `/metrics` (a counter, a gauge and a
+// histogram, by filter and name; `promtool` accepts them), and shared data
+// is common to its VMs.
+#[tokio::test]
+async fn u16008_filter_metrics_and_shared_data() {
+    let t = Test::new("u16008");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for _ in 0..2 {
+                s.rxreq().await.expect_url("/a");
+                s.txresp(200)
+                    .hdr("Cache-Control", "no-store")
+                    .body("a")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let cfg = with_filters(
+        &t,
+        &["count"],
+        r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{origin}"]
+[[site]]
+[[site.route]]
+prefix = "/"
+filters = ["count"]
+"#,
+    );
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .toml(&origin, &cfg)
+        .admin()
+        .start()
+        .await;
+    for _ in 0..2 {
+        t.client(&proxy)
+            .get("/a")
+            .send()
+            .await
+            .expect_body("a")
+            .expect_header("x-shared", "first");
+    }
+    let text = t.client(proxy.admin()).get("/metrics").send().await.text();
+    for line in [
+        "hoard_filter_events_total{filter=\"count\",name=\"responses\"} 2",
+        "hoard_filter_observed_count{filter=\"count\",name=\"fields_seen\"} 2",
+    ] {
+        assert!(text.contains(line), "{line} not in:\n{text}");
+    }
+    assert!(
+        text.contains("hoard_filter_value{filter=\"count\",name=\"fields\"} "),
+        "{text}"
+    );
+    super::o_metrics::promtool_accepts(&text);
+    origin.finish().await;
+}
