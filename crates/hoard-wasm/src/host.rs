@@ -17,7 +17,6 @@ use crate::vm::Host;
 /// Calls of the ABI hoard answers `Unimplemented`, with their arities
 /// (all `i32`; the two metric calls with an `i64` are defined apart).
 const UNIMPLEMENTED: &[(&str, usize)] = &[
-    ("proxy_set_tick_period_milliseconds", 1),
     ("proxy_set_buffer_bytes", 5),
     ("proxy_http_call", 10),
     ("proxy_dispatch_http_call", 10),
@@ -119,6 +118,16 @@ fn build(engine: &Engine) -> R<Linker<Host>> {
             Ok(())
         })?;
     }
+    l.func_wrap(
+        "env",
+        "proxy_set_tick_period_milliseconds",
+        |mut c: Caller<'_, Host>, ms: i32| {
+            let ms = ms as u32;
+            c.data_mut().tick =
+                (ms > 0).then(|| std::time::Duration::from_millis(u64::from(ms.max(10))));
+            Ok(status(Status::Ok))
+        },
+    )?;
     l.func_wrap("env", "proxy_get_shared_data", get_shared_data)?;
     l.func_wrap("env", "proxy_set_shared_data", set_shared_data)?;
     l.func_wrap("env", "proxy_define_metric", define_metric)?;

@@ -201,6 +201,8 @@ pub struct Plugin {
     limits: Limits,
     pre: InstancePre<Host>,
     slots: Box<[Mutex<Slot>]>,
+    /// The ticker thread was started (see [`Plugin::start_ticks`]).
+    ticker: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -270,6 +272,7 @@ impl Plugin {
             limits,
             pre,
             slots,
+            ticker: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -286,6 +289,45 @@ impl Plugin {
     /// The ABI version the module declared.
     pub fn abi(&self) -> &'static str {
         self.abi
+    }
+
+    /// Starts the plugin's ticker (once): a thread that calls
+    /// `proxy_on_tick` in every VM whose root context asked for ticks, at
+    /// its period (10 ms at the least), until the plugin is dropped (a
+    /// reload). Called when the plugin is put to use.
+    pub fn start_ticks(self: &Arc<Self>) {
+        if self.ticker.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name(format!("filter-tick-{}", self.name))
+            .spawn(move || {
+                let mut due: Vec<Option<std::time::Instant>> = Vec::new();
+                loop {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    let Some(p) = weak.upgrade() else { return };
+                    due.resize(p.slots.len(), None);
+                    let now = std::time::Instant::now();
+                    for (slot, due) in p.slots.iter().zip(due.iter_mut()) {
+                        let mut s = slot.lock();
+                        let Some(vm) = s.vm.as_mut() else { continue };
+                        let Some(period) = vm.tick_period() else { continue };
+                        let at = *due.get_or_insert(now + period);
+                        if now < at {
+                            continue;
+                        }
+                        *due = Some(now + period);
+                        if let Err(e) = vm.tick() {
+                            tracing::warn!(filter = %p.name, error = %e, "a filter failed in proxy_on_tick");
+                            s.vm = None;
+                        }
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(filter = %self.name, error = %e, "no ticks for this filter: no thread");
+        }
     }
 
     /// Opens an HTTP context for one request (see the module docs).

@@ -280,13 +280,13 @@ fn unsupported_calls_answer_unimplemented() {
   (data (i32.const 1024) "x-status")
   (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32)
     ;; 12 (Unimplemented) as one ASCII digit pair at 1100
-    (i32.store8 (i32.const 1100) (i32.add (i32.const 48) (i32.div_u (call $tick (i32.const 10)) (i32.const 10))))
-    (i32.store8 (i32.const 1101) (i32.add (i32.const 48) (i32.rem_u (call $tick (i32.const 10)) (i32.const 10))))
+    (i32.store8 (i32.const 1100) (i32.add (i32.const 48) (i32.div_u (call $enqueue (i32.const 1) (i32.const 0) (i32.const 0)) (i32.const 10))))
+    (i32.store8 (i32.const 1101) (i32.add (i32.const 48) (i32.rem_u (call $enqueue (i32.const 1) (i32.const 0) (i32.const 0)) (i32.const 10))))
     (drop (call $add (i32.const 2) (i32.const 1024) (i32.const 8) (i32.const 1100) (i32.const 2)))
     i32.const 0)
 "#;
     let p = plugin(&module(
-        r#"(import "env" "proxy_set_tick_period_milliseconds" (func $tick (param i32) (result i32)))"#,
+        r#"(import "env" "proxy_enqueue_shared_queue" (func $enqueue (param i32 i32 i32) (result i32)))"#,
         extra,
     ));
     let mut s = p.stream(StreamInfo::default()).unwrap();
@@ -336,4 +336,47 @@ fn shared_data_and_metrics() {
     assert!(cas >= 3, "{cas}");
     assert!(!shared::set(b"u-key", b"x".to_vec(), 1));
     assert!(shared::set(b"u-key", b"x".to_vec(), cas));
+}
+
+#[test]
+fn ticks_reach_the_root_context_until_the_plugin_goes() {
+    let imports = r#"
+  (import "env" "proxy_set_tick_period_milliseconds" (func $period (param i32) (result i32)))
+  (import "env" "proxy_define_metric" (func $def (param i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_increment_metric" (func $inc (param i32 i64) (result i32)))
+"#;
+    let extra = r#"
+  (data (i32.const 1024) "ticks")
+  (func (export "proxy_on_configure") (param i32 i32) (result i32)
+    (drop (call $period (i32.const 10)))
+    i32.const 1)
+  (func (export "proxy_on_tick") (param i32)
+    (drop (call $def (i32.const 0) (i32.const 1024) (i32.const 5) (i32.const 2060)))
+    (drop (call $inc (i32.load (i32.const 2060)) (i64.const 1))))
+"#;
+    let p = plugin(&module(imports, extra));
+    p.start_ticks();
+    p.start_ticks(); // once only
+    let ticks = |p: &Plugin| {
+        p.metrics()
+            .snapshot()
+            .first()
+            .map_or(0, |m| m.value.load(std::sync::atomic::Ordering::Relaxed))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while ticks(&p) < 3 {
+        assert!(std::time::Instant::now() < deadline, "no ticks");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // The ticker holds the plugin only while it ticks: dropping it ends them.
+    let weak = Arc::downgrade(&p);
+    drop(p);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while weak.upgrade().is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ticker kept the plugin"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }

@@ -26,6 +26,8 @@ pub(crate) struct Host {
     pub filter: Arc<str>,
     pub root_id: Arc<str>,
     pub metrics: Arc<crate::shared::Metrics>,
+    /// The period the root context asked ticks at (`proxy_set_tick_period_milliseconds`).
+    pub tick: Option<std::time::Duration>,
     pub config: Bytes,
     pub limits: StoreLimits,
     pub memory: Option<Memory>,
@@ -41,6 +43,7 @@ struct Callbacks {
     request_headers: Option<Cb3>,
     response_headers: Option<Cb3>,
     log: Option<TypedFunc<i32, ()>>,
+    tick: Option<TypedFunc<i32, ()>>,
     done: Option<TypedFunc<i32, i32>>,
     delete: Option<TypedFunc<i32, ()>>,
 }
@@ -81,6 +84,7 @@ impl Vm {
             filter: filter.clone(),
             root_id: root_id.clone(),
             metrics: metrics.clone(),
+            tick: None,
             config: config.clone(),
             limits: StoreLimitsBuilder::new()
                 .memory_size(limits.max_memory)
@@ -127,6 +131,7 @@ impl Vm {
             request_headers: cb3(&mut store, "proxy_on_request_headers"),
             response_headers: cb3(&mut store, "proxy_on_response_headers"),
             log: inst.get_typed_func(&mut store, "proxy_on_log").ok(),
+            tick: inst.get_typed_func(&mut store, "proxy_on_tick").ok(),
             done: inst.get_typed_func(&mut store, "proxy_on_done").ok(),
             delete: inst.get_typed_func(&mut store, "proxy_on_delete").ok(),
         };
@@ -152,6 +157,22 @@ impl Vm {
             next_id: ROOT + 1,
             fuel: limits.fuel,
         })
+    }
+
+    /// The tick period the root context asked for, if any.
+    pub(crate) fn tick_period(&self) -> Option<std::time::Duration> {
+        self.store.data().tick
+    }
+
+    /// `proxy_on_tick` for the root context.
+    pub(crate) fn tick(&mut self) -> Result<(), FilterError> {
+        let Some(f) = self.cb.tick.clone() else {
+            return Ok(());
+        };
+        self.budget()?;
+        let filter = self.store.data().filter.clone();
+        f.call(&mut self.store, ROOT)
+            .map_err(|e| failure(&filter, e))
     }
 
     fn budget(&mut self) -> Result<(), FilterError> {
