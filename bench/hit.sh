@@ -12,7 +12,7 @@
 #   RUNS=1             runs per proxy and object; the median run (by req/s) is shown
 #   PROXIES="nginx hoard"   which proxies to run (e.g. PROXIES=nginx); add
 #                      hoard-filter for hoard with one Proxy-Wasm filter that
-#                      adds a response field (bench/filters/stamp.wat)
+#                      adds a response field (examples/filters/stamp.wat)
 #   OBJECTS="1k 64k"   which objects to fetch
 #   PROXY_CPU=0 WRK_CPU=1   CPUs used for the proxy under test and for wrk
 #   HOARD_BIN=path     use this binary instead of building target/release/hoard
@@ -152,7 +152,7 @@ address = "127.0.0.1:$FILTER_PORT"
 [upstream.origin]
 servers = ["http://127.0.0.1:$ORIGIN_PORT"]
 [filter.stamp]
-wasm = "$BENCH_DIR/filters/stamp.wat"
+wasm = "$ROOT/examples/filters/stamp.wat"
 config = "edge-7"
 [[site]]
 [[site.route]]

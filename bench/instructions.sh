@@ -77,7 +77,7 @@ TOML
     || die "hoard rejects $OUT/edge.toml"
 
 # The same again with one Proxy-Wasm filter that adds a response field
-# (bench/filters/stamp.wat), for the cost of a filter on a hit.
+# (examples/filters/stamp.wat), for the cost of a filter on a hit.
 cat > "$OUT/filter.toml" <<TOML
 [server]
 threads = 1
@@ -89,7 +89,7 @@ address = "127.0.0.1:$HOARD"
 servers = ["http://127.0.0.1:$ORIGIN"]
 
 [filter.stamp]
-wasm = "$BENCH_DIR/filters/stamp.wat"
+wasm = "$ROOT/examples/filters/stamp.wat"
 config = "edge-7"
 
 [[site]]

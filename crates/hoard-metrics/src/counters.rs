@@ -169,6 +169,8 @@ counters! {
     edge_responds,
     /// Requests answered by a Proxy-Wasm filter (`proxy_send_local_response`).
     filter_answers,
+    /// HTTP calls Proxy-Wasm filters sent (`proxy_http_call`).
+    filter_calls,
     /// Requests failed 500 by a Proxy-Wasm filter (a trap, a spent budget,
     /// a VM that would not start); logged with the filter's name.
     filter_failures,

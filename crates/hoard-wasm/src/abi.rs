@@ -36,7 +36,9 @@ pub enum MapType {
     RequestHeaders,
     /// The response's header fields, with `:status`.
     ResponseHeaders,
-    /// Trailers, gRPC metadata, an HTTP call's response: not supported.
+    /// An HTTP call's response (in `proxy_on_http_call_response`).
+    CallResponseHeaders,
+    /// Trailers, gRPC metadata: not supported.
     Other,
 }
 
@@ -46,6 +48,7 @@ impl MapType {
         match n {
             0 => MapType::RequestHeaders,
             2 => MapType::ResponseHeaders,
+            6 => MapType::CallResponseHeaders,
             _ => MapType::Other,
         }
     }
@@ -58,7 +61,9 @@ pub enum BufferType {
     VmConfiguration,
     /// The filter's configuration (`config` or `config_file`).
     PluginConfiguration,
-    /// Bodies, HTTP-call responses, gRPC: not supported.
+    /// An HTTP call's response body (in `proxy_on_http_call_response`).
+    CallResponseBody,
+    /// Bodies, gRPC: not supported.
     Other,
 }
 
@@ -68,6 +73,7 @@ impl BufferType {
         match n {
             6 => BufferType::VmConfiguration,
             7 => BufferType::PluginConfiguration,
+            4 => BufferType::CallResponseBody,
             _ => BufferType::Other,
         }
     }

@@ -18,8 +18,6 @@ use crate::vm::Host;
 /// (all `i32`; the two metric calls with an `i64` are defined apart).
 const UNIMPLEMENTED: &[(&str, usize)] = &[
     ("proxy_set_buffer_bytes", 5),
-    ("proxy_http_call", 10),
-    ("proxy_dispatch_http_call", 10),
     ("proxy_grpc_call", 12),
     ("proxy_grpc_stream", 9),
     ("proxy_grpc_send", 4),
@@ -30,9 +28,7 @@ const UNIMPLEMENTED: &[(&str, usize)] = &[
     ("proxy_dequeue_shared_queue", 3),
     ("proxy_enqueue_shared_queue", 3),
     ("proxy_call_foreign_function", 6),
-    ("proxy_continue_stream", 1),
     ("proxy_close_stream", 1),
-    ("proxy_continue_request", 0),
     ("proxy_continue_response", 0),
     ("proxy_clear_route_cache", 0),
     ("proxy_get_status", 3),
@@ -128,6 +124,17 @@ fn build(engine: &Engine) -> R<Linker<Host>> {
             Ok(status(Status::Ok))
         },
     )?;
+    l.func_wrap("env", "proxy_http_call", http_call)?;
+    l.func_wrap("env", "proxy_dispatch_http_call", http_call)?;
+    // hoard resumes a stream when its calls are answered; asking is fine.
+    l.func_wrap(
+        "env",
+        "proxy_continue_stream",
+        |_: Caller<'_, Host>, _t: i32| Ok(Status::Ok as i32),
+    )?;
+    l.func_wrap("env", "proxy_continue_request", |_: Caller<'_, Host>| {
+        Ok(Status::Ok as i32)
+    })?;
     l.func_wrap("env", "proxy_get_shared_data", get_shared_data)?;
     l.func_wrap("env", "proxy_set_shared_data", set_shared_data)?;
     l.func_wrap("env", "proxy_define_metric", define_metric)?;
@@ -249,6 +256,7 @@ fn buffer(h: &Host, t: i32) -> Option<bytes::Bytes> {
     match BufferType::from_raw(t) {
         BufferType::PluginConfiguration => Some(h.config.clone()),
         BufferType::VmConfiguration => Some(bytes::Bytes::new()),
+        BufferType::CallResponseBody => h.x.call_response.as_ref().map(|(_, b)| b.clone()),
         BufferType::Other => None,
     }
 }
@@ -288,6 +296,7 @@ fn with_head<T>(h: &mut Host, t: i32, f: impl FnOnce(&mut dyn Head) -> T) -> Opt
     match MapType::from_raw(t) {
         MapType::RequestHeaders => h.x.request.as_mut().map(|r| f(r)),
         MapType::ResponseHeaders => h.x.response.as_mut().map(|r| f(r)),
+        MapType::CallResponseHeaders => h.x.call_response.as_mut().map(|(r, _)| f(r)),
         MapType::Other => None,
     }
 }
@@ -390,6 +399,78 @@ fn set_property(mut c: Caller<'_, Host>, pp: i32, ps: i32, vp: i32, vs: i32) -> 
         return Ok(status(Status::BadArgument));
     };
     Ok(status(crate::props::set(c.data_mut(), &path, value)))
+}
+
+/// `proxy_http_call`: in a request callback, queued for the pipeline,
+/// which sends it through the named upstream and answers with
+/// `proxy_on_http_call_response`; elsewhere `Unimplemented`.
+#[allow(clippy::too_many_arguments)]
+fn http_call(
+    mut c: Caller<'_, Host>,
+    up: i32,
+    up_len: i32,
+    hp: i32,
+    hs: i32,
+    bp: i32,
+    bs: i32,
+    _tp: i32,
+    _ts: i32,
+    timeout_ms: i32,
+    token_ptr: i32,
+) -> R<i32> {
+    if c.data().x.request.is_none() {
+        return Ok(status(Status::Unimplemented));
+    }
+    let (Some(upstream), Some(raw), Some(body)) =
+        (read(&c, up, up_len), read(&c, hp, hs), read(&c, bp, bs))
+    else {
+        return Ok(status(Status::BadArgument));
+    };
+    let Some(pairs) = crate::pairs::decode(&raw) else {
+        return Ok(status(Status::ParseFailure));
+    };
+    let mut call = crate::HttpCall {
+        token: 0,
+        upstream: String::from_utf8_lossy(&upstream).into_owned(),
+        method: http::Method::GET,
+        path: String::new(),
+        authority: String::new(),
+        headers: http::HeaderMap::new(),
+        body: body.into(),
+        timeout: std::time::Duration::from_millis(u64::from((timeout_ms as u32).clamp(1, 60_000))),
+    };
+    for (k, v) in pairs {
+        let Ok(text) = std::str::from_utf8(v) else {
+            return Ok(status(Status::BadArgument));
+        };
+        match k {
+            b":method" => match http::Method::from_bytes(v) {
+                Ok(m) => call.method = m,
+                Err(_) => return Ok(status(Status::BadArgument)),
+            },
+            b":path" => call.path = text.to_owned(),
+            b":authority" => call.authority = text.to_owned(),
+            b":scheme" => {}
+            _ => match (
+                http::header::HeaderName::from_bytes(k),
+                http::HeaderValue::from_bytes(v),
+            ) {
+                (Ok(k), Ok(v)) => {
+                    call.headers.append(k, v);
+                }
+                _ => return Ok(status(Status::BadArgument)),
+            },
+        }
+    }
+    if !call.path.starts_with('/') {
+        return Ok(status(Status::BadArgument));
+    }
+    let x = &mut c.data_mut().x;
+    x.next_token = x.next_token.wrapping_add(1);
+    call.token = x.next_token;
+    let token = call.token;
+    x.calls.push(call);
+    Ok(status(put_u32(&mut c, token_ptr, token)))
 }
 
 fn get_shared_data(

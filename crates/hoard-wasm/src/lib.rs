@@ -53,6 +53,7 @@ use wasmtime::{Engine, InstancePre, Module};
 pub use abi::ABI_VERSIONS;
 pub use head::{RequestHead, ResponseHead};
 pub use shared::{Metric, MetricKind, Metrics, MAX_METRICS};
+pub use vm::CALL_BODY_MAX;
 
 use vm::{Exchange, Host, Vm};
 
@@ -140,11 +141,46 @@ pub struct LocalResponse {
 /// What a callback decided.
 #[derive(Debug)]
 pub enum Verdict {
-    /// Go on (also after `Pause` with nothing to wait for: hoard has no
-    /// HTTP calls yet, so nothing could resume the stream).
+    /// Go on (also after `Pause` with nothing to wait for: nothing could
+    /// resume the stream).
     Continue,
     /// Answer with this instead.
     Respond(LocalResponse),
+    /// Send these HTTP calls first, and hand each response to
+    /// [`Stream::on_call_response`] (a request callback that called
+    /// `proxy_http_call`; the request waits, no thread does).
+    Wait(Vec<HttpCall>),
+}
+
+/// An HTTP call a filter asked for (`proxy_http_call`), to be sent
+/// through the upstream it names.
+#[derive(Debug, Clone)]
+pub struct HttpCall {
+    /// What `proxy_on_http_call_response` will name it by.
+    pub token: u32,
+    /// The `[upstream.NAME]` it goes through.
+    pub upstream: String,
+    /// `:method`.
+    pub method: http::Method,
+    /// `:path`.
+    pub path: String,
+    /// `:authority` (the Host sent).
+    pub authority: String,
+    /// The other fields.
+    pub headers: http::HeaderMap,
+    /// The body.
+    pub body: Bytes,
+    /// How long the whole call may take.
+    pub timeout: std::time::Duration,
+}
+
+/// An HTTP call's response, for [`Stream::on_call_response`].
+#[derive(Debug)]
+pub struct CallResponse {
+    /// Its status and fields.
+    pub head: ResponseHead,
+    /// Its body.
+    pub body: Bytes,
 }
 
 /// What properties read about the request (see `props`), and what a
@@ -360,6 +396,7 @@ impl Plugin {
             generation,
             id,
             info: Some(Box::new(info)),
+            next_token: 0,
         })
     }
 }
@@ -371,6 +408,8 @@ pub struct Stream {
     generation: u64,
     id: i32,
     info: Option<Box<StreamInfo>>,
+    /// The last call token handed out (tokens are per stream).
+    next_token: u32,
 }
 
 impl std::fmt::Debug for Stream {
@@ -409,7 +448,26 @@ impl Stream {
             request: Some(std::mem::take(head)),
             ..Exchange::default()
         };
-        let (r, mut x) = self.run(false, x);
+        let (r, mut x) = self.run(Run::Request, x);
+        *head = x.request.take().unwrap_or_default();
+        r.map(|()| verdict(x))
+    }
+
+    /// `proxy_on_http_call_response` for the call `token` (`None`: it
+    /// failed), while the request's `head` waits; the verdict is the
+    /// request's, as [`Stream::on_request`]'s.
+    pub fn on_call_response(
+        &mut self,
+        token: u32,
+        response: Option<CallResponse>,
+        head: &mut RequestHead,
+    ) -> Result<Verdict, FilterError> {
+        let x = Exchange {
+            request: Some(std::mem::take(head)),
+            call_response: response.map(|r| (r.head, r.body)),
+            ..Exchange::default()
+        };
+        let (r, mut x) = self.run(Run::CallResponse(token), x);
         *head = x.request.take().unwrap_or_default();
         r.map(|()| verdict(x))
     }
@@ -420,22 +478,26 @@ impl Stream {
             response: Some(std::mem::take(head)),
             ..Exchange::default()
         };
-        let (r, mut x) = self.run(true, x);
+        let (r, mut x) = self.run(Run::Response, x);
         *head = x.response.take().unwrap_or_default();
         r.map(|()| verdict(x))
     }
 
     /// Runs a headers callback in this stream's VM; a failure drops the
     /// VM. The exchange always comes back, and the stream's info with it.
-    fn run(&mut self, response: bool, mut x: Exchange) -> (Result<(), FilterError>, Exchange) {
+    fn run(&mut self, what: Run, mut x: Exchange) -> (Result<(), FilterError>, Exchange) {
         x.info = self.info.take();
+        x.next_token = self.next_token;
         let mut s = self.plugin.slots[self.slot].lock();
         let current = s.generation == self.generation;
         let (r, mut x) = match s.vm.as_mut() {
-            Some(vm) if current => {
-                let (r, x) = vm.headers(response, self.id, x);
-                (r.map(drop), x)
-            }
+            Some(vm) if current => match what {
+                Run::Request | Run::Response => {
+                    let (r, x) = vm.headers(matches!(what, Run::Response), self.id, x);
+                    (r.map(drop), x)
+                }
+                Run::CallResponse(token) => vm.call_response(self.id, token, x),
+            },
             _ => {
                 let lost = FilterError {
                     filter: self.plugin.name.clone(),
@@ -449,13 +511,23 @@ impl Stream {
             s.vm = None;
         }
         self.info = x.info.take();
+        self.next_token = x.next_token;
         (r, x)
     }
+}
+
+/// Which callback [`Stream::run`] runs.
+#[derive(Clone, Copy)]
+enum Run {
+    Request,
+    Response,
+    CallResponse(u32),
 }
 
 fn verdict(mut x: Exchange) -> Verdict {
     match x.local.take() {
         Some(local) => Verdict::Respond(local),
+        None if !x.calls.is_empty() => Verdict::Wait(std::mem::take(&mut x.calls)),
         None => Verdict::Continue,
     }
 }

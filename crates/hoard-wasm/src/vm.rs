@@ -18,6 +18,12 @@ pub(crate) struct Exchange {
     pub response: Option<ResponseHead>,
     pub info: Option<Box<StreamInfo>>,
     pub local: Option<LocalResponse>,
+    /// HTTP calls the callback asked for (`proxy_http_call`).
+    pub calls: Vec<crate::HttpCall>,
+    /// The call response `proxy_on_http_call_response` reads.
+    pub call_response: Option<(ResponseHead, Bytes)>,
+    /// The next token `proxy_http_call` hands out (kept by the stream).
+    pub next_token: u32,
 }
 
 /// The store's data: the filter's identity and configuration, its limits,
@@ -44,9 +50,14 @@ struct Callbacks {
     response_headers: Option<Cb3>,
     log: Option<TypedFunc<i32, ()>>,
     tick: Option<TypedFunc<i32, ()>>,
+    call_response: Option<TypedFunc<(i32, i32, i32, i32, i32), ()>>,
     done: Option<TypedFunc<i32, i32>>,
     delete: Option<TypedFunc<i32, ()>>,
 }
+
+/// The largest HTTP-call response body a filter is handed (the rest is
+/// cut, and the call counts as failed).
+pub const CALL_BODY_MAX: usize = 1 << 20;
 
 /// The root context's id in every VM; HTTP contexts count up from 2.
 pub(crate) const ROOT: i32 = 1;
@@ -132,6 +143,9 @@ impl Vm {
             response_headers: cb3(&mut store, "proxy_on_response_headers"),
             log: inst.get_typed_func(&mut store, "proxy_on_log").ok(),
             tick: inst.get_typed_func(&mut store, "proxy_on_tick").ok(),
+            call_response: inst
+                .get_typed_func(&mut store, "proxy_on_http_call_response")
+                .ok(),
             done: inst.get_typed_func(&mut store, "proxy_on_done").ok(),
             delete: inst.get_typed_func(&mut store, "proxy_on_delete").ok(),
         };
@@ -224,6 +238,35 @@ impl Vm {
         let filter = self.store.data().filter.clone();
         let out = cb
             .call(&mut self.store, (id, count as i32, 0))
+            .map_err(|e| failure(&filter, e));
+        (out, std::mem::take(&mut self.store.data_mut().x))
+    }
+
+    /// `proxy_on_http_call_response` for `token`, with the response in `x`
+    /// (`None`: the call failed, announced with no fields and no body).
+    pub(crate) fn call_response(
+        &mut self,
+        id: i32,
+        token: u32,
+        x: Exchange,
+    ) -> (Result<(), FilterError>, Exchange) {
+        let Some(cb) = self.cb.call_response.clone() else {
+            return (Ok(()), x);
+        };
+        if let Err(e) = self.budget() {
+            return (Err(e), x);
+        }
+        let (fields, body) = x
+            .call_response
+            .as_ref()
+            .map_or((0, 0), |(h, b)| (h.headers.len() + 1, b.len()));
+        self.store.data_mut().x = x;
+        let filter = self.store.data().filter.clone();
+        let out = cb
+            .call(
+                &mut self.store,
+                (id, token as i32, fields as i32, body as i32, 0),
+            )
             .map_err(|e| failure(&filter, e));
         (out, std::mem::take(&mut self.store.data_mut().x))
     }

@@ -13,7 +13,7 @@
 //! the filters' `proxy_on_log` runs) when the response head is ready.
 
 use hoard_policy::cache_status::{CacheStatus, Outcome};
-use hoard_wasm::{RequestHead, ResponseHead, Stream, StreamInfo, Verdict};
+use hoard_wasm::{CallResponse, HttpCall, RequestHead, ResponseHead, Stream, StreamInfo, Verdict};
 use http::Response;
 
 use super::{Ctx, Pipeline};
@@ -32,7 +32,10 @@ impl Pipeline {
     /// The request callbacks (see the module docs): the streams opened
     /// go to `ctx.filtered`; the answer when a filter gave one or failed
     /// (boxed: it is rare, and the request's future would carry it).
-    pub(super) fn filter_request(&self, ctx: &mut Ctx<'_>) -> Option<Box<Response<ProxyBody>>> {
+    pub(super) async fn filter_request(
+        &self,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<Box<Response<ProxyBody>>> {
         let mut done = Filtered {
             streams: Vec::with_capacity(ctx.route.filters.len()),
             key_extra: None,
@@ -69,18 +72,39 @@ impl Pipeline {
         };
         let mut outcome = Ok(());
         for plugin in ctx.route.filters.iter() {
-            // A stream that failed is not kept: its VM is gone.
-            let step = plugin.stream(info.clone()).and_then(|mut s| {
-                let v = s.on_request(&mut head)?;
-                done.streams.push(s);
-                Ok(v)
-            });
+            let mut stream = match plugin.stream(info.clone()) {
+                Ok(s) => s,
+                Err(e) => {
+                    outcome = Err(self.filter_failed(&e));
+                    break;
+                }
+            };
+            let mut step = stream.on_request(&mut head);
+            // HTTP calls: sent one after another, each answered with
+            // `proxy_on_http_call_response`, which may call again.
+            let mut waiting = std::collections::VecDeque::new();
+            loop {
+                match step {
+                    Ok(Verdict::Wait(calls)) => waiting.extend(calls),
+                    Ok(Verdict::Continue) => {}
+                    Ok(Verdict::Respond(_)) | Err(_) => break,
+                }
+                let Some(call) = waiting.pop_front() else {
+                    step = Ok(Verdict::Continue);
+                    break;
+                };
+                let token = call.token;
+                let response = self.filter_call(ctx, call).await;
+                step = stream.on_call_response(token, response, &mut head);
+            }
             match step {
-                Ok(Verdict::Continue) => {}
+                Ok(Verdict::Continue | Verdict::Wait(_)) => done.streams.push(stream),
                 Ok(Verdict::Respond(local)) => {
+                    done.streams.push(stream);
                     outcome = Err(self.filter_answer(local, &ctx.method));
                     break;
                 }
+                // A stream that failed is not kept: its VM is gone.
                 Err(e) => {
                     outcome = Err(self.filter_failed(&e));
                     break;
@@ -109,6 +133,64 @@ impl Pipeline {
         outcome.err().map(Box::new)
     }
 
+    /// Sends a filter's HTTP call through the upstream it names; `None`
+    /// when there is no such upstream, it fails, times out, or its body is
+    /// over `hoard_wasm::CALL_BODY_MAX`.
+    async fn filter_call(&self, ctx: &Ctx<'_>, call: HttpCall) -> Option<CallResponse> {
+        use http_body_util::BodyExt;
+        self.counters.inc(&self.counters.filter_calls);
+        let at = ctx
+            .run
+            .cfg
+            .upstreams
+            .iter()
+            .position(|u| u.name == call.upstream);
+        let Some(upstream) = at.and_then(|i| ctx.run.upstreams.get(i)) else {
+            tracing::warn!(upstream = %call.upstream, "a filter called an upstream that is not configured");
+            return None;
+        };
+        let mut headers = call.headers;
+        if let Ok(host) = http::HeaderValue::from_str(&call.authority) {
+            if !call.authority.is_empty() {
+                headers.insert(http::header::HOST, host);
+            }
+        }
+        let uri = http::Uri::try_from(call.path).ok()?;
+        let body = (!call.body.is_empty()).then(|| {
+            http_body_util::Full::new(call.body)
+                .map_err(|never| match never {})
+                .boxed()
+        });
+        let req = hoard_origin::OriginRequest {
+            method: call.method,
+            uri,
+            headers,
+            body,
+            interim: None,
+            tries: None,
+        };
+        let exchange = async {
+            let resp = upstream.send(req).await.ok()?;
+            let (parts, body) = resp.into_parts();
+            let body = http_body_util::Limited::new(body, hoard_wasm::CALL_BODY_MAX)
+                .collect()
+                .await
+                .ok()?
+                .to_bytes();
+            Some(CallResponse {
+                head: ResponseHead {
+                    status: parts.status,
+                    headers: parts.headers,
+                },
+                body,
+            })
+        };
+        tokio::time::timeout(call.timeout, exchange)
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// The response callbacks, in reverse; then the streams end.
     pub(super) fn filter_response(&self, f: Box<Filtered>, resp: &mut Response<ProxyBody>) {
         let Filtered { mut streams, .. } = *f;
@@ -121,7 +203,8 @@ impl Pipeline {
         for s in streams.iter_mut().rev() {
             s.info_mut().cache_status = cache_status;
             match s.on_response(&mut head) {
-                Ok(Verdict::Continue) => {}
+                // A response callback's calls are refused (`Unimplemented`).
+                Ok(Verdict::Continue | Verdict::Wait(_)) => {}
                 Ok(Verdict::Respond(local)) => {
                     answer = Some(self.filter_answer(local, &http::Method::GET));
                     break;

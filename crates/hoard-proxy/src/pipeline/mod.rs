@@ -378,7 +378,7 @@ impl Pipeline {
         // held across the wait: the request's future stays as small.
         let result = if ctx.route.filters.is_empty() {
             self.route_request(&ctx, upgrade, body).await
-        } else if let Some(answer) = self.filter_request(&mut ctx) {
+        } else if let Some(answer) = Box::pin(self.filter_request(&mut ctx)).await {
             Ok(*answer)
         } else {
             self.route_request(&ctx, upgrade, body).await

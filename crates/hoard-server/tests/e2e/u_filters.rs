@@ -553,3 +553,111 @@ filters = ["count"]
     super::o_metrics::promtool_accepts(&text);
     origin.finish().await;
 }
+
+/// `pairs` in the ABI's form, written as a WebAssembly text string.
+fn wat_pairs(pairs: &[(&str, &str)]) -> (String, usize) {
+    let mut b = (pairs.len() as u32).to_le_bytes().to_vec();
+    for (k, v) in pairs {
+        b.extend_from_slice(&(k.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    }
+    for (k, v) in pairs {
+        b.extend_from_slice(k.as_bytes());
+        b.push(0);
+        b.extend_from_slice(v.as_bytes());
+        b.push(0);
+    }
+    (b.iter().map(|x| format!("\\{x:02x}")).collect(), b.len())
+}
+
+// u16009: a filter pauses a request for an HTTP call through one of
+// hoard's upstreams and decides on its answer: a 200 lets the request go
+// on to the cache and the origin, a 401 makes the filter answer 403 (the
+// origin never sees that request). No worker waits: the call is the
+// request's own wait.
+#[tokio::test]
+async fn u16009_a_filter_calls_out_and_resumes() {
+    let t = Test::new("u16009");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq()
+                .await
+                .expect_url("/auth")
+                .expect_header("host", "auth.internal")
+                .expect_header("x-asked-by", "filter");
+            s.txresp(200).body("yes").send().await;
+            s.rxreq().await.expect_url("/page");
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .body("page")
+                .send()
+                .await;
+            s.rxreq().await.expect_url("/auth");
+            s.txresp(401).body("no").send().await;
+        })
+        .start()
+        .await;
+    let (pairs, len) = wat_pairs(&[
+        (":method", "GET"),
+        (":path", "/auth"),
+        (":authority", "auth.internal"),
+        ("x-asked-by", "filter"),
+    ]);
+    let auth = format!(
+        r#"(module
+  (import "env" "proxy_http_call" (func $call (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
+  ;; prelude
+  (data (i32.const 1024) "app")
+  (data (i32.const 1100) "{pairs}")
+  (data (i32.const 1400) ":status")
+  (data (i32.const 1440) "denied by auth\n")
+  (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+    (drop (call $call (i32.const 1024) (i32.const 3) (i32.const 1100) (i32.const {len}) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 5000) (i32.const 2040)))
+    (i32.const 1))
+  (func (export "proxy_on_http_call_response") (param i32 i32 i32 i32 i32)
+    ;; a failed call (no fields) or a status that is not 2xx: 403
+    (if (i32.eqz (local.get 2))
+      (then (drop (call $local (i32.const 403) (i32.const 0) (i32.const 0) (i32.const 1440) (i32.const 15) (i32.const 0) (i32.const 0) (i32.const -1))) (return)))
+    (drop (call $get (i32.const 6) (i32.const 1400) (i32.const 7) (i32.const 2048) (i32.const 2052)))
+    (if (i32.ne (i32.load8_u (i32.load (i32.const 2048))) (i32.const 50))
+      (then (drop (call $local (i32.const 403) (i32.const 0) (i32.const 0) (i32.const 1440) (i32.const 15) (i32.const 0) (i32.const 0) (i32.const -1)))))))
+"#
+    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fixtures/filters");
+    let prelude = std::fs::read_to_string(dir.join("prelude.wat")).unwrap();
+    let path = t.dir().join("auth.wat");
+    std::fs::write(&path, auth.replace("  ;; prelude", &prelude)).unwrap();
+    let cfg = format!(
+        r#"
+[filter.auth]
+wasm = {:?}
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{{origin}}"]
+[[site]]
+[[site.route]]
+prefix = "/"
+filters = ["auth"]
+"#,
+        path.display().to_string()
+    );
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    t.client(&proxy)
+        .get("/page")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("page");
+    t.client(&proxy)
+        .get("/page")
+        .send()
+        .await
+        .expect_status(403)
+        .expect_body("denied by auth\n");
+    proxy.expect_counter("filter_calls", 2);
+    proxy.expect_counter("filter_answers", 1);
+    proxy.expect_counter("filter_failures", 0);
+    origin.finish().await;
+}

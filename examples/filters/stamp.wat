@@ -1,6 +1,7 @@
-;; The benchmarks' filter: adds `x-filter: <its configuration>` to every
-;; response, as a header-setting filter of any SDK would (the configuration
-;; read once, in proxy_on_configure; one host call per response).
+;; stamp (examples/filters.toml, and the benchmarks' filter): adds
+;; `x-filter: <its configuration>` to every response, as a header-setting
+;; filter of any SDK would (the configuration read once, in
+;; proxy_on_configure; one host call per response).
 (module
   (import "env" "proxy_add_header_map_value" (func $add (param i32 i32 i32 i32 i32) (result i32)))
   (import "env" "proxy_get_buffer_bytes" (func $buf (param i32 i32 i32 i32 i32) (result i32)))
