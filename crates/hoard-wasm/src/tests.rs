@@ -94,7 +94,7 @@ fn a_local_response_is_the_answer() {
             assert_eq!(r.status, 403);
             assert_eq!(&r.body[..], b"denied\n");
         }
-        Verdict::Continue => panic!("expected the filter's answer"),
+        other => panic!("expected the filter's answer, got {other:?}"),
     }
 }
 
