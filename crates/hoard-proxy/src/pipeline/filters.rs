@@ -12,6 +12,8 @@
 //! A filter's failure answers 500 in either phase. The streams end (and
 //! the filters' `proxy_on_log` runs) when the response head is ready.
 
+use std::sync::Arc;
+
 use hoard_policy::cache_status::{CacheStatus, Outcome};
 use hoard_wasm::{CallResponse, HttpCall, RequestHead, ResponseHead, Stream, StreamInfo, Verdict};
 use http::Response;
@@ -30,12 +32,9 @@ pub(crate) struct Filtered {
 
 impl Pipeline {
     /// The request callbacks (see the module docs): the streams opened
-    /// go to `ctx.filtered`; the answer when a filter gave one or failed
-    /// (boxed: it is rare, and the request's future would carry it).
-    pub(super) async fn filter_request(
-        &self,
-        ctx: &mut Ctx<'_>,
-    ) -> Option<Box<Response<ProxyBody>>> {
+    /// go to `ctx.filtered` (boxed: the request's future carries one
+    /// pointer); the answer when a filter gave one or failed.
+    async fn filter_request(&self, ctx: &mut Ctx<'_>) -> Option<Response<ProxyBody>> {
         let mut done = Filtered {
             streams: Vec::with_capacity(ctx.route.filters.len()),
             key_extra: None,
@@ -130,7 +129,21 @@ impl Pipeline {
             .find_map(|s| s.info().cache_key.clone())
             .map(String::into_boxed_str);
         ctx.filtered = Some(Box::new(done));
-        outcome.err().map(Box::new)
+        outcome.err()
+    }
+
+    /// A filtered request's `recv` filters, then its route (or the
+    /// filters' answer).
+    pub(super) async fn route_filtered(
+        self: &Arc<Self>,
+        ctx: &mut Ctx<'_>,
+        upgrade: Option<(super::tunnel::Asked, hyper::upgrade::OnUpgrade)>,
+        body: crate::request_body::RequestBody,
+    ) -> Result<Response<ProxyBody>, hoard_origin::error::ProxyError> {
+        if let Some(answer) = self.filter_request(ctx).await {
+            return Ok(answer);
+        }
+        self.route_request(ctx, upgrade, body).await
     }
 
     /// Sends a filter's HTTP call through the upstream it names; `None`

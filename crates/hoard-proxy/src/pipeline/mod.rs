@@ -378,10 +378,10 @@ impl Pipeline {
         // held across the wait: the request's future stays as small.
         let result = if ctx.route.filters.is_empty() {
             self.route_request(&ctx, upgrade, body).await
-        } else if let Some(answer) = Box::pin(self.filter_request(&mut ctx)).await {
-            Ok(*answer)
         } else {
-            self.route_request(&ctx, upgrade, body).await
+            // Boxed: a filtered request's extra waits (HTTP calls) take
+            // no room in every request's future.
+            Box::pin(self.route_filtered(&mut ctx, upgrade, body)).await
         };
         // deliver: the route's filters and steps on every response.
         if steps.deliver.is_empty() && held.is_none() && ctx.filtered.is_none() {
