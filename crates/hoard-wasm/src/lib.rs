@@ -57,6 +57,22 @@ pub use vm::CALL_BODY_MAX;
 
 use vm::{Exchange, Host, Vm};
 
+/// The clock filters read (`proxy_get_current_time_nanoseconds`, WASI's
+/// clock): hoard's own, set when the plugin is put to use (see
+/// [`Plugin::start`]); the system's until then.
+pub type SharedClock = Arc<parking_lot::RwLock<Arc<dyn hoard_policy::clock::Clock>>>;
+
+impl vm::Host {
+    /// Now, in nanoseconds since the Unix epoch, by hoard's clock.
+    pub(crate) fn unix_nanos(&self) -> u64 {
+        self.clock
+            .read()
+            .now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    }
+}
+
 /// A plugin's bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -232,6 +248,7 @@ pub struct Plugin {
     name: Arc<str>,
     root_id: Arc<str>,
     metrics: Arc<Metrics>,
+    clock: SharedClock,
     abi: &'static str,
     config: Bytes,
     limits: Limits,
@@ -289,8 +306,11 @@ impl Plugin {
         let name: Arc<str> = Arc::from(name);
         let root_id: Arc<str> = Arc::from(root_id);
         let metrics = Arc::new(Metrics::default());
-        let first =
-            Vm::start(&pre, &name, &root_id, &metrics, &config, &limits).map_err(|e| e.detail)?;
+        let clock: SharedClock = Arc::new(parking_lot::RwLock::new(Arc::new(
+            hoard_policy::clock::SystemClock,
+        )));
+        let first = Vm::start(&pre, &name, &root_id, &metrics, &clock, &config, &limits)
+            .map_err(|e| e.detail)?;
         let slots = std::thread::available_parallelism()
             .map_or(2, |n| n.get())
             .max(1);
@@ -303,6 +323,7 @@ impl Plugin {
             name,
             root_id,
             metrics,
+            clock,
             abi,
             config,
             limits,
@@ -327,6 +348,13 @@ impl Plugin {
         self.abi
     }
 
+    /// Puts the plugin to use with hoard's clock: filters read their time
+    /// from it, and its ticks start (see [`Plugin::start_ticks`]).
+    pub fn start(self: &Arc<Self>, clock: Arc<dyn hoard_policy::clock::Clock>) {
+        *self.clock.write() = clock;
+        self.start_ticks();
+    }
+
     /// Starts the plugin's ticker (once): a thread that calls
     /// `proxy_on_tick` in every VM whose root context asked for ticks, at
     /// its period (10 ms at the least), until the plugin is dropped (a
@@ -339,12 +367,16 @@ impl Plugin {
         let spawned = std::thread::Builder::new()
             .name(format!("filter-tick-{}", self.name))
             .spawn(move || {
-                let mut due: Vec<Option<std::time::Instant>> = Vec::new();
+                // Time in steps of 10 ms slept (a tick's period is a
+                // whole number of steps).
+                let step = std::time::Duration::from_millis(10);
+                let mut now = std::time::Duration::ZERO;
+                let mut due: Vec<Option<std::time::Duration>> = Vec::new();
                 loop {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    std::thread::sleep(step);
+                    now += step;
                     let Some(p) = weak.upgrade() else { return };
                     due.resize(p.slots.len(), None);
-                    let now = std::time::Instant::now();
                     for (slot, due) in p.slots.iter().zip(due.iter_mut()) {
                         let mut s = slot.lock();
                         let Some(vm) = s.vm.as_mut() else { continue };
@@ -376,6 +408,7 @@ impl Plugin {
                 &self.name,
                 &self.root_id,
                 &self.metrics,
+                &self.clock,
                 &self.config,
                 &self.limits,
             )?);

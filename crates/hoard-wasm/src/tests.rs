@@ -380,3 +380,36 @@ fn ticks_reach_the_root_context_until_the_plugin_goes() {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+#[test]
+fn filters_read_hoards_clock() {
+    #[derive(Debug)]
+    struct Fixed;
+    impl hoard_policy::clock::Clock for Fixed {
+        fn now(&self) -> std::time::SystemTime {
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000)
+        }
+    }
+    // Adds the clock's seconds' low byte (1000 % 256 = 232) as `x-now`.
+    let extra = r#"
+  (data (i32.const 1024) "x-now")
+  (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32)
+    (drop (call $time (i32.const 2048)))
+    ;; nanoseconds / 1e9, low byte, as three decimal digits at 1100
+    (i64.store (i32.const 2056) (i64.div_u (i64.load (i32.const 2048)) (i64.const 1000000000)))
+    (i32.store8 (i32.const 1100) (i32.add (i32.const 48) (i32.div_u (i32.load8_u (i32.const 2056)) (i32.const 100))))
+    (i32.store8 (i32.const 1101) (i32.add (i32.const 48) (i32.rem_u (i32.div_u (i32.load8_u (i32.const 2056)) (i32.const 10)) (i32.const 10))))
+    (i32.store8 (i32.const 1102) (i32.add (i32.const 48) (i32.rem_u (i32.load8_u (i32.const 2056)) (i32.const 10))))
+    (drop (call $add (i32.const 2) (i32.const 1024) (i32.const 5) (i32.const 1100) (i32.const 3)))
+    i32.const 0)
+"#;
+    let p = plugin(&module(
+        r#"(import "env" "proxy_get_current_time_nanoseconds" (func $time (param i32) (result i32)))"#,
+        extra,
+    ));
+    p.start(Arc::new(Fixed));
+    let mut s = p.stream(StreamInfo::default()).unwrap();
+    let mut head = response();
+    s.on_response(&mut head).unwrap();
+    assert_eq!(head.headers.get("x-now").unwrap(), "232");
+}

@@ -32,6 +32,8 @@ pub(crate) struct Host {
     pub filter: Arc<str>,
     pub root_id: Arc<str>,
     pub metrics: Arc<crate::shared::Metrics>,
+    /// hoard's clock (a test clock in tests), for the filter's time.
+    pub clock: crate::SharedClock,
     /// The period the root context asked ticks at (`proxy_set_tick_period_milliseconds`).
     pub tick: Option<std::time::Duration>,
     pub config: Bytes,
@@ -88,6 +90,7 @@ impl Vm {
         filter: &Arc<str>,
         root_id: &Arc<str>,
         metrics: &Arc<crate::shared::Metrics>,
+        clock: &crate::SharedClock,
         config: &Bytes,
         limits: &Limits,
     ) -> Result<Vm, FilterError> {
@@ -95,6 +98,7 @@ impl Vm {
             filter: filter.clone(),
             root_id: root_id.clone(),
             metrics: metrics.clone(),
+            clock: clock.clone(),
             tick: None,
             config: config.clone(),
             limits: StoreLimitsBuilder::new()

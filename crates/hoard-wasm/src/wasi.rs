@@ -89,9 +89,7 @@ fn define_in(l: &mut Linker<Host>, w: &str) -> wasmtime::Result<()> {
         w,
         "clock_time_get",
         |mut c: Caller<'_, Host>, _id: i32, _prec: i64, ret: i32| -> R<i32> {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
+            let now = c.data().unix_nanos();
             Ok(if put(&mut c, ret, &now.to_le_bytes()) {
                 SUCCESS
             } else {
@@ -104,10 +102,14 @@ fn define_in(l: &mut Linker<Host>, w: &str) -> wasmtime::Result<()> {
         "random_get",
         |mut c: Caller<'_, Host>, p: i32, n: i32| -> R<i32> {
             let mut buf = vec![0u8; n.max(0) as usize];
-            let mut seed = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0x9e37_79b9, |d| d.as_nanos() as u64)
-                | 1;
+            // Seeded by the standard library's per-process random keys.
+            let mut seed = {
+                use std::hash::{BuildHasher, Hasher};
+                std::collections::hash_map::RandomState::new()
+                    .build_hasher()
+                    .finish()
+                    | 1
+            };
             for b in &mut buf {
                 // xorshift: filters' hash seeds, not secrets.
                 seed ^= seed << 13;

@@ -205,8 +205,8 @@ impl Pipeline {
     }
 
     /// The response callbacks, in reverse; then the streams end.
-    pub(super) fn filter_response(&self, f: Box<Filtered>, resp: &mut Response<ProxyBody>) {
-        let Filtered { mut streams, .. } = *f;
+    pub(super) fn filter_response(&self, f: Filtered, resp: &mut Response<ProxyBody>) {
+        let Filtered { mut streams, .. } = f;
         let cache_status = super::noted::current_outcome().map(Outcome::as_str);
         let mut head = ResponseHead {
             status: resp.status(),

@@ -389,7 +389,7 @@ impl Pipeline {
         }
         let mut resp = result.unwrap_or_else(|e| self.error_response(&e, None));
         if let Some(f) = ctx.filtered.take() {
-            self.filter_response(f, &mut resp);
+            self.filter_response(*f, &mut resp);
         }
         if let Some(edge) = ctx.route.edge.as_deref() {
             let vars = edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);

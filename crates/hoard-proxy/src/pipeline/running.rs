@@ -74,19 +74,19 @@ fn no_upstream(counters: &Arc<Counters>, clock: &Arc<dyn Clock>) -> Arc<Upstream
     Arc::new(Upstream::new(cfg, counters.clone(), clock.clone()))
 }
 
-/// Puts the configuration's filters to use: their ticks start (see
-/// `hoard_wasm::Plugin::start_ticks`); a replaced configuration's stop
-/// with it.
-fn start_filters(cfg: &Config) {
+/// Puts the configuration's filters to use: they read hoard's clock and
+/// their ticks start (see `hoard_wasm::Plugin::start`); a replaced
+/// configuration's stop with it.
+fn start_filters(cfg: &Config, clock: &Arc<dyn Clock>) {
     for f in &cfg.filters {
-        f.plugin.start_ticks();
+        f.plugin.start(clock.clone());
     }
 }
 
 impl Running {
     /// The first snapshot.
     pub fn first(cfg: Arc<Config>, counters: &Arc<Counters>, clock: &Arc<dyn Clock>) -> Running {
-        start_filters(&cfg);
+        start_filters(&cfg, clock);
         let upstreams = cfg
             .upstreams
             .iter()
@@ -110,7 +110,7 @@ impl Running {
         counters: &Arc<Counters>,
         clock: &Arc<dyn Clock>,
     ) -> Running {
-        start_filters(&cfg);
+        start_filters(&cfg, clock);
         let upstreams = cfg
             .upstreams
             .iter()
