@@ -142,6 +142,7 @@ impl RouteConfig {
             edge: None,
             max_body_size: None,
             filters: Vec::new(),
+            origin_filters: Vec::new(),
         }
     }
 }

@@ -126,10 +126,12 @@ impl Resolver<'_> {
         Ok(out)
     }
 
-    /// A route's `filters`: each name one of `filters`, none twice.
+    /// A route's `filters` or `origin_filters` (`key`): each name one of
+    /// `filters`, none twice.
     pub(super) fn route_filters(
         &self,
         at: &str,
+        key: &str,
         names: Option<Vec<Spanned<String>>>,
         filters: &[FilterConfig],
     ) -> Result<Vec<Arc<hoard_wasm::Plugin>>, ConfigError> {
@@ -139,7 +141,7 @@ impl Resolver<'_> {
                 let known: Vec<&str> = filters.iter().map(|f| f.name.as_str()).collect();
                 return Err(self.err(
                     Some(n.span()),
-                    format!("{at}.filters"),
+                    format!("{at}.{key}"),
                     format!(
                         "unknown filter {:?} (defined: {})",
                         n.get_ref(),
@@ -154,7 +156,7 @@ impl Resolver<'_> {
             if out.iter().any(|p| p.name() == f.name) {
                 return Err(self.err(
                     Some(n.span()),
-                    format!("{at}.filters"),
+                    format!("{at}.{key}"),
                     format!("filter {:?} is listed twice", f.name),
                 ));
             }

@@ -101,6 +101,10 @@ pub struct RouteConfig {
     /// Proxy-Wasm filters (`filters`), in request order; responses go
     /// through them in reverse.
     pub filters: Vec<std::sync::Arc<hoard_wasm::Plugin>>,
+    /// Proxy-Wasm filters on the route's origin fetches
+    /// (`origin_filters`): the request sent, then the response before it
+    /// is judged for storing, once per fetch (not per client).
+    pub origin_filters: Vec<std::sync::Arc<hoard_wasm::Plugin>>,
 }
 
 /// What a range request for an object not in the cache fetches (route
@@ -368,6 +372,7 @@ impl Resolver<'_> {
                 edge,
                 max_body_size: r.max_body_size.map(|s| s.0),
                 filters: Vec::new(),
+                origin_filters: Vec::new(),
             },
             probe,
         ))

@@ -192,9 +192,12 @@ impl Resolver<'_> {
                 let at = format!("site[{i}].route[{j}]");
                 let mut r = r.into_inner();
                 let names = r.filters.take();
+                let origin_names = r.origin_filters.take();
                 let (route, probe) = self.route(&at, r, upstreams, cache, error_pages.as_ref())?;
                 let mut route = route;
-                route.filters = self.route_filters(&at, names, filters)?;
+                route.filters = self.route_filters(&at, "filters", names, filters)?;
+                route.origin_filters =
+                    self.route_filters(&at, "origin_filters", origin_names, filters)?;
                 route.max_body_size = route.max_body_size.or(site.max_body_size.map(|s| s.0));
                 routes.push(std::sync::Arc::new(route));
                 probes.push(probe);

@@ -24,6 +24,8 @@ pub enum LifetimeSource {
     Configured,
     /// Heuristic from `Last-Modified` (§4.2.2).
     Heuristic,
+    /// Set by an origin filter (`hoard.ttl`), whatever the response said.
+    Filter,
 }
 
 impl LifetimeSource {
@@ -35,6 +37,7 @@ impl LifetimeSource {
             LifetimeSource::Expires => "expires",
             LifetimeSource::Configured => "configured",
             LifetimeSource::Heuristic => "heuristic",
+            LifetimeSource::Filter => "filter",
         }
     }
 }

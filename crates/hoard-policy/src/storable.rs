@@ -43,6 +43,8 @@ pub enum NotStorable {
     ServerError,
     /// A slice request was answered with other bytes than the ones asked for.
     UnexpectedRange,
+    /// An origin filter marked the response uncacheable (`hoard.uncacheable`).
+    Filter,
 }
 
 impl NotStorable {
@@ -59,6 +61,7 @@ impl NotStorable {
                 | NotStorable::StaleOnArrival
                 | NotStorable::TooLarge
                 | NotStorable::Status
+                | NotStorable::Filter
         )
     }
 
@@ -79,6 +82,7 @@ impl NotStorable {
             NotStorable::RouteOff => "route-off",
             NotStorable::ServerError => "server-error",
             NotStorable::UnexpectedRange => "unexpected-range",
+            NotStorable::Filter => "filter",
         }
     }
 }

@@ -403,6 +403,7 @@ fn source_code(s: LifetimeSource) -> u8 {
         LifetimeSource::Expires => 2,
         LifetimeSource::Configured => 3,
         LifetimeSource::Heuristic => 4,
+        LifetimeSource::Filter => 5,
     }
 }
 
@@ -505,6 +506,7 @@ impl Head {
             1 => LifetimeSource::MaxAge,
             2 => LifetimeSource::Expires,
             3 => LifetimeSource::Configured,
+            5 => LifetimeSource::Filter,
             4 => LifetimeSource::Heuristic,
             _ => return Err(Reject::BadHead),
         };

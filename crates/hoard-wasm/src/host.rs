@@ -416,7 +416,7 @@ fn http_call(
     timeout_ms: i32,
     token_ptr: i32,
 ) -> R<i32> {
-    if c.data().x.request.is_none() {
+    if c.data().x.request.is_none() || origin_stage(&c) {
         return Ok(status(Status::Unimplemented));
     }
     let (Some(upstream), Some(raw), Some(body)) =
@@ -516,6 +516,11 @@ fn define_metric(mut c: Caller<'_, Host>, kind: i32, np: i32, ns: i32, ret: i32)
 }
 
 #[allow(clippy::too_many_arguments)]
+/// The callback runs in an origin filter (route `origin_filters`).
+fn origin_stage(c: &Caller<'_, Host>) -> bool {
+    c.data().x.info.as_deref().is_some_and(|i| i.origin)
+}
+
 fn send_local_response(
     mut c: Caller<'_, Host>,
     code: i32,
@@ -527,6 +532,10 @@ fn send_local_response(
     hs: i32,
     _grpc: i32,
 ) -> R<i32> {
+    // An origin filter shapes the fetch; answering is a client filter's.
+    if origin_stage(&c) {
+        return Ok(status(Status::Unimplemented));
+    }
     let Ok(code) = http::StatusCode::from_u16(code as u16) else {
         return Ok(status(Status::BadArgument));
     };

@@ -223,6 +223,15 @@ pub struct StreamInfo {
     pub cache_status: Option<&'static str>,
     /// Set by a request filter (`hoard.cache_key`): added to the key.
     pub cache_key: Option<String>,
+    /// The stream is an origin filter's (route `origin_filters`): it sees
+    /// the fetch's request and the origin's response before it is stored.
+    pub origin: bool,
+    /// Set by an origin filter's response callback (`hoard.ttl`): the
+    /// stored response's freshness lifetime.
+    pub ttl: Option<std::time::Duration>,
+    /// Set by an origin filter's response callback (`hoard.uncacheable`):
+    /// the response is not stored (and its key passes for a while).
+    pub uncacheable: bool,
 }
 
 /// The engine every plugin compiles with: Cranelift, fuel metering.

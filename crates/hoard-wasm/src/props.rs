@@ -2,8 +2,11 @@
 //! segments separated by zero bytes, as Envoy names them. Strings are
 //! returned as bytes, numbers as 8-byte little-endian integers (Envoy's
 //! form). hoard's own are under `hoard`: the cache outcome on responses,
-//! and `hoard.cache_key`, which a request filter sets to add a value to
-//! the route's cache key.
+//! `hoard.cache_key`, which a request filter sets to add a value to the
+//! route's cache key, and on an origin filter's response (route
+//! `origin_filters`) `hoard.ttl` (seconds, as text: `"300"`, `"0.5"`) and
+//! `hoard.uncacheable` (`"true"`), which decide how it is stored.
+//! `hoard.stage` says which list the stream runs in (`client`, `origin`).
 
 use crate::abi::Status;
 use crate::vm::Host;
@@ -48,18 +51,54 @@ pub(crate) fn get(h: &Host, path: &[u8]) -> Option<Vec<u8>> {
         "response.code" => int(i64::from(h.x.response.as_ref()?.status.as_u16())),
         "hoard.cache_status" => text(info?.cache_status?),
         "hoard.cache_key" => text(info?.cache_key.as_deref()?),
+        "hoard.stage" => text(if info?.origin { "origin" } else { "client" }),
+        "hoard.ttl" => text(&format!("{}", info?.ttl?.as_secs_f64())),
+        "hoard.uncacheable" => text(if info?.uncacheable { "true" } else { "false" }),
         _ => None,
     }
 }
 
-/// Sets a property; only `hoard.cache_key` can be set, in a request
-/// callback.
+/// Sets a property: `hoard.cache_key` in a client filter's request
+/// callback, `hoard.ttl` and `hoard.uncacheable` in an origin filter's
+/// response callback; `BadArgument` elsewhere or for a value that does
+/// not parse, `NotFound` for any other name.
 pub(crate) fn set(h: &mut Host, path: &[u8], value: Vec<u8>) -> Status {
     let Some(name) = dotted(path) else {
         return Status::BadArgument;
     };
+    let origin_response = h.x.response.is_some() && h.x.info.as_deref().is_some_and(|i| i.origin);
     match name.as_str() {
-        "hoard.cache_key" if h.x.request.is_some() => {
+        "hoard.ttl" if origin_response => {
+            let secs = std::str::from_utf8(&value)
+                .ok()
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .and_then(|v| std::time::Duration::try_from_secs_f64(v).ok());
+            match (secs, h.x.info.as_deref_mut()) {
+                (Some(ttl), Some(info)) => {
+                    info.ttl = Some(ttl);
+                    Status::Ok
+                }
+                _ => Status::BadArgument,
+            }
+        }
+        "hoard.uncacheable" if origin_response => {
+            let on = match value.as_slice() {
+                b"true" | b"1" => true,
+                b"false" | b"0" | b"" => false,
+                _ => return Status::BadArgument,
+            };
+            match h.x.info.as_deref_mut() {
+                Some(info) => {
+                    info.uncacheable = on;
+                    Status::Ok
+                }
+                None => Status::BadArgument,
+            }
+        }
+        "hoard.ttl" | "hoard.uncacheable" => Status::BadArgument,
+        "hoard.cache_key"
+            if h.x.request.is_some() && !h.x.info.as_deref().is_some_and(|i| i.origin) =>
+        {
             let Ok(v) = String::from_utf8(value) else {
                 return Status::BadArgument;
             };

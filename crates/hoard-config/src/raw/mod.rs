@@ -276,6 +276,7 @@ route_with_edge! {
         pub respond: Option<Spanned<super::route_keys::RawRespond>>,
         pub client_no_cache: Option<Spanned<String>>,
         pub filters: Option<Vec<Spanned<String>>>,
+        pub origin_filters: Option<Vec<Spanned<String>>>,
     }
 
     /// The edge keys of a route, gathered from [`RawRoute`] (see

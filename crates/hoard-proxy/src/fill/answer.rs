@@ -25,6 +25,7 @@ impl FillEngine {
         &self,
         job: &FillJob,
         sent: Sent,
+        decision: super::filters::FilterDecision,
         purge_epoch: u64,
         permit: &mut FillPermit,
     ) -> Option<Sent> {
@@ -39,6 +40,7 @@ impl FillEngine {
                     stale,
                     sent.resp.headers(),
                     (sent.request_time, sent.response_time),
+                    decision.ttl,
                     purge_epoch,
                 )
                 .await;

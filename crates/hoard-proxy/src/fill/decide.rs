@@ -50,15 +50,22 @@ impl Storable {
 impl FillEngine {
     /// Whether and how the response is stored (RFC 9111 §3), from the
     /// route's policy and the request's directives; `status` is the one
-    /// it is judged by (see [`Self::slice_answer`]).
+    /// it is judged by (see [`Self::slice_answer`]). The origin filters'
+    /// `decision` comes last: `uncacheable` refuses it, and a `ttl`
+    /// replaces the response's lifetime, and stores one that had none
+    /// (the fields that forbid storing, such as `no-store`, `private` or
+    /// `Set-Cookie`, still do: a filter removes them to store anyway).
     pub(super) fn decide(
         &self,
         job: &FillJob,
         status: StatusCode,
         parts: &Parts,
-        request_time: SystemTime,
-        response_time: SystemTime,
+        (request_time, response_time): (SystemTime, SystemTime),
+        decision: super::filters::FilterDecision,
     ) -> Result<Storable, NotStorable> {
+        if decision.uncacheable {
+            return Err(NotStorable::Filter);
+        }
         let policy = &job.route.policy;
         let facts = ResponseFacts::read(status.as_u16(), &parts.headers, policy);
         let req_facts = RequestFacts {
@@ -71,7 +78,15 @@ impl FillEngine {
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        let (lifetime, source) = storability(req_facts, &facts, policy, response_time)?;
+        let (lifetime, source) = match (
+            storability(req_facts, &facts, policy, response_time),
+            decision.ttl,
+        ) {
+            (Ok(_) | Err(NotStorable::NoFreshness | NotStorable::StaleOnArrival), Some(ttl)) => {
+                (ttl, LifetimeSource::Filter)
+            }
+            (judged, _) => judged?,
+        };
         if content_length.is_some_and(|len| len > self.store.max_object()) {
             return Err(NotStorable::TooLarge);
         }

@@ -59,6 +59,7 @@ mod answer;
 mod body;
 mod coded;
 mod decide;
+mod filters;
 mod keep;
 mod resume;
 mod revalidate;

@@ -20,13 +20,15 @@ use super::{FillEngine, FillJob};
 impl FillEngine {
     /// Merges the 304's fields into the stored response and stores the
     /// refreshed copy (memory: swapped in; disk: the head rewritten) unless
-    /// a purge since `purge_epoch` selects it.
+    /// a purge since `purge_epoch` selects it. An origin filter's `ttl`
+    /// replaces the refreshed lifetime.
     pub(super) async fn refresh_from_304(
         &self,
         job: &FillJob,
         stale: &Arc<StoredObject>,
         not_modified: &HeaderMap,
         (request_time, response_time): (SystemTime, SystemTime),
+        filter_ttl: Option<std::time::Duration>,
         purge_epoch: u64,
     ) -> Arc<StoredObject> {
         self.counters.inc(&self.counters.cache_revalidated_304);
@@ -48,8 +50,11 @@ impl FillEngine {
         merge_304(&mut headers, &update);
         let policy = &job.route.policy;
         let facts = ResponseFacts::read(stale.status.as_u16(), &headers, policy);
-        let (lifetime, source) = freshness_lifetime(&facts, policy, response_time)
-            .unwrap_or((std::time::Duration::ZERO, stale.lifetime_source));
+        let (lifetime, source) = match filter_ttl {
+            Some(ttl) => (ttl, hoard_policy::freshness::LifetimeSource::Filter),
+            None => freshness_lifetime(&facts, policy, response_time)
+                .unwrap_or((std::time::Duration::ZERO, stale.lifetime_source)),
+        };
         let times = StoredTimes {
             request_time,
             response_time,

@@ -26,6 +26,8 @@ pub(super) struct Sent {
     pub(super) source: Source,
     /// The request again, to ask for the rest if the body breaks off.
     pub(super) again: Option<super::resume::Again>,
+    /// The route's origin filters, waiting for the answer's head.
+    pub(super) filters: Option<super::filters::OriginFilters>,
 }
 
 /// What a fill stores besides the response: its status and the purge
@@ -62,6 +64,38 @@ pub(super) struct Joined {
 }
 
 impl FillEngine {
+    /// The origin filters' response callbacks over the answer's head (see
+    /// `filters`), unless it came from the key's owner; `None`: one failed,
+    /// and the fill's clients were told.
+    fn origin_filtered(
+        &self,
+        job: &FillJob,
+        sent: &mut Sent,
+        permit: &mut FillPermit,
+    ) -> Option<super::filters::FilterDecision> {
+        let Some(filters) = sent.filters.take() else {
+            return Some(Default::default());
+        };
+        if matches!(sent.source, Source::Owner { .. }) {
+            return Some(Default::default());
+        }
+        let mut status = sent.resp.status();
+        let mut headers = std::mem::take(sent.resp.headers_mut());
+        let decided = self.filter_origin_response(filters, &mut status, &mut headers);
+        *sent.resp.status_mut() = status;
+        *sent.resp.headers_mut() = headers;
+        match decided {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.origin_filter_failed(job, &e);
+                permit.publish(super::coalesce::Outcome::OriginError(
+                    hoard_origin::error::ErrorKind::Filter,
+                ));
+                None
+            }
+        }
+    }
+
     /// Runs a fill to its end.
     pub(super) async fn run(self: Arc<Self>, job: FillJob, permit: FillPermit) {
         // `None`: an outcome was published on the way.
@@ -78,9 +112,10 @@ impl FillEngine {
                 .map_or(0, |at| self.store.catalog().epoch_as_of(at)),
             None => purge_epoch,
         };
-        let sent = self.send(&mut job, &mut permit).await?;
+        let mut sent = self.send(&mut job, &mut permit).await?;
+        let mut decision = self.origin_filtered(&job, &mut sent, &mut permit)?;
         let sent = self
-            .revalidated(&job, sent, purge_epoch, &mut permit)
+            .revalidated(&job, sent, decision, purge_epoch, &mut permit)
             .await?;
         let (mut sent, mut joined) = self.completed(&mut job, sent, &mut permit).await?;
         let (status, parts, body, storable) = loop {
@@ -94,8 +129,8 @@ impl FillEngine {
                         &job,
                         judged_as,
                         &parts,
-                        sent.request_time,
-                        sent.response_time,
+                        (sent.request_time, sent.response_time),
+                        decision,
                     )?;
                     Ok((storable, rekey))
                 });
@@ -115,6 +150,7 @@ impl FillEngine {
                     job.oreq = joined.take().and_then(|j| j.plain).map(|p| *p);
                     drop(body);
                     sent = self.send(&mut job, &mut permit).await?;
+                    decision = self.origin_filtered(&job, &mut sent, &mut permit)?;
                 }
                 Err(reason) => {
                     self.uncacheable(&job, reason, sent.response_time);

@@ -16,7 +16,15 @@ impl FillEngine {
     /// Sends the request; an error is published as `OriginError`.
     pub(super) async fn send(&self, job: &mut FillJob, permit: &mut FillPermit) -> Option<Sent> {
         let request_time = self.clock.now();
-        let oreq = job.oreq.take().expect("invariant: a fill job is run once");
+        let mut oreq = job.oreq.take().expect("invariant: a fill job is run once");
+        let filters = match self.filter_origin_request(job, &mut oreq) {
+            Ok(f) => f,
+            Err(e) => {
+                self.origin_filter_failed(job, &e);
+                permit.publish(Outcome::OriginError(hoard_origin::error::ErrorKind::Filter));
+                return None;
+            }
+        };
         let by = job.route_key.as_deref().unwrap_or(&job.key.text);
         let again = super::resume::Again::of(&oreq, by.as_bytes());
         let sent = match (&self.cluster, job.cluster_tls) {
@@ -38,6 +46,7 @@ impl FillEngine {
                     response_time: self.clock.now(),
                     source,
                     again,
+                    filters,
                 })
             }
             Err(e) => {

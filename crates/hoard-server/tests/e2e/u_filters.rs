@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use hoard_config::Config;
 use hoard_testkit::Test;
 
+use super::secs;
+
 /// A fixture module (`fixtures/filters/NAME.wat`) with the shared prelude
 /// spliced in, written to the test's directory; its path.
 fn fixture(t: &Test, name: &str) -> PathBuf {
@@ -381,6 +383,11 @@ async fn u16006_bad_filters_are_refused() {
             "unknown filter \"nope\" (defined: f)",
         ),
         (
+            format!("[filter.f]\nwasm = {good:?}\n{route}origin_filters = [\"f\", \"f\"]\n"),
+            "site[0].route[0].origin_filters",
+            "filter \"f\" is listed twice",
+        ),
+        (
             format!("[filter.f]\nwasm = {good:?}\nconfig = \"a\"\nconfig_file = \"b\"\n{route}"),
             "filter.f.config_file",
             "not both",
@@ -659,5 +666,163 @@ filters = ["auth"]
     proxy.expect_counter("filter_calls", 2);
     proxy.expect_counter("filter_answers", 1);
     proxy.expect_counter("filter_failures", 0);
+    origin.finish().await;
+}
+
+const BACKEND: &str = r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{origin}"]
+[[site]]
+[[site.route]]
+prefix = "/"
+origin_filters = ["backend"]
+"#;
+
+// u16010: an origin filter shapes the fetch and decides the storing: the
+// origin gets its request field; a response with no freshness of its own
+// is stored for the TTL the filter set (`hoard.ttl`), with the field the
+// filter added, which hits keep; past that TTL the origin is asked again.
+// Coalesced clients share one fetch: the filter runs once for them.
+#[tokio::test]
+async fn u16010_an_origin_filter_sets_the_ttl() {
+    let t = Test::new("u16010");
+    let go = t.barrier(2);
+    let origin = t
+        .origin()
+        .script({
+            let go = go.clone();
+            |mut s| async move {
+                s.rxreq()
+                    .await
+                    .expect_url("/t")
+                    .expect_header("x-fetch", "1");
+                go.sync().await;
+                s.txresp(200)
+                    .hdr("x-hoard-ttl", "30")
+                    .body("t1")
+                    .send()
+                    .await;
+                s.rxreq()
+                    .await
+                    .expect_url("/t")
+                    .expect_header("x-fetch", "1");
+                s.txresp(200)
+                    .hdr("x-hoard-ttl", "30")
+                    .body("t2")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let cfg = with_filters(&t, &["backend"], BACKEND);
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    let first = tokio::spawn(t.client(&proxy).get("/t").send());
+    let second = tokio::spawn(t.client(&proxy).get("/t").send());
+    proxy.wait_counter("fill_waiters_total", 1).await;
+    go.sync().await;
+    for r in [first.await.unwrap(), second.await.unwrap()] {
+        r.expect_status(200)
+            .expect_body("t1")
+            .expect_header("x-stored-by", "backend");
+    }
+    proxy.wait_counter("objects_stored", 1).await;
+    let hit = t.client(&proxy).get("/t").send().await;
+    hit.expect_body("t1")
+        .expect_cache_status("hit")
+        .expect_header("x-stored-by", "backend");
+    t.clock.advance(secs(29));
+    t.client(&proxy)
+        .get("/t")
+        .send()
+        .await
+        .expect_cache_status("hit");
+    t.clock.advance(secs(2));
+    t.client(&proxy)
+        .get("/t")
+        .send()
+        .await
+        .expect_body("t2")
+        .expect_cache_status("fwd=stale");
+    proxy.expect_counter("filter_failures", 0);
+    origin.finish().await;
+}
+
+// u16011: an origin filter marks a response uncacheable whatever its
+// Cache-Control says: it is forwarded, not stored, and the key passes
+// (hit-for-pass) without the filter's help; a response the filter leaves
+// alone is stored as usual. A filter that traps fails that fetch with a
+// 500, counted, and nothing is stored.
+#[tokio::test]
+async fn u16011_an_origin_filter_refuses_to_store() {
+    let t = Test::new("u16011");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/p");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("x-no-cache", "1")
+                .body("p1")
+                .send()
+                .await;
+            s.rxreq().await.expect_url("/p");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("p2")
+                .send()
+                .await;
+            s.rxreq().await.expect_url("/boom");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("x-boom", "1")
+                .body("never")
+                .send()
+                .await;
+            s.rxreq().await.expect_url("/boom");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("b")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let cfg = with_filters(&t, &["backend"], BACKEND);
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    t.client(&proxy)
+        .get("/p")
+        .send()
+        .await
+        .expect_body("p1")
+        .expect_cache_status("detail=filter");
+    t.client(&proxy)
+        .get("/p")
+        .send()
+        .await
+        .expect_body("p2")
+        .expect_cache_status("detail=hit-for-pass");
+    t.client(&proxy)
+        .get("/boom")
+        .send()
+        .await
+        .expect_status(500);
+    proxy.expect_counter("filter_failures", 1);
+    t.client(&proxy)
+        .get("/boom")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("b")
+        .expect_cache_status("stored");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.client(&proxy)
+        .get("/boom")
+        .send()
+        .await
+        .expect_body("b")
+        .expect_cache_status("hit");
     origin.finish().await;
 }
