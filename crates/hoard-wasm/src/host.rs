@@ -515,12 +515,12 @@ fn define_metric(mut c: Caller<'_, Host>, kind: i32, np: i32, ns: i32, ret: i32)
     Ok(status(put_u32(&mut c, ret, id)))
 }
 
-#[allow(clippy::too_many_arguments)]
 /// The callback runs in an origin filter (route `origin_filters`).
 fn origin_stage(c: &Caller<'_, Host>) -> bool {
     c.data().x.info.as_deref().is_some_and(|i| i.origin)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn send_local_response(
     mut c: Caller<'_, Host>,
     code: i32,
