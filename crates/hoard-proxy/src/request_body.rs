@@ -28,6 +28,9 @@ pub enum RequestBody {
         /// No body at all (the request's head ended the stream).
         empty: bool,
     },
+    /// Read whole already (by a route's filters' body callbacks); `None`
+    /// once sent.
+    Full(Option<Bytes>),
 }
 
 impl std::fmt::Debug for RequestBody {
@@ -37,6 +40,10 @@ impl std::fmt::Debug for RequestBody {
             RequestBody::H3 { data_done, .. } => {
                 f.debug_struct("H3").field("data_done", data_done).finish()
             }
+            RequestBody::Full(b) => f
+                .debug_tuple("Full")
+                .field(&b.as_ref().map(Bytes::len))
+                .finish(),
         }
     }
 }
@@ -62,6 +69,7 @@ impl Body for RequestBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
+            RequestBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             RequestBody::Hyper(b) => Pin::new(b)
                 .poll_frame(cx)
                 .map(|o| o.map(|r| r.map_err(|e| Box::new(e) as BoxError))),
@@ -103,6 +111,7 @@ impl Body for RequestBody {
         match self {
             RequestBody::Hyper(b) => b.is_end_stream(),
             RequestBody::H3 { stream, empty, .. } => *empty || stream.is_none(),
+            RequestBody::Full(b) => b.as_ref().is_none_or(Bytes::is_empty),
         }
     }
 
@@ -111,6 +120,7 @@ impl Body for RequestBody {
             RequestBody::Hyper(b) => b.size_hint(),
             RequestBody::H3 { empty: true, .. } => SizeHint::with_exact(0),
             RequestBody::H3 { .. } => SizeHint::default(),
+            RequestBody::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
         }
     }
 }

@@ -57,13 +57,17 @@ impl MapType {
 /// The buffers a call can name (`proxy_buffer_type_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BufferType {
+    /// The request's body (in `proxy_on_request_body`).
+    RequestBody,
+    /// The response's body (in `proxy_on_response_body`).
+    ResponseBody,
     /// The VM's configuration (`vm_config`: empty in hoard).
     VmConfiguration,
     /// The filter's configuration (`config` or `config_file`).
     PluginConfiguration,
     /// An HTTP call's response body (in `proxy_on_http_call_response`).
     CallResponseBody,
-    /// Bodies, gRPC: not supported.
+    /// Downstream and upstream data (TCP filters), gRPC: not supported.
     Other,
 }
 
@@ -71,6 +75,8 @@ impl BufferType {
     /// The buffer a call's number names.
     pub fn from_raw(n: i32) -> BufferType {
         match n {
+            0 => BufferType::RequestBody,
+            1 => BufferType::ResponseBody,
             6 => BufferType::VmConfiguration,
             7 => BufferType::PluginConfiguration,
             4 => BufferType::CallResponseBody,

@@ -17,7 +17,6 @@ use crate::vm::Host;
 /// Calls of the ABI hoard answers `Unimplemented`, with their arities
 /// (all `i32`; the two metric calls with an `i64` are defined apart).
 const UNIMPLEMENTED: &[(&str, usize)] = &[
-    ("proxy_set_buffer_bytes", 5),
     ("proxy_grpc_call", 12),
     ("proxy_grpc_stream", 9),
     ("proxy_grpc_send", 4),
@@ -75,6 +74,7 @@ fn build(engine: &Engine) -> R<Linker<Host>> {
     })?;
     l.func_wrap("env", "proxy_get_buffer_status", get_buffer_status)?;
     l.func_wrap("env", "proxy_get_buffer_bytes", get_buffer_bytes)?;
+    l.func_wrap("env", "proxy_set_buffer_bytes", set_buffer_bytes)?;
     l.func_wrap("env", "proxy_get_header_map_pairs", get_map_pairs)?;
     l.func_wrap("env", "proxy_set_header_map_pairs", set_map_pairs)?;
     l.func_wrap("env", "proxy_get_header_map_value", get_map_value)?;
@@ -255,8 +255,60 @@ fn buffer(h: &Host, t: i32) -> Option<bytes::Bytes> {
         BufferType::PluginConfiguration => Some(h.config.clone()),
         BufferType::VmConfiguration => Some(bytes::Bytes::new()),
         BufferType::CallResponseBody => h.x.call_response.as_ref().map(|(_, b)| b.clone()),
+        BufferType::RequestBody => {
+            h.x.body
+                .as_ref()
+                .filter(|b| !b.response)
+                .map(|b| b.bytes.clone())
+        }
+        BufferType::ResponseBody => {
+            h.x.body
+                .as_ref()
+                .filter(|b| b.response)
+                .map(|b| b.bytes.clone())
+        }
         BufferType::Other => None,
     }
+}
+
+/// `proxy_set_buffer_bytes`: bytes `start..start + size` of the body in
+/// hand (request or response, in its body callback) replaced by the
+/// value (`start` past the end appends; `size` 0 inserts); other buffers
+/// cannot be set.
+fn set_buffer_bytes(
+    mut c: Caller<'_, Host>,
+    t: i32,
+    start: i32,
+    size: i32,
+    vp: i32,
+    vs: i32,
+) -> R<i32> {
+    let response = match BufferType::from_raw(t) {
+        BufferType::RequestBody => false,
+        BufferType::ResponseBody => true,
+        _ => return Ok(status(Status::BadArgument)),
+    };
+    let Some(value) = read(&c, vp, vs) else {
+        return Ok(status(Status::BadArgument));
+    };
+    let Some(body) = c
+        .data_mut()
+        .x
+        .body
+        .as_mut()
+        .filter(|b| b.response == response)
+    else {
+        return Ok(status(Status::NotFound));
+    };
+    let old = &body.bytes;
+    let start = (start as u32 as usize).min(old.len());
+    let end = start.saturating_add(size as u32 as usize).min(old.len());
+    let mut new = Vec::with_capacity(old.len() - (end - start) + value.len());
+    new.extend_from_slice(&old[..start]);
+    new.extend_from_slice(&value);
+    new.extend_from_slice(&old[end..]);
+    body.bytes = bytes::Bytes::from(new);
+    Ok(status(Status::Ok))
 }
 
 fn get_buffer_status(mut c: Caller<'_, Host>, t: i32, len_ptr: i32, flags_ptr: i32) -> R<i32> {

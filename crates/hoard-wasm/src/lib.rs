@@ -104,6 +104,8 @@ pub enum Failure {
     /// The VM the request's context lived in was dropped after another
     /// request's failure.
     Lost,
+    /// A body callback held more than [`BODY_HOLD_MAX`] bytes.
+    BodyLimit,
 }
 
 impl Failure {
@@ -114,6 +116,7 @@ impl Failure {
             Failure::Budget => "budget",
             Failure::Start => "start",
             Failure::Lost => "lost",
+            Failure::BodyLimit => "body-limit",
         }
     }
 }
@@ -152,6 +155,24 @@ pub struct LocalResponse {
     pub headers: http::HeaderMap,
     /// Its body.
     pub body: Bytes,
+}
+
+/// The most body bytes one stream holds back (a body callback that
+/// returns `Pause` holds the bytes it has seen until it continues or the
+/// body ends); beyond it the request fails.
+pub const BODY_HOLD_MAX: usize = 16 << 20;
+
+/// What a body callback let through.
+#[derive(Debug)]
+pub enum BodyStep {
+    /// These bytes go on (all the stream held, as the filter left them;
+    /// empty when it had nothing).
+    Pass(Bytes),
+    /// The stream holds the bytes (`Pause`) until a later call.
+    Held,
+    /// Answer with this instead (a request body's callback; too late for
+    /// a response's, where it is ignored).
+    Respond(LocalResponse),
 }
 
 /// What a callback decided.
@@ -265,6 +286,10 @@ pub struct Plugin {
     slots: Box<[Mutex<Slot>]>,
     /// The ticker thread was started (see [`Plugin::start_ticks`]).
     ticker: std::sync::atomic::AtomicBool,
+    /// The module exports `proxy_on_request_body`.
+    request_body: bool,
+    /// The module exports `proxy_on_response_body`.
+    response_body: bool,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -309,6 +334,11 @@ impl Plugin {
                     ABI_VERSIONS.join(" or ")
                 )
             })?;
+        let exports = |name: &str| module.get_export(name).is_some_and(|e| e.func().is_some());
+        let (request_body, response_body) = (
+            exports("proxy_on_request_body"),
+            exports("proxy_on_response_body"),
+        );
         let pre = host::linker(engine)
             .instantiate_pre(&module)
             .map_err(|e| format!("imports what hoard does not provide: {e:#}"))?;
@@ -339,6 +369,8 @@ impl Plugin {
             pre,
             slots,
             ticker: std::sync::atomic::AtomicBool::new(false),
+            request_body,
+            response_body,
         })
     }
 
@@ -350,6 +382,18 @@ impl Plugin {
     /// The metrics its VMs defined (see `shared`).
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The module has a request body callback (the pipeline reads a
+    /// request's body through it before the origin sees it).
+    pub fn has_request_body(&self) -> bool {
+        self.request_body
+    }
+
+    /// The module has a response body callback (responses stream
+    /// through it).
+    pub fn has_response_body(&self) -> bool {
+        self.response_body
     }
 
     /// The ABI version the module declared.
@@ -439,6 +483,7 @@ impl Plugin {
             id,
             info: Some(Box::new(info)),
             next_token: 0,
+            held: Bytes::new(),
         })
     }
 }
@@ -452,6 +497,8 @@ pub struct Stream {
     info: Option<Box<StreamInfo>>,
     /// The last call token handed out (tokens are per stream).
     next_token: u32,
+    /// Body bytes a body callback holds back (`Pause`).
+    held: Bytes,
 }
 
 impl std::fmt::Debug for Stream {
@@ -467,6 +514,15 @@ impl Stream {
     /// The filter's name.
     pub fn filter(&self) -> &str {
         &self.plugin.name
+    }
+
+    /// The filter has a body callback for responses (`true`) or requests.
+    pub fn wants_body(&self, response: bool) -> bool {
+        if response {
+            self.plugin.response_body
+        } else {
+            self.plugin.request_body
+        }
     }
 
     /// What properties read, and what the filter set.
@@ -492,7 +548,7 @@ impl Stream {
         };
         let (r, mut x) = self.run(Run::Request, x);
         *head = x.request.take().unwrap_or_default();
-        r.map(|()| verdict(x))
+        r.map(|_| verdict(x))
     }
 
     /// `proxy_on_http_call_response` for the call `token` (`None`: it
@@ -511,7 +567,7 @@ impl Stream {
         };
         let (r, mut x) = self.run(Run::CallResponse(token), x);
         *head = x.request.take().unwrap_or_default();
-        r.map(|()| verdict(x))
+        r.map(|_| verdict(x))
     }
 
     /// `proxy_on_response_headers` over `head`, as [`Stream::on_request`].
@@ -522,12 +578,57 @@ impl Stream {
         };
         let (r, mut x) = self.run(Run::Response, x);
         *head = x.response.take().unwrap_or_default();
-        r.map(|()| verdict(x))
+        r.map(|_| verdict(x))
+    }
+
+    /// A body callback (`proxy_on_request_body` or
+    /// `proxy_on_response_body`) over the bytes held so far and `chunk`
+    /// (`end`: the body ends with it). `Continue`, or the body's end,
+    /// lets them all through as the filter left them; `Pause` holds them
+    /// for the next call (Envoy's buffering). A module without the
+    /// callback lets every chunk through.
+    pub fn on_body(
+        &mut self,
+        response: bool,
+        chunk: Bytes,
+        end: bool,
+    ) -> Result<BodyStep, FilterError> {
+        let bytes = if self.held.is_empty() {
+            chunk
+        } else {
+            let mut all = Vec::with_capacity(self.held.len() + chunk.len());
+            all.extend_from_slice(&self.held);
+            all.extend_from_slice(&chunk);
+            Bytes::from(all)
+        };
+        self.held = Bytes::new();
+        let x = Exchange {
+            body: Some(vm::BodyInHand { response, bytes }),
+            ..Exchange::default()
+        };
+        let (r, mut x) = self.run(Run::Body(end), x);
+        let action = r?;
+        let bytes = x.body.take().map(|b| b.bytes).unwrap_or_default();
+        if let Some(local) = x.local.take() {
+            return Ok(BodyStep::Respond(local));
+        }
+        if action == abi::ACTION_CONTINUE || end {
+            return Ok(BodyStep::Pass(bytes));
+        }
+        if bytes.len() > BODY_HOLD_MAX {
+            return Err(FilterError {
+                filter: self.plugin.name.clone(),
+                kind: Failure::BodyLimit,
+                detail: format!("held more than {BODY_HOLD_MAX} bytes of body"),
+            });
+        }
+        self.held = bytes;
+        Ok(BodyStep::Held)
     }
 
     /// Runs a headers callback in this stream's VM; a failure drops the
     /// VM. The exchange always comes back, and the stream's info with it.
-    fn run(&mut self, what: Run, mut x: Exchange) -> (Result<(), FilterError>, Exchange) {
+    fn run(&mut self, what: Run, mut x: Exchange) -> (Result<i32, FilterError>, Exchange) {
         x.info = self.info.take();
         x.next_token = self.next_token;
         let mut s = self.plugin.slots[self.slot].lock();
@@ -535,10 +636,13 @@ impl Stream {
         let (r, mut x) = match s.vm.as_mut() {
             Some(vm) if current => match what {
                 Run::Request | Run::Response => {
-                    let (r, x) = vm.headers(matches!(what, Run::Response), self.id, x);
-                    (r.map(drop), x)
+                    vm.headers(matches!(what, Run::Response), self.id, x)
                 }
-                Run::CallResponse(token) => vm.call_response(self.id, token, x),
+                Run::Body(end) => vm.body(self.id, end, x),
+                Run::CallResponse(token) => {
+                    let (r, x) = vm.call_response(self.id, token, x);
+                    (r.map(|()| abi::ACTION_CONTINUE), x)
+                }
             },
             _ => {
                 let lost = FilterError {
@@ -563,6 +667,8 @@ impl Stream {
 enum Run {
     Request,
     Response,
+    /// A body callback; the body ends with this call.
+    Body(bool),
     CallResponse(u32),
 }
 

@@ -24,6 +24,16 @@ pub(crate) struct Exchange {
     pub call_response: Option<(ResponseHead, Bytes)>,
     /// The next token `proxy_http_call` hands out (kept by the stream).
     pub next_token: u32,
+    /// The body bytes a body callback sees (and may replace).
+    pub body: Option<BodyInHand>,
+}
+
+/// The body bytes in hand in a body callback: all the filter has buffered
+/// so far (see [`crate::Stream::on_body`]).
+pub(crate) struct BodyInHand {
+    /// A response body's (else a request body's).
+    pub response: bool,
+    pub bytes: Bytes,
 }
 
 /// The store's data: the filter's identity and configuration, its limits,
@@ -50,6 +60,8 @@ struct Callbacks {
     context_create: TypedFunc<(i32, i32), ()>,
     request_headers: Option<Cb3>,
     response_headers: Option<Cb3>,
+    request_body: Option<Cb3>,
+    response_body: Option<Cb3>,
     log: Option<TypedFunc<i32, ()>>,
     tick: Option<TypedFunc<i32, ()>>,
     call_response: Option<TypedFunc<(i32, i32, i32, i32, i32), ()>>,
@@ -145,6 +157,8 @@ impl Vm {
                 .map_err(|_| abi("exports no `proxy_on_context_create`".into()))?,
             request_headers: cb3(&mut store, "proxy_on_request_headers"),
             response_headers: cb3(&mut store, "proxy_on_response_headers"),
+            request_body: cb3(&mut store, "proxy_on_request_body"),
+            response_body: cb3(&mut store, "proxy_on_response_body"),
             log: inst.get_typed_func(&mut store, "proxy_on_log").ok(),
             tick: inst.get_typed_func(&mut store, "proxy_on_tick").ok(),
             call_response: inst
@@ -242,6 +256,36 @@ impl Vm {
         let filter = self.store.data().filter.clone();
         let out = cb
             .call(&mut self.store, (id, count as i32, 0))
+            .map_err(|e| failure(&filter, e));
+        (out, std::mem::take(&mut self.store.data_mut().x))
+    }
+
+    /// Runs a body callback over the bytes in `x.body` (`end`: the body
+    /// ends with them); the action it returned and the exchange.
+    pub(crate) fn body(
+        &mut self,
+        id: i32,
+        end: bool,
+        x: Exchange,
+    ) -> (Result<i32, FilterError>, Exchange) {
+        let Some(b) = x.body.as_ref() else {
+            return (Ok(crate::abi::ACTION_CONTINUE), x);
+        };
+        let (cb, size) = if b.response {
+            (self.cb.response_body.clone(), b.bytes.len())
+        } else {
+            (self.cb.request_body.clone(), b.bytes.len())
+        };
+        let Some(cb) = cb else {
+            return (Ok(crate::abi::ACTION_CONTINUE), x);
+        };
+        if let Err(e) = self.budget() {
+            return (Err(e), x);
+        }
+        self.store.data_mut().x = x;
+        let filter = self.store.data().filter.clone();
+        let out = cb
+            .call(&mut self.store, (id, size as i32, i32::from(end)))
             .map_err(|e| failure(&filter, e));
         (out, std::mem::take(&mut self.store.data_mut().x))
     }

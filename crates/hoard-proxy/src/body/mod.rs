@@ -72,7 +72,18 @@ pub enum ProxyBody {
     /// Another body decoded as it streams (a fill's coded body, for a
     /// client that does not accept its coding: see `crate::body::decode`).
     Decoded(Box<crate::body::decode::DecodedBody>),
+    /// Another body passed through a layer above (a route's Proxy-Wasm
+    /// filters' body callbacks: see `crate::pipeline::filter_body`).
+    Wrapped(Box<dyn WrappedBody>),
 }
+
+/// A body a layer above wraps around a [`ProxyBody`].
+pub trait WrappedBody:
+    Body<Data = Bytes, Error = BoxError> + std::fmt::Debug + Send + Unpin
+{
+}
+
+impl<T: Body<Data = Bytes, Error = BoxError> + std::fmt::Debug + Send + Unpin> WrappedBody for T {}
 
 /// The body of an object cached as slices (slice mode): its parts, each
 /// slice opened as it is sent. The pipeline's slice mode implements it
@@ -304,6 +315,7 @@ impl Body for ProxyBody {
                 }
             },
             ProxyBody::Sliced(b) => Pin::new(&mut **b).poll_frame(cx),
+            ProxyBody::Wrapped(b) => Pin::new(&mut **b).poll_frame(cx),
             ProxyBody::Decoded(b) => Pin::new(&mut **b).poll_frame(cx),
             ProxyBody::BusyRange {
                 reader,
@@ -356,6 +368,7 @@ impl Body for ProxyBody {
             ProxyBody::Parts { parts, .. } => parts.iter().all(|p| p.remaining() == 0),
             ProxyBody::BusyRange { pos, end, .. } => pos >= end,
             ProxyBody::Sliced(b) => b.is_end_stream(),
+            ProxyBody::Wrapped(b) => b.is_end_stream(),
             ProxyBody::Decoded(b) => b.is_end_stream(),
             ProxyBody::BusyParts(b) => b.parts.iter().all(|p| p.remaining() == 0),
         }
@@ -384,6 +397,7 @@ impl Body for ProxyBody {
                 pos, start, end, ..
             } => SizeHint::with_exact(end - (*pos).clamp(*start, *end)),
             ProxyBody::Sliced(b) => b.size_hint(),
+            ProxyBody::Wrapped(b) => b.size_hint(),
             ProxyBody::Decoded(b) => b.size_hint(),
             ProxyBody::BusyParts(b) => {
                 SizeHint::with_exact(b.parts.iter().map(Part::remaining).sum())

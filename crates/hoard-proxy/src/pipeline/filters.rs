@@ -9,8 +9,10 @@
 //! after it never see it). In `deliver`, every response of the route
 //! (hits, misses, passes, hoard's own answers) goes back through the
 //! streams opened, in reverse order, before the route's response edits.
-//! A filter's failure answers 500 in either phase. The streams end (and
-//! the filters' `proxy_on_log` runs) when the response head is ready.
+//! A filter's failure answers 500 in either phase. A filter with a
+//! response body callback gets the body as it streams (`filter_body`);
+//! the streams end (and the filters' `proxy_on_log` runs) after the
+//! body's last byte then, else when the response head is ready.
 
 use std::sync::Arc;
 
@@ -143,7 +145,94 @@ impl Pipeline {
         if let Some(answer) = self.filter_request(ctx).await {
             return Ok(answer);
         }
+        let body = match self.filter_request_body(ctx, body).await {
+            Ok(body) => body,
+            Err(answer) => return Ok(answer),
+        };
         self.route_request(ctx, upgrade, body).await
+    }
+
+    /// The request body through the filters' body callbacks, in order,
+    /// when one of them has one (else untouched): read whole first, as
+    /// nginx buffers request bodies, within the route's `max_body_size`
+    /// (413) and the body read timeout (408); the origin gets the body as
+    /// the filters left it. A filter may answer instead.
+    async fn filter_request_body(
+        &self,
+        ctx: &mut Ctx<'_>,
+        body: crate::request_body::RequestBody,
+    ) -> Result<crate::request_body::RequestBody, Response<ProxyBody>> {
+        use http_body_util::BodyExt;
+        let Some(filtered) = ctx.filtered.as_mut() else {
+            return Ok(body);
+        };
+        if http_body::Body::is_end_stream(&body)
+            || !filtered.streams.iter().any(|s| s.wants_body(false))
+        {
+            return Ok(body);
+        }
+        let limits = &ctx.run.cfg.server;
+        let max = ctx.route.max_body_size.unwrap_or(limits.max_body_size);
+        let limited =
+            http_body_util::Limited::new(body, usize::try_from(max).unwrap_or(usize::MAX));
+        let mut timed =
+            crate::pipeline::client_body::ClientBody::new(limited, limits.body_read_timeout);
+        let mut out = Vec::new();
+        loop {
+            let (chunk, end) = match timed.frame().await {
+                None => (bytes::Bytes::new(), true),
+                // Trailers end the body (they are not sent on).
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => (data, false),
+                    Err(_) => (bytes::Bytes::new(), true),
+                },
+                Some(Err(e)) => {
+                    let e = if e.is::<http_body_util::LengthLimitError>() {
+                        ProxyError::client(
+                            hoard_origin::error::ErrorKind::BodyTooLarge,
+                            "request body over the limit",
+                        )
+                    } else if e.is::<hoard_origin::error::BodyTimeout>() {
+                        ProxyError::client(
+                            hoard_origin::error::ErrorKind::BodyTimeout,
+                            "request body stopped arriving",
+                        )
+                    } else {
+                        ProxyError::client(
+                            hoard_origin::error::ErrorKind::BadRequest,
+                            format!("request body: {e}"),
+                        )
+                    };
+                    return Err(self.error_response(&e, None));
+                }
+            };
+            let mut passed = Some(chunk);
+            for s in filtered.streams.iter_mut() {
+                let Some(c) = passed.take() else { break };
+                match s.on_body(false, c, end) {
+                    Ok(hoard_wasm::BodyStep::Pass(b)) => passed = Some(b),
+                    Ok(hoard_wasm::BodyStep::Held) => {}
+                    Ok(hoard_wasm::BodyStep::Respond(local)) => {
+                        return Err(self.filter_answer(local, &ctx.method))
+                    }
+                    Err(e) => return Err(self.filter_failed(&e)),
+                }
+            }
+            if let Some(c) = passed {
+                out.extend_from_slice(&c);
+            }
+            if end {
+                break;
+            }
+        }
+        ctx.headers.remove(http::header::TRANSFER_ENCODING);
+        ctx.headers.insert(
+            http::header::CONTENT_LENGTH,
+            http::HeaderValue::from(out.len()),
+        );
+        Ok(crate::request_body::RequestBody::Full(Some(
+            bytes::Bytes::from(out),
+        )))
     }
 
     /// Sends a filter's HTTP call through the upstream it names; `None`
@@ -233,6 +322,20 @@ impl Pipeline {
             None => {
                 *resp.status_mut() = head.status;
                 *resp.headers_mut() = head.headers;
+                let has_body = !http_body::Body::is_end_stream(resp.body());
+                if has_body && streams.iter().any(|s| s.wants_body(true)) {
+                    // The body goes through the body callbacks, which may
+                    // change its length; the streams end with it.
+                    resp.headers_mut().remove(http::header::CONTENT_LENGTH);
+                    let inner = std::mem::replace(resp.body_mut(), ProxyBody::Empty);
+                    *resp.body_mut() =
+                        ProxyBody::Wrapped(Box::new(super::filter_body::FilteredBody::new(
+                            inner,
+                            streams,
+                            self.counters.clone(),
+                        )));
+                    return;
+                }
             }
         }
         // The streams end here: `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`.

@@ -26,6 +26,7 @@ pub mod client_body;
 mod ctx;
 mod edge;
 mod fetch;
+mod filter_body;
 mod filters;
 pub mod forwarding;
 #[cfg(test)]

@@ -114,7 +114,8 @@ fn full_len(body: &ProxyBody, headers: &HeaderMap) -> Option<u64> {
         | ProxyBody::Parts { .. }
         | ProxyBody::BusyRange { .. }
         | ProxyBody::BusyParts(_)
-        | ProxyBody::Decoded(_) => None,
+        | ProxyBody::Decoded(_)
+        | ProxyBody::Wrapped(_) => None,
     }
 }
 

@@ -826,3 +826,115 @@ async fn u16011_an_origin_filter_refuses_to_store() {
         .expect_cache_status("hit");
     origin.finish().await;
 }
+
+const BODIES: &str = r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{origin}"]
+[[site]]
+[[site.route]]
+prefix = "/small"
+max_body_size = "16b"
+filters = ["body"]
+[[site.route]]
+prefix = "/"
+filters = ["body"]
+"#;
+
+// u16012: a response body streams through a filter's body callback: the
+// filter holds the chunks (`Pause`) and rewrites the whole body at its
+// end, on a miss streamed from the origin in chunks and on the hit after
+// it (the stored body is the origin's, rewritten once per delivery); the
+// length changed, so `Content-Length` is not the origin's.
+#[tokio::test]
+async fn u16012_a_filter_rewrites_response_bodies() {
+    let t = Test::new("u16012");
+    let part = "x".repeat(40_000);
+    let origin = t
+        .origin()
+        .script({
+            let part = part.clone();
+            |mut s| async move {
+                s.rxreq().await.expect_url("/r");
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .chunked()
+                    .send_head()
+                    .await;
+                for _ in 0..3 {
+                    s.chunk(&part).await;
+                }
+                s.end().await;
+            }
+        })
+        .start()
+        .await;
+    let cfg = with_filters(&t, &["body"], BODIES);
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    let want = format!("<{}>", part.repeat(3));
+    let miss = t.client(&proxy).get("/r").send().await;
+    miss.expect_status(200).expect_body(&want);
+    assert_ne!(miss.header("content-length"), Some("120000"));
+    proxy.wait_counter("objects_stored", 1).await;
+    let hit = t.client(&proxy).get("/r").send().await;
+    hit.expect_cache_status("hit").expect_body(&want);
+    assert_ne!(hit.header("content-length"), Some("120000"));
+    t.client(&proxy)
+        .head("/r")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("");
+    proxy.expect_counter("filter_failures", 0);
+    origin.finish().await;
+}
+
+// u16013: a request body goes through a filter's body callback before the
+// origin sees it: read whole, rewritten, sent with its new length; a body
+// the filter refuses is answered by the filter (the origin never sees
+// it), and one over the route's `max_body_size` gets 413 while it is read.
+// Responses go out through its response body callback (`<...>`).
+#[tokio::test]
+async fn u16013_a_filter_reads_request_bodies() {
+    let t = Test::new("u16013");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq()
+                .await
+                .expect_url("/form")
+                .expect_header("content-length", "5")
+                .expect_body("[abc]");
+            s.txresp(200).body("posted").send().await;
+        })
+        .start()
+        .await;
+    let cfg = with_filters(&t, &["body"], BODIES);
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    t.client(&proxy)
+        .post("/form")
+        .body("abc")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("<posted>");
+    t.client(&proxy)
+        .post("/form")
+        .body("far too long for it")
+        .send()
+        .await
+        .expect_status(422)
+        // The answer goes out through the filter's own response callbacks
+        // too, as its headers do (see u16002).
+        .expect_body("<body too long\n>");
+    t.client(&proxy)
+        .post("/small")
+        .hdr("Transfer-Encoding", "chunked")
+        .body("20\r\nxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\r\n0\r\n\r\n")
+        .send()
+        .await
+        .expect_status(413);
+    proxy.expect_counter("filter_answers", 1);
+    origin.finish().await;
+}
