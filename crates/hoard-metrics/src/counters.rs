@@ -171,6 +171,9 @@ counters! {
     filter_answers,
     /// HTTP calls Proxy-Wasm filters sent (`proxy_http_call`).
     filter_calls,
+    /// Root context callbacks of Proxy-Wasm filters (ticks, shared queues,
+    /// the answers to their HTTP calls).
+    filter_root_callbacks,
     /// Requests failed 500 by a Proxy-Wasm filter (a trap, a spent budget,
     /// a VM that would not start); logged with the filter's name.
     filter_failures,

@@ -22,10 +22,6 @@ const UNIMPLEMENTED: &[(&str, usize)] = &[
     ("proxy_grpc_send", 4),
     ("proxy_grpc_cancel", 1),
     ("proxy_grpc_close", 1),
-    ("proxy_register_shared_queue", 3),
-    ("proxy_resolve_shared_queue", 5),
-    ("proxy_dequeue_shared_queue", 3),
-    ("proxy_enqueue_shared_queue", 3),
     ("proxy_call_foreign_function", 6),
     ("proxy_close_stream", 1),
     ("proxy_continue_response", 0),
@@ -134,6 +130,10 @@ fn build(engine: &Engine) -> R<Linker<Host>> {
         Ok(Status::Ok as i32)
     })?;
     l.func_wrap("env", "proxy_get_shared_data", get_shared_data)?;
+    l.func_wrap("env", "proxy_register_shared_queue", register_queue)?;
+    l.func_wrap("env", "proxy_resolve_shared_queue", resolve_queue)?;
+    l.func_wrap("env", "proxy_enqueue_shared_queue", enqueue)?;
+    l.func_wrap("env", "proxy_dequeue_shared_queue", dequeue)?;
     l.func_wrap("env", "proxy_set_shared_data", set_shared_data)?;
     l.func_wrap("env", "proxy_define_metric", define_metric)?;
     l.func_wrap(
@@ -451,9 +451,11 @@ fn set_property(mut c: Caller<'_, Host>, pp: i32, ps: i32, vp: i32, vs: i32) -> 
     Ok(status(crate::props::set(c.data_mut(), &path, value)))
 }
 
-/// `proxy_http_call`: in a request callback, queued for the pipeline,
-/// which sends it through the named upstream and answers with
-/// `proxy_on_http_call_response`; elsewhere `Unimplemented`.
+/// `proxy_http_call`: in a client filter's request callback, queued for
+/// the pipeline; in a root context's callback (a tick, a queue, a call's
+/// answer), for hoard's [`crate::Services`]. Either sends it through the
+/// named upstream and answers with `proxy_on_http_call_response`;
+/// elsewhere `Unimplemented`.
 #[allow(clippy::too_many_arguments)]
 fn http_call(
     mut c: Caller<'_, Host>,
@@ -468,7 +470,7 @@ fn http_call(
     timeout_ms: i32,
     token_ptr: i32,
 ) -> R<i32> {
-    if c.data().x.request.is_none() || origin_stage(&c) {
+    if (c.data().x.request.is_none() && !c.data().x.root) || origin_stage(&c) {
         return Ok(status(Status::Unimplemented));
     }
     let (Some(upstream), Some(raw), Some(body)) =
@@ -521,6 +523,55 @@ fn http_call(
     let token = call.token;
     x.calls.push(call);
     Ok(status(put_u32(&mut c, token_ptr, token)))
+}
+
+/// `proxy_register_shared_queue`: this VM consumes the queue (see `queues`).
+fn register_queue(mut c: Caller<'_, Host>, np: i32, ns: i32, ret: i32) -> R<i32> {
+    let Some(name) = read(&c, np, ns) else {
+        return Ok(status(Status::BadArgument));
+    };
+    let id = crate::queues::register(&name, &c.data().inbox, c.data().slot);
+    Ok(status(put_u32(&mut c, ret, id)))
+}
+
+/// `proxy_resolve_shared_queue`: a queue's id by its name (every VM of
+/// hoard has the empty VM id: the one given is not compared).
+fn resolve_queue(
+    mut c: Caller<'_, Host>,
+    _vp: i32,
+    _vs: i32,
+    np: i32,
+    ns: i32,
+    ret: i32,
+) -> R<i32> {
+    let Some(name) = read(&c, np, ns) else {
+        return Ok(status(Status::BadArgument));
+    };
+    match crate::queues::resolve(&name) {
+        Some(id) => Ok(status(put_u32(&mut c, ret, id))),
+        None => Ok(status(Status::NotFound)),
+    }
+}
+
+/// `proxy_enqueue_shared_queue`.
+fn enqueue(c: Caller<'_, Host>, id: i32, vp: i32, vs: i32) -> R<i32> {
+    let Some(value) = read(&c, vp, vs) else {
+        return Ok(status(Status::BadArgument));
+    };
+    Ok(status(match crate::queues::enqueue(id as u32, value) {
+        crate::queues::Enqueued::Ok => Status::Ok,
+        crate::queues::Enqueued::NoQueue => Status::NotFound,
+        crate::queues::Enqueued::Full => Status::InternalFailure,
+    }))
+}
+
+/// `proxy_dequeue_shared_queue`: the oldest item, `Empty` when none.
+fn dequeue(mut c: Caller<'_, Host>, id: i32, rp: i32, rs: i32) -> R<i32> {
+    match crate::queues::dequeue(id as u32) {
+        Ok(Some(v)) => Ok(status(give(&mut c, &v, rp, rs)?)),
+        Ok(None) => Ok(status(Status::Empty)),
+        Err(()) => Ok(status(Status::NotFound)),
+    }
 }
 
 fn get_shared_data(

@@ -38,6 +38,7 @@ mod head;
 mod host;
 mod pairs;
 mod props;
+mod queues;
 mod shared;
 mod vm;
 mod wasi;
@@ -52,6 +53,7 @@ use wasmtime::{Engine, InstancePre, Module};
 
 pub use abi::ABI_VERSIONS;
 pub use head::{RequestHead, ResponseHead};
+pub use queues::QUEUE_MAX;
 pub use shared::{Metric, MetricKind, Metrics, MAX_METRICS};
 pub use vm::CALL_BODY_MAX;
 
@@ -71,6 +73,16 @@ impl vm::Host {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
     }
+}
+
+/// What hoard does for a plugin's root contexts (given at
+/// [`Plugin::start`]).
+pub trait Services: Send + Sync {
+    /// A root context's callback ran (a tick, a queue, a call's answer).
+    fn root_called(&self);
+    /// Sends a root context's HTTP call; `done` gets the answer (`None`:
+    /// it failed), from any thread.
+    fn call(&self, call: HttpCall, done: Box<dyn FnOnce(Option<CallResponse>) + Send>);
 }
 
 /// A plugin's bounds.
@@ -286,6 +298,10 @@ pub struct Plugin {
     slots: Box<[Mutex<Slot>]>,
     /// The ticker thread was started (see [`Plugin::start_ticks`]).
     ticker: std::sync::atomic::AtomicBool,
+    /// Queue notes and root call answers for this plugin's VMs (see `queues`).
+    inbox: Arc<queues::Inbox>,
+    /// hoard's services, once started.
+    services: OnceLock<Arc<dyn Services>>,
     /// The module exports `proxy_on_request_body`.
     request_body: bool,
     /// The module exports `proxy_on_response_body`.
@@ -348,8 +364,18 @@ impl Plugin {
         let clock: SharedClock = Arc::new(parking_lot::RwLock::new(Arc::new(
             hoard_policy::clock::SystemClock,
         )));
-        let first = Vm::start(&pre, &name, &root_id, &metrics, &clock, &config, &limits)
-            .map_err(|e| e.detail)?;
+        let inbox = Arc::new(queues::Inbox::default());
+        let seed = vm::Seed {
+            pre: &pre,
+            filter: &name,
+            root_id: &root_id,
+            metrics: &metrics,
+            clock: &clock,
+            config: &config,
+            limits: &limits,
+            inbox: &inbox,
+        };
+        let first = Vm::start(&seed, 0).map_err(|e| e.detail)?;
         let slots = std::thread::available_parallelism()
             .map_or(2, |n| n.get())
             .max(1);
@@ -369,6 +395,8 @@ impl Plugin {
             pre,
             slots,
             ticker: std::sync::atomic::AtomicBool::new(false),
+            inbox,
+            services: OnceLock::new(),
             request_body,
             response_body,
         })
@@ -377,6 +405,19 @@ impl Plugin {
     /// The filter's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    fn seed(&self) -> vm::Seed<'_> {
+        vm::Seed {
+            pre: &self.pre,
+            filter: &self.name,
+            root_id: &self.root_id,
+            metrics: &self.metrics,
+            clock: &self.clock,
+            config: &self.config,
+            limits: &self.limits,
+            inbox: &self.inbox,
+        }
     }
 
     /// The metrics its VMs defined (see `shared`).
@@ -401,11 +442,47 @@ impl Plugin {
         self.abi
     }
 
-    /// Puts the plugin to use with hoard's clock: filters read their time
-    /// from it, and its ticks start (see [`Plugin::start_ticks`]).
-    pub fn start(self: &Arc<Self>, clock: Arc<dyn hoard_policy::clock::Clock>) {
+    /// Puts the plugin to use with hoard's clock (filters read their time
+    /// from it) and services (root contexts' HTTP calls go through them),
+    /// and starts its ticks (see [`Plugin::start_ticks`]).
+    pub fn start(
+        self: &Arc<Self>,
+        clock: Arc<dyn hoard_policy::clock::Clock>,
+        services: Arc<dyn Services>,
+    ) {
         *self.clock.write() = clock;
+        let _ = self.services.set(services);
         self.start_ticks();
+    }
+
+    /// After a root callback in `slot`: counted, and its HTTP calls sent
+    /// (their answers come back as notes). A failure drops the VM.
+    fn after_root(&self, slot: usize, s: &mut Slot, r: Result<Vec<HttpCall>, FilterError>) {
+        let services = self.services.get();
+        if let Some(sv) = services {
+            sv.root_called();
+        }
+        match r {
+            Ok(calls) => {
+                for call in calls {
+                    let token = call.token;
+                    let inbox = Arc::downgrade(&self.inbox);
+                    let done = Box::new(move |resp: Option<CallResponse>| {
+                        if let Some(inbox) = inbox.upgrade() {
+                            inbox.push(queues::Note::Call(slot, token, resp));
+                        }
+                    });
+                    match services {
+                        Some(sv) => sv.call(call, done),
+                        None => done(None),
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(filter = %self.name, failure = e.kind.as_str(), error = %e, "a filter failed in its root context");
+                s.vm = None;
+            }
+        }
     }
 
     /// Starts the plugin's ticker (once): a thread that calls
@@ -429,20 +506,34 @@ impl Plugin {
                     std::thread::sleep(step);
                     now += step;
                     let Some(p) = weak.upgrade() else { return };
+                    for note in p.inbox.take() {
+                        let (slot, run) = match note {
+                            queues::Note::Queue(slot, q) => (slot, Err(q)),
+                            queues::Note::Call(slot, token, resp) => (slot, Ok((token, resp))),
+                        };
+                        let slot = slot % p.slots.len();
+                        let mut s = p.slots[slot].lock();
+                        let Some(vm) = s.vm.as_mut() else { continue };
+                        let r = match run {
+                            Err(q) => vm.queue_ready(q),
+                            Ok((token, resp)) => vm.root_call_response(token, resp),
+                        };
+                        p.after_root(slot, &mut s, r);
+                    }
                     due.resize(p.slots.len(), None);
-                    for (slot, due) in p.slots.iter().zip(due.iter_mut()) {
+                    for (i, (slot, due)) in p.slots.iter().zip(due.iter_mut()).enumerate() {
                         let mut s = slot.lock();
                         let Some(vm) = s.vm.as_mut() else { continue };
-                        let Some(period) = vm.tick_period() else { continue };
+                        let Some(period) = vm.tick_period() else {
+                            continue;
+                        };
                         let at = *due.get_or_insert(now + period);
                         if now < at {
                             continue;
                         }
                         *due = Some(now + period);
-                        if let Err(e) = vm.tick() {
-                            tracing::warn!(filter = %p.name, error = %e, "a filter failed in proxy_on_tick");
-                            s.vm = None;
-                        }
+                        let r = vm.tick();
+                        p.after_root(i, &mut s, r);
                     }
                 }
             });
@@ -456,15 +547,7 @@ impl Plugin {
         let slot = slot_index() % self.slots.len();
         let mut s = self.slots[slot].lock();
         if s.vm.is_none() {
-            s.vm = Some(Vm::start(
-                &self.pre,
-                &self.name,
-                &self.root_id,
-                &self.metrics,
-                &self.clock,
-                &self.config,
-                &self.limits,
-            )?);
+            s.vm = Some(Vm::start(&self.seed(), slot)?);
             s.generation += 1;
         }
         let generation = s.generation;

@@ -407,9 +407,19 @@ fn filters_read_hoards_clock() {
         r#"(import "env" "proxy_get_current_time_nanoseconds" (func $time (param i32) (result i32)))"#,
         extra,
     ));
-    p.start(Arc::new(Fixed));
+    p.start(Arc::new(Fixed), Arc::new(NoServices));
     let mut s = p.stream(StreamInfo::default()).unwrap();
     let mut head = response();
     s.on_response(&mut head).unwrap();
     assert_eq!(head.headers.get("x-now").unwrap(), "232");
+}
+
+/// Services that count nothing and fail every call.
+struct NoServices;
+
+impl crate::Services for NoServices {
+    fn root_called(&self) {}
+    fn call(&self, _: crate::HttpCall, done: Box<dyn FnOnce(Option<crate::CallResponse>) + Send>) {
+        done(None)
+    }
 }

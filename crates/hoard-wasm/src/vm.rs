@@ -26,6 +26,9 @@ pub(crate) struct Exchange {
     pub next_token: u32,
     /// The body bytes a body callback sees (and may replace).
     pub body: Option<BodyInHand>,
+    /// The callback is the root context's (a tick, a queue, a call's
+    /// answer): it may make HTTP calls too.
+    pub root: bool,
 }
 
 /// The body bytes in hand in a body callback: all the filter has buffered
@@ -51,6 +54,21 @@ pub(crate) struct Host {
     pub memory: Option<Memory>,
     pub alloc: Option<TypedFunc<i32, i32>>,
     pub x: Exchange,
+    /// The plugin's inbox for queue notes, and this VM's slot in it.
+    pub inbox: Arc<crate::queues::Inbox>,
+    pub slot: usize,
+}
+
+/// What a VM is started from: its plugin's parts.
+pub(crate) struct Seed<'a> {
+    pub pre: &'a InstancePre<Host>,
+    pub filter: &'a Arc<str>,
+    pub root_id: &'a Arc<str>,
+    pub metrics: &'a Arc<crate::shared::Metrics>,
+    pub clock: &'a crate::SharedClock,
+    pub config: &'a Bytes,
+    pub limits: &'a Limits,
+    pub inbox: &'a Arc<crate::queues::Inbox>,
 }
 
 type Cb3 = TypedFunc<(i32, i32, i32), i32>;
@@ -64,6 +82,7 @@ struct Callbacks {
     response_body: Option<Cb3>,
     log: Option<TypedFunc<i32, ()>>,
     tick: Option<TypedFunc<i32, ()>>,
+    queue_ready: Option<TypedFunc<(i32, i32), ()>>,
     call_response: Option<TypedFunc<(i32, i32, i32, i32, i32), ()>>,
     done: Option<TypedFunc<i32, i32>>,
     delete: Option<TypedFunc<i32, ()>>,
@@ -81,6 +100,8 @@ pub(crate) struct Vm {
     cb: Callbacks,
     next_id: i32,
     fuel: u64,
+    /// The next token the root context's HTTP calls get.
+    root_token: u32,
 }
 
 fn failure(filter: &Arc<str>, e: wasmtime::Error) -> FilterError {
@@ -96,16 +117,18 @@ fn failure(filter: &Arc<str>, e: wasmtime::Error) -> FilterError {
 }
 
 impl Vm {
-    /// Instantiates the module and starts its root context.
-    pub(crate) fn start(
-        pre: &InstancePre<Host>,
-        filter: &Arc<str>,
-        root_id: &Arc<str>,
-        metrics: &Arc<crate::shared::Metrics>,
-        clock: &crate::SharedClock,
-        config: &Bytes,
-        limits: &Limits,
-    ) -> Result<Vm, FilterError> {
+    /// Instantiates the module in `slot` and starts its root context.
+    pub(crate) fn start(seed: &Seed<'_>, slot: usize) -> Result<Vm, FilterError> {
+        let Seed {
+            pre,
+            filter,
+            root_id,
+            metrics,
+            clock,
+            config,
+            limits,
+            inbox,
+        } = *seed;
         let host = Host {
             filter: filter.clone(),
             root_id: root_id.clone(),
@@ -120,6 +143,8 @@ impl Vm {
             memory: None,
             alloc: None,
             x: Exchange::default(),
+            inbox: inbox.clone(),
+            slot,
         };
         let mut store = Store::new(pre.module().engine(), host);
         store.limiter(|h| &mut h.limits);
@@ -161,6 +186,7 @@ impl Vm {
             response_body: cb3(&mut store, "proxy_on_response_body"),
             log: inst.get_typed_func(&mut store, "proxy_on_log").ok(),
             tick: inst.get_typed_func(&mut store, "proxy_on_tick").ok(),
+            queue_ready: inst.get_typed_func(&mut store, "proxy_on_queue_ready").ok(),
             call_response: inst
                 .get_typed_func(&mut store, "proxy_on_http_call_response")
                 .ok(),
@@ -188,6 +214,7 @@ impl Vm {
             cb,
             next_id: ROOT + 1,
             fuel: limits.fuel,
+            root_token: 0,
         })
     }
 
@@ -196,15 +223,60 @@ impl Vm {
         self.store.data().tick
     }
 
-    /// `proxy_on_tick` for the root context.
-    pub(crate) fn tick(&mut self) -> Result<(), FilterError> {
-        let Some(f) = self.cb.tick.clone() else {
-            return Ok(());
-        };
+    /// Runs a root context callback (`f` calls it, with `call_response`
+    /// in hand); the HTTP calls it asked for.
+    fn in_root(
+        &mut self,
+        call_response: Option<(ResponseHead, Bytes)>,
+        f: impl FnOnce(&mut Store<Host>) -> wasmtime::Result<()>,
+    ) -> Result<Vec<crate::HttpCall>, FilterError> {
         self.budget()?;
+        self.store.data_mut().x = Exchange {
+            root: true,
+            next_token: self.root_token,
+            call_response,
+            ..Exchange::default()
+        };
         let filter = self.store.data().filter.clone();
-        f.call(&mut self.store, ROOT)
-            .map_err(|e| failure(&filter, e))
+        let r = f(&mut self.store).map_err(|e| failure(&filter, e));
+        let x = std::mem::take(&mut self.store.data_mut().x);
+        self.root_token = x.next_token;
+        r.map(|()| x.calls)
+    }
+
+    /// `proxy_on_tick` for the root context; the HTTP calls it made.
+    pub(crate) fn tick(&mut self) -> Result<Vec<crate::HttpCall>, FilterError> {
+        let Some(f) = self.cb.tick.clone() else {
+            return Ok(Vec::new());
+        };
+        self.in_root(None, |s| f.call(s, ROOT))
+    }
+
+    /// `proxy_on_queue_ready` for the root context: queue `id` has items.
+    pub(crate) fn queue_ready(&mut self, id: u32) -> Result<Vec<crate::HttpCall>, FilterError> {
+        let Some(f) = self.cb.queue_ready.clone() else {
+            return Ok(Vec::new());
+        };
+        self.in_root(None, |s| f.call(s, (ROOT, id as i32)))
+    }
+
+    /// `proxy_on_http_call_response` for a root context's call `token`
+    /// (`None`: it failed).
+    pub(crate) fn root_call_response(
+        &mut self,
+        token: u32,
+        response: Option<crate::CallResponse>,
+    ) -> Result<Vec<crate::HttpCall>, FilterError> {
+        let Some(f) = self.cb.call_response.clone() else {
+            return Ok(Vec::new());
+        };
+        let in_hand = response.map(|r| (r.head, r.body));
+        let (fields, body) = in_hand
+            .as_ref()
+            .map_or((0, 0), |(h, b)| (h.headers.len() + 1, b.len()));
+        self.in_root(in_hand, |s| {
+            f.call(s, (ROOT, token as i32, fields as i32, body as i32, 0))
+        })
     }
 
     fn budget(&mut self) -> Result<(), FilterError> {

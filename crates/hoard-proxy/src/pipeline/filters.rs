@@ -239,7 +239,6 @@ impl Pipeline {
     /// when there is no such upstream, it fails, times out, or its body is
     /// over `hoard_wasm::CALL_BODY_MAX`.
     async fn filter_call(&self, ctx: &Ctx<'_>, call: HttpCall) -> Option<CallResponse> {
-        use http_body_util::BodyExt;
         self.counters.inc(&self.counters.filter_calls);
         let at = ctx
             .run
@@ -251,46 +250,7 @@ impl Pipeline {
             tracing::warn!(upstream = %call.upstream, "a filter called an upstream that is not configured");
             return None;
         };
-        let mut headers = call.headers;
-        if let Ok(host) = http::HeaderValue::from_str(&call.authority) {
-            if !call.authority.is_empty() {
-                headers.insert(http::header::HOST, host);
-            }
-        }
-        let uri = http::Uri::try_from(call.path).ok()?;
-        let body = (!call.body.is_empty()).then(|| {
-            http_body_util::Full::new(call.body)
-                .map_err(|never| match never {})
-                .boxed()
-        });
-        let req = hoard_origin::OriginRequest {
-            method: call.method,
-            uri,
-            headers,
-            body,
-            interim: None,
-            tries: None,
-        };
-        let exchange = async {
-            let resp = upstream.send(req).await.ok()?;
-            let (parts, body) = resp.into_parts();
-            let body = http_body_util::Limited::new(body, hoard_wasm::CALL_BODY_MAX)
-                .collect()
-                .await
-                .ok()?
-                .to_bytes();
-            Some(CallResponse {
-                head: ResponseHead {
-                    status: parts.status,
-                    headers: parts.headers,
-                },
-                body,
-            })
-        };
-        tokio::time::timeout(call.timeout, exchange)
-            .await
-            .ok()
-            .flatten()
+        send_call(upstream, call).await
     }
 
     /// The response callbacks, in reverse; then the streams end.
@@ -371,6 +331,81 @@ impl Pipeline {
         self.counters.inc(&self.counters.filter_failures);
         tracing::warn!(filter = %e.filter, failure = e.kind.as_str(), detail = %e.detail, "a filter failed a request");
         self.error_response(&ProxyError::filter(e.to_string()), None)
+    }
+}
+
+/// Sends an HTTP call through `upstream` (see `Pipeline::filter_call`).
+async fn send_call(upstream: &hoard_origin::Upstream, call: HttpCall) -> Option<CallResponse> {
+    use http_body_util::BodyExt;
+    let mut headers = call.headers;
+    if let Ok(host) = http::HeaderValue::from_str(&call.authority) {
+        if !call.authority.is_empty() {
+            headers.insert(http::header::HOST, host);
+        }
+    }
+    let uri = http::Uri::try_from(call.path).ok()?;
+    let body = (!call.body.is_empty()).then(|| {
+        http_body_util::Full::new(call.body)
+            .map_err(|never| match never {})
+            .boxed()
+    });
+    let req = hoard_origin::OriginRequest {
+        method: call.method,
+        uri,
+        headers,
+        body,
+        interim: None,
+        tries: None,
+    };
+    let exchange = async {
+        let resp = upstream.send(req).await.ok()?;
+        let (parts, body) = resp.into_parts();
+        let body = http_body_util::Limited::new(body, hoard_wasm::CALL_BODY_MAX)
+            .collect()
+            .await
+            .ok()?
+            .to_bytes();
+        Some(CallResponse {
+            head: ResponseHead {
+                status: parts.status,
+                headers: parts.headers,
+            },
+            body,
+        })
+    };
+    tokio::time::timeout(call.timeout, exchange)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// What hoard does for a configuration's filters' root contexts (see
+/// `hoard_wasm::Services`): counts their callbacks, and sends their HTTP
+/// calls through the configuration's upstreams on the runtime.
+pub(super) struct FilterServices {
+    pub(super) counters: Arc<hoard_metrics::counters::Counters>,
+    /// By name.
+    pub(super) upstreams: Vec<(String, Arc<hoard_origin::Upstream>)>,
+    pub(super) runtime: Option<tokio::runtime::Handle>,
+}
+
+impl hoard_wasm::Services for FilterServices {
+    fn root_called(&self) {
+        self.counters.inc(&self.counters.filter_root_callbacks);
+    }
+
+    fn call(&self, call: HttpCall, done: Box<dyn FnOnce(Option<CallResponse>) + Send>) {
+        self.counters.inc(&self.counters.filter_calls);
+        let upstream = self
+            .upstreams
+            .iter()
+            .find(|(name, _)| *name == call.upstream)
+            .map(|(_, u)| u.clone());
+        let (Some(upstream), Some(rt)) = (upstream, self.runtime.as_ref()) else {
+            tracing::warn!(upstream = %call.upstream, "a filter's root context called an upstream that is not configured");
+            return done(None);
+        };
+        rt.spawn(async move { done(send_call(&upstream, call).await) });
     }
 }
 

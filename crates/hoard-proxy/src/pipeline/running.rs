@@ -77,21 +77,39 @@ fn no_upstream(counters: &Arc<Counters>, clock: &Arc<dyn Clock>) -> Arc<Upstream
 /// Puts the configuration's filters to use: they read hoard's clock and
 /// their ticks start (see `hoard_wasm::Plugin::start`); a replaced
 /// configuration's stop with it.
-fn start_filters(cfg: &Config, clock: &Arc<dyn Clock>) {
+fn start_filters(
+    cfg: &Config,
+    clock: &Arc<dyn Clock>,
+    counters: &Arc<Counters>,
+    upstreams: &[Arc<Upstream>],
+) {
+    if cfg.filters.is_empty() {
+        return;
+    }
+    let services: Arc<dyn hoard_wasm::Services> = Arc::new(super::filters::FilterServices {
+        counters: counters.clone(),
+        upstreams: cfg
+            .upstreams
+            .iter()
+            .zip(upstreams)
+            .map(|(c, u)| (c.name.clone(), u.clone()))
+            .collect(),
+        runtime: tokio::runtime::Handle::try_current().ok(),
+    });
     for f in &cfg.filters {
-        f.plugin.start(clock.clone());
+        f.plugin.start(clock.clone(), services.clone());
     }
 }
 
 impl Running {
     /// The first snapshot.
     pub fn first(cfg: Arc<Config>, counters: &Arc<Counters>, clock: &Arc<dyn Clock>) -> Running {
-        start_filters(&cfg, clock);
-        let upstreams = cfg
+        let upstreams: Vec<Arc<Upstream>> = cfg
             .upstreams
             .iter()
             .map(|u| Arc::new(Upstream::new(u.clone(), counters.clone(), clock.clone())))
             .collect();
+        start_filters(&cfg, clock, counters, &upstreams);
         Running {
             via: Via::new(&cfg.server.via),
             upstreams,
@@ -110,8 +128,7 @@ impl Running {
         counters: &Arc<Counters>,
         clock: &Arc<dyn Clock>,
     ) -> Running {
-        start_filters(&cfg, clock);
-        let upstreams = cfg
+        let upstreams: Vec<Arc<Upstream>> = cfg
             .upstreams
             .iter()
             .map(|u| {
@@ -127,6 +144,7 @@ impl Running {
                 })
             })
             .collect();
+        start_filters(&cfg, clock, counters, &upstreams);
         Running {
             via: Via::new(&cfg.server.via),
             upstreams,

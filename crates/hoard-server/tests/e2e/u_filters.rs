@@ -16,9 +16,17 @@ use super::secs;
 fn fixture(t: &Test, name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fixtures/filters");
     let prelude = std::fs::read_to_string(dir.join("prelude.wat")).unwrap();
-    let text = std::fs::read_to_string(dir.join(format!("{name}.wat")))
-        .unwrap()
-        .replace("  ;; prelude", &prelude);
+    let own = std::fs::read_to_string(dir.join(format!("{name}.wat"))).unwrap();
+    // A fixture with its own `proxy_on_configure` replaces the prelude's.
+    let prelude = if own.contains(r#"(export "proxy_on_configure")"#) {
+        prelude.replace(
+            r#"(func (export "proxy_on_configure") (param i32 i32) (result i32) (i32.const 1))"#,
+            "",
+        )
+    } else {
+        prelude
+    };
+    let text = own.replace("  ;; prelude", &prelude);
     let out = t.dir().join(format!("{name}.wat"));
     std::fs::write(&out, text).unwrap();
     out
@@ -936,5 +944,69 @@ async fn u16013_a_filter_reads_request_bodies() {
         .await
         .expect_status(413);
     proxy.expect_counter("filter_answers", 1);
+    origin.finish().await;
+}
+
+// u16014: root contexts work without requests: a filter's first tick calls
+// one of hoard's upstreams and keeps the answer in shared data (once, by
+// the first VM to tick), and a shared queue carries a request's value to
+// the VM that consumes it, whose `proxy_on_queue_ready` runs on the
+// plugin's own thread; later responses show both.
+#[tokio::test]
+async fn u16014_root_contexts_call_out_and_consume_queues() {
+    let t = Test::new("u16014");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq()
+                .await
+                .expect_url("/list")
+                .expect_header("host", "origin");
+            s.txresp(200).body("allow-list").send().await;
+            s.rxreq().await.expect_url("/page");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("page")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let cfg = with_filters(
+        &t,
+        &["root"],
+        r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{origin}"]
+[[site]]
+[[site.route]]
+prefix = "/"
+filters = ["root"]
+"#,
+    );
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    // The tick, then the call's answer.
+    proxy.wait_counter("filter_root_callbacks", 2).await;
+    t.client(&proxy)
+        .get("/page")
+        .hdr("x-event", "hello")
+        .send()
+        .await
+        .expect_body("page")
+        .expect_header("x-list", "allow-list")
+        .expect_no_header("x-event");
+    proxy.wait_counter("filter_root_callbacks", 3).await;
+    proxy.wait_counter("objects_stored", 1).await;
+    t.client(&proxy)
+        .get("/page")
+        .send()
+        .await
+        .expect_cache_status("hit")
+        .expect_header("x-list", "allow-list")
+        .expect_header("x-event", "hello");
+    proxy.expect_counter("filter_calls", 1);
+    proxy.expect_counter("filter_failures", 0);
     origin.finish().await;
 }
