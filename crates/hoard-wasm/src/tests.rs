@@ -280,13 +280,13 @@ fn unsupported_calls_answer_unimplemented() {
   (data (i32.const 1024) "x-status")
   (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32)
     ;; 12 (Unimplemented) as one ASCII digit pair at 1100
-    (i32.store8 (i32.const 1100) (i32.add (i32.const 48) (i32.div_u (call $enqueue (i32.const 1) (i32.const 0) (i32.const 0)) (i32.const 10))))
-    (i32.store8 (i32.const 1101) (i32.add (i32.const 48) (i32.rem_u (call $enqueue (i32.const 1) (i32.const 0) (i32.const 0)) (i32.const 10))))
+    (i32.store8 (i32.const 1100) (i32.add (i32.const 48) (i32.div_u (call $close (i32.const 1)) (i32.const 10))))
+    (i32.store8 (i32.const 1101) (i32.add (i32.const 48) (i32.rem_u (call $close (i32.const 1)) (i32.const 10))))
     (drop (call $add (i32.const 2) (i32.const 1024) (i32.const 8) (i32.const 1100) (i32.const 2)))
     i32.const 0)
 "#;
     let p = plugin(&module(
-        r#"(import "env" "proxy_enqueue_shared_queue" (func $enqueue (param i32 i32 i32) (result i32)))"#,
+        r#"(import "env" "proxy_grpc_close" (func $close (param i32) (result i32)))"#,
         extra,
     ));
     let mut s = p.stream(StreamInfo::default()).unwrap();
@@ -355,29 +355,41 @@ fn ticks_reach_the_root_context_until_the_plugin_goes() {
     (drop (call $inc (i32.load (i32.const 2060)) (i64.const 1))))
 "#;
     let p = plugin(&module(imports, extra));
-    p.start_ticks();
+    let (tx, rx) = std::sync::mpsc::channel();
+    p.start(
+        Arc::new(hoard_policy::clock::SystemClock),
+        Arc::new(Told(parking_lot::Mutex::new(tx))),
+    );
     p.start_ticks(); // once only
-    let ticks = |p: &Plugin| {
-        p.metrics()
-            .snapshot()
-            .first()
-            .map_or(0, |m| m.value.load(std::sync::atomic::Ordering::Relaxed))
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while ticks(&p) < 3 {
-        assert!(std::time::Instant::now() < deadline, "no ticks");
-        std::thread::sleep(std::time::Duration::from_millis(5));
+    let wait = std::time::Duration::from_secs(10);
+    for _ in 0..3 {
+        rx.recv_timeout(wait).expect("a tick");
     }
-    // The ticker holds the plugin only while it ticks: dropping it ends them.
-    let weak = Arc::downgrade(&p);
+    let ticks = p.metrics().snapshot()[0]
+        .value
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(ticks >= 3, "{ticks}");
+    // The ticker holds the plugin only while it ticks: dropping it ends
+    // them, and drops the services (the channel closes).
     drop(p);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while weak.upgrade().is_some() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the ticker kept the plugin"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
+    loop {
+        match rx.recv_timeout(wait) {
+            Ok(()) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(e) => panic!("the ticker kept the plugin: {e}"),
+        }
+    }
+}
+
+/// Services that tell a channel of each root callback.
+struct Told(parking_lot::Mutex<std::sync::mpsc::Sender<()>>);
+
+impl crate::Services for Told {
+    fn root_called(&self) {
+        let _ = self.0.lock().send(());
+    }
+    fn call(&self, _: crate::HttpCall, done: Box<dyn FnOnce(Option<crate::CallResponse>) + Send>) {
+        done(None)
     }
 }
 
