@@ -1010,3 +1010,105 @@ filters = ["root"]
     proxy.expect_counter("filter_failures", 0);
     origin.finish().await;
 }
+
+/// The Rust SDK's filter (`examples/filters/rust`), built by its script
+/// into the target directory; its path.
+fn rust_sdk_filter() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let out = target.join("filters-rs/out");
+    let status = std::process::Command::new("bash")
+        .arg(root.join("examples/filters/rust/build.sh"))
+        .arg(&out)
+        .env("BUILD_DIR", target.join("filters-rs/work"))
+        .status()
+        .expect("bash runs the Rust SDK build");
+    assert!(status.success(), "the Rust SDK filter did not build");
+    out.join("edge_rs.wasm")
+}
+
+// u16015: a filter built from the public Rust SDK (`proxy-wasm`) as part
+// of the set-up runs unchanged: it answers some requests itself, edits the
+// request the origin gets and every response (reading hoard's cache
+// outcome, a miss then a hit), and rewrites a body it holds to its end.
+#[tokio::test]
+async fn u16015_a_filter_from_the_rust_sdk() {
+    let t = Test::new("u16015");
+    let wasm = rust_sdk_filter();
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq()
+                .await
+                .expect_url("/a")
+                .expect_header("x-rust-sdk", "1");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("a")
+                .send()
+                .await;
+            s.rxreq()
+                .await
+                .expect_url("/shout")
+                .expect_header("x-rust-sdk", "1");
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .chunked()
+                .send_head()
+                .await;
+            s.chunk("quiet ").await;
+            s.chunk("words").await;
+            s.end().await;
+        })
+        .start()
+        .await;
+    let cfg = format!(
+        r#"
+[filter.edge_rs]
+wasm = {:?}
+config = "rs-7"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{{origin}}"]
+[[site]]
+[[site.route]]
+prefix = "/"
+filters = ["edge_rs"]
+"#,
+        wasm.display().to_string()
+    );
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    t.client(&proxy)
+        .get("/blocked/x")
+        .send()
+        .await
+        .expect_status(403)
+        .expect_header("x-denied-by", "edge_rs")
+        .expect_body("blocked\n");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("a")
+        .expect_header("x-rust-sdk", "rs-7")
+        .expect_header("x-rust-cache", "miss");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("a")
+        .expect_cache_status("hit")
+        .expect_header("x-rust-cache", "hit");
+    t.client(&proxy)
+        .get("/shout")
+        .send()
+        .await
+        .expect_body("QUIET WORDS")
+        .expect_header("x-rust-sdk", "rs-7");
+    proxy.expect_counter("filter_answers", 1);
+    proxy.expect_counter("filter_failures", 0);
+    origin.finish().await;
+}
