@@ -69,6 +69,9 @@ families! {
     FILTER_COUNTER = "hoard_filter_events_total" "counter" "Counters a Proxy-Wasm filter defined (proxy_define_metric), by filter and name (docs/filters.md).",
     FILTER_GAUGE = "hoard_filter_value" "gauge" "Gauges a Proxy-Wasm filter defined, by filter and name.",
     FILTER_HISTOGRAM = "hoard_filter_observed" "summary" "Histograms a Proxy-Wasm filter defined, by filter and name: the sum and count of the values recorded.",
+    FILTER_CONTEXTS = "hoard_filter_contexts_total" "counter" "HTTP contexts a Proxy-Wasm filter opened (requests; fetches for origin filters), by filter; a reload starts again.",
+    FILTER_VM_STARTS = "hoard_filter_vm_starts_total" "counter" "VMs a Proxy-Wasm filter started (one per worker, and again after a failure), by filter.",
+    FILTER_FAILURES = "hoard_filter_failures_total" "counter" "Failures of a Proxy-Wasm filter by filter and kind: trap, budget, start, lost, body-limit.",
 }
 
 fn esc(v: &str) -> String {
@@ -311,6 +314,27 @@ pub fn render(admin: &Admin) -> String {
 /// filters', bounded by `hoard_wasm::MAX_METRICS` each).
 fn filter_metrics(o: &mut Out, filters: &[hoard_config::filters::FilterConfig]) {
     use hoard_wasm::MetricKind;
+    o.head(FILTER_CONTEXTS);
+    for f in filters {
+        let n = f.plugin.stats().contexts.load(Ordering::Relaxed);
+        o.sample(FILTER_CONTEXTS, &[("filter", &f.name)], n);
+    }
+    o.head(FILTER_VM_STARTS);
+    for f in filters {
+        let n = f.plugin.stats().vm_starts.load(Ordering::Relaxed);
+        o.sample(FILTER_VM_STARTS, &[("filter", &f.name)], n);
+    }
+    o.head(FILTER_FAILURES);
+    for f in filters {
+        for kind in hoard_wasm::Failure::ALL {
+            let n = f.plugin.stats().failures[kind.index()].load(Ordering::Relaxed);
+            o.sample(
+                FILTER_FAILURES,
+                &[("filter", &f.name), ("failure", kind.as_str())],
+                n,
+            );
+        }
+    }
     let all: Vec<_> = filters
         .iter()
         .flat_map(|f| {

@@ -234,6 +234,26 @@ pub fn status(admin: &Admin) -> Value {
             json!({ "name": u.cfg.name, "servers": servers })
         })
         .collect();
+    let filters: Vec<Value> = run
+        .cfg
+        .filters
+        .iter()
+        .map(|f| {
+            let st = f.plugin.stats();
+            let mut failures = serde_json::Map::new();
+            for kind in hoard_wasm::Failure::ALL {
+                let n = st.failures[kind.index()].load(Ordering::Relaxed);
+                failures.insert(kind.as_str().into(), json!(n));
+            }
+            json!({
+                "name": f.name,
+                "abi": f.plugin.abi(),
+                "contexts": st.contexts.load(Ordering::Relaxed),
+                "vm_starts": st.vm_starts.load(Ordering::Relaxed),
+                "failures": failures,
+            })
+        })
+        .collect();
     let saved = if t.client_bytes == 0 {
         0.0
     } else {
@@ -262,6 +282,7 @@ pub fn status(admin: &Admin) -> Value {
         "memory": memory,
         "zones": zones,
         "upstreams": upstreams,
+        "filters": filters,
         "cluster": cluster_state(p),
         "encodings": encodings_state(c),
         "history": history,

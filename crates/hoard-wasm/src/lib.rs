@@ -44,7 +44,7 @@ mod vm;
 mod wasi;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -121,6 +121,20 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// Every kind, in [`Failure::index`] order.
+    pub const ALL: [Failure; 5] = [
+        Failure::Trap,
+        Failure::Budget,
+        Failure::Start,
+        Failure::Lost,
+        Failure::BodyLimit,
+    ];
+
+    /// Its place in [`Failure::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The name in logs and metrics.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -131,6 +145,18 @@ impl Failure {
             Failure::BodyLimit => "body-limit",
         }
     }
+}
+
+/// What one plugin did since it was built (a reload builds new ones):
+/// `/status` and `/metrics` show it by filter.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// HTTP contexts opened (requests, and fetches for origin filters).
+    pub contexts: AtomicU64,
+    /// VMs started (one per slot, and again after a failure dropped one).
+    pub vm_starts: AtomicU64,
+    /// Failures, by [`Failure::index`].
+    pub failures: [AtomicU64; Failure::ALL.len()],
 }
 
 /// A filter's failure: which filter, what kind, and the runtime's words.
@@ -302,6 +328,7 @@ pub struct Plugin {
     inbox: Arc<queues::Inbox>,
     /// hoard's services, once started.
     services: OnceLock<Arc<dyn Services>>,
+    stats: Stats,
     /// The module exports `proxy_on_request_body`.
     request_body: bool,
     /// The module exports `proxy_on_response_body`.
@@ -397,6 +424,10 @@ impl Plugin {
             ticker: std::sync::atomic::AtomicBool::new(false),
             inbox,
             services: OnceLock::new(),
+            stats: Stats {
+                vm_starts: AtomicU64::new(1),
+                ..Stats::default()
+            },
             request_body,
             response_body,
         })
@@ -418,6 +449,16 @@ impl Plugin {
             limits: &self.limits,
             inbox: &self.inbox,
         }
+    }
+
+    /// What it did (see [`Stats`]).
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Counts a failure.
+    fn failed(&self, e: &FilterError) {
+        self.stats.failures[e.kind.index()].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The metrics its VMs defined (see `shared`).
@@ -480,6 +521,7 @@ impl Plugin {
             }
             Err(e) => {
                 tracing::warn!(filter = %self.name, failure = e.kind.as_str(), error = %e, "a filter failed in its root context");
+                self.failed(&e);
                 s.vm = None;
             }
         }
@@ -547,7 +589,9 @@ impl Plugin {
         let slot = slot_index() % self.slots.len();
         let mut s = self.slots[slot].lock();
         if s.vm.is_none() {
-            s.vm = Some(Vm::start(&self.seed(), slot)?);
+            let vm = Vm::start(&self.seed(), slot).inspect_err(|e| self.failed(e))?;
+            self.stats.vm_starts.fetch_add(1, Ordering::Relaxed);
+            s.vm = Some(vm);
             s.generation += 1;
         }
         let generation = s.generation;
@@ -555,10 +599,12 @@ impl Plugin {
         let id = match vm.create() {
             Ok(id) => id,
             Err(e) => {
+                self.failed(&e);
                 s.vm = None;
                 return Err(e);
             }
         };
+        self.stats.contexts.fetch_add(1, Ordering::Relaxed);
         Ok(Stream {
             plugin: self.clone(),
             slot,
@@ -699,11 +745,13 @@ impl Stream {
             return Ok(BodyStep::Pass(bytes));
         }
         if bytes.len() > BODY_HOLD_MAX {
-            return Err(FilterError {
+            let e = FilterError {
                 filter: self.plugin.name.clone(),
                 kind: Failure::BodyLimit,
                 detail: format!("held more than {BODY_HOLD_MAX} bytes of body"),
-            });
+            };
+            self.plugin.failed(&e);
+            return Err(e);
         }
         self.held = bytes;
         Ok(BodyStep::Held)
@@ -736,8 +784,11 @@ impl Stream {
                 (Err(lost), x)
             }
         };
-        if r.is_err() && current {
-            s.vm = None;
+        if let Err(e) = &r {
+            self.plugin.failed(e);
+            if current {
+                s.vm = None;
+            }
         }
         self.info = x.info.take();
         self.next_token = x.next_token;
@@ -774,6 +825,7 @@ impl Drop for Stream {
         };
         if let Err(e) = vm.end(self.id, self.info.take()) {
             tracing::warn!(filter = %self.plugin.name, error = %e, "a filter failed at the end of a request");
+            self.plugin.failed(&e);
             s.vm = None;
         }
     }

@@ -150,7 +150,8 @@ async fn u16002_a_filter_answers() {
 
 // u16003: a filter that traps, or spins past its fuel, fails that one
 // request with 500 (counted, never reaching the origin); the next request
-// on the route is served by a new VM.
+// on the route is served by a new VM. /status, /metrics and the dashboard
+// (headless Chromium) show each filter's contexts and failures by kind.
 #[tokio::test]
 async fn u16003_a_failing_filter_costs_one_request() {
     let t = Test::new("u16003");
@@ -163,7 +164,13 @@ async fn u16003_a_failing_filter_costs_one_request() {
         .start()
         .await;
     let cfg = with_filters(&t, &["stamp", "deny", "trap"], ROUTES);
-    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .toml(&origin, &cfg)
+        .admin()
+        .start()
+        .await;
     t.client(&proxy)
         .get("/trap/x")
         .hdr("x-boom", "1")
@@ -184,6 +191,37 @@ async fn u16003_a_failing_filter_costs_one_request() {
         .expect_status(200)
         .expect_body("ok");
     proxy.expect_counter("filter_failures", 2);
+    // By filter and kind, in /status and /metrics.
+    let st = crate::admin::status(&t, &proxy).await;
+    let trap = st["filters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "trap")
+        .unwrap()
+        .clone();
+    assert_eq!(trap["failures"]["trap"], 1, "{trap}");
+    assert_eq!(trap["failures"]["budget"], 1, "{trap}");
+    assert_eq!(trap["contexts"], 3, "{trap}");
+    assert_eq!(trap["abi"], "proxy_abi_version_0_2_1", "{trap}");
+    let text = t.client(proxy.admin()).get("/metrics").send().await.text();
+    for line in [
+        "hoard_filter_failures_total{filter=\"trap\",failure=\"trap\"} 1",
+        "hoard_filter_failures_total{filter=\"trap\",failure=\"budget\"} 1",
+        "hoard_filter_contexts_total{filter=\"trap\"} 3",
+    ] {
+        assert!(text.contains(line), "{line} not in:\n{text}");
+    }
+    super::o_metrics::promtool_accepts(&text);
+    let shown = crate::admin::settled_dashboard(&t, &proxy).await;
+    let i = st["filters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|f| f["name"] == "trap")
+        .unwrap();
+    assert_eq!(shown[&format!("filters.{i}.name")], "trap");
+    assert_eq!(shown[&format!("filters.{i}.failures.budget")], "1");
     origin.finish().await;
 }
 
