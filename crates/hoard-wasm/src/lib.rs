@@ -333,6 +333,8 @@ pub struct Plugin {
     request_body: bool,
     /// The module exports `proxy_on_response_body`.
     response_body: bool,
+    /// The module exports `proxy_on_log`.
+    log: bool,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -378,9 +380,10 @@ impl Plugin {
                 )
             })?;
         let exports = |name: &str| module.get_export(name).is_some_and(|e| e.func().is_some());
-        let (request_body, response_body) = (
+        let (request_body, response_body, log) = (
             exports("proxy_on_request_body"),
             exports("proxy_on_response_body"),
+            exports("proxy_on_log"),
         );
         let pre = host::linker(engine)
             .instantiate_pre(&module)
@@ -430,6 +433,7 @@ impl Plugin {
             },
             request_body,
             response_body,
+            log,
         })
     }
 
@@ -652,6 +656,12 @@ impl Stream {
         } else {
             self.plugin.request_body
         }
+    }
+
+    /// The filter has `proxy_on_log`: its stream should end after the
+    /// response's last byte, not at its head.
+    pub fn wants_end(&self) -> bool {
+        self.plugin.log
     }
 
     /// What properties read, and what the filter set.

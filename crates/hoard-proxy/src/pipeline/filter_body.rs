@@ -11,7 +11,8 @@
 //! Trailers follow the last bytes.
 //!
 //! ## Lifecycle
-//! The body owns the request's streams: they end (`proxy_on_log`,
+//! Streams of filters without a body callback are here only to end with
+//! the body. The body owns the request's streams: they end (`proxy_on_log`,
 //! `proxy_on_done`, `proxy_on_delete`) when it is dropped, after the last
 //! byte or when the client goes away. A filter's failure mid-body aborts
 //! the response (the connection is closed or the stream reset: the head
@@ -65,6 +66,11 @@ impl FilteredBody {
     /// a stream holds it).
     fn through(&mut self, mut chunk: Bytes, end: bool) -> Result<Option<Bytes>, BoxError> {
         for s in self.streams.iter_mut().rev() {
+            // A stream kept only for its end (`proxy_on_log`) lets the
+            // bytes by.
+            if !s.wants_body(true) {
+                continue;
+            }
             let step = s.on_body(true, chunk, end);
             match step {
                 Ok(BodyStep::Pass(out)) => chunk = out,

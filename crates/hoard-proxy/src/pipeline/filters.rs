@@ -12,7 +12,8 @@
 //! A filter's failure answers 500 in either phase. A filter with a
 //! response body callback gets the body as it streams (`filter_body`);
 //! the streams end (and the filters' `proxy_on_log` runs) after the
-//! body's last byte then, else when the response head is ready.
+//! body's last byte when a filter reads bodies or has `proxy_on_log`,
+//! else when the response head is ready.
 
 use std::sync::Arc;
 
@@ -283,10 +284,14 @@ impl Pipeline {
                 *resp.status_mut() = head.status;
                 *resp.headers_mut() = head.headers;
                 let has_body = !http_body::Body::is_end_stream(resp.body());
-                if has_body && streams.iter().any(|s| s.wants_body(true)) {
+                let reads = streams.iter().any(|s| s.wants_body(true));
+                if has_body && (reads || streams.iter().any(Stream::wants_end)) {
                     // The body goes through the body callbacks, which may
-                    // change its length; the streams end with it.
-                    resp.headers_mut().remove(http::header::CONTENT_LENGTH);
+                    // change its length; the streams end with it (and so
+                    // `proxy_on_log` comes after its last byte).
+                    if reads {
+                        resp.headers_mut().remove(http::header::CONTENT_LENGTH);
+                    }
                     let inner = std::mem::replace(resp.body_mut(), ProxyBody::Empty);
                     *resp.body_mut() =
                         ProxyBody::Wrapped(Box::new(super::filter_body::FilteredBody::new(

@@ -1150,3 +1150,76 @@ filters = ["edge_rs"]
     proxy.expect_counter("filter_failures", 0);
     origin.finish().await;
 }
+
+// u16016: `proxy_on_log` comes after the response's last byte, not at its
+// head: while the body is still coming, the filter has logged nothing;
+// the next request on the connection sees the first one logged. The
+// body passes untouched, with its length.
+#[tokio::test]
+async fn u16016_the_log_callback_waits_for_the_body() {
+    let t = Test::new("u16016");
+    let go = t.barrier(2);
+    let origin = t
+        .origin()
+        .script({
+            let go = go.clone();
+            |mut s| async move {
+                s.rxreq().await.expect_url("/slow");
+                s.txresp(200)
+                    .hdr("Cache-Control", "no-store")
+                    .hdr("Content-Length", "10")
+                    .send_head()
+                    .await;
+                s.send_raw("first").await;
+                go.sync().await;
+                s.send_raw("-last").await;
+                s.rxreq().await.expect_url("/next");
+                s.txresp(200)
+                    .hdr("Cache-Control", "no-store")
+                    .body("next")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let cfg = with_filters(
+        &t,
+        &["log"],
+        r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{origin}"]
+[[site]]
+[[site.route]]
+prefix = "/"
+filters = ["log"]
+"#,
+    );
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .toml(&origin, &cfg)
+        .admin()
+        .start()
+        .await;
+    let mut conn = t.client(&proxy).connect().await;
+    conn.send_raw("GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await;
+    let head = conn.read_until("first").await;
+    let head = String::from_utf8_lossy(&head).to_lowercase();
+    assert!(head.contains("x-logged: 0"), "{head}");
+    assert!(head.contains("content-length: 10"), "{head}");
+    let text = t.client(proxy.admin()).get("/metrics").send().await.text();
+    let line = "hoard_filter_events_total{filter=\"log\",name=\"logged\"} 0";
+    assert!(text.contains(line), "{line} not in:\n{text}");
+    go.sync().await;
+    conn.read_until("-last").await;
+    conn.get("/next")
+        .send()
+        .await
+        .expect_body("next")
+        .expect_header("x-logged", "1");
+    origin.finish().await;
+}
