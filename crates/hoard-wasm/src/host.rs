@@ -362,7 +362,7 @@ fn get_map_pairs(mut c: Caller<'_, Host>, t: i32, rp: i32, rs: i32) -> R<i32> {
 
 fn get_map_size(mut c: Caller<'_, Host>, t: i32, ret: i32) -> R<i32> {
     let Some(n) = with_head(c.data_mut(), t, |h| {
-        crate::pairs::encode(h.pairs().into_iter()).len()
+        crate::pairs::encoded_len(h.pairs().into_iter())
     }) else {
         return Ok(status(Status::NotFound));
     };

@@ -2,6 +2,11 @@
 //! and value, then each name and value followed by a zero byte (all
 //! numbers little-endian `u32`).
 
+/// The length of `pairs` in the ABI's form (what [`encode`] would make).
+pub fn encoded_len<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> usize {
+    pairs.fold(4, |s, (k, v)| s + 8 + k.len() + v.len() + 2)
+}
+
 /// Serializes `pairs` in the ABI's form.
 pub fn encode<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone) -> Vec<u8> {
     let (count, size) = pairs.clone().fold((0usize, 0usize), |(n, s), (k, v)| {

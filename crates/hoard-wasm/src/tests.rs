@@ -435,3 +435,13 @@ impl crate::Services for NoServices {
         done(None)
     }
 }
+
+#[test]
+fn a_maps_size_is_its_encoded_length() {
+    let pairs: [(&[u8], &[u8]); 3] = [(b":status", b"200"), (b"x-a", b""), (b"", b"v")];
+    assert_eq!(
+        crate::pairs::encoded_len(pairs.iter().copied()),
+        crate::pairs::encode(pairs.iter().copied()).len()
+    );
+    assert_eq!(crate::pairs::encoded_len(std::iter::empty()), 4);
+}

@@ -73,8 +73,12 @@ impl Pipeline {
             ..StreamInfo::default()
         };
         let mut outcome = Ok(());
-        for plugin in ctx.route.filters.iter() {
-            let mut stream = match plugin.stream(info.clone()) {
+        let last = ctx.route.filters.len().saturating_sub(1);
+        let mut info = Some(info);
+        for (i, plugin) in ctx.route.filters.iter().enumerate() {
+            // Each stream has its own; the last takes the original.
+            let this = if i == last { info.take() } else { info.clone() };
+            let mut stream = match plugin.stream(this.unwrap_or_default()) {
                 Ok(s) => s,
                 Err(e) => {
                     outcome = Err(self.filter_failed(&e));
