@@ -73,7 +73,7 @@ raise_nofile() { # as many open files as allowed; sets NOFILE (for nginx)
 # build_hoard: cargo build --release, unless SKIP_BUILD=1 or HOARD_BIN names
 # another binary; then HOARD_BIN must be executable.
 build_hoard() {
-    if [ "$SKIP_BUILD" != 1 ] && [ "$HOARD_BIN" = "$ROOT/target/release/hoard" ]; then
+    if [ "${SKIP_BUILD:-0}" != 1 ] && [ "$HOARD_BIN" = "$ROOT/target/release/hoard" ]; then
         log "building hoard (cargo build --release -p hoard)"
         (cd "$ROOT" && cargo build --release -p hoard) || die "cargo build failed"
     fi

@@ -75,6 +75,31 @@ pub async fn purge(
     })
 }
 
+/// `POST /upstreams/NAME/servers/SERVER` with `{"state": STATE}`: the
+/// server's state afterwards (`up`, `down`, `drain`).
+///
+/// # Errors
+/// Unreachable, 401, or the API's own error text (no such upstream or
+/// server, a bad state).
+pub async fn set_server(
+    admin: &str,
+    token: Option<&str>,
+    upstream: &str,
+    server: &str,
+    state: &str,
+) -> Result<String, String> {
+    let path = format!("/upstreams/{upstream}/servers/{server}");
+    let body = serde_json::json!({ "state": state }).to_string();
+    let (status, v, bytes) = call(admin, token, http::Method::POST, &path, Some(body)).await?;
+    if !status.is_success() {
+        return Err(api_error(status, &v));
+    }
+    v["state"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| unexpected(&bytes))
+}
+
 /// How a reload ended, as the admin API tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReloadOutcome {

@@ -24,6 +24,7 @@
 pub mod client;
 pub mod process_memory;
 pub mod prometheus;
+mod servers;
 pub mod status;
 
 use std::convert::Infallible;
@@ -209,6 +210,10 @@ impl Admin {
             }
             (&Method::POST, "/purge") => self.purge(req, peer).await,
             (&Method::POST, "/reload") => self.reload(peer).await,
+            (&Method::POST, path) if path.starts_with("/upstreams/") => {
+                let rest = path["/upstreams/".len()..].to_owned();
+                self.set_server(req, &rest, peer).await
+            }
             (_, "/" | "/status" | "/metrics" | "/purge" | "/reload") => error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 None,

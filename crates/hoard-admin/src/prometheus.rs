@@ -43,7 +43,8 @@ families! {
     ORIGIN_REQUESTS = "hoard_origin_requests_total" "counter" "Requests sent to origins, by upstream and result (status class, error, timeout).",
     ORIGIN_SECONDS = "hoard_origin_seconds" "histogram" "Time from sending a request to an origin to its response head, by upstream.",
     ORIGIN_BYTES = "hoard_origin_bytes_total" "counter" "Response body bytes received from origins, by upstream.",
-    UPSTREAM_UP = "hoard_upstream_up" "gauge" "1 when an origin server is considered up, 0 when down.",
+    UPSTREAM_UP = "hoard_upstream_up" "gauge" "1 when an origin server is considered up, 0 when down (out of service, draining, or down after failed requests).",
+    UPSTREAM_PROBES = "hoard_upstream_probes_passed" "gauge" "Health check probes an origin server passed among the last `window` (servers of upstreams with a health_check).",
     FILLS = "hoard_fills_in_flight" "gauge" "Fills (origin responses being written into the cache) running now.",
     WAITERS = "hoard_coalesced_waiters_total" "counter" "Requests that waited for another request's fill instead of going to the origin.",
     REFRESHES = "hoard_background_refreshes_total" "counter" "Background refreshes started (stale-while-revalidate).",
@@ -172,6 +173,15 @@ pub fn render(admin: &Admin) -> String {
         for (server, up) in u.servers_up() {
             let labels = [("upstream", u.cfg.name.as_str()), ("server", server)];
             o.sample(UPSTREAM_UP, &labels, u8::from(up));
+        }
+    }
+    o.head(UPSTREAM_PROBES);
+    for u in &run.upstreams {
+        for s in u.server_states() {
+            if let Some(w) = s.probes {
+                let labels = [("upstream", u.cfg.name.as_str()), ("server", s.address)];
+                o.sample(UPSTREAM_PROBES, &labels, w.passed());
+            }
         }
     }
 

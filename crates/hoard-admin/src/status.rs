@@ -227,9 +227,17 @@ pub fn status(admin: &Admin) -> Value {
         .iter()
         .map(|u| {
             let servers: Vec<Value> = u
-                .servers_up()
+                .server_states()
                 .into_iter()
-                .map(|(a, up)| json!({ "address": a, "state": if up { "up" } else { "down" } }))
+                .map(|s| {
+                    json!({
+                        "address": s.address,
+                        "state": s.state,
+                        "backup": s.backup,
+                        "admin": s.admin.as_str(),
+                        "probes": s.probes.map(|w| json!({ "passed": w.passed(), "window": w.window(), "healthy": w.healthy() })),
+                    })
+                })
                 .collect();
             json!({ "name": u.cfg.name, "servers": servers })
         })

@@ -99,6 +99,7 @@ impl UpstreamConfig {
             host: HostHeader::Preserve,
             down_after: 3,
             down_backoff_max: Duration::from_secs(30),
+            health_check: None,
             tls: None,
         }
     }

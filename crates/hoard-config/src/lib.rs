@@ -21,6 +21,7 @@ mod durability;
 mod edge;
 mod error;
 pub mod filters;
+pub mod health_check;
 mod include;
 mod key;
 mod listeners;

@@ -81,6 +81,9 @@ pub struct UpstreamConfig {
     /// TLS to its `https://` servers (built from the `tls` table, or the
     /// defaults: system roots, verified).
     pub tls: Option<crate::origin_tls::OriginTls>,
+    /// Active health checks (`health_check`); `None`: health comes from
+    /// requests only.
+    pub health_check: Option<crate::health_check::HealthCheck>,
 }
 
 /// The `tls` table of an upstream, as configured.
@@ -156,6 +159,9 @@ impl Resolver<'_> {
             }
             if let Some(t) = u.down_backoff_max {
                 up.down_backoff_max = t.0;
+            }
+            if let Some(hc) = u.health_check {
+                up.health_check = Some(self.health_check(&name, hc)?);
             }
             if let Some(t) = &u.tls {
                 if t.get_ref().verify == Some(false) {

@@ -62,6 +62,10 @@ counters! {
     only_if_cached_miss,
     /// Requests sent to origin servers.
     origin_requests,
+    /// Health check probes sent (`health_check`; not in `origin_requests`).
+    health_probes,
+    /// Health check probes that failed (no answer in time, or another status).
+    health_probe_failures,
     /// New TCP connections to origin servers.
     origin_connections_opened,
     /// Requests sent on a reused idle origin connection.

@@ -48,6 +48,10 @@ pub enum ErrorKind {
     MethodNotAllowed,
     /// Could not connect to any origin server (502).
     ConnectRefused,
+    /// Every server of the upstream is out of service: set down or
+    /// draining, or failing its health check (503, as Varnish answers
+    /// for a sick backend).
+    NoLiveServer,
     /// Connecting timed out (504).
     ConnectTimeout,
     /// No response headers within the read timeout (504).
@@ -147,7 +151,7 @@ impl ProxyError {
             ErrorKind::ConnectTimeout | ErrorKind::ReadTimeout | ErrorKind::OnlyIfCached => {
                 StatusCode::GATEWAY_TIMEOUT
             }
-            ErrorKind::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Busy | ErrorKind::NoLiveServer => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::AccessDenied => StatusCode::FORBIDDEN,
             ErrorKind::AuthRequired => StatusCode::UNAUTHORIZED,
             ErrorKind::RateLimited | ErrorKind::ConnectionLimit => StatusCode::TOO_MANY_REQUESTS,
@@ -171,6 +175,7 @@ impl ProxyError {
             ErrorKind::NoRoute => "no-route",
             ErrorKind::MethodNotAllowed => "method-not-allowed",
             ErrorKind::ConnectRefused => "connect-refused",
+            ErrorKind::NoLiveServer => "no-live-server",
             ErrorKind::ConnectTimeout => "connect-timeout",
             ErrorKind::ReadTimeout => "read-timeout",
             ErrorKind::BadResponse => "bad-response",

@@ -7,7 +7,9 @@
 //! (see [`super::health`]) says is up. After a failure the rest follow:
 //! the other `servers` that are up, then the `backup` servers that are up,
 //! then the servers that are down (as a last resort, so that a recovered
-//! one is found), each group from the same round-robin start. A backup
+//! one is found), each group from the same round-robin start. A server that
+//! is *out* (set down or draining by an administrator, or failing its
+//! health check: see [`super::health`]) is never tried. A backup
 //! server therefore serves only while every one of `servers` is down or has
 //! failed for this request. `tries` bounds the whole (default: every
 //! server once).
@@ -93,35 +95,47 @@ impl Tries {
     }
 }
 
+/// A server's state for the order of tries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Usable {
+    /// Up: tried in turn.
+    Up,
+    /// Down after failed requests: tried last.
+    Down,
+    /// Out of service: never tried.
+    Out,
+}
+
 /// Indexes `0..primaries` are the upstream's `servers`, the next
 /// `backups` its `backup` ones. The first server to try from round-robin
 /// position `start`: the first up one of `servers`, else of `backup`, else
-/// the one of `servers` at `start`. Allocates nothing.
+/// the first of `servers` (then of `backup`) that is not out; `None` when
+/// every server is out. Allocates nothing.
 pub(super) fn first(
     primaries: usize,
     backups: usize,
     start: usize,
-    up: impl Fn(usize) -> bool,
-) -> usize {
-    rotation(0, primaries, start)
-        .chain(rotation(primaries, backups, start))
-        .find(|&i| up(i))
-        .unwrap_or(start % primaries)
+    state: impl Fn(usize) -> Usable,
+) -> Option<usize> {
+    let all = || rotation(0, primaries, start).chain(rotation(primaries, backups, start));
+    all()
+        .find(|&i| state(i) == Usable::Up)
+        .or_else(|| all().find(|&i| state(i) != Usable::Out))
 }
 
-/// Every server in the order of the module docs, from round-robin
-/// position `start`, with `up` read once per server.
+/// Every server that is not out, in the order of the module docs, from
+/// round-robin position `start`, with `state` read once per server.
 pub(super) fn order(
     primaries: usize,
     backups: usize,
     start: usize,
-    up: impl Fn(usize) -> bool,
+    state: impl Fn(usize) -> Usable,
 ) -> Vec<usize> {
-    let up: Vec<bool> = (0..primaries + backups).map(up).collect();
+    let st: Vec<Usable> = (0..primaries + backups).map(state).collect();
     let all = || rotation(0, primaries, start).chain(rotation(primaries, backups, start));
     all()
-        .filter(|&i| up[i])
-        .chain(all().filter(|&i| !up[i]))
+        .filter(|&i| st[i] == Usable::Up)
+        .chain(all().filter(|&i| st[i] == Usable::Down))
         .collect()
 }
 
@@ -133,17 +147,39 @@ fn rotation(base: usize, n: usize, start: usize) -> impl Iterator<Item = usize> 
 mod tests {
     use super::*;
 
+    fn up_if(f: impl Fn(usize) -> bool) -> impl Fn(usize) -> Usable {
+        move |i| if f(i) { Usable::Up } else { Usable::Down }
+    }
+
     #[test]
     fn order_puts_backups_after_live_servers_and_down_ones_last() {
         // servers 0, 1, 2; backups 3, 4; 1 and 3 down.
-        let up = |i: usize| i != 1 && i != 3;
-        assert_eq!(order(3, 2, 1, up), [2, 0, 4, 1, 3]);
-        assert_eq!(first(3, 2, 1, up), 2);
+        let up = up_if(|i: usize| i != 1 && i != 3);
+        assert_eq!(order(3, 2, 1, &up), [2, 0, 4, 1, 3]);
+        assert_eq!(first(3, 2, 1, &up), Some(2));
         // Every primary down: a backup first.
-        assert_eq!(first(2, 1, 0, |i| i == 2), 2);
+        assert_eq!(first(2, 1, 0, up_if(|i| i == 2)), Some(2));
         // Everything down: round-robin over the primaries.
-        assert_eq!(first(2, 1, 1, |_| false), 1);
-        assert_eq!(order(2, 1, 1, |_| false), [1, 0, 2]);
+        assert_eq!(first(2, 1, 1, up_if(|_| false)), Some(1));
+        assert_eq!(order(2, 1, 1, up_if(|_| false)), [1, 0, 2]);
+    }
+
+    #[test]
+    fn servers_out_are_never_tried() {
+        // servers 0, 1; backup 2; 0 out, 1 down.
+        let st = |i: usize| match i {
+            0 => Usable::Out,
+            1 => Usable::Down,
+            _ => Usable::Up,
+        };
+        assert_eq!(first(2, 1, 0, st), Some(2));
+        assert_eq!(order(2, 1, 0, st), [2, 1]);
+        assert_eq!(
+            first(2, 0, 0, |i| if i == 0 { Usable::Out } else { Usable::Down }),
+            Some(1)
+        );
+        assert_eq!(first(2, 1, 0, |_| Usable::Out), None);
+        assert!(order(2, 1, 0, |_| Usable::Out).is_empty());
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod failover;
 pub mod health;
 pub mod interim;
 pub mod pool;
+pub mod probe;
 pub mod tls_failure;
 pub use hoard_config::origin_tls as tls;
 
@@ -95,6 +96,22 @@ fn empty() -> ReqBody {
         .boxed()
 }
 
+/// One server's state (see [`Upstream::server_states`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ServerState<'a> {
+    /// `host:port` as configured.
+    pub address: &'a str,
+    /// One of `backup`.
+    pub backup: bool,
+    /// `up`, `down` (out of service, or down after failed requests), or
+    /// `drain`.
+    pub state: &'static str,
+    /// What an administrator set.
+    pub admin: health::Admin,
+    /// The probes' window, with a health check.
+    pub probes: Option<health::ProbeWindow>,
+}
+
 /// One origin server group. See the module docs.
 #[derive(Debug)]
 pub struct Upstream {
@@ -111,6 +128,10 @@ pub struct Upstream {
     /// member, which passes on its origin's errors and is judged by its
     /// probes and connections).
     status_health: bool,
+    /// Tells its probes' task to end (see [`probe`]).
+    probe_stop: tokio::sync::watch::Sender<bool>,
+    /// Its probes' task, while it runs.
+    probe_task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Upstream {
@@ -125,7 +146,13 @@ impl Upstream {
             .map(|_| Arc::new(Pool::new(cfg.max_idle, cfg.idle_timeout)))
             .collect();
         let health = (0..n)
-            .map(|_| Arc::new(health::Health::new(cfg.down_after, cfg.down_backoff_max)))
+            .map(|_| {
+                let h = health::Health::new(cfg.down_after, cfg.down_backoff_max);
+                Arc::new(match &cfg.health_check {
+                    Some(hc) => h.with_probes(hc.window, hc.threshold),
+                    None => h,
+                })
+            })
             .collect();
         Upstream {
             cfg,
@@ -136,6 +163,23 @@ impl Upstream {
             clock,
             stats: Arc::default(),
             status_health: true,
+            probe_stop: tokio::sync::watch::Sender::new(false),
+            probe_task: parking_lot::Mutex::new(None),
+        }
+    }
+
+    /// Tells its probes to end (a reload replaced it: the successor probes
+    /// with the same health); does not wait.
+    pub fn retire_probes(&self) {
+        let _ = self.probe_stop.send(true);
+    }
+
+    /// Ends its probes and waits until none is in flight (a shutdown).
+    pub async fn stop_probes(&self) {
+        self.retire_probes();
+        let task = self.probe_task.lock().take();
+        if let Some(t) = task {
+            let _ = t.await;
         }
     }
 
@@ -165,7 +209,8 @@ impl Upstream {
             && fresh.cfg.max_idle == self.cfg.max_idle
             && fresh.cfg.idle_timeout == self.cfg.idle_timeout;
         let same_health = fresh.cfg.down_after == self.cfg.down_after
-            && fresh.cfg.down_backoff_max == self.cfg.down_backoff_max;
+            && fresh.cfg.down_backoff_max == self.cfg.down_backoff_max
+            && fresh.cfg.health_check == self.cfg.health_check;
         for i in 0..fresh.pools.len() {
             let server = fresh.server(i);
             let Some(old) = self.all().position(|s| s.authority == server.authority) else {
@@ -175,6 +220,9 @@ impl Upstream {
                 fresh.pools[i] = self.pools[old].clone();
             }
             if same_health {
+                // What the requests and probes found stays; what an
+                // administrator set does not outlive the configuration.
+                self.health[old].set_admin(health::Admin::Auto);
                 fresh.health[i] = self.health[old].clone();
             }
         }
@@ -206,6 +254,37 @@ impl Upstream {
             .collect()
     }
 
+    /// Each server's state now (backups last), for `/status` and `/metrics`.
+    pub fn server_states(&self) -> Vec<ServerState<'_>> {
+        let now = self.clock.now();
+        self.all()
+            .zip(&self.health)
+            .zip(0..)
+            .map(|((s, h), i)| ServerState {
+                address: s.authority.as_str(),
+                backup: i >= self.cfg.servers.len(),
+                state: match (h.admin(), h.is_down(now)) {
+                    (health::Admin::Drain, _) => "drain",
+                    (_, true) => "down",
+                    (_, false) => "up",
+                },
+                admin: h.admin(),
+                probes: h.probe_window(),
+            })
+            .collect()
+    }
+
+    /// Sets what an administrator wants for the server at `authority`
+    /// (`host:port` as configured); false when there is no such server.
+    pub fn set_admin(&self, authority: &str, a: health::Admin) -> bool {
+        let Some(i) = self.all().position(|s| s.authority == authority) else {
+            return false;
+        };
+        self.health[i].set_admin(a);
+        tracing::info!(upstream = %self.cfg.name, server = %authority, state = a.as_str(), "server state set by an administrator");
+        true
+    }
+
     /// True when every server of the upstream is considered down (see [`health`]).
     pub fn is_down(&self) -> bool {
         let now = self.clock.now();
@@ -233,19 +312,40 @@ impl Upstream {
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let (p, b) = (self.cfg.servers.len(), self.cfg.backup.len());
-        if p == 1 && b == 0 {
+        if p == 1 && b == 0 && !self.health[0].is_out() {
             return Ok((0, start));
         }
         let now = self.clock.now();
-        let first = failover::first(p, b, start, |i| !self.health[i].is_down(now));
-        Ok((first, start))
+        failover::first(p, b, start, |i| self.usable(i, now))
+            .map(|first| (first, start))
+            .ok_or_else(|| {
+                ProxyError::origin(
+                    ErrorKind::NoLiveServer,
+                    format!(
+                        "upstream {:?}: every server is out of service (set down, draining, or failing its health check)",
+                        self.cfg.name
+                    ),
+                )
+            })
+    }
+
+    /// Server `i`'s place in the order of tries at `now`.
+    fn usable(&self, i: usize, now: std::time::SystemTime) -> failover::Usable {
+        let h = &self.health[i];
+        if h.is_out() {
+            failover::Usable::Out
+        } else if h.is_down(now) {
+            failover::Usable::Down
+        } else {
+            failover::Usable::Up
+        }
     }
 
     /// The servers to try after `first` failed, in order, within `tries`.
     fn rest(&self, start: usize, first: usize) -> std::vec::IntoIter<usize> {
         let (p, b) = (self.cfg.servers.len(), self.cfg.backup.len());
         let now = self.clock.now();
-        let mut order = failover::order(p, b, start, |i| !self.health[i].is_down(now));
+        let mut order = failover::order(p, b, start, |i| self.usable(i, now));
         order.retain(|&i| i != first);
         order.truncate(self.tries().saturating_sub(1));
         order.into_iter()

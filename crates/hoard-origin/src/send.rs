@@ -52,6 +52,7 @@ impl Upstream {
                 self.default_host(i, &mut req);
             }
             let started = tokio::time::Instant::now();
+            self.counters.inc(&self.counters.origin_requests);
             // Boxed: connecting (TCP, TLS) and the exchange take kilobytes of
             // future, which would otherwise be room in every request's future,
             // hits included (see `pipeline::future_sizes`).
@@ -124,7 +125,6 @@ impl Upstream {
     ) -> Result<Response<OriginBody>, (Failure, ProxyError)> {
         let pool = &self.pools[i];
         let authority = &self.server(i).authority;
-        self.counters.inc(&self.counters.origin_requests);
 
         let mut reused = None;
         while let Some(mut s) = pool.take() {

@@ -628,6 +628,9 @@ impl Proxy {
     /// cancels the rest cleanly.
     pub async fn shutdown(self) {
         self.begin_shutdown();
+        for u in &self.pipeline.run().upstreams {
+            u.stop_probes().await;
+        }
         let tasks = std::mem::take(&mut *self.tasks.lock());
         for t in tasks {
             let _ = t.await;

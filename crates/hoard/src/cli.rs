@@ -60,12 +60,40 @@ enum Command {
     /// effect, 1 with the reason when it is refused or no outcome came in
     /// time.
     Reload(ReloadArgs),
+    /// Set an origin server's state in a running hoard (its admin API):
+    /// `hoard upstream set NAME HOST:PORT up|down|drain|auto`.
+    #[command(subcommand)]
+    Upstream(UpstreamCommand),
     /// Ask a running hoard to hand its listening sockets to a new process of
     /// the binary now at its path, which then serves (sends SIGUSR2).
     Upgrade {
         /// The pid file the running hoard writes (`--pid-file`).
         #[arg(long)]
         pid_file: PathBuf,
+    },
+}
+
+/// `hoard upstream ...`.
+#[derive(Debug, Subcommand)]
+pub enum UpstreamCommand {
+    /// Take a server out of service (`down`), let it finish what it has and
+    /// take no more (`drain`), keep it in service whatever its health check
+    /// says (`up`), or return it to its health (`auto`); kept until a
+    /// reload or restart. Prints the server's state.
+    Set {
+        /// The running hoard's admin listener, e.g. http://127.0.0.1:8001.
+        #[arg(long)]
+        admin: String,
+        /// A file holding the admin token.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// The upstream's name (`[upstream.NAME]`).
+        upstream: String,
+        /// The server as configured, e.g. 10.0.0.7:8080.
+        server: String,
+        /// up, down, drain or auto.
+        #[arg(value_parser = ["up", "down", "drain", "auto"])]
+        state: String,
     },
 }
 
@@ -273,6 +301,14 @@ impl Cli {
         }
     }
 
+    /// `hoard upstream`'s command.
+    pub fn upstream(&self) -> Option<&UpstreamCommand> {
+        match &self.command {
+            Some(Command::Upstream(u)) => Some(u),
+            _ => None,
+        }
+    }
+
     /// `hoard upgrade`'s pid file.
     pub fn upgrade(&self) -> Option<&Path> {
         match &self.command {
@@ -309,8 +345,11 @@ impl Cli {
             Some(Command::Run { config, .. }) | Some(Command::Check { config }) => {
                 Config::from_file(config)
             }
-            Some(Command::Purge(_)) | Some(Command::Reload(_)) | Some(Command::Upgrade { .. }) => {
-                unreachable!("invariant: purge, reload and upgrade have no configuration")
+            Some(Command::Purge(_))
+            | Some(Command::Reload(_))
+            | Some(Command::Upgrade { .. })
+            | Some(Command::Upstream(_)) => {
+                unreachable!("invariant: purge, reload, upgrade and upstream have no configuration")
             }
             None => {
                 let q = &self.quick;

@@ -44,6 +44,9 @@ fn main() -> ExitCode {
     if let Some(p) = cli.purge() {
         return purge(p);
     }
+    if let Some(u) = cli.upstream() {
+        return upstream(u);
+    }
     if let Some(pid_file) = cli.upgrade() {
         return match service::send_signal(pid_file, rustix::process::Signal::USR2) {
             Ok(pid) => {
@@ -137,6 +140,36 @@ fn purge(p: &cli::PurgeArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("hoard: purge: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn upstream(u: &cli::UpstreamCommand) -> ExitCode {
+    let cli::UpstreamCommand::Set {
+        admin,
+        token_file,
+        upstream,
+        server,
+        state,
+    } = u;
+    let (token, rt) = match admin_client(token_file.as_deref()) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    match rt.block_on(hoard_admin::client::set_server(
+        admin,
+        token.as_deref(),
+        upstream,
+        server,
+        state,
+    )) {
+        Ok(now) => {
+            println!("{upstream} {server} {state} ({now})");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hoard: upstream set: {e}");
             ExitCode::FAILURE
         }
     }

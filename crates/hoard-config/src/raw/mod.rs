@@ -157,6 +157,7 @@ pub struct RawUpstream {
     pub backup: Vec<Spanned<String>>,
     pub retry_on: Option<Vec<Spanned<String>>>,
     pub tries: Option<Spanned<u32>>,
+    pub health_check: Option<crate::health_check::RawHealthCheck>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -19,6 +19,9 @@
 //! state the same way (see [`super::limits`]). The pipeline then swaps the
 //! snapshot in one store: new requests see the new one.
 //!
+//! Each upstream with a `health_check` probes its servers from a task of
+//! its own, which ends with the upstream (see `hoard_origin::probe`).
+//!
 //! What a snapshot does not carry needs a restart: the cache store
 //! (`[cache]`), the thread count, the admin listener and the access log.
 //! [`restart_needed`] names the keys that changed there.
@@ -109,6 +112,7 @@ impl Running {
             .iter()
             .map(|u| Arc::new(Upstream::new(u.clone(), counters.clone(), clock.clone())))
             .collect();
+        upstreams.iter().for_each(hoard_origin::probe::start);
         start_filters(&cfg, clock, counters, &upstreams);
         Running {
             via: Via::new(&cfg.server.via),
@@ -144,6 +148,10 @@ impl Running {
                 })
             })
             .collect();
+        // The successors probe now (with the same health where the check
+        // did not change).
+        self.upstreams.iter().for_each(|u| u.retire_probes());
+        upstreams.iter().for_each(hoard_origin::probe::start);
         start_filters(&cfg, clock, counters, &upstreams);
         Running {
             via: Via::new(&cfg.server.via),

@@ -71,6 +71,7 @@ mod u_filters;
 mod w_coalesce;
 mod w_fill;
 mod w_stale;
+mod y_health;
 mod z_encoding;
 mod z_memory;
 

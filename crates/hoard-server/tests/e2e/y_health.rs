@@ -1,0 +1,308 @@
+//! y (health): active health checks (probes whether or not clients come,
+//! a window and a threshold, a server out and back), and run-time control
+//! of a server's state through the admin API (down, drain, up, auto).
+
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use hoard_testkit::{Origin, Test};
+use tokio::sync::Notify;
+
+/// A server of the cases: `/health` answered with the status in `health`
+/// (as often as probes come), any other path with `name` (counted in
+/// `pages`), until `stop` is notified and every request that came was
+/// answered.
+struct Server {
+    origin: Origin,
+    health: Arc<AtomicU16>,
+    pages: Arc<AtomicUsize>,
+    stop: Arc<Notify>,
+}
+
+impl Server {
+    async fn start(t: &Test, name: &'static str) -> Server {
+        let health = Arc::new(AtomicU16::new(200));
+        let pages = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(Notify::new());
+        let origin = t
+            .origin()
+            .script({
+                let (health, pages, stop) = (health.clone(), pages.clone(), stop.clone());
+                move |mut s| async move {
+                    let mut answered = 0;
+                    loop {
+                        let req = tokio::select! {
+                            biased;
+                            r = s.rxreq() => r,
+                            () = stop.notified() => {
+                                if s.requests() == answered {
+                                    return;
+                                }
+                                // Requests came after all: answer them too.
+                                stop.notify_one();
+                                continue;
+                            }
+                        };
+                        answered += 1;
+                        if req.url() == "/health" {
+                            let status = health.load(Ordering::SeqCst);
+                            s.txresp(status).body("health").send().await;
+                        } else {
+                            pages.fetch_add(1, Ordering::SeqCst);
+                            s.txresp(200)
+                                .hdr("Cache-Control", "no-store")
+                                .body(name)
+                                .send()
+                                .await;
+                        }
+                    }
+                }
+            })
+            .start()
+            .await;
+        Server {
+            origin,
+            health,
+            pages,
+            stop,
+        }
+    }
+
+    fn pages(&self) -> usize {
+        self.pages.load(Ordering::SeqCst)
+    }
+
+    /// After the proxy stopped (no probe in flight any more).
+    async fn finish(self) {
+        self.stop.notify_one();
+        self.origin.finish().await;
+    }
+}
+
+fn config(a: &Server, b: &Server, health_check: &str) -> String {
+    format!(
+        r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{}", "http://{}"]
+{health_check}
+[[site]]
+[[site.route]]
+prefix = "/"
+"#,
+        a.origin.addr(),
+        b.origin.addr()
+    )
+}
+
+/// The server entries of upstream `app` in `/status`.
+async fn servers(t: &Test, proxy: &hoard_testkit::TestProxy) -> Vec<serde_json::Value> {
+    let st = crate::admin::status(t, proxy).await;
+    st["upstreams"][0]["servers"].as_array().unwrap().clone()
+}
+
+// y17001: probes run with no client at all; a server failing 2 of its last
+// 3 probes is out: no request goes to it (none fails either), `/status`
+// says `down` with the probes passed, `/metrics` the same; once it passes
+// again it is back in turn. Probes are not origin requests.
+#[tokio::test]
+async fn y17001_probes_take_a_failing_server_out_and_back() {
+    let t = Test::new("y17001");
+    let (a, b) = (Server::start(&t, "a").await, Server::start(&t, "b").await);
+    let hc = r#"health_check = { path = "/health", interval = "20ms", timeout = "2s", window = 3, threshold = 2 }"#;
+    let cfg = config(&a, &b, hc);
+    let proxy = t
+        .proxy()
+        .origin(&a.origin)
+        .toml(&a.origin, &cfg)
+        .admin()
+        .start()
+        .await;
+    // No client yet: two rounds of two probes.
+    proxy.wait_counter("health_probes", 4).await;
+    proxy.expect_counter("health_probe_failures", 0);
+    proxy.expect_counter("origin_requests", 0);
+    let s = servers(&t, &proxy).await;
+    assert_eq!(s[0]["state"], "up", "{s:?}");
+    assert_eq!(s[0]["probes"]["window"], 3, "{s:?}");
+    // `a` fails its probes: out after two.
+    a.health.store(503, Ordering::SeqCst);
+    proxy.wait_counter("health_probe_failures", 2).await;
+    let s = servers(&t, &proxy).await;
+    assert_eq!(s[0]["state"], "down", "{s:?}");
+    assert_eq!(s[0]["probes"]["healthy"], false, "{s:?}");
+    assert_eq!(s[1]["state"], "up", "{s:?}");
+    let before = a.pages();
+    for _ in 0..4 {
+        t.client(&proxy)
+            .get("/p")
+            .send()
+            .await
+            .expect_status(200)
+            .expect_body("b");
+    }
+    assert_eq!(a.pages(), before, "no request went to the server out");
+    let text = t.client(proxy.admin()).get("/metrics").send().await.text();
+    let line = format!(
+        "hoard_upstream_up{{upstream=\"app\",server=\"{}\"}} 0",
+        a.origin.addr()
+    );
+    assert!(text.contains(&line), "{line} not in:\n{text}");
+    assert!(text.contains("hoard_upstream_probes_passed{"), "{text}");
+    super::o_metrics::promtool_accepts(&text);
+    // `a` passes again: back after its window holds two passes (three
+    // more rounds at the most).
+    a.health.store(200, Ordering::SeqCst);
+    let probes = proxy.counter("health_probes");
+    proxy.wait_counter("health_probes", probes + 6).await;
+    let s = servers(&t, &proxy).await;
+    assert_eq!(s[0]["state"], "up", "{s:?}");
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..4 {
+        seen.insert(t.client(&proxy).get("/p").send().await.text());
+    }
+    assert!(seen.contains("a") && seen.contains("b"), "{seen:?}");
+    proxy.stop().await;
+    a.finish().await;
+    b.finish().await;
+}
+
+// y17002: run-time control through the admin API: `down` takes a server
+// out (its health notwithstanding), `drain` too (shown as `drain`), `up`
+// keeps it in service while its probes fail, `auto` gives it back to them;
+// every server out answers 503 at once. Bad input: an unknown upstream or
+// server (404, naming what exists) and an unknown state (400). A reload
+// returns every server to `auto`.
+#[tokio::test]
+async fn y17002_servers_set_down_drain_up_and_auto() {
+    let t = Test::new("y17002");
+    let (a, b) = (Server::start(&t, "a").await, Server::start(&t, "b").await);
+    let hc = r#"health_check = { path = "/health", interval = "20ms", window = 2, threshold = 2 }"#;
+    let cfg = config(&a, &b, hc);
+    let proxy = t
+        .proxy()
+        .origin(&a.origin)
+        .toml(&a.origin, &cfg)
+        .admin()
+        .start()
+        .await;
+    let admin = t.client(proxy.admin());
+    let set = |server: String, state: &str| {
+        admin
+            .post(&format!("/upstreams/app/servers/{server}"))
+            .body(format!("{{\"state\": \"{state}\"}}"))
+            .send()
+    };
+    let (aa, ba) = (a.origin.addr().to_string(), b.origin.addr().to_string());
+    let r = set(aa.clone(), "down").await;
+    r.expect_status(200);
+    assert!(r.text().contains("\"state\":\"down\""), "{}", r.text());
+    for _ in 0..3 {
+        t.client(&proxy).get("/p").send().await.expect_body("b");
+    }
+    set(ba.clone(), "drain").await.expect_status(200);
+    let s = servers(&t, &proxy).await;
+    assert_eq!(
+        (s[0]["admin"].as_str(), s[1]["state"].as_str()),
+        (Some("down"), Some("drain")),
+        "{s:?}"
+    );
+    // Nothing in service: 503 at once, no origin request.
+    let sent = proxy.counter("origin_requests");
+    t.client(&proxy)
+        .get("/p")
+        .send()
+        .await
+        .expect_status(503)
+        .expect_cache_status("detail=no-live-server");
+    proxy.expect_counter("origin_requests", sent);
+    // `up` overrides failing probes.
+    a.health.store(500, Ordering::SeqCst);
+    let failures = proxy.counter("health_probe_failures");
+    proxy
+        .wait_counter("health_probe_failures", failures + 2)
+        .await;
+    set(aa.clone(), "up").await.expect_status(200);
+    t.client(&proxy).get("/p").send().await.expect_body("a");
+    // `auto`: the probes decide again, and they say out.
+    set(aa.clone(), "auto").await.expect_status(200);
+    t.client(&proxy).get("/p").send().await.expect_status(503);
+    // Bad input.
+    let r = admin
+        .post("/upstreams/nope/servers/1.2.3.4:80")
+        .body(r#"{"state": "down"}"#)
+        .send()
+        .await;
+    r.expect_status(404);
+    assert!(r.text().contains("configured: app"), "{}", r.text());
+    let r = admin
+        .post("/upstreams/app/servers/1.2.3.4:80")
+        .body(r#"{"state": "down"}"#)
+        .send()
+        .await;
+    r.expect_status(404);
+    assert!(r.text().contains(&aa), "{}", r.text());
+    let r = set(aa.clone(), "sick").await;
+    r.expect_status(400);
+    assert!(r.text().contains("state"), "{}", r.text());
+    // A reload: every server back to `auto` (b serves again).
+    a.health.store(200, Ordering::SeqCst);
+    proxy.reload_toml(&a.origin, &cfg).unwrap();
+    let s = servers(&t, &proxy).await;
+    assert_eq!(s[1]["admin"], "auto", "{s:?}");
+    t.client(&proxy).get("/p").send().await.expect_status(200);
+    proxy.stop().await;
+    a.finish().await;
+    b.finish().await;
+}
+
+// y17003: bad health checks are refused with the key and the line.
+#[test]
+fn y17003_bad_health_checks_are_refused() {
+    let base = "[[listener]]\naddress = \"127.0.0.1:0\"\n[upstream.app]\nservers = [\"http://127.0.0.1:1\"]\n";
+    let cases = [
+        (
+            "health_check = { path = \"health\" }",
+            "upstream.app.health_check.path",
+            "not a path",
+        ),
+        (
+            "health_check = { path = \"/h\", window = 0 }",
+            "upstream.app.health_check.window",
+            "from 1 to 64",
+        ),
+        (
+            "health_check = { path = \"/h\", window = 65 }",
+            "upstream.app.health_check.window",
+            "from 1 to 64",
+        ),
+        (
+            "health_check = { path = \"/h\", window = 3, threshold = 4 }",
+            "upstream.app.health_check.threshold",
+            "from 1 to the window (3)",
+        ),
+        (
+            "health_check = { path = \"/h\", interval = \"1ms\" }",
+            "upstream.app.health_check.interval",
+            "at least 10ms",
+        ),
+        (
+            "health_check = { path = \"/h\", expect = 42 }",
+            "upstream.app.health_check.expect",
+            "not an HTTP status",
+        ),
+        (
+            "health_check = { path = \"/h\", every = \"1s\" }",
+            "health_check",
+            "unknown field `every`",
+        ),
+    ];
+    for (line, key, message) in cases {
+        let text = format!("{base}{line}\n[[site]]\n[[site.route]]\nprefix = \"/\"\n");
+        let e = hoard_config::Config::from_toml("bad.toml", &text).unwrap_err();
+        assert!(e.key.starts_with(key), "{key}: {e}");
+        assert!(e.line.is_some(), "no line: {e}");
+        assert!(e.to_string().contains(message), "{message}: {e}");
+    }
+}
