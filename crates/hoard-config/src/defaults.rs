@@ -144,6 +144,7 @@ impl RouteConfig {
             max_body_size: None,
             filters: Vec::new(),
             origin_filters: Vec::new(),
+            when: Vec::new(),
         }
     }
 }

@@ -67,6 +67,10 @@ pub struct RouteConfig {
     pub forward_headers: Vec<HeaderName>,
     /// Requests that go to the origin without a lookup (first match wins).
     pub bypass: Vec<rules::Rule>,
+    /// What the request must also have for the route to take it (`when`:
+    /// cookie, header, query, method, client; all of them); empty: the
+    /// path alone decides.
+    pub when: Vec<rules::Condition>,
     /// Requests that are looked up but whose responses are never stored.
     pub no_store: Vec<rules::Rule>,
     /// The `forward_headers` are not added to the key (logged at start).
@@ -338,8 +342,13 @@ impl Resolver<'_> {
         };
         let bypass = self.rules(r.bypass, at, rules::RuleKind::Bypass)?;
         let no_store = self.rules(r.no_store, at, rules::RuleKind::NoStore)?;
+        let when = match r.when {
+            Some(w) => self.when(at, w)?,
+            None => Vec::new(),
+        };
         Ok((
             RouteConfig {
+                when,
                 bypass,
                 no_store,
                 forward_headers,

@@ -169,7 +169,145 @@ fn glob(pattern: &str, text: &str) -> bool {
     rest.len() >= last.len() && rest.ends_with(last)
 }
 
+/// The conditions a rule or a route's `when` can hold, as written.
+#[derive(Debug, Default)]
+pub(super) struct RawConditions {
+    pub cookie: Option<Spanned<String>>,
+    pub header: Option<Spanned<String>>,
+    pub query: Option<Spanned<String>>,
+    pub method: Option<Vec<Spanned<String>>>,
+    pub client: Option<Vec<Spanned<String>>>,
+}
+
+/// A route's `when`, as written: what the request must also have for the
+/// route to take it (`method` one name or a list).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWhen {
+    /// `cookie = "name"` or a `*` pattern.
+    pub cookie: Option<Spanned<String>>,
+    /// `header = "Name"` or `"Name: value"`.
+    pub header: Option<Spanned<String>>,
+    /// `query = "param"` or `"param=value"`.
+    pub query: Option<Spanned<String>>,
+    /// `method = "GET"` or `["GET", "HEAD"]`.
+    pub method: Option<OneOrMany>,
+    /// `client = ["10.0.0.0/8", ...]`.
+    pub client: Option<Vec<Spanned<String>>>,
+}
+
+/// One string, or a list of them (errors point at the `when` table).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    /// `"GET"`.
+    One(String),
+    /// `["GET", "HEAD"]`.
+    Many(Vec<String>),
+}
+
+/// True when every condition holds for `req` (an empty list always does).
+pub fn all_hold(conditions: &[Condition], req: &RuleInput<'_>) -> bool {
+    conditions.iter().all(|c| c.holds(req))
+}
+
 impl Resolver<'_> {
+    /// A route's `when` (`at` names the route): its conditions, at least one.
+    pub(super) fn when(
+        &self,
+        at: &str,
+        raw: Spanned<RawWhen>,
+    ) -> Result<Vec<Condition>, ConfigError> {
+        let span = raw.span();
+        let w = raw.into_inner();
+        let at = format!("{at}.when");
+        let method = w.method.map(|m| match m {
+            OneOrMany::One(s) => vec![Spanned::new(span.clone(), s)],
+            OneOrMany::Many(v) => v
+                .into_iter()
+                .map(|s| Spanned::new(span.clone(), s))
+                .collect(),
+        });
+        let conditions = self.conditions(
+            &at,
+            RawConditions {
+                cookie: w.cookie,
+                header: w.header,
+                query: w.query,
+                method,
+                client: w.client,
+            },
+        )?;
+        if conditions.is_empty() {
+            return Err(self.err(
+                Some(span),
+                at,
+                "no condition (cookie, header, query, method or client)".into(),
+            ));
+        }
+        Ok(conditions)
+    }
+
+    /// The conditions of a rule or a `when` (`at` names it).
+    fn conditions(&self, at: &str, r: RawConditions) -> Result<Vec<Condition>, ConfigError> {
+        let mut conditions = Vec::new();
+        if let Some(c) = r.cookie {
+            conditions.push(Condition::Cookie(c.into_inner()));
+        }
+        if let Some(h) = r.header {
+            let (n, v) = match h.get_ref().split_once(':') {
+                Some((n, v)) => (n.trim(), Some(v.trim().to_string())),
+                None => (h.get_ref().trim(), None),
+            };
+            let n = HeaderName::from_bytes(n.as_bytes()).map_err(|_| {
+                self.err(
+                    Some(h.span()),
+                    format!("{at}.header"),
+                    format!(
+                        "{:?} is not a header name (write \"Name\" or \"Name: value\")",
+                        n
+                    ),
+                )
+            })?;
+            conditions.push(Condition::Header(n, v));
+        }
+        if let Some(q) = r.query {
+            let (n, v) = match q.get_ref().split_once('=') {
+                Some((n, v)) => (n.to_string(), Some(v.to_string())),
+                None => (q.get_ref().clone(), None),
+            };
+            conditions.push(Condition::Query(n, v));
+        }
+        if let Some(ms) = r.method {
+            let mut methods = Vec::new();
+            for m in ms {
+                methods.push(
+                    Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()).map_err(
+                        |_| {
+                            self.err(
+                                Some(m.span()),
+                                format!("{at}.method"),
+                                format!("{:?} is not a method", m.get_ref()),
+                            )
+                        },
+                    )?,
+                );
+            }
+            conditions.push(Condition::Method(methods));
+        }
+        if let Some(cs) = r.client {
+            let mut ranges = Vec::new();
+            for c in cs {
+                ranges.push(
+                    Cidr::parse(c.get_ref())
+                        .map_err(|e| self.err(Some(c.span()), format!("{at}.client"), e))?,
+                );
+            }
+            conditions.push(Condition::Client(ranges));
+        }
+        Ok(conditions)
+    }
+
     /// Resolves a route's `bypass` or `no_store` list; `at` names the route.
     pub(super) fn rules(
         &self,
@@ -190,61 +328,16 @@ impl Resolver<'_> {
                     format!("{:?} names two rules", name.get_ref()),
                 ));
             }
-            let mut conditions = Vec::new();
-            if let Some(c) = r.cookie {
-                conditions.push(Condition::Cookie(c.into_inner()));
-            }
-            if let Some(h) = r.header {
-                let (n, v) = match h.get_ref().split_once(':') {
-                    Some((n, v)) => (n.trim(), Some(v.trim().to_string())),
-                    None => (h.get_ref().trim(), None),
-                };
-                let n = HeaderName::from_bytes(n.as_bytes()).map_err(|_| {
-                    self.err(
-                        Some(h.span()),
-                        format!("{at}.header"),
-                        format!(
-                            "{:?} is not a header name (write \"Name\" or \"Name: value\")",
-                            n
-                        ),
-                    )
-                })?;
-                conditions.push(Condition::Header(n, v));
-            }
-            if let Some(q) = r.query {
-                let (n, v) = match q.get_ref().split_once('=') {
-                    Some((n, v)) => (n.to_string(), Some(v.to_string())),
-                    None => (q.get_ref().clone(), None),
-                };
-                conditions.push(Condition::Query(n, v));
-            }
-            if let Some(ms) = r.method {
-                let mut methods = Vec::new();
-                for m in ms {
-                    methods.push(
-                        Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()).map_err(
-                            |_| {
-                                self.err(
-                                    Some(m.span()),
-                                    format!("{at}.method"),
-                                    format!("{:?} is not a method", m.get_ref()),
-                                )
-                            },
-                        )?,
-                    );
-                }
-                conditions.push(Condition::Method(methods));
-            }
-            if let Some(cs) = r.client {
-                let mut ranges = Vec::new();
-                for c in cs {
-                    ranges.push(
-                        Cidr::parse(c.get_ref())
-                            .map_err(|e| self.err(Some(c.span()), format!("{at}.client"), e))?,
-                    );
-                }
-                conditions.push(Condition::Client(ranges));
-            }
+            let conditions = self.conditions(
+                &at,
+                RawConditions {
+                    cookie: r.cookie,
+                    header: r.header,
+                    query: r.query,
+                    method: r.method,
+                    client: r.client,
+                },
+            )?;
             if conditions.is_empty() {
                 return Err(self.err(
                     Some(name.span()),

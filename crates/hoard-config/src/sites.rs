@@ -48,12 +48,31 @@ pub struct SiteConfig {
 }
 
 impl SiteConfig {
-    /// The index of the first route matching `path`.
+    /// The index of the first route whose path matches `path`, whatever
+    /// its `when` (purges and invalidations, which have a URL only).
     pub fn route_for(&self, path: &str) -> Option<usize> {
-        self.routes.iter().position(|r| match &r.path {
-            PathMatch::Prefix(p) => path.starts_with(p.as_str()),
-            PathMatch::Regex(re) => re.is_match(path),
-        })
+        self.routes.iter().position(|r| path_matches(&r.path, path))
+    }
+
+    /// The index of the first route that takes the request: its path
+    /// matches `path` and every condition of its `when` holds for `req`
+    /// (see `rules`).
+    #[inline]
+    pub fn route_for_request(
+        &self,
+        path: &str,
+        req: &crate::rules::RuleInput<'_>,
+    ) -> Option<usize> {
+        self.routes
+            .iter()
+            .position(|r| path_matches(&r.path, path) && crate::rules::all_hold(&r.when, req))
+    }
+}
+
+fn path_matches(m: &PathMatch, path: &str) -> bool {
+    match m {
+        PathMatch::Prefix(p) => path.starts_with(p.as_str()),
+        PathMatch::Regex(re) => re.is_match(path),
     }
 }
 
@@ -276,7 +295,8 @@ impl Resolver<'_> {
         }
     }
 
-    /// Refuses a route an earlier route of the site always takes first.
+    /// Refuses a route an earlier route of the site (one without `when`)
+    /// always takes first.
     pub(super) fn check_shadowed(
         &self,
         site: usize,
@@ -285,6 +305,10 @@ impl Resolver<'_> {
         for (j, later) in routes.iter().enumerate() {
             let w = Written::of(later.get_ref());
             for (i, earlier) in routes[..j].iter().enumerate() {
+                // A route with `when` takes only some requests of its paths.
+                if earlier.get_ref().when.is_some() {
+                    continue;
+                }
                 let e = Written::of(earlier.get_ref());
                 let covered = match (&e, &w) {
                     (Written::Regex(a), Written::Regex(b)) if a == b => true,

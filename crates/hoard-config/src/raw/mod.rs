@@ -258,6 +258,7 @@ route_with_edge! {
         pub fill_accept_encoding: Option<Spanned<String>>,
         pub forward_headers: Option<Vec<Spanned<String>>>,
         pub forward_unkeyed: Option<bool>,
+        pub when: Option<Spanned<super::rules::RawWhen>>,
         #[serde(default)]
         pub bypass: Vec<super::rules::RawRule>,
         #[serde(default)]

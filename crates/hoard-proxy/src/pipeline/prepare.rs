@@ -212,24 +212,28 @@ impl Pipeline {
             })?;
         let site = &run.cfg.sites[site_idx];
         let path = parts.uri.path();
-        let Some(route_idx) = site.route_for(path) else {
+        // Costs one look at an empty list unless trusted proxies are set.
+        let client =
+            forwarding::client_addr(peer.ip(), &parts.headers, &run.cfg.server.trusted_proxies);
+        let input = hoard_config::rules::RuleInput {
+            method: &parts.method,
+            headers: &parts.headers,
+            query: parts.uri.query(),
+            client,
+        };
+        let Some(route_idx) = site.route_for_request(path, &input) else {
             let e = ProxyError::client(ErrorKind::NoRoute, format!("no route for {path:?}"));
             let mut resp = self.error_response(&e, None);
             if let Some(pages) = &site.error_pages {
                 super::edge::replace_error(pages, &mut resp);
             }
             if !site.response_headers.is_empty() {
-                let trusted = &run.cfg.server.trusted_proxies;
-                let client = forwarding::client_addr(peer.ip(), &parts.headers, trusted);
                 let vars = edge_vars(&parts.uri, &authority, client, tls);
                 site.response_headers.apply(resp.headers_mut(), &vars);
             }
             return Ok(Prepared::Answered(resp));
         };
         let route = &site.routes[route_idx];
-        // Costs one look at an empty list unless trusted proxies are set.
-        let client =
-            forwarding::client_addr(peer.ip(), &parts.headers, &run.cfg.server.trusted_proxies);
         // hoard's own refusals from here on answer for the route: its error
         // page and header edits apply, as to its other answers.
         let refuse = |e: ProxyError, uri: &Uri| match route.edge.as_deref() {

@@ -306,3 +306,96 @@ fn y17003_bad_health_checks_are_refused() {
         assert!(e.to_string().contains(message), "{message}: {e}");
     }
 }
+
+// y17004: routes chosen by the request as well as the path (`when`): a
+// header with a value, a cookie, a method, a query parameter; all given
+// conditions must hold, and the first route that takes the request wins
+// (the path-only route after them takes the rest). Bad `when` tables are
+// refused with the key and line.
+#[tokio::test]
+async fn y17004_routes_by_header_cookie_method_and_query() {
+    let t = Test::new("y17004");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for path in ["/m", "/s", "/p", "/d?debug=1&x=2", "/plain"] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "no-store")
+                    .body(path)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let route = |when: &str, name: &str| {
+        format!("[[site.route]]\nprefix = \"/\"\n{when}\nresponse_headers = {{ set = {{ \"x-route\" = \"{name}\" }} }}\n")
+    };
+    let cfg = format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n[upstream.app]\nservers = [\"http://{{origin}}\"]\n[[site]]\n{}{}{}{}{}{}",
+        route(r#"when = { header = "X-Device: mobile", method = "GET" }"#, "mobile"),
+        route(r#"when = { cookie = "session*" }"#, "session"),
+        route(r#"when = { method = ["POST", "PUT"] }"#, "write"),
+        route(r#"when = { query = "debug=1" }"#, "debug"),
+        route(r#"when = { header = "X-Never" }"#, "never"),
+        route("", "plain"),
+    );
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    let c = t.client(&proxy);
+    c.get("/m")
+        .hdr("X-Device", "Mobile")
+        .send()
+        .await
+        .expect_header("x-route", "mobile");
+    c.get("/s")
+        .hdr("Cookie", "a=1; session_id=7")
+        .send()
+        .await
+        .expect_header("x-route", "session");
+    c.post("/p")
+        .body("x")
+        .send()
+        .await
+        .expect_header("x-route", "write");
+    c.get("/d?debug=1&x=2")
+        .send()
+        .await
+        .expect_header("x-route", "debug");
+    // X-Device with another value, a cookie of another name, a query
+    // parameter with another value: none of them is taken.
+    c.get("/plain")
+        .hdr("X-Device", "desktop")
+        .hdr("Cookie", "other=1")
+        .send()
+        .await
+        .expect_header("x-route", "plain");
+    origin.finish().await;
+    let base = "[[listener]]\naddress = \"127.0.0.1:0\"\n[upstream.app]\nservers = [\"http://127.0.0.1:1\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n";
+    for (when, key, message) in [
+        ("when = {}", "site[0].route[0].when", "no condition"),
+        (
+            "when = { method = \"G T\" }",
+            "site[0].route[0].when.method",
+            "not a method",
+        ),
+        (
+            "when = { header = \"Bad Name: x\" }",
+            "site[0].route[0].when.header",
+            "not a header name",
+        ),
+        (
+            "when = { client = [\"10.0.0.0/99\"] }",
+            "site[0].route[0].when.client",
+            "",
+        ),
+        // serde's own message: the key as written, and the line.
+        ("when = { path = \"/x\" }", "when", "unknown field `path`"),
+    ] {
+        let e =
+            hoard_config::Config::from_toml("bad.toml", &format!("{base}{when}\n")).unwrap_err();
+        assert_eq!(e.key, key, "{e}");
+        assert!(e.line.is_some(), "no line: {e}");
+        assert!(e.to_string().contains(message), "{message}: {e}");
+    }
+}
