@@ -145,6 +145,8 @@ impl RouteConfig {
             filters: Vec::new(),
             origin_filters: Vec::new(),
             when: Vec::new(),
+            rewrite_query: None,
+            normalise: Vec::new(),
         }
     }
 }

@@ -71,6 +71,11 @@ pub struct RouteConfig {
     /// cookie, header, query, method, client; all of them); empty: the
     /// path alone decides.
     pub when: Vec<rules::Condition>,
+    /// The query rewritten before the key and the origin (`rewrite_query`).
+    pub rewrite_query: Option<crate::normalise::QueryRewrite>,
+    /// Headers mapped to one of a few values before the key, `Vary` and
+    /// the origin (`normalise`).
+    pub normalise: Vec<crate::normalise::Normalise>,
     /// Requests that are looked up but whose responses are never stored.
     pub no_store: Vec<rules::Rule>,
     /// The `forward_headers` are not added to the key (logged at start).
@@ -346,9 +351,19 @@ impl Resolver<'_> {
             Some(w) => self.when(at, w)?,
             None => Vec::new(),
         };
+        let rewrite_query = match r.rewrite_query {
+            Some(q) => Some(self.rewrite_query(at, q)?),
+            None => None,
+        };
+        let normalise = match r.normalise {
+            Some(n) => self.normalise(at, n)?,
+            None => Vec::new(),
+        };
         Ok((
             RouteConfig {
                 when,
+                rewrite_query,
+                normalise,
                 bypass,
                 no_store,
                 forward_headers,

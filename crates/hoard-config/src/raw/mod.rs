@@ -259,6 +259,8 @@ route_with_edge! {
         pub forward_headers: Option<Vec<Spanned<String>>>,
         pub forward_unkeyed: Option<bool>,
         pub when: Option<Spanned<super::rules::RawWhen>>,
+        pub rewrite_query: Option<Spanned<super::normalise::RawQueryRewrite>>,
+        pub normalise: Option<Spanned<BTreeMap<String, Vec<String>>>>,
         #[serde(default)]
         pub bypass: Vec<super::rules::RawRule>,
         #[serde(default)]

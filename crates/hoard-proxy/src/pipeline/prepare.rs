@@ -272,6 +272,13 @@ impl Pipeline {
         });
         let mut headers = parts.headers;
         strip_hop_by_hop(&mut headers);
+        // The route's normalisation: the key, `Vary` and the origin see it.
+        if let Some(rq) = &route.rewrite_query {
+            rewrite_query(rq, &mut parts.uri);
+        }
+        for n in &route.normalise {
+            normalise(n, &mut headers);
+        }
         // `100-continue` is answered here (hyper sends `100 Continue` when
         // the body is first read, i.e. when it goes to the origin), so the
         // origin gets a plain request; any other expectation is refused
@@ -327,5 +334,46 @@ impl Pipeline {
             upgrade,
             at: (site_idx, route_idx),
         }))
+    }
+}
+
+/// The query as the route's `rewrite_query` wants it (see
+/// `hoard_config::normalise`).
+fn rewrite_query(rq: &hoard_config::normalise::QueryRewrite, uri: &mut Uri) {
+    let Some(q) = uri.query().and_then(|q| rq.apply(q)) else {
+        return;
+    };
+    let target = if q.is_empty() {
+        uri.path().to_owned()
+    } else {
+        format!("{}?{q}", uri.path())
+    };
+    if let Ok(t) = Uri::try_from(target) {
+        *uri = t;
+    }
+}
+
+/// A header set to the best of the route's values for it (all of its
+/// lines read as one list).
+fn normalise(n: &hoard_config::normalise::Normalise, headers: &mut http::HeaderMap) {
+    let mut lines = headers
+        .get_all(&n.header)
+        .iter()
+        .filter_map(|v| v.to_str().ok());
+    let sent = match (lines.next(), lines.next()) {
+        (None, _) => None,
+        (Some(one), None) => Some(std::borrow::Cow::Borrowed(one)),
+        (Some(a), Some(b)) => {
+            let mut all = format!("{a},{b}");
+            for l in lines {
+                all.push(',');
+                all.push_str(l);
+            }
+            Some(std::borrow::Cow::Owned(all))
+        }
+    };
+    let pick = n.pick(sent.as_deref());
+    if let Ok(v) = http::HeaderValue::from_str(pick) {
+        headers.insert(n.header.clone(), v);
     }
 }

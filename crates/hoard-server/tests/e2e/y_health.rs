@@ -399,3 +399,99 @@ async fn y17004_routes_by_header_cookie_method_and_query() {
         assert!(e.to_string().contains(message), "{message}: {e}");
     }
 }
+
+// y17005: normalisation the origin sees: tracking parameters removed and
+// the rest sorted (`rewrite_query`), Accept-Language mapped to one of
+// three languages (`normalise`, RFC 4647 lookup by quality). Six
+// language preferences and two orders of the query with different
+// tracking tags make three origin fetches, each with the clean query and
+// the normalised language. Bad tables are refused with the key and line.
+#[tokio::test]
+async fn y17005_the_origin_sees_the_normalised_request() {
+    let t = Test::new("y17005");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for lang in ["en", "de", "fr"] {
+                s.rxreq()
+                    .await
+                    .expect_url("/page?a=1&b=2")
+                    .expect_header("accept-language", lang);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .hdr("Vary", "Accept-Language")
+                    .body(format!("page-{lang}"))
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let cfg = r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{origin}"]
+[[site]]
+[[site.route]]
+prefix = "/"
+rewrite_query = { sort = true, remove = ["utm_*", "gclid"] }
+normalise = { "accept-language" = ["en", "de", "fr"] }
+"#;
+    let proxy = t.proxy().origin(&origin).toml(&origin, cfg).start().await;
+    let get = |q: &'static str, lang: &'static str| {
+        let c = t.client(&proxy);
+        async move { c.get(q).hdr("Accept-Language", lang).send().await }
+    };
+    get("/page?b=2&a=1&utm_source=news&gclid=XYZ", "en-US")
+        .await
+        .expect_body("page-en");
+    proxy.wait_counter("objects_stored", 1).await;
+    for (q, lang, body) in [
+        ("/page?a=1&b=2&utm_medium=x", "en-GB,en;q=0.9", "page-en"),
+        ("/page?b=2&a=1", "de-DE", "page-de"),
+        ("/page?a=1&b=2", "de-AT;q=0.8, xx", "page-de"),
+        ("/page?a=1&gclid=1&b=2", "fr-CA", "page-fr"),
+        ("/page?a=1&b=2", "fr", "page-fr"),
+        ("/page?a=1&b=2", "es", "page-en"),
+        ("/page?a=1&b=2", "pt-BR, de;q=0.5", "page-de"),
+    ] {
+        let stored = proxy.counter("objects_stored");
+        let r = get(q, lang).await;
+        r.expect_body(body);
+        if r.cache_status().is_some_and(|s| s.contains("fwd=")) {
+            proxy.wait_counter("objects_stored", stored + 1).await;
+        }
+    }
+    proxy.expect_counter("origin_requests", 3);
+    origin.finish().await;
+    let base = "[[listener]]\naddress = \"127.0.0.1:0\"\n[upstream.app]\nservers = [\"http://127.0.0.1:1\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n";
+    for (line, key, message) in [
+        (
+            "rewrite_query = {}",
+            "site[0].route[0].rewrite_query",
+            "says nothing to do",
+        ),
+        (
+            "rewrite_query = { remove = [\"a=b\"] }",
+            "site[0].route[0].rewrite_query.remove",
+            "not a parameter name",
+        ),
+        (
+            "normalise = { \"accept-language\" = [] }",
+            "site[0].route[0].normalise.accept-language",
+            "lists no value",
+        ),
+        (
+            "normalise = { \"bad header\" = [\"x\"] }",
+            "site[0].route[0].normalise.bad header",
+            "not a header name",
+        ),
+    ] {
+        let e =
+            hoard_config::Config::from_toml("bad.toml", &format!("{base}{line}\n")).unwrap_err();
+        assert_eq!(e.key, key, "{e}");
+        assert!(e.line.is_some(), "no line: {e}");
+        assert!(e.to_string().contains(message), "{message}: {e}");
+    }
+}

@@ -1,0 +1,256 @@
+//! A route's request normalisation, which the cache key, `Vary` and the
+//! origin all see (unlike `key.query_exclude`, which changes the key
+//! only): `rewrite_query` (Varnish's `std.querysort` and the regsuball
+//! that strip tracking parameters) and `normalise` (a header mapped to the
+//! best of a few values: Varnish's Accept-Language normalisation).
+//!
+//! ```toml
+//! rewrite_query = { sort = true, remove = ["utm_*", "gclid"] }
+//! normalise = { "accept-language" = ["en", "de", "fr"] }
+//! ```
+//!
+//! Pure: the pipeline applies them to the request before its key.
+
+use http::header::HeaderName;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::ConfigError;
+use crate::Resolver;
+
+/// `rewrite_query`, resolved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueryRewrite {
+    /// Parameters in name order (stable: one name's values keep theirs).
+    pub sort: bool,
+    /// Names removed; `*` matches any run of characters.
+    pub remove: Vec<String>,
+}
+
+impl QueryRewrite {
+    /// The query rewritten, or `None` when it stays as it is. An empty
+    /// result is `Some("")` (the `?` goes too).
+    pub fn apply(&self, query: &str) -> Option<String> {
+        let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+        let before = params.len();
+        if !self.remove.is_empty() {
+            params.retain(|p| {
+                let name = p.split_once('=').map_or(*p, |(n, _)| n);
+                !self.remove.iter().any(|pat| crate::rules::glob(pat, name))
+            });
+        }
+        let removed = params.len() != before;
+        let mut moved = false;
+        if self.sort {
+            moved = params
+                .windows(2)
+                .any(|w| param_name(w[0]) > param_name(w[1]));
+            if moved {
+                params.sort_by(|a, b| param_name(a).cmp(param_name(b)));
+            }
+        }
+        (removed || moved).then(|| params.join("&"))
+    }
+}
+
+fn param_name(p: &str) -> &str {
+    p.split_once('=').map_or(p, |(n, _)| n)
+}
+
+/// One `normalise` entry: a header mapped to the best of `values`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Normalise {
+    /// The header.
+    pub header: HeaderName,
+    /// The values it may take; the first when none matches.
+    pub values: Vec<String>,
+}
+
+impl Normalise {
+    /// The value for a request whose header says `sent` (`None`: absent):
+    /// RFC 4647 §3.4 lookup over the ranges by quality (RFC 9110 §12.4.2;
+    /// `q=0` excluded), each range tried whole and then shortened at its
+    /// last `-`; `*` takes the first value; the first value when nothing
+    /// matches.
+    pub fn pick(&self, sent: Option<&str>) -> &str {
+        let first = self.values.first().map_or("", String::as_str);
+        let Some(sent) = sent else { return first };
+        let mut ranges: Vec<(&str, u16)> = sent
+            .split(',')
+            .filter_map(|part| {
+                let mut it = part.split(';');
+                let range = it.next()?.trim();
+                let q = it
+                    .filter_map(|p| p.trim().strip_prefix("q="))
+                    .next()
+                    .map_or(1000, qvalue);
+                (!range.is_empty() && q > 0).then_some((range, q))
+            })
+            .collect();
+        ranges.sort_by(|a, b| b.1.cmp(&a.1));
+        for (range, _) in ranges {
+            if range == "*" {
+                return first;
+            }
+            let mut tag = range;
+            loop {
+                if let Some(v) = self.values.iter().find(|v| v.eq_ignore_ascii_case(tag)) {
+                    return v;
+                }
+                match tag.rfind('-') {
+                    Some(at) => tag = &tag[..at],
+                    None => break,
+                }
+            }
+        }
+        first
+    }
+}
+
+/// A quality value in thousandths (RFC 9110 §12.4.2); 0 when malformed.
+fn qvalue(s: &str) -> u16 {
+    let s = s.trim();
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    match int {
+        "1" => 1000,
+        "0" => {
+            let digits: String = frac.chars().take(3).collect();
+            if digits.is_empty() {
+                return 0;
+            }
+            let n: u16 = digits.parse().unwrap_or(0);
+            n * 10u16.pow(3 - digits.len() as u32)
+        }
+        _ => 0,
+    }
+}
+
+/// `rewrite_query` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQueryRewrite {
+    pub sort: Option<bool>,
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+impl Resolver<'_> {
+    /// `at.rewrite_query`, checked.
+    pub(super) fn rewrite_query(
+        &self,
+        at: &str,
+        raw: Spanned<RawQueryRewrite>,
+    ) -> Result<QueryRewrite, ConfigError> {
+        let span = raw.span();
+        let r = raw.into_inner();
+        if !r.sort.unwrap_or(false) && r.remove.is_empty() {
+            return Err(self.err(
+                Some(span),
+                format!("{at}.rewrite_query"),
+                "says nothing to do (sort = true, or remove = [...])".into(),
+            ));
+        }
+        if let Some(bad) = r
+            .remove
+            .iter()
+            .find(|n| n.is_empty() || n.contains(['&', '=', ' ']))
+        {
+            return Err(self.err(
+                Some(span),
+                format!("{at}.rewrite_query.remove"),
+                format!("{bad:?} is not a parameter name (a `*` pattern at the most)"),
+            ));
+        }
+        Ok(QueryRewrite {
+            sort: r.sort.unwrap_or(false),
+            remove: r.remove,
+        })
+    }
+
+    /// `at.normalise`, checked.
+    pub(super) fn normalise(
+        &self,
+        at: &str,
+        raw: Spanned<std::collections::BTreeMap<String, Vec<String>>>,
+    ) -> Result<Vec<Normalise>, ConfigError> {
+        let span = raw.span();
+        let mut out = Vec::new();
+        for (name, values) in raw.into_inner() {
+            let key = format!("{at}.normalise.{name}");
+            let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                self.err(
+                    Some(span.clone()),
+                    key.clone(),
+                    format!("{name:?} is not a header name"),
+                )
+            })?;
+            if values.is_empty() {
+                return Err(self.err(
+                    Some(span.clone()),
+                    key,
+                    "lists no value (the first is the default)".into(),
+                ));
+            }
+            if let Some(bad) = values
+                .iter()
+                .find(|v| http::HeaderValue::from_str(v).is_err() || v.is_empty())
+            {
+                return Err(self.err(
+                    Some(span.clone()),
+                    key,
+                    format!("{bad:?} is not a header value"),
+                ));
+            }
+            out.push(Normalise { header, values });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_lose_tracking_and_sort() {
+        let r = QueryRewrite {
+            sort: true,
+            remove: vec!["utm_*".into(), "gclid".into()],
+        };
+        assert_eq!(
+            r.apply("b=2&a=1&utm_source=news&gclid=XYZ").as_deref(),
+            Some("a=1&b=2")
+        );
+        assert_eq!(r.apply("a=1&b=2"), None, "already so");
+        assert_eq!(r.apply("utm_x=1").as_deref(), Some(""));
+        assert_eq!(
+            r.apply("b=1&a=2&b=0").as_deref(),
+            Some("a=2&b=1&b=0"),
+            "stable"
+        );
+        let keep = QueryRewrite {
+            sort: false,
+            remove: vec!["x".into()],
+        };
+        assert_eq!(keep.apply("z=1&x=2&a=3").as_deref(), Some("z=1&a=3"));
+    }
+
+    #[test]
+    fn languages_by_lookup_and_quality() {
+        let n = Normalise {
+            header: HeaderName::from_static("accept-language"),
+            values: vec!["en".into(), "de".into(), "fr".into()],
+        };
+        assert_eq!(n.pick(None), "en");
+        assert_eq!(n.pick(Some("de-CH,de;q=0.9,en;q=0.8")), "de");
+        assert_eq!(n.pick(Some("fr-FR;q=0.5, en-GB;q=0.7")), "en");
+        assert_eq!(n.pick(Some("es, fr;q=0.1")), "fr");
+        assert_eq!(n.pick(Some("es, pt")), "en");
+        assert_eq!(n.pick(Some("FR")), "fr");
+        assert_eq!(n.pick(Some("de;q=0, *")), "en");
+        assert_eq!(n.pick(Some("zh-Hant-TW, de-AT-1996;q=0.3")), "de");
+        assert_eq!(qvalue("0.25"), 250);
+        assert_eq!(qvalue("1.000"), 1000);
+        assert_eq!(qvalue("x"), 0);
+    }
+}
