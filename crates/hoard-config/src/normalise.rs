@@ -87,7 +87,7 @@ impl Normalise {
                 (!range.is_empty() && q > 0).then_some((range, q))
             })
             .collect();
-        ranges.sort_by(|a, b| b.1.cmp(&a.1));
+        ranges.sort_by_key(|r| std::cmp::Reverse(r.1));
         for (range, _) in ranges {
             if range == "*" {
                 return first;
