@@ -69,6 +69,29 @@ impl SiteConfig {
     }
 }
 
+/// A route's bypass rules: `request_cookie = "pass"` first (a request
+/// with a `Cookie` after the route's request edits goes to the origin, as
+/// Varnish's built-in `vcl_recv` passes it), then the route's own, then
+/// its site's that it does not name itself.
+fn inherit_bypass(route: &mut RouteConfig, site: &[crate::rules::Rule], cookie_pass: bool) {
+    let own: Vec<crate::rules::Rule> = std::mem::take(&mut route.bypass);
+    if cookie_pass {
+        route.bypass.push(crate::rules::Rule {
+            name: "request-cookie".into(),
+            label: "request-cookie".into(),
+            conditions: vec![crate::rules::Condition::Cookie("*".into())],
+            store: false,
+        });
+    }
+    let inherited: Vec<crate::rules::Rule> = site
+        .iter()
+        .filter(|r| !own.iter().any(|o| o.name == r.name))
+        .cloned()
+        .collect();
+    route.bypass.extend(own);
+    route.bypass.extend(inherited);
+}
+
 fn path_matches(m: &PathMatch, path: &str) -> bool {
     match m {
         PathMatch::Prefix(p) => path.starts_with(p.as_str()),
@@ -171,6 +194,25 @@ fn literal_run(re: &str) -> &str {
 }
 
 impl Resolver<'_> {
+    /// `request_cookie`: `Some(true)` for `"pass"`, `Some(false)` for
+    /// `"cache"` (the default: a request's cookies change nothing).
+    fn request_cookie(
+        &self,
+        at: &str,
+        raw: Option<Spanned<String>>,
+    ) -> Result<Option<bool>, ConfigError> {
+        let Some(v) = raw else { return Ok(None) };
+        match v.get_ref().as_str() {
+            "pass" => Ok(Some(true)),
+            "cache" => Ok(Some(false)),
+            other => Err(self.err(
+                Some(v.span()),
+                format!("{at}.request_cookie"),
+                format!("{other:?}: expected \"pass\" (requests with a Cookie go to the origin) or \"cache\""),
+            )),
+        }
+    }
+
     /// Every `[[site]]` with its routes; without one, a site of one
     /// catch-all route.
     pub(super) fn sites(
@@ -207,13 +249,23 @@ impl Resolver<'_> {
             )?;
             let mut routes = Vec::new();
             let mut probes = Vec::new();
+            let site_bypass = self.rules(
+                site.bypass,
+                &format!("site[{i}]"),
+                crate::rules::RuleKind::Bypass,
+            )?;
+            let site_cookie = self.request_cookie(&format!("site[{i}]"), site.request_cookie)?;
             for (j, r) in site.routes.into_iter().enumerate() {
                 let at = format!("site[{i}].route[{j}]");
                 let mut r = r.into_inner();
                 let names = r.filters.take();
                 let origin_names = r.origin_filters.take();
+                let cookie = self
+                    .request_cookie(&at, r.request_cookie.take())?
+                    .or(site_cookie);
                 let (route, probe) = self.route(&at, r, upstreams, cache, error_pages.as_ref())?;
                 let mut route = route;
+                inherit_bypass(&mut route, &site_bypass, cookie == Some(true));
                 route.filters = self.route_filters(&at, "filters", names, filters)?;
                 route.origin_filters =
                     self.route_filters(&at, "origin_filters", origin_names, filters)?;
@@ -224,6 +276,7 @@ impl Resolver<'_> {
             if routes.is_empty() {
                 let mut route = RouteConfig::catch_all();
                 route.max_body_size = site.max_body_size.map(|s| s.0);
+                inherit_bypass(&mut route, &site_bypass, site_cookie == Some(true));
                 if let Some(pages) = &error_pages {
                     route.edge = Some(std::sync::Arc::new(hoard_edge::Edge {
                         error_pages: Some(pages.clone()),

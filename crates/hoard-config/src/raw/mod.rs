@@ -183,6 +183,9 @@ pub struct RawSite {
     pub listeners: Option<Spanned<Vec<Spanned<String>>>>,
     pub max_body_size: Option<Size>,
     pub response_headers: Option<Spanned<edge::RawHeaderEdits>>,
+    pub request_cookie: Option<Spanned<String>>,
+    #[serde(default)]
+    pub bypass: Vec<super::rules::RawRule>,
 }
 
 /// Declares [`RawRoute`] and [`RawEdge`] from one list, so that the edge
@@ -259,6 +262,7 @@ route_with_edge! {
         pub forward_headers: Option<Vec<Spanned<String>>>,
         pub forward_unkeyed: Option<bool>,
         pub when: Option<Spanned<super::rules::RawWhen>>,
+        pub request_cookie: Option<Spanned<String>>,
         pub rewrite_query: Option<Spanned<super::normalise::RawQueryRewrite>>,
         pub normalise: Option<Spanned<BTreeMap<String, Vec<String>>>>,
         #[serde(default)]

@@ -495,3 +495,117 @@ normalise = { "accept-language" = ["en", "de", "fr"] }
         assert!(e.to_string().contains(message), "{message}: {e}");
     }
 }
+
+// y17006: `request_cookie = "pass"` on a site: a request with a Cookie goes
+// to the origin (Alice's page is never Bob's), one without is cached as
+// before; a route that strips cookies (`request_headers`) caches anyway,
+// since the rule looks after the route's edits. A site's bypass rules
+// reach its routes. Bad values are refused with the key and line.
+#[tokio::test]
+async fn y17006_requests_with_cookies_pass() {
+    let t = Test::new("y17006");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for (path, who) in [
+                ("/profile", "alice"),
+                ("/profile", "bob"),
+                ("/profile", "anonymous"),
+                ("/static/a.css", "css"),
+                ("/x?preview=1", "preview"),
+                ("/x?preview=1", "preview"),
+            ] {
+                let r = s.rxreq().await;
+                r.expect_url(path);
+                if path == "/static/a.css" {
+                    r.expect_no_header("cookie");
+                }
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .body(who)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let cfg = r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{origin}"]
+[[site]]
+request_cookie = "pass"
+[[site.bypass]]
+name = "preview"
+query = "preview"
+[[site.route]]
+prefix = "/static/"
+request_headers = { remove = ["Cookie"] }
+[[site.route]]
+prefix = "/"
+"#;
+    let proxy = t.proxy().origin(&origin).toml(&origin, cfg).start().await;
+    let c = t.client(&proxy);
+    c.get("/profile")
+        .hdr("Cookie", "sid=alice")
+        .send()
+        .await
+        .expect_body("alice")
+        .expect_cache_status("detail=request-cookie");
+    c.get("/profile")
+        .hdr("Cookie", "sid=bob")
+        .send()
+        .await
+        .expect_body("bob");
+    c.get("/profile").send().await.expect_body("anonymous");
+    proxy.wait_counter("objects_stored", 1).await;
+    c.get("/profile")
+        .send()
+        .await
+        .expect_body("anonymous")
+        .expect_cache_status("hit");
+    c.get("/static/a.css")
+        .hdr("Cookie", "sid=alice")
+        .send()
+        .await
+        .expect_body("css");
+    proxy.wait_counter("objects_stored", 2).await;
+    c.get("/static/a.css")
+        .hdr("Cookie", "sid=bob")
+        .send()
+        .await
+        .expect_body("css")
+        .expect_cache_status("hit");
+    for _ in 0..2 {
+        c.get("/x?preview=1")
+            .send()
+            .await
+            .expect_body("preview")
+            .expect_cache_status("detail=bypass-rule:preview");
+    }
+    origin.finish().await;
+    let base = "[[listener]]\naddress = \"127.0.0.1:0\"\n[upstream.app]\nservers = [\"http://127.0.0.1:1\"]\n[[site]]\n";
+    for (text, key, message) in [
+        (
+            "request_cookie = \"never\"\n[[site.route]]\nprefix = \"/\"\n",
+            "site[0].request_cookie",
+            "expected \"pass\"",
+        ),
+        (
+            "[[site.route]]\nprefix = \"/\"\nrequest_cookie = \"yes\"\n",
+            "site[0].route[0].request_cookie",
+            "expected \"pass\"",
+        ),
+        (
+            "[[site.bypass]]\nname = \"x\"\n[[site.route]]\nprefix = \"/\"\n",
+            "site[0].bypass[0]",
+            "has no condition",
+        ),
+    ] {
+        let e = hoard_config::Config::from_toml("bad.toml", &format!("{base}{text}")).unwrap_err();
+        assert_eq!(e.key, key, "{e}");
+        assert!(e.line.is_some(), "no line: {e}");
+        assert!(e.to_string().contains(message), "{message}: {e}");
+    }
+}
