@@ -146,6 +146,7 @@ impl RouteConfig {
             origin_filters: Vec::new(),
             when: Vec::new(),
             rewrite_query: None,
+            store: Vec::new(),
             normalise: Vec::new(),
         }
     }

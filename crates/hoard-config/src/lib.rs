@@ -39,6 +39,7 @@ mod run_as;
 mod server;
 mod servers;
 pub mod sites;
+pub mod store_rules;
 pub mod units;
 mod upstreams;
 mod via;

@@ -71,6 +71,9 @@ pub struct RouteConfig {
     /// cookie, header, query, method, client; all of them); empty: the
     /// path alone decides.
     pub when: Vec<rules::Condition>,
+    /// Decisions on what the origin sent (`[[site.route.store]]`), first
+    /// match wins (see `store_rules`).
+    pub store: Vec<crate::store_rules::StoreRule>,
     /// The query rewritten before the key and the origin (`rewrite_query`).
     pub rewrite_query: Option<crate::normalise::QueryRewrite>,
     /// Headers mapped to one of a few values before the key, `Vary` and
@@ -359,9 +362,11 @@ impl Resolver<'_> {
             Some(n) => self.normalise(at, n)?,
             None => Vec::new(),
         };
+        let store = self.store_rules(at, r.store)?;
         Ok((
             RouteConfig {
                 when,
+                store,
                 rewrite_query,
                 normalise,
                 bypass,

@@ -45,6 +45,8 @@ pub enum NotStorable {
     UnexpectedRange,
     /// An origin filter marked the response uncacheable (`hoard.uncacheable`).
     Filter,
+    /// A route's storing rule (`[[site.route.store]]`) passes it.
+    StoreRule,
 }
 
 impl NotStorable {
@@ -62,6 +64,7 @@ impl NotStorable {
                 | NotStorable::TooLarge
                 | NotStorable::Status
                 | NotStorable::Filter
+                | NotStorable::StoreRule
         )
     }
 
@@ -83,6 +86,7 @@ impl NotStorable {
             NotStorable::ServerError => "server-error",
             NotStorable::UnexpectedRange => "unexpected-range",
             NotStorable::Filter => "filter",
+            NotStorable::StoreRule => "store-rule",
         }
     }
 }

@@ -269,6 +269,8 @@ route_with_edge! {
         pub bypass: Vec<super::rules::RawRule>,
         #[serde(default)]
         pub no_store: Vec<super::rules::RawRule>,
+        #[serde(default)]
+        pub store: Vec<Spanned<super::store_rules::RawStoreRule>>,
         edge {
             pub response_headers: Option<Spanned<edge::RawHeaderEdits>>,
             pub request_headers: Option<Spanned<edge::RawHeaderEdits>>,

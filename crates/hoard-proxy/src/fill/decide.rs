@@ -3,6 +3,7 @@
 
 use std::time::SystemTime;
 
+use hoard_config::store_rules::StoreAction;
 use hoard_policy::facts::ResponseFacts;
 use hoard_policy::freshness::{LifetimeSource, StoredTimes};
 use hoard_policy::reuse::StoredRules;
@@ -51,7 +52,8 @@ impl FillEngine {
     /// Whether and how the response is stored (RFC 9111 §3), from the
     /// route's policy and the request's directives; `status` is the one
     /// it is judged by (see [`Self::slice_answer`]). The origin filters'
-    /// `decision` comes last: `uncacheable` refuses it, and a `ttl`
+    /// `decision` and the route's store rules come last: `uncacheable` or
+    /// a rule's `pass` refuses it; a `ttl` (the filter's, else the rule's)
     /// replaces the response's lifetime, and stores one that had none
     /// (the fields that forbid storing, such as `no-store`, `private` or
     /// `Set-Cookie`, still do: a filter removes them to store anyway).
@@ -66,6 +68,26 @@ impl FillEngine {
         if decision.uncacheable {
             return Err(NotStorable::Filter);
         }
+        let rule = hoard_config::store_rules::first_match(
+            &job.route.store,
+            status.as_u16(),
+            &parts.headers,
+        );
+        let (rule_ttl, grace, stale_if_error) = match rule.map(|r| (r, r.action)) {
+            Some((r, StoreAction::Pass)) => {
+                tracing::debug!(key = %job.key.text, rule = %r.name, "a store rule passes the response");
+                return Err(NotStorable::StoreRule);
+            }
+            Some((
+                _,
+                StoreAction::Store {
+                    ttl,
+                    grace,
+                    stale_if_error,
+                },
+            )) => (ttl, grace, stale_if_error),
+            None => (None, None, None),
+        };
         let policy = &job.route.policy;
         let facts = ResponseFacts::read(status.as_u16(), &parts.headers, policy);
         let req_facts = RequestFacts {
@@ -78,13 +100,16 @@ impl FillEngine {
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        let (lifetime, source) = match (
-            storability(req_facts, &facts, policy, response_time),
-            decision.ttl,
-        ) {
-            (Ok(_) | Err(NotStorable::NoFreshness | NotStorable::StaleOnArrival), Some(ttl)) => {
-                (ttl, LifetimeSource::Filter)
-            }
+        // An origin filter's TTL, else a store rule's, replaces the
+        // response's own lifetime.
+        let set = match (decision.ttl, rule_ttl) {
+            (Some(t), _) => Some((t, LifetimeSource::Filter)),
+            (None, Some(t)) => Some((t, LifetimeSource::Configured)),
+            (None, None) => None,
+        };
+        let (lifetime, source) = match (storability(req_facts, &facts, policy, response_time), set)
+        {
+            (Ok(_) | Err(NotStorable::NoFreshness | NotStorable::StaleOnArrival), Some(set)) => set,
             (judged, _) => judged?,
         };
         if content_length.is_some_and(|len| len > self.store.max_object()) {
@@ -101,11 +126,20 @@ impl FillEngine {
                 lifetime,
             },
             source,
-            rules: StoredRules::new(
-                &facts.cc,
-                policy.stale_while_revalidate,
-                policy.stale_if_error,
-            ),
+            rules: {
+                let mut rules = StoredRules::new(
+                    &facts.cc,
+                    policy.stale_while_revalidate,
+                    policy.stale_if_error,
+                );
+                if let Some(g) = grace {
+                    rules.stale_while_revalidate = g;
+                }
+                if let Some(e) = stale_if_error {
+                    rules.stale_if_error = e;
+                }
+                rules
+            },
             vary: if policy.ignore_vary {
                 VaryNames::default()
             } else {

@@ -20,8 +20,8 @@ use super::{FillEngine, FillJob};
 impl FillEngine {
     /// Merges the 304's fields into the stored response and stores the
     /// refreshed copy (memory: swapped in; disk: the head rewritten) unless
-    /// a purge since `purge_epoch` selects it. An origin filter's `ttl`
-    /// replaces the refreshed lifetime.
+    /// a purge since `purge_epoch` selects it. An origin filter's `ttl`,
+    /// else a store rule's, replaces the refreshed lifetime.
     pub(super) async fn refresh_from_304(
         &self,
         job: &FillJob,
@@ -50,7 +50,17 @@ impl FillEngine {
         merge_304(&mut headers, &update);
         let policy = &job.route.policy;
         let facts = ResponseFacts::read(stale.status.as_u16(), &headers, policy);
-        let (lifetime, source) = match filter_ttl {
+        let rule_ttl = match hoard_config::store_rules::first_match(
+            &job.route.store,
+            stale.status.as_u16(),
+            &headers,
+        )
+        .map(|r| r.action)
+        {
+            Some(hoard_config::store_rules::StoreAction::Store { ttl, .. }) => ttl,
+            _ => None,
+        };
+        let (lifetime, source) = match filter_ttl.or(rule_ttl) {
             Some(ttl) => (ttl, hoard_policy::freshness::LifetimeSource::Filter),
             None => freshness_lifetime(&facts, policy, response_time)
                 .unwrap_or((std::time::Duration::ZERO, stale.lifetime_source)),

@@ -609,3 +609,126 @@ prefix = "/"
         assert!(e.to_string().contains(message), "{message}: {e}");
     }
 }
+
+// y17007: decisions on what the origin sent (`[[site.route.store]]`, first
+// match wins): a rule on a header passes a response its Cache-Control
+// would store (and the key passes after it); a rule on the status stores
+// a 503 for 10 s; a rule on the content type replaces the origin's 5 s
+// with an hour. Bad rules are refused with the key and line.
+#[tokio::test]
+async fn y17007_store_rules_decide_on_the_response() {
+    let t = Test::new("y17007");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/flagged");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .hdr("X-No-Store", "1")
+                .body("flagged")
+                .send()
+                .await;
+            s.rxreq().await.expect_url("/flagged");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=600")
+                .body("again")
+                .send()
+                .await;
+            s.rxreq().await.expect_url("/down");
+            s.txresp(503).body("down").send().await;
+            s.rxreq().await.expect_url("/i.png");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=5")
+                .hdr("Content-Type", "image/png")
+                .body("png")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let cfg = r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{origin}"]
+[[site]]
+[[site.route]]
+prefix = "/"
+[[site.route.store]]
+name = "flagged"
+header = "X-No-Store"
+action = "pass"
+[[site.route.store]]
+name = "errors-briefly"
+status = ["5xx"]
+ttl = "10s"
+[[site.route.store]]
+name = "images"
+content_type = "image/*"
+ttl = "1h"
+grace = "10m"
+"#;
+    let proxy = t.proxy().origin(&origin).toml(&origin, cfg).start().await;
+    let c = t.client(&proxy);
+    c.get("/flagged")
+        .send()
+        .await
+        .expect_body("flagged")
+        .expect_cache_status("detail=store-rule");
+    c.get("/flagged")
+        .send()
+        .await
+        .expect_body("again")
+        .expect_cache_status("detail=hit-for-pass");
+    c.get("/down").send().await.expect_status(503);
+    proxy.wait_counter("objects_stored", 1).await;
+    c.get("/down")
+        .send()
+        .await
+        .expect_status(503)
+        .expect_body("down")
+        .expect_cache_status("hit; ttl=10");
+    c.get("/i.png").send().await.expect_body("png");
+    proxy.wait_counter("objects_stored", 2).await;
+    t.clock.advance(super::secs(60));
+    c.get("/i.png")
+        .send()
+        .await
+        .expect_body("png")
+        .expect_cache_status("hit; ttl=3540");
+    origin.finish().await;
+    let base = "[[listener]]\naddress = \"127.0.0.1:0\"\n[upstream.app]\nservers = [\"http://127.0.0.1:1\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n[[site.route.store]]\n";
+    for (rule, key, message) in [
+        (
+            "status = [\"6xx\"]\nttl = \"1s\"",
+            "site[0].route[0].store[0].status",
+            "a status (404) or a class",
+        ),
+        (
+            "action = \"pass\"\nttl = \"1s\"",
+            "site[0].route[0].store[0].action",
+            "sets no ttl",
+        ),
+        (
+            "action = \"keep\"",
+            "site[0].route[0].store[0].action",
+            "expected \"pass\" or \"store\"",
+        ),
+        (
+            "header = \"X-A\"",
+            "site[0].route[0].store[0]",
+            "decides nothing",
+        ),
+        (
+            "header = \"Bad Name\"\naction = \"pass\"",
+            "site[0].route[0].store[0].header",
+            "not a header name",
+        ),
+    ] {
+        let e =
+            hoard_config::Config::from_toml("bad.toml", &format!("{base}{rule}\n")).unwrap_err();
+        assert_eq!(e.key, key, "{e}");
+        assert!(e.line.is_some(), "no line: {e}");
+        assert!(e.to_string().contains(message), "{message}: {e}");
+    }
+}
