@@ -147,6 +147,7 @@ impl RouteConfig {
             when: Vec::new(),
             rewrite_query: None,
             store: Vec::new(),
+            count_hits: false,
             normalise: Vec::new(),
         }
     }

@@ -131,7 +131,8 @@ impl Resolver<'_> {
         for (list, what) in [(raw.set, "set"), (raw.add, "add")] {
             for (n, v) in list {
                 let h = name(&n, v.span(), what)?;
-                let value = Value::parse(v.get_ref())
+                // Delivery variables ($cache_status...) exist on responses.
+                let value = Value::parse_for(v.get_ref(), at.ends_with("response_headers"))
                     .map_err(|m| self.err(Some(v.span()), format!("{at}.{what}.{n}"), m))?;
                 if what == "set" {
                     edits.set.push((h, value));
@@ -301,6 +302,7 @@ impl Resolver<'_> {
             remote_addr: std::net::Ipv4Addr::LOCALHOST.into(),
             scheme: "http",
             path: sample.unwrap_or("/"),
+            delivery: None,
         };
         let probe = (to.fixed().is_some() || sample.is_some())
             .then(|| to.expand(&vars, None))

@@ -71,6 +71,9 @@ pub struct RouteConfig {
     /// cookie, header, query, method, client; all of them); empty: the
     /// path alone decides.
     pub when: Vec<rules::Condition>,
+    /// Its `response_headers` use `$cache_hits`: hits of its stored objects
+    /// are counted (a shared counter per object; no cost otherwise).
+    pub count_hits: bool,
     /// Decisions on what the origin sent (`[[site.route.store]]`), first
     /// match wins (see `store_rules`).
     pub store: Vec<crate::store_rules::StoreRule>,
@@ -365,6 +368,7 @@ impl Resolver<'_> {
         let store = self.store_rules(at, r.store)?;
         Ok((
             RouteConfig {
+                count_hits: false,
                 when,
                 store,
                 rewrite_query,

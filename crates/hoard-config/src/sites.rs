@@ -286,6 +286,15 @@ impl Resolver<'_> {
                 routes.push(std::sync::Arc::new(route));
             }
             under_site_headers(&mut routes, &response_headers);
+            for route in &mut routes {
+                let counts = route
+                    .edge
+                    .as_ref()
+                    .is_some_and(|e| e.response_headers.uses_cache_hits());
+                if counts {
+                    Arc::make_mut(route).count_hits = true;
+                }
+            }
             let tls = match site
                 .scheme
                 .as_ref()

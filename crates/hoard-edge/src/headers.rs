@@ -49,7 +49,16 @@ impl Value {
     /// # Errors
     /// The message for the operator.
     pub fn parse(text: &str) -> Result<Value, String> {
-        let t = Template::parse(text, 0)?;
+        Value::parse_for(text, false)
+    }
+
+    /// As [`Value::parse`]; `delivery` allows the delivery variables
+    /// (`response_headers`, see `template`).
+    ///
+    /// # Errors
+    /// The message for the operator.
+    pub fn parse_for(text: &str, delivery: bool) -> Result<Value, String> {
+        let t = Template::parse_for(text, 0, delivery)?;
         Ok(match t.fixed() {
             Some(fixed) => Value::Fixed(
                 HeaderValue::from_str(fixed)
@@ -69,6 +78,22 @@ impl Value {
 }
 
 impl HeaderEdits {
+    /// True when a value uses a delivery variable (`$cache_status`...).
+    pub fn uses_delivery(&self) -> bool {
+        self.values()
+            .any(|v| matches!(v, Value::Template(t) if t.uses_delivery()))
+    }
+
+    /// True when a value uses `$cache_hits` (hits are then counted).
+    pub fn uses_cache_hits(&self) -> bool {
+        self.values()
+            .any(|v| matches!(v, Value::Template(t) if t.uses_cache_hits()))
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Value> {
+        self.set.iter().chain(&self.add).map(|(_, v)| v)
+    }
+
     /// True when there is nothing to do.
     pub fn is_empty(&self) -> bool {
         self.remove.is_empty() && self.set.is_empty() && self.add.is_empty()

@@ -1,6 +1,9 @@
 //! Values with variables, expanded per request: `$host`, `$request_uri`,
 //! `$remote_addr`, `$scheme` and, in a redirect from a `regex` route, the
-//! capture groups `$1` ... `$9`. `${name}` delimits a name; `$$` is a `$`.
+//! capture groups `$1` ... `$9`. On delivery (`response_headers`) also
+//! `$cache_status` (`HIT`, `MISS`, `EXPIRED`, `STALE`, `REVALIDATED`,
+//! `PASS`, `ERROR`, `NONE`), `$cache_hits` (the stored object's hits, this
+//! one included; 0 when not from the cache), `$upstream_name` and `$age`. `${name}` delimits a name; `$$` is a `$`.
 //! Parsed once when the configuration is read; a value without variables
 //! is expanded for free.
 
@@ -16,6 +19,10 @@ enum Part {
     RemoteAddr,
     Scheme,
     Group(usize),
+    CacheStatus,
+    CacheHits,
+    UpstreamName,
+    Age,
 }
 
 /// A parsed template.
@@ -37,6 +44,21 @@ pub struct Vars<'a> {
     pub scheme: &'a str,
     /// The path, for the capture groups of a `regex` route.
     pub path: &'a str,
+    /// On delivery: what the response is (see [`Delivery`]).
+    pub delivery: Option<Delivery<'a>>,
+}
+
+/// What delivery variables stand for in one response.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Delivery<'a> {
+    /// `HIT`, `MISS`, `EXPIRED`... (see the module docs).
+    pub cache_status: &'a str,
+    /// The stored object's hits, this one included (0: not from the cache).
+    pub cache_hits: u64,
+    /// The route's upstream.
+    pub upstream_name: &'a str,
+    /// The `Age` sent (empty when none).
+    pub age: &'a str,
 }
 
 impl Template {
@@ -46,6 +68,15 @@ impl Template {
     /// The message for the operator: an unknown variable, or a group where
     /// none is available.
     pub fn parse(text: &str, groups: usize) -> Result<Template, String> {
+        Template::parse_for(text, groups, false)
+    }
+
+    /// As [`Template::parse`]; `delivery` allows the delivery variables
+    /// (`response_headers`).
+    ///
+    /// # Errors
+    /// As [`Template::parse`], and a delivery variable where there is none.
+    pub fn parse_for(text: &str, groups: usize, delivery: bool) -> Result<Template, String> {
         let mut parts = Vec::new();
         let mut lit = String::new();
         let mut rest = text;
@@ -75,6 +106,16 @@ impl Template {
                 "request_uri" => Part::RequestUri,
                 "remote_addr" => Part::RemoteAddr,
                 "scheme" => Part::Scheme,
+                "cache_status" | "cache_hits" | "upstream_name" | "age" if !delivery => {
+                    return Err(format!(
+                        "{text:?}: `${name}` is known only when a response is delivered \
+                         (response_headers)"
+                    ))
+                }
+                "cache_status" => Part::CacheStatus,
+                "cache_hits" => Part::CacheHits,
+                "upstream_name" => Part::UpstreamName,
+                "age" => Part::Age,
                 n if n.len() == 1 && n.as_bytes()[0].is_ascii_digit() => {
                     let g = usize::from(n.as_bytes()[0] - b'0');
                     if g == 0 || g > groups {
@@ -93,8 +134,13 @@ impl Template {
                 other => {
                     return Err(format!(
                         "{text:?}: unknown variable `${other}` (known: $host, $request_uri, \
-                         $remote_addr, $scheme{})",
-                        if groups > 0 { ", $1..." } else { "" }
+                         $remote_addr, $scheme{}{})",
+                        if groups > 0 { ", $1..." } else { "" },
+                        if delivery {
+                            ", $cache_status, $cache_hits, $upstream_name, $age"
+                        } else {
+                            ""
+                        }
                     ))
                 }
             };
@@ -120,6 +166,21 @@ impl Template {
         }
     }
 
+    /// True when it uses a delivery variable.
+    pub fn uses_delivery(&self) -> bool {
+        self.parts.iter().any(|p| {
+            matches!(
+                p,
+                Part::CacheStatus | Part::CacheHits | Part::UpstreamName | Part::Age
+            )
+        })
+    }
+
+    /// True when it uses `$cache_hits`.
+    pub fn uses_cache_hits(&self) -> bool {
+        self.parts.contains(&Part::CacheHits)
+    }
+
     /// True when it uses `$request_uri` (a redirect then keeps the query itself).
     pub fn has_request_uri(&self) -> bool {
         self.parts.contains(&Part::RequestUri)
@@ -143,6 +204,14 @@ impl Template {
                         out.push_str(m.as_str());
                     }
                 }
+                Part::CacheStatus => {
+                    out.push_str(vars.delivery.map_or("NONE", |d| d.cache_status));
+                }
+                Part::CacheHits => {
+                    let _ = write!(out, "{}", vars.delivery.map_or(0, |d| d.cache_hits));
+                }
+                Part::UpstreamName => out.push_str(vars.delivery.map_or("", |d| d.upstream_name)),
+                Part::Age => out.push_str(vars.delivery.map_or("", |d| d.age)),
             }
         }
         out
@@ -160,7 +229,27 @@ mod tests {
             remote_addr: "192.0.2.7".parse().unwrap(),
             scheme: "http",
             path: "/a",
+            delivery: None,
         }
+    }
+
+    #[test]
+    fn delivery_variables_on_delivery_only() {
+        let t =
+            Template::parse_for("$cache_status $cache_hits $upstream_name $age", 0, true).unwrap();
+        assert!(t.uses_delivery() && t.uses_cache_hits());
+        let mut v = vars();
+        v.delivery = Some(Delivery {
+            cache_status: "HIT",
+            cache_hits: 3,
+            upstream_name: "app",
+            age: "12",
+        });
+        assert_eq!(t.expand(&v, None), "HIT 3 app 12");
+        assert!(Template::parse("$cache_status", 0)
+            .unwrap_err()
+            .contains("only when a response is delivered"));
+        assert!(!Template::parse("$host", 0).unwrap().uses_delivery());
     }
 
     #[test]

@@ -125,6 +125,8 @@ pub struct StoredObject {
     /// object, counted in its weight, purged and evicted with it.
     pub parts: Arc<[Part]>,
     weight: u64,
+    /// Hits counted (routes whose headers show `$cache_hits`).
+    hits: std::sync::atomic::AtomicU64,
 }
 
 /// The body in another content coding.
@@ -179,7 +181,13 @@ impl StoredObject {
             near: false,
             parts: Arc::from(Vec::new()),
             weight,
+            hits: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Counts a hit; the hits so far, this one included.
+    pub fn hit(&self) -> u64 {
+        self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
     }
 
     /// The same object with `parts` (its body in other codings), weighed

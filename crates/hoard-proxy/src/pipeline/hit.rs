@@ -55,6 +55,9 @@ impl Pipeline {
         now: SystemTime,
     ) -> Response<ProxyBody> {
         status.ttl = Some(ttl_secs(obj.times.ttl_millis(now)));
+        if ctx.route.count_hits {
+            super::noted::note_hits(obj.hit());
+        }
         if ctx.run.cfg.server.debug_headers {
             status.key = Some(key.text.clone());
         }

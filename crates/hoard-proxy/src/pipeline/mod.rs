@@ -393,7 +393,21 @@ impl Pipeline {
             self.filter_response(*f, &mut resp);
         }
         if let Some(edge) = ctx.route.edge.as_deref() {
-            let vars = edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);
+            let mut vars = edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);
+            let age: Option<String>;
+            if steps.delivery_vars {
+                age = resp
+                    .headers()
+                    .get(http::header::AGE)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                vars.delivery = Some(hoard_edge::template::Delivery {
+                    cache_status: delivery_status(&resp),
+                    cache_hits: noted::current_hits().unwrap_or(0),
+                    upstream_name: &ctx.upstream.cfg.name,
+                    age: age.as_deref().unwrap_or(""),
+                });
+            }
             deliver_steps(steps, edge, &mut resp, &vars);
         }
         if let Some(guard) = held {
@@ -451,5 +465,31 @@ impl Pipeline {
             };
             Box::pin(self.pass(ctx, body, None)).await
         }
+    }
+}
+
+/// `$cache_status` of a response being delivered (nginx's
+/// `$upstream_cache_status` names): from the request's outcome, with
+/// `EXPIRED` for a miss of a stored object past its lifetime.
+fn delivery_status(resp: &Response<ProxyBody>) -> &'static str {
+    match noted::current_outcome() {
+        Some(Outcome::Hit) => "HIT",
+        Some(Outcome::Stale) => "STALE",
+        Some(Outcome::Revalidated) => "REVALIDATED",
+        Some(Outcome::Pass | Outcome::HitForPass) => "PASS",
+        Some(Outcome::Miss) => {
+            let expired = resp
+                .headers()
+                .get("cache-status")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.contains("fwd=stale"));
+            if expired {
+                "EXPIRED"
+            } else {
+                "MISS"
+            }
+        }
+        Some(Outcome::Error) => "ERROR",
+        Some(Outcome::Redirect | Outcome::Respond) | None => "NONE",
     }
 }

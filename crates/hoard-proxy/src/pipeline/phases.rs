@@ -200,6 +200,9 @@ pub(crate) struct RouteSteps {
     pub recv: Box<[RecvStep]>,
     /// The `deliver` phase's, in order.
     pub deliver: Box<[DeliverStep]>,
+    /// Its `response_headers` use delivery variables (`$cache_status`...):
+    /// `deliver` works them out.
+    pub delivery_vars: bool,
 }
 
 impl RouteSteps {
@@ -231,6 +234,7 @@ impl RouteSteps {
             deliver.push(DeliverStep::ResponseHeaders);
         }
         RouteSteps {
+            delivery_vars: e.response_headers.uses_delivery(),
             recv: recv.into_boxed_slice(),
             deliver: deliver.into_boxed_slice(),
         }

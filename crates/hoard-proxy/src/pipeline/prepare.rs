@@ -50,6 +50,7 @@ pub(crate) fn edge_vars<'a>(
         remote_addr: client,
         scheme: if tls { "https" } else { "http" },
         path: uri.path(),
+        delivery: None,
     }
 }
 

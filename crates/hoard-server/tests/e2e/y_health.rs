@@ -732,3 +732,93 @@ grace = "10m"
         assert!(e.to_string().contains(message), "{message}: {e}");
     }
 }
+
+// y17008: delivery variables in `response_headers` (a VCL's X-Cache and
+// obj.hits): `$cache_status` MISS, HIT, EXPIRED, PASS; `$cache_hits` counts
+// the stored object's hits; `$upstream_name`, `$age`. A fixed answer
+// carries its own fields (a 503 with Retry-After). A delivery variable in
+// `request_headers` is refused with the key and line.
+#[tokio::test]
+async fn y17008_x_cache_and_hits_on_delivery() {
+    let t = Test::new("y17008");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for body in ["v1", "v2", "nocache"] {
+                s.rxreq().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=10")
+                    .body(body)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let cfg = r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{origin}"]
+[[site]]
+response_headers = { set = { "X-Cache" = "$cache_status", "X-Cache-Hits" = "$cache_hits", "X-Upstream" = "$upstream_name", "X-Age" = "[$age]" } }
+[[site.route]]
+prefix = "/maintenance"
+respond = { status = 503, body = "back soon", headers = { "Retry-After" = "120" } }
+[[site.route]]
+prefix = "/live"
+cache = false
+[[site.route]]
+prefix = "/"
+"#;
+    let proxy = t.proxy().origin(&origin).toml(&origin, cfg).start().await;
+    let c = t.client(&proxy);
+    c.get("/a")
+        .send()
+        .await
+        .expect_body("v1")
+        .expect_header("x-cache", "MISS")
+        .expect_header("x-cache-hits", "0")
+        .expect_header("x-upstream", "app")
+        .expect_header("x-age", "[]");
+    proxy.wait_counter("objects_stored", 1).await;
+    c.get("/a")
+        .send()
+        .await
+        .expect_header("x-cache", "HIT")
+        .expect_header("x-cache-hits", "1");
+    t.clock.advance(super::secs(4));
+    c.get("/a")
+        .send()
+        .await
+        .expect_header("x-cache", "HIT")
+        .expect_header("x-cache-hits", "2")
+        .expect_header("x-age", "[4]");
+    t.clock.advance(super::secs(7));
+    c.get("/a")
+        .send()
+        .await
+        .expect_body("v2")
+        .expect_header("x-cache", "EXPIRED");
+    c.get("/live/x")
+        .send()
+        .await
+        .expect_body("nocache")
+        .expect_header("x-cache", "PASS");
+    c.get("/maintenance")
+        .send()
+        .await
+        .expect_status(503)
+        .expect_body("back soon")
+        .expect_header("retry-after", "120")
+        .expect_header("x-cache", "NONE");
+    origin.finish().await;
+    let text = "[[listener]]\naddress = \"127.0.0.1:0\"\n[upstream.app]\nservers = [\"http://127.0.0.1:1\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\nrequest_headers = { set = { \"X-C\" = \"$cache_status\" } }\n";
+    let e = hoard_config::Config::from_toml("bad.toml", text).unwrap_err();
+    assert_eq!(e.key, "site[0].route[0].request_headers.set.X-C", "{e}");
+    assert!(e.line.is_some(), "{e}");
+    assert!(
+        e.to_string().contains("only when a response is delivered"),
+        "{e}"
+    );
+}
