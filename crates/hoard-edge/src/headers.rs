@@ -210,6 +210,7 @@ mod tests {
             remote_addr: std::net::Ipv4Addr::LOCALHOST.into(),
             scheme: "https",
             path: "/",
+            delivery: None,
         };
         site.under(&route).apply(&mut h, &vars);
         assert_eq!(h["x-powered-by"], "hoard");
