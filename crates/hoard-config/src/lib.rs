@@ -25,6 +25,7 @@ pub mod health_check;
 mod include;
 mod key;
 mod listeners;
+pub mod log_template;
 pub mod normalise;
 pub mod ops;
 pub mod origin_tls;

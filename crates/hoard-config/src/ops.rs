@@ -65,7 +65,7 @@ impl LogTarget {
 }
 
 /// The access log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum LogFormat {
     /// One JSON object per line (default).
     #[default]
@@ -75,6 +75,8 @@ pub enum LogFormat {
     /// `combined` with the cache outcome, upstream and request times, the
     /// request id and the Host after it.
     Hoard,
+    /// The `template` given (nginx's `log_format`).
+    Custom(std::sync::Arc<crate::log_template::LogTemplate>),
 }
 
 /// The access log (`[access_log]`, `--access-log`).
@@ -108,6 +110,7 @@ pub(crate) struct RawAdmin {
 pub(crate) struct RawAccessLog {
     pub target: Option<String>,
     pub format: Option<Spanned<String>>,
+    pub template: Option<Spanned<String>>,
     pub buffer: Option<usize>,
 }
 
@@ -207,15 +210,34 @@ pub(super) fn access_log(
             "json" => LogFormat::Json,
             "combined" => LogFormat::Combined,
             "hoard" => LogFormat::Hoard,
+            "custom" => {
+                let Some(t) = &raw.template else {
+                    return Err((
+                        Some(f.span()),
+                        "access_log.template",
+                        "format = \"custom\" needs a template (e.g. \"$remote_addr $status $cache_status\")".into(),
+                    ));
+                };
+                let parsed = crate::log_template::LogTemplate::parse(t.get_ref())
+                    .map_err(|m| (Some(t.span()), "access_log.template", m))?;
+                LogFormat::Custom(std::sync::Arc::new(parsed))
+            }
             other => {
                 return Err((
                     Some(f.span()),
                     "access_log.format",
-                    format!("{other:?}: expected \"json\", \"combined\" or \"hoard\""),
+                    format!("{other:?}: expected \"json\", \"combined\", \"hoard\" or \"custom\""),
                 ))
             }
         },
     };
+    if let (Some(t), false) = (&raw.template, matches!(format, LogFormat::Custom(_))) {
+        return Err((
+            Some(t.span()),
+            "access_log.template",
+            "a template is for format = \"custom\"".into(),
+        ));
+    }
     Ok(AccessLogConfig {
         target: raw
             .target

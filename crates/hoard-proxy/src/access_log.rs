@@ -165,11 +165,12 @@ impl Record {
     }
 
     /// Appends the line to `out`.
-    fn format_into(&self, format: LogFormat, out: &mut String) {
+    fn format_into(&self, format: &LogFormat, out: &mut String) {
         match format {
             LogFormat::Json => self.json(out),
             LogFormat::Combined => nginx::combined(self, out),
             LogFormat::Hoard => nginx::hoard(self, out),
+            LogFormat::Custom(t) => nginx::custom(self, t, out),
         }
     }
 
@@ -245,7 +246,7 @@ impl Record {
     #[cfg(test)]
     fn format(&self, format: LogFormat) -> String {
         let mut s = String::new();
-        self.format_into(format, &mut s);
+        self.format_into(&format, &mut s);
         s
     }
 }
@@ -383,10 +384,10 @@ impl AccessLog {
             capacity: cfg.buffer,
             reopen: AtomicBool::new(false),
         });
-        let (sh, c, format) = (shared.clone(), counters.clone(), cfg.format);
+        let (sh, c, format) = (shared.clone(), counters.clone(), cfg.format.clone());
         let writer = std::thread::Builder::new()
             .name("hoard-access-log".into())
-            .spawn(move || write_loop(&sh, out, format, &c))?
+            .spawn(move || write_loop(&sh, out, &format, &c))?
             .thread()
             .clone();
         Ok(Some(AccessLog {
@@ -461,7 +462,7 @@ fn open_file(p: &PathBuf) -> io::Result<io::BufWriter<std::fs::File>> {
     Ok(io::BufWriter::with_capacity(64 << 10, f))
 }
 
-fn write_loop(shared: &Shared, mut out: Output, format: LogFormat, counters: &Counters) {
+fn write_loop(shared: &Shared, mut out: Output, format: &LogFormat, counters: &Counters) {
     let mut text = String::with_capacity(64 << 10);
     let mut taken = Vec::new();
     loop {

@@ -48,6 +48,86 @@ pub(super) fn hoard(rec: &Record, out: &mut String) {
     out.push_str("\"\n");
 }
 
+/// Appends a `custom` line (with its newline): the template's text with
+/// each variable as nginx writes it (`-` when absent, escaped).
+pub(super) fn custom(rec: &Record, t: &hoard_config::log_template::LogTemplate, out: &mut String) {
+    use hoard_config::log_template::{LogPart, LogVar};
+    let mut num = itoa::Buffer::new();
+    for part in &t.parts {
+        let v = match part {
+            LogPart::Lit(s) => {
+                out.push_str(s);
+                continue;
+            }
+            LogPart::Var(v) => *v,
+        };
+        match v {
+            LogVar::RemoteAddr => push_ip(out, rec.client),
+            LogVar::RemoteUser => {
+                let user = rec
+                    .basic_auth
+                    .as_ref()
+                    .and_then(|v| hoard_edge::basic_auth::credentials(v.as_bytes()))
+                    .map(|(user, _)| user)
+                    .filter(|u| !u.is_empty());
+                push_var(out, user.as_deref().map(str::as_bytes));
+            }
+            LogVar::TimeLocal => push_time_local(out, rec.time),
+            LogVar::TimeIso8601 => super::push_rfc3339(out, rec.time),
+            LogVar::Msec => {
+                let ms = rec
+                    .time
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64);
+                super::push_thousandths(out, ms);
+            }
+            LogVar::Request => {
+                push_escaped(out, rec.method.as_str().as_bytes());
+                out.push(' ');
+                push_target(out, rec);
+                out.push(' ');
+                out.push_str(protocol(rec.version));
+            }
+            LogVar::RequestMethod => push_escaped(out, rec.method.as_str().as_bytes()),
+            LogVar::RequestUri => push_escaped(out, rec.path().as_bytes()),
+            LogVar::Uri => push_escaped(out, rec.uri.path().as_bytes()),
+            LogVar::Args => push_var(out, rec.uri.query().map(str::as_bytes)),
+            LogVar::Host => push_var(out, Some(rec.host().as_bytes()).filter(|h| !h.is_empty())),
+            LogVar::ServerProtocol => out.push_str(protocol(rec.version)),
+            LogVar::Status => out.push_str(num.format(rec.status)),
+            LogVar::BodyBytesSent => out.push_str(num.format(rec.bytes)),
+            LogVar::HttpReferer => push_var(out, rec.referer.as_ref().map(|v| v.as_bytes())),
+            LogVar::HttpUserAgent => push_var(out, rec.user_agent.as_ref().map(|v| v.as_bytes())),
+            LogVar::RequestTime => push_secs(out, rec.total),
+            LogVar::UpstreamResponseTime => match rec.upstream {
+                Some(d) => push_secs(out, d),
+                None => out.push('-'),
+            },
+            LogVar::CacheStatus => out.push_str(cache_status(rec.cache)),
+            LogVar::RequestId => match &rec.request_id {
+                Some(RequestId::Kept(v)) => push_escaped(out, v.as_bytes()),
+                Some(made) => made.push_to(out),
+                None => out.push('-'),
+            },
+            LogVar::UpstreamTries => out.push_str(num.format(rec.upstream_tries)),
+        }
+    }
+    out.push('\n');
+}
+
+/// nginx's `$upstream_cache_status` names for hoard's outcomes.
+fn cache_status(outcome: &str) -> &'static str {
+    match outcome {
+        "hit" => "HIT",
+        "miss" => "MISS",
+        "stale" => "STALE",
+        "revalidated" => "REVALIDATED",
+        "pass" | "hit_for_pass" => "PASS",
+        "error" => "ERROR",
+        _ => "-",
+    }
+}
+
 /// The combined part, without the newline.
 fn common(rec: &Record, out: &mut String) {
     let mut num = itoa::Buffer::new();

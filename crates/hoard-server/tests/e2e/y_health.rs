@@ -822,3 +822,75 @@ prefix = "/"
         "{e}"
     );
 }
+
+// y17009: a custom access log line (`format = "custom"`, nginx's
+// log_format): the variables a log_format uses, with `-` for what is
+// absent and nginx's escaping; bad templates are refused with the key and
+// line.
+#[tokio::test]
+async fn y17009_a_custom_log_line() {
+    let t = Test::new("y17009");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_url("/a?x=1");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .body("aa")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let log = t.dir().join("access.log");
+    let cfg = format!(
+        r#"
+[[listener]]
+address = "127.0.0.1:0"
+[upstream.app]
+servers = ["http://{{origin}}"]
+[access_log]
+target = {:?}
+format = "custom"
+template = "$remote_addr $remote_user \"$request\" $status $body_bytes_sent $upstream_cache_status uri=$uri args=$args host=$host ua=\"$http_user_agent\" ref=\"$http_referer\" tries=$upstream_tries $$"
+"#,
+        log.display().to_string()
+    );
+    let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
+    let c = t.client(&proxy);
+    c.get("/a?x=1")
+        .hdr("User-Agent", "say \"hi\"")
+        .send()
+        .await
+        .expect_body("aa");
+    proxy.wait_counter("objects_stored", 1).await;
+    c.get("/a?x=1").send().await.expect_body("aa");
+    proxy.wait_counter("access_log_lines", 2).await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            r#"127.0.0.1 - "GET /a?x=1 HTTP/1.1" 200 2 MISS uri=/a args=x=1 host=localhost ua="say \x22hi\x22" ref="-" tries=1 $"#,
+            r#"127.0.0.1 - "GET /a?x=1 HTTP/1.1" 200 2 HIT uri=/a args=x=1 host=localhost ua="-" ref="-" tries=0 $"#,
+        ]
+    );
+    origin.finish().await;
+    let base = "[[listener]]\naddress = \"127.0.0.1:0\"\n[upstream.app]\nservers = [\"http://127.0.0.1:1\"]\n[access_log]\ntarget = \"stdout\"\n";
+    for (text, message) in [
+        ("format = \"custom\"\n", "needs a template"),
+        (
+            "format = \"custom\"\ntemplate = \"$status $nope\"\n",
+            "unknown variable `$nope`",
+        ),
+        (
+            "format = \"combined\"\ntemplate = \"$status\"\n",
+            "for format = \"custom\"",
+        ),
+    ] {
+        let e = hoard_config::Config::from_toml("bad.toml", &format!("{base}{text}")).unwrap_err();
+        assert_eq!(e.key, "access_log.template", "{e}");
+        assert!(e.line.is_some(), "no line: {e}");
+        assert!(e.to_string().contains(message), "{message}: {e}");
+    }
+}
