@@ -209,18 +209,65 @@ impl Admin {
                 r
             }
             (&Method::POST, "/purge") => self.purge(req, peer).await,
+            (&Method::GET, "/purges") => {
+                json_response(StatusCode::OK, format!("{}\n", self.purges()))
+            }
             (&Method::POST, "/reload") => self.reload(peer).await,
             (&Method::POST, path) if path.starts_with("/upstreams/") => {
                 let rest = path["/upstreams/".len()..].to_owned();
                 self.set_server(req, &rest, peer).await
             }
-            (_, "/" | "/status" | "/metrics" | "/purge" | "/reload") => error(
+            (_, "/" | "/status" | "/metrics" | "/purge" | "/purges" | "/reload") => error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 None,
                 "method not allowed here",
             ),
             _ => error(StatusCode::NOT_FOUND, None, "no such admin endpoint"),
         }
+    }
+
+    /// `GET /purges`: the recent purges, newest first (kind, pattern, time,
+    /// who asked, objects purged; `null` while a ban's sweep runs), and the
+    /// bans pending (Varnish's `ban.list`).
+    fn purges(&self) -> serde_json::Value {
+        let secs = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        };
+        let purges: Vec<serde_json::Value> = self
+            .pipeline
+            .purge_log
+            .entries()
+            .into_iter()
+            .map(|e| {
+                serde_json::json!({
+                    "id": e.id,
+                    "time": httpdate::fmt_http_date(e.at),
+                    "unix": secs(e.at),
+                    "kind": e.kind,
+                    "pattern": e.pattern,
+                    "soft": e.soft,
+                    "source": e.source,
+                    "purged": e.purged,
+                })
+            })
+            .collect();
+        let bans: Vec<serde_json::Value> = self
+            .pipeline
+            .store
+            .bans()
+            .list()
+            .into_iter()
+            .map(|b| {
+                serde_json::json!({
+                    "id": b.id,
+                    "time": httpdate::fmt_http_date(b.at),
+                    "pattern": b.selector.pattern(),
+                    "soft": b.soft,
+                })
+            })
+            .collect();
+        serde_json::json!({ "purges": purges, "bans": bans })
     }
 
     /// `POST /reload`: the configuration file is re-read, as on SIGHUP; the

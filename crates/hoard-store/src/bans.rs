@@ -109,6 +109,11 @@ impl Default for Bans {
 }
 
 impl Bans {
+    /// The pending bans, oldest first.
+    pub fn list(&self) -> Vec<Ban> {
+        self.list.lock().clone()
+    }
+
     /// Sets how many bans may be pending (at least 1).
     pub fn set_max(&self, max: usize) {
         self.max.store(max.max(1), Ordering::Relaxed);

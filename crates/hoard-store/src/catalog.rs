@@ -148,6 +148,21 @@ impl PartialEq for PathRegex {
 impl Eq for PathRegex {}
 
 impl Selector {
+    /// What it selects, as written (`GET /purges`).
+    pub fn pattern(&self) -> String {
+        match self {
+            Selector::Url {
+                scheme,
+                host,
+                target,
+            } => format!("{scheme}://{host}{target}"),
+            Selector::Prefix(p) | Selector::Host(p) | Selector::Tag(p) | Selector::Key(p) => {
+                p.clone()
+            }
+            Selector::Regex(r) => r.as_str().to_owned(),
+        }
+    }
+
     /// The name of the purge kind, for logs and metrics.
     pub fn kind(&self) -> &'static str {
         match self {

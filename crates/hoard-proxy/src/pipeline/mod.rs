@@ -42,6 +42,7 @@ mod pass;
 pub mod phases;
 mod prepare;
 pub mod purge;
+pub mod purge_log;
 mod range;
 pub mod running;
 mod slice;
@@ -120,6 +121,8 @@ pub struct Pipeline {
     pub silent: std::sync::atomic::AtomicUsize,
     /// The node's intercepts, in order (see [`phases::Intercept`]).
     intercepts: Box<[phases::Intercept]>,
+    /// The recent purges, for `GET /purges`.
+    pub purge_log: Arc<purge_log::PurgeLog>,
 }
 
 /// What the connection knows about a request it hands to [`Pipeline::serve`].
@@ -193,6 +196,7 @@ impl Pipeline {
             intercepts: phases::Intercept::registered(cluster.is_some()),
             cluster,
             acme: None,
+            purge_log: Arc::default(),
         }
     }
 

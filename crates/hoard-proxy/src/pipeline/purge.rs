@@ -105,7 +105,18 @@ impl Pipeline {
         };
         let n = match selector {
             Selector::Regex(_) => self.ban(selector, soft, source).await,
-            _ => self.store.purge(selector, soft, self.clock.now()).await,
+            _ => {
+                let n = self.store.purge(selector, soft, self.clock.now()).await;
+                self.purge_log.note(
+                    self.clock.now(),
+                    selector.kind(),
+                    selector.pattern(),
+                    soft,
+                    source,
+                    Some(n),
+                );
+                n
+            }
         };
         c.add(&c.purged_objects, n as u64);
         tracing::info!(
@@ -126,7 +137,17 @@ impl Pipeline {
     async fn ban(&self, selector: &Selector, soft: bool, source: &str) -> usize {
         let counters = self.counters.clone();
         let sweep_source = source.to_string();
+        let log = self.purge_log.clone();
+        let entry = log.note(
+            self.clock.now(),
+            selector.kind(),
+            selector.pattern(),
+            soft,
+            source,
+            None,
+        );
         let swept = move |ban: &hoard_store::bans::Ban, n: usize| {
+            log.done(entry, n);
             tracing::info!(
                 source = sweep_source,
                 ban = ban.id,
@@ -147,7 +168,9 @@ impl Pipeline {
             Err(full) => {
                 self.counters.inc(&self.counters.bans_refused);
                 tracing::warn!(source, what = ?selector, "{full}: applied at once instead");
-                self.store.purge(selector, soft, self.clock.now()).await
+                let n = self.store.purge(selector, soft, self.clock.now()).await;
+                self.purge_log.done(entry, n);
+                n
             }
         }
     }

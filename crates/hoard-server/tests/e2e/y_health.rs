@@ -894,3 +894,79 @@ template = "$remote_addr $remote_user \"$request\" $status $body_bytes_sent $ups
         assert!(e.to_string().contains(message), "{message}: {e}");
     }
 }
+
+// y17010: `GET /purges` lists the recent purges, newest first (Varnish's
+// ban.list): kind, pattern, time, who asked, soft or not and objects
+// purged; a regex purge shows as a pending ban with no count until its
+// sweep is done, then with it.
+#[tokio::test]
+async fn y17010_the_list_of_purges() {
+    let t = Test::new("y17010");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for (path, tag) in [("/a", "x"), ("/img/b.png", "y")] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .hdr("Surrogate-Key", tag)
+                    .body(path)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let proxy = t.proxy().origin(&origin).admin().start().await;
+    let c = t.client(&proxy);
+    c.get("/a").send().await.expect_body("/a");
+    c.get("/img/b.png").send().await.expect_body("/img/b.png");
+    proxy.wait_counter("objects_stored", 2).await;
+    let admin = t.client(proxy.admin());
+    let purge = |body: &'static str| admin.post("/purge").body(body).send();
+    purge(r#"{"tag": "x"}"#).await.expect_status(200);
+    purge(r#"{"prefix": "http://localhost/nothing/", "soft": true}"#)
+        .await
+        .expect_status(200);
+    proxy.store().bans().hold_sweeps(true);
+    purge(r#"{"regex": "^/img/"}"#).await.expect_status(200);
+    let list = |r: hoard_testkit::Response| -> serde_json::Value {
+        r.expect_status(200);
+        serde_json::from_slice(&r.body).unwrap()
+    };
+    let v = list(admin.get("/purges").send().await);
+    let p = v["purges"].as_array().unwrap();
+    assert_eq!(p.len(), 3, "{v}");
+    assert_eq!(
+        (p[0]["kind"].as_str(), p[0]["pattern"].as_str()),
+        (Some("regex"), Some("^/img/")),
+        "{v}"
+    );
+    assert!(p[0]["purged"].is_null(), "{v}");
+    assert_eq!(
+        (
+            p[1]["kind"].as_str(),
+            p[1]["soft"].as_bool(),
+            p[1]["purged"].as_u64()
+        ),
+        (Some("prefix"), Some(true), Some(0)),
+        "{v}"
+    );
+    assert_eq!(
+        (
+            p[2]["kind"].as_str(),
+            p[2]["pattern"].as_str(),
+            p[2]["purged"].as_u64()
+        ),
+        (Some("tag"), Some("x"), Some(1)),
+        "{v}"
+    );
+    assert!(p[2]["source"].as_str().unwrap().starts_with("admin"), "{v}");
+    assert_eq!(v["bans"][0]["pattern"], "^/img/", "{v}");
+    proxy.store().bans().hold_sweeps(false);
+    proxy.wait_counter("bans_swept", 1).await;
+    let v = list(admin.get("/purges").send().await);
+    assert_eq!(v["purges"][0]["purged"], 1, "{v}");
+    assert!(v["bans"].as_array().unwrap().is_empty(), "{v}");
+    origin.finish().await;
+}
