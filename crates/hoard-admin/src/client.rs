@@ -100,6 +100,69 @@ pub async fn set_server(
         .ok_or_else(|| unexpected(&bytes))
 }
 
+/// `GET /trace?QUERY`: hands each line (one request, JSON) to `line` as it
+/// comes, until the stream ends (its `limit`) or `line` returns false.
+///
+/// # Errors
+/// Unreachable, 401, a bad filter (the API's text).
+pub async fn trace(
+    admin: &str,
+    token: Option<&str>,
+    query: &str,
+    mut line: impl FnMut(&str) -> bool,
+) -> Result<(), String> {
+    let base: Uri = admin
+        .parse()
+        .map_err(|e| format!("--admin {admin:?}: {e}"))?;
+    let authority = base
+        .authority()
+        .ok_or_else(|| format!("--admin {admin:?}: no host"))?
+        .clone();
+    let stream = tokio::net::TcpStream::connect(authority.as_str())
+        .await
+        .map_err(|e| format!("cannot reach the admin listener at {authority}: {e}"))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("admin listener at {authority}: {e}"))?;
+    tokio::spawn(conn);
+    let mut req = Request::builder()
+        .uri(format!("/trace?{query}"))
+        .header(http::header::HOST, authority.as_str());
+    if let Some(t) = token {
+        req = req.header(http::header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = req
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| e.to_string())?;
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| format!("admin listener at {authority}: {e}"))?;
+    let status = resp.status();
+    let mut body = resp.into_body();
+    if !status.is_success() {
+        let bytes = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        return Err(api_error(status, &v));
+    }
+    let mut pending = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| format!("admin listener at {authority}: {e}"))?;
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        pending.extend_from_slice(data);
+        while let Some(at) = pending.iter().position(|&b| b == b'\n') {
+            let text = String::from_utf8_lossy(&pending[..at]).into_owned();
+            pending.drain(..=at);
+            if !line(&text) {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// How a reload ended, as the admin API tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReloadOutcome {

@@ -26,6 +26,7 @@ pub mod process_memory;
 pub mod prometheus;
 mod servers;
 pub mod status;
+mod trace;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -209,6 +210,7 @@ impl Admin {
                 r
             }
             (&Method::POST, "/purge") => self.purge(req, peer).await,
+            (&Method::GET, "/trace") => self.trace(req.uri().query(), peer),
             (&Method::GET, "/purges") => {
                 json_response(StatusCode::OK, format!("{}\n", self.purges()))
             }
@@ -217,11 +219,13 @@ impl Admin {
                 let rest = path["/upstreams/".len()..].to_owned();
                 self.set_server(req, &rest, peer).await
             }
-            (_, "/" | "/status" | "/metrics" | "/purge" | "/purges" | "/reload") => error(
-                StatusCode::METHOD_NOT_ALLOWED,
-                None,
-                "method not allowed here",
-            ),
+            (_, "/" | "/status" | "/metrics" | "/purge" | "/purges" | "/trace" | "/reload") => {
+                error(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    None,
+                    "method not allowed here",
+                )
+            }
             _ => error(StatusCode::NOT_FOUND, None, "no such admin endpoint"),
         }
     }

@@ -62,6 +62,8 @@ counters! {
     only_if_cached_miss,
     /// Requests sent to origin servers.
     origin_requests,
+    /// Watchers of `GET /trace` that started.
+    trace_watchers,
     /// Health check probes sent (`health_check`; not in `origin_requests`).
     health_probes,
     /// Health check probes that failed (no answer in time, or another status).

@@ -36,7 +36,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {
+pub enum Command {
     /// Run with a configuration file (re-read on SIGHUP).
     Run {
         /// The TOML configuration file.
@@ -60,6 +60,29 @@ enum Command {
     /// effect, 1 with the reason when it is refused or no outcome came in
     /// time.
     Reload(ReloadArgs),
+    /// Show a running hoard's requests as they happen, one JSON line each
+    /// (its admin API's `GET /trace`): method, URL, status, outcome, the
+    /// Cache-Status (why a miss, stored or not, for how long), times.
+    Trace {
+        /// The running hoard's admin listener, e.g. http://127.0.0.1:8001.
+        #[arg(long)]
+        admin: String,
+        /// A file holding the admin token.
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// Only URLs (path and query) starting with this.
+        #[arg(long)]
+        url: Option<String>,
+        /// Only this status.
+        #[arg(long)]
+        status: Option<u16>,
+        /// Only this outcome: hit, miss, stale, revalidated, pass, hit_for_pass, error...
+        #[arg(long)]
+        outcome: Option<String>,
+        /// Stop after this many requests.
+        #[arg(long)]
+        limit: Option<u64>,
+    },
     /// Set an origin server's state in a running hoard (its admin API):
     /// `hoard upstream set NAME HOST:PORT up|down|drain|auto`.
     #[command(subcommand)]
@@ -301,6 +324,14 @@ impl Cli {
         }
     }
 
+    /// `hoard trace`.
+    pub fn trace(&self) -> Option<&Command> {
+        match &self.command {
+            Some(c @ Command::Trace { .. }) => Some(c),
+            _ => None,
+        }
+    }
+
     /// `hoard upstream`'s command.
     pub fn upstream(&self) -> Option<&UpstreamCommand> {
         match &self.command {
@@ -348,7 +379,8 @@ impl Cli {
             Some(Command::Purge(_))
             | Some(Command::Reload(_))
             | Some(Command::Upgrade { .. })
-            | Some(Command::Upstream(_)) => {
+            | Some(Command::Upstream(_))
+            | Some(Command::Trace { .. }) => {
                 unreachable!("invariant: purge, reload, upgrade and upstream have no configuration")
             }
             None => {

@@ -47,6 +47,9 @@ fn main() -> ExitCode {
     if let Some(u) = cli.upstream() {
         return upstream(u);
     }
+    if let Some(t) = cli.trace() {
+        return trace(t);
+    }
     if let Some(pid_file) = cli.upgrade() {
         return match service::send_signal(pid_file, rustix::process::Signal::USR2) {
             Ok(pid) => {
@@ -140,6 +143,64 @@ fn purge(p: &cli::PurgeArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("hoard: purge: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn trace(t: &cli::Command) -> ExitCode {
+    let cli::Command::Trace {
+        admin,
+        token_file,
+        url,
+        status,
+        outcome,
+        limit,
+    } = t
+    else {
+        return ExitCode::FAILURE;
+    };
+    let (token, rt) = match admin_client(token_file.as_deref()) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let enc = |v: &str| {
+        v.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                    char::from(b).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    let mut query = Vec::new();
+    if let Some(u) = url {
+        query.push(format!("url={}", enc(u)));
+    }
+    if let Some(s) = status {
+        query.push(format!("status={s}"));
+    }
+    if let Some(o) = outcome {
+        query.push(format!("outcome={}", enc(o)));
+    }
+    if let Some(l) = limit {
+        query.push(format!("limit={l}"));
+    }
+    let result = rt.block_on(hoard_admin::client::trace(
+        admin,
+        token.as_deref(),
+        &query.join("&"),
+        |line| {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
+        },
+    ));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hoard: trace: {e}");
             ExitCode::FAILURE
         }
     }

@@ -68,3 +68,60 @@ async fn upstream_set_takes_a_server_out_and_back() {
     assert!(err.contains("404") && err.contains(&server), "{err}");
     origin.finish().await;
 }
+
+// `hoard trace` prints requests as they happen (one JSON line each),
+// filtered, and stops at its limit.
+#[tokio::test]
+async fn trace_prints_requests_as_they_happen() {
+    let t = Test::new("cli-trace");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for p in ["/skip", "/x/1"] {
+                s.rxreq().await.expect_url(p);
+                s.txresp(200).body(p).send().await;
+            }
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| c.admin.address = Some("127.0.0.1:0".parse().unwrap()))
+        .start()
+        .await;
+    let admin = format!("http://{}", proxy.admin());
+    let watch = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_hoard"))
+            .args(["trace", "--admin", &admin, "--url", "/x/", "--limit", "1"])
+            .output()
+            .expect("run hoard")
+    });
+    proxy.wait_counter("trace_watchers", 1).await;
+    t.client(&proxy)
+        .get("/skip")
+        .send()
+        .await
+        .expect_body("/skip");
+    t.client(&proxy)
+        .get("/x/1")
+        .send()
+        .await
+        .expect_body("/x/1");
+    let out = watch.await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(
+        (v["url"].as_str(), v["status"].as_u64()),
+        (Some("/x/1"), Some(200)),
+        "{v}"
+    );
+    origin.finish().await;
+}

@@ -43,6 +43,10 @@ pub(crate) fn age_value(secs: u64) -> HeaderValue {
     }
 }
 
+/// The stored object's hits, this one included (`$cache_hits`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CacheHits(pub u64);
+
 impl Pipeline {
     /// Serves a stored object to `ctx`, answering its preconditions
     /// (RFC 9110 §13.2) and adding `Age` (RFC 9111 §5.1) and `Cache-Status`.
@@ -55,9 +59,9 @@ impl Pipeline {
         now: SystemTime,
     ) -> Response<ProxyBody> {
         status.ttl = Some(ttl_secs(obj.times.ttl_millis(now)));
-        if ctx.route.count_hits {
-            super::noted::note_hits(obj.hit());
-        }
+        // Only on a route that shows them (`$cache_hits`): a response
+        // extension, read when the route's fields are made.
+        let hits = ctx.route.count_hits.then(|| CacheHits(obj.hit()));
         if ctx.run.cfg.server.debug_headers {
             status.key = Some(key.text.clone());
         }
@@ -75,6 +79,9 @@ impl Pipeline {
         };
         let mut resp = self.respond(ctx, stored_status, headers, body);
         resp.headers_mut().insert(header::AGE, age);
+        if let Some(h) = hits {
+            resp.extensions_mut().insert(h);
+        }
         self.add_cache_status(&mut resp, &status);
         resp
     }

@@ -47,6 +47,7 @@ mod range;
 pub mod running;
 mod slice;
 pub mod slice_body;
+pub mod trace;
 mod tunnel;
 
 use std::net::SocketAddr;
@@ -123,6 +124,8 @@ pub struct Pipeline {
     intercepts: Box<[phases::Intercept]>,
     /// The recent purges, for `GET /purges`.
     pub purge_log: Arc<purge_log::PurgeLog>,
+    /// Requests as they happen, for `GET /trace` (see [`trace`]).
+    pub trace: trace::Trace,
 }
 
 /// What the connection knows about a request it hands to [`Pipeline::serve`].
@@ -197,6 +200,7 @@ impl Pipeline {
             cluster,
             acme: None,
             purge_log: Arc::default(),
+            trace: trace::Trace::default(),
         }
     }
 
@@ -237,6 +241,36 @@ impl Pipeline {
                 log: log.clone(),
                 record: self.record(&req, peer.ip()),
                 started,
+            })
+        });
+        // Boxed, and only while someone watches (`GET /trace`).
+        let watched = self.trace.on().then(|| {
+            let host = req
+                .uri()
+                .authority()
+                .map(|a| a.as_str().to_owned())
+                .or_else(|| {
+                    req.headers()
+                        .get(http::header::HOST)
+                        .and_then(|h| h.to_str().ok())
+                        .map(str::to_owned)
+                })
+                .unwrap_or_default();
+            Box::new(trace::Traced {
+                time: self.clock.now(),
+                client: peer.ip(),
+                method: req.method().clone(),
+                host,
+                target: req
+                    .uri()
+                    .path_and_query()
+                    .map_or("/", |p| p.as_str())
+                    .to_owned(),
+                status: 0,
+                outcome: "",
+                cache_status: String::new(),
+                ttfb: std::time::Duration::ZERO,
+                tries: 0,
             })
         });
         // intercept: the node's own answers, before any site or route.
@@ -285,6 +319,23 @@ impl Pipeline {
                 .request(outcome.unwrap_or(Outcome::Error), ttfb);
         }
         let (parts, body) = resp.into_parts();
+        if let Some(mut t) = watched {
+            t.status = parts.status.as_u16();
+            t.outcome = if purge {
+                "purge"
+            } else {
+                outcome.unwrap_or(Outcome::Error).as_str()
+            };
+            t.cache_status = parts
+                .headers
+                .get("cache-status")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            t.ttfb = ttfb;
+            t.tries = noted.tries.as_ref().map_or(0, |n| n.get());
+            self.trace.publish(*t);
+        }
         let pending = match line {
             Some(mut line) => {
                 let record = &mut line.record;
@@ -407,7 +458,7 @@ impl Pipeline {
                     .map(str::to_owned);
                 vars.delivery = Some(hoard_edge::template::Delivery {
                     cache_status: delivery_status(&resp),
-                    cache_hits: noted::current_hits().unwrap_or(0),
+                    cache_hits: resp.extensions().get::<hit::CacheHits>().map_or(0, |h| h.0),
                     upstream_name: &ctx.upstream.cfg.name,
                     age: age.as_deref().unwrap_or(""),
                 });

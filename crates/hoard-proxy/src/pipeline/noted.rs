@@ -29,9 +29,6 @@ pub(crate) struct Noted {
     /// upstream tried (set by the upstream, which may run in a fill's
     /// task), for the access log. The last origin request wins.
     pub tries: Option<Arc<hoard_origin::failover::Tries>>,
-    /// The stored object's hits, this one included, when its route counts
-    /// them (`$cache_hits`).
-    pub hits: Option<u64>,
 }
 
 /// Changes what the request's task noted (see [`OUTCOME`]).
@@ -52,18 +49,6 @@ pub(crate) fn note_outcome(outcome: Outcome) {
 pub(crate) fn current_outcome() -> Option<Outcome> {
     let mut out = None;
     note(|n| out = n.outcome);
-    out
-}
-
-/// Records the stored object's hits (see [`Noted::hits`]).
-pub(crate) fn note_hits(hits: u64) {
-    note(|n| n.hits = Some(hits));
-}
-
-/// The hits noted (see [`Noted::hits`]).
-pub(crate) fn current_hits() -> Option<u64> {
-    let mut out = None;
-    note(|n| out = n.hits);
     out
 }
 

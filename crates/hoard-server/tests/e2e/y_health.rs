@@ -970,3 +970,63 @@ async fn y17010_the_list_of_purges() {
     assert!(v["bans"].as_array().unwrap().is_empty(), "{v}");
     origin.finish().await;
 }
+
+// y17011: `GET /trace` streams requests as they happen, filtered by URL
+// (and outcome, status): a miss with why it went forward and that it was
+// stored, then the hit; a request outside the filter is not shown; the
+// stream ends at its limit. A bad filter is a 400 naming it.
+#[tokio::test]
+async fn y17011_requests_traced_as_they_happen() {
+    let t = Test::new("y17011");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            for path in ["/other", "/t/a"] {
+                s.rxreq().await.expect_url(path);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body(path)
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let proxy = t.proxy().origin(&origin).admin().start().await;
+    let watch = t
+        .client(proxy.admin())
+        .get("/trace?url=/t/&limit=2")
+        .spawn();
+    proxy.wait_counter("trace_watchers", 1).await;
+    let c = t.client(&proxy);
+    c.get("/other").send().await.expect_body("/other");
+    c.get("/t/a").send().await.expect_body("/t/a");
+    proxy.wait_counter("objects_stored", 2).await;
+    c.get("/t/a").send().await.expect_cache_status("hit");
+    let r = watch.await.unwrap();
+    r.expect_status(200)
+        .expect_header("content-type", "application/x-ndjson");
+    let lines: Vec<serde_json::Value> = r
+        .text()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(
+        (lines[0]["url"].as_str(), lines[0]["outcome"].as_str()),
+        (Some("/t/a"), Some("miss")),
+        "{lines:?}"
+    );
+    let cs = lines[0]["cache_status"].as_str().unwrap();
+    assert!(cs.contains("fwd=uri-miss") && cs.contains("stored"), "{cs}");
+    assert_eq!(lines[0]["status"], 200);
+    assert_eq!(lines[1]["outcome"], "hit", "{lines:?}");
+    let r = t
+        .client(proxy.admin())
+        .get("/trace?colour=red")
+        .send()
+        .await;
+    r.expect_status(400);
+    assert!(r.text().contains("colour"), "{}", r.text());
+    origin.finish().await;
+}
