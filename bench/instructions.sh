@@ -13,7 +13,9 @@
 # every request (a per-client rate limit far above the load, an allow list,
 # a response header set and one removed), for the cost of those checks;
 # and with one Proxy-Wasm filter that adds a response field, for the cost
-# of a filter.
+# of a filter; and with a route as a VCL port writes it (`when` conditions
+# and a `rewrite_query` that rewrites the query of every request), whose
+# difference to plain is reported in instructions.
 set -euo pipefail
 BENCH_NAME=instr
 # shellcheck source-path=SCRIPTDIR
@@ -101,28 +103,53 @@ TOML
 "$HOARD_BIN" check --config "$OUT/filter.toml" >/dev/null \
     || die "hoard rejects $OUT/filter.toml"
 
+# A route as a VCL port writes it: conditions on the request (`when`) and
+# the query normalised (`rewrite_query`), loaded with a query that it
+# rewrites (tracking tag removed, the rest sorted).
+cat > "$OUT/vcl.toml" <<TOML
+[server]
+threads = 1
+
+[[listener]]
+address = "127.0.0.1:$HOARD"
+
+[upstream.origin]
+servers = ["http://127.0.0.1:$ORIGIN"]
+
+[[site]]
+[[site.route]]
+prefix = "/"
+upstream = "origin"
+when = { method = ["GET", "HEAD"], header = "Host" }
+rewrite_query = { sort = true, remove = ["utm_*", "gclid"] }
+TOML
+"$HOARD_BIN" check --config "$OUT/vcl.toml" >/dev/null \
+    || die "hoard rejects $OUT/vcl.toml"
+
 wait_port "$ORIGIN" origin "$ORIGIN_PID" "$OUT/origin.log"
 
 # measure NAME PORT CMD...: sets RESULT="requests instructions strace-requests syscalls"
+# (the URL's path and query: $MPATH, default /1k.bin)
 measure() {
   local name=$1 port=$2; shift 2
+  local path=${MPATH:-/1k.bin}
   spawn "$OUT/$name.log" valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.cg" "$@"
   local vg=$STARTED_PID
   sleep 2; wait_port "$port" "$name (callgrind)" "$vg" "$OUT/$name.log"
-  curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"; curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"
-  wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port/1k.bin" >/dev/null
+  curl -sf -o /dev/null "http://127.0.0.1:$port$path"; curl -sf -o /dev/null "http://127.0.0.1:$port$path"
+  wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port$path" >/dev/null
   callgrind_control -z "$vg" >/dev/null
-  local reqs; reqs=$(wrk -t1 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$port/1k.bin" | awk '/requests in/ {print $1}')
+  local reqs; reqs=$(wrk -t1 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$port$path" | awk '/requests in/ {print $1}')
   callgrind_control -d "$vg" >/dev/null; sleep 1
   local ir; ir=$(grep -h '^summary:' "$OUT/$name.cg".* | awk '{s+=$2} END {print s}')
   stop_pid "$vg"
   # System calls per request, natively (strace slows the proxy, not the counts).
   spawn /dev/null "$@"
   local p=$STARTED_PID
-  wait_port "$port" "$name" "$p"; curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"; curl -sf -o /dev/null "http://127.0.0.1:$port/1k.bin"
+  wait_port "$port" "$name" "$p"; curl -sf -o /dev/null "http://127.0.0.1:$port$path"; curl -sf -o /dev/null "http://127.0.0.1:$port$path"
   timeout $((DURATION / 2 + 3)) strace -c -f -p "$p" -o "$OUT/$name.strace" & local st=$!
   sleep 1
-  local sreqs; sreqs=$(wrk -t1 -c"$CONNS" -d"$((DURATION / 2))s" "http://127.0.0.1:$port/1k.bin" | awk '/requests in/ {print $1}')
+  local sreqs; sreqs=$(wrk -t1 -c"$CONNS" -d"$((DURATION / 2))s" "http://127.0.0.1:$port$path" | awk '/requests in/ {print $1}')
   wait "$st" 2>/dev/null || true
   stop_pid "$p"
   local calls; calls=$(awk '/total$/ {print $4}' "$OUT/$name.strace")
@@ -138,12 +165,14 @@ measure hoard-edge "$HOARD" "$HOARD_BIN" run --config "$OUT/edge.toml"
 read -r er ei esr ec <<<"$RESULT"
 measure hoard-filter "$HOARD" "$HOARD_BIN" run --config "$OUT/filter.toml"
 read -r wr wi wsr wc <<<"$RESULT"
+MPATH="/1k.bin?utm_source=news&b=2&a=1" measure hoard-vcl "$HOARD" "$HOARD_BIN" run --config "$OUT/vcl.toml"
+read -r vr vi vsr vc <<<"$RESULT"
 measure nginx "$NGINX" nginx -c "$OUT/nginx.conf"
 read -r nr ni nsr nc <<<"$RESULT"
 
-python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" "$lr" "$li" "$lsr" "$lc" "$er" "$ei" "$esr" "$ec" "$wr" "$wi" "$wsr" "$wc" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
+python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" "$lr" "$li" "$lsr" "$lc" "$er" "$ei" "$esr" "$ec" "$wr" "$wi" "$wsr" "$wc" "$vr" "$vi" "$vsr" "$vc" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
 import sys
-hr, hi, hsr, hc, nr, ni, nsr, nc, lr, li, lsr, lc, er, ei, esr, ec, wr, wi, wsr, wc = map(float, sys.argv[1:])
+hr, hi, hsr, hc, nr, ni, nsr, nc, lr, li, lsr, lc, er, ei, esr, ec, wr, wi, wsr, wc, vr, vi, vsr, vc = map(float, sys.argv[1:])
 h_ipr, n_ipr = hi / hr, ni / nr
 h_spr, n_spr = hc / hsr, nc / nsr
 print("| proxy | requests (callgrind) | user instructions / 1 KiB hit | syscalls / hit |")
@@ -160,5 +189,8 @@ print(f"| **hoard edge/plain** | | **{e_ipr / h_ipr:.2f}x** | **{e_spr / h_spr:.
 f_ipr, f_spr = wi / wr, wc / wsr
 print(f"| hoard, one filter | {int(wr)} | {f_ipr:,.0f} | {f_spr:.2f} |")
 print(f"| **hoard filter/plain** | | **{f_ipr / h_ipr:.2f}x** | **{f_spr / h_spr:.2f}x** |")
+v_ipr, v_spr = vi / vr, vc / vsr
+print(f"| hoard, when + rewrite_query | {int(vr)} | {v_ipr:,.0f} | {v_spr:.2f} |")
+print(f"| **hoard VCL route - plain** | | **{v_ipr - h_ipr:+,.0f} instructions** | |")
 PY
 STATUS=0
