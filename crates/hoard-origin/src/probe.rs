@@ -149,7 +149,7 @@ async fn ask(up: &Upstream, i: usize) -> Result<u16, String> {
         http::header::USER_AGENT,
         HeaderValue::from_static("hoard-health-check"),
     );
-    let resp = Box::pin(up.send_to(i, &mut req, true))
+    let resp = Box::pin(up.send_to(i, &mut req, true, false))
         .await
         .map_err(|(_, e)| e.to_string())?;
     let status = resp.status().as_u16();

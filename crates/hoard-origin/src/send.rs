@@ -56,7 +56,7 @@ impl Upstream {
             // Boxed: connecting (TCP, TLS) and the exchange take kilobytes of
             // future, which would otherwise be room in every request's future,
             // hits included (see `pipeline::future_sizes`).
-            let result = Box::pin(self.send_to(i, &mut req, replayable)).await;
+            let result = Box::pin(self.send_to(i, &mut req, replayable, true)).await;
             let took = started.elapsed();
             let last = tried >= self.tries();
             let failure = match result {
@@ -122,6 +122,7 @@ impl Upstream {
         i: usize,
         req: &mut OriginRequest,
         replayable: bool,
+        counted: bool,
     ) -> Result<Response<OriginBody>, (Failure, ProxyError)> {
         let pool = &self.pools[i];
         let authority = &self.server(i).authority;
@@ -188,7 +189,12 @@ impl Upstream {
             sender,
             pool: pool.clone(),
         };
-        let stats = self.stats.clone();
+        // A probe's bytes are not the upstream's traffic.
+        let stats = if counted {
+            self.stats.clone()
+        } else {
+            std::sync::Arc::default()
+        };
         Ok(resp.map(|body| OriginBody::new(body, self.cfg.read_timeout, ret, stats)))
     }
 

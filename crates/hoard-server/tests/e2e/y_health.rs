@@ -105,7 +105,8 @@ async fn servers(t: &Test, proxy: &hoard_testkit::TestProxy) -> Vec<serde_json::
 // y17001: probes run with no client at all; a server failing 2 of its last
 // 3 probes is out: no request goes to it (none fails either), `/status`
 // says `down` with the probes passed, `/metrics` the same; once it passes
-// again it is back in turn. Probes are not origin requests.
+// again it is back in turn. Probes are not origin requests. The dashboard
+// shows the probes passed.
 #[tokio::test]
 async fn y17001_probes_take_a_failing_server_out_and_back() {
     let t = Test::new("y17001");
@@ -163,6 +164,13 @@ async fn y17001_probes_take_a_failing_server_out_and_back() {
         seen.insert(t.client(&proxy).get("/p").send().await.text());
     }
     assert!(seen.contains("a") && seen.contains("b"), "{seen:?}");
+    // The dashboard (headless Chromium) shows each server's probes.
+    let shown = crate::admin::settled_dashboard(&t, &proxy).await;
+    assert_eq!(shown["upstreams.0.servers.0.probes.window"], "3");
+    assert!(
+        shown.contains_key("upstreams.0.servers.1.probes.passed"),
+        "{shown:?}"
+    );
     proxy.stop().await;
     a.finish().await;
     b.finish().await;
