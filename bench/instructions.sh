@@ -167,12 +167,15 @@ measure hoard-filter "$HOARD" "$HOARD_BIN" run --config "$OUT/filter.toml"
 read -r wr wi wsr wc <<<"$RESULT"
 MPATH="/1k.bin?utm_source=news&b=2&a=1" measure hoard-vcl "$HOARD" "$HOARD_BIN" run --config "$OUT/vcl.toml"
 read -r vr vi vsr vc <<<"$RESULT"
+# The plain run again with the VCL run's URL: what the route's keys add.
+MPATH="/1k.bin?utm_source=news&b=2&a=1" measure hoard-query "$HOARD" "$HOARD_BIN" --upstream "http://127.0.0.1:$ORIGIN" --listen "127.0.0.1:$HOARD" --threads 1
+read -r qr qi qsr qc <<<"$RESULT"
 measure nginx "$NGINX" nginx -c "$OUT/nginx.conf"
 read -r nr ni nsr nc <<<"$RESULT"
 
-python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" "$lr" "$li" "$lsr" "$lc" "$er" "$ei" "$esr" "$ec" "$wr" "$wi" "$wsr" "$wc" "$vr" "$vi" "$vsr" "$vc" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
+python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" "$lr" "$li" "$lsr" "$lc" "$er" "$ei" "$esr" "$ec" "$wr" "$wi" "$wsr" "$wc" "$vr" "$vi" "$vsr" "$vc" "$qr" "$qi" "$qsr" "$qc" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
 import sys
-hr, hi, hsr, hc, nr, ni, nsr, nc, lr, li, lsr, lc, er, ei, esr, ec, wr, wi, wsr, wc, vr, vi, vsr, vc = map(float, sys.argv[1:])
+hr, hi, hsr, hc, nr, ni, nsr, nc, lr, li, lsr, lc, er, ei, esr, ec, wr, wi, wsr, wc, vr, vi, vsr, vc, qr, qi, qsr, qc = map(float, sys.argv[1:])
 h_ipr, n_ipr = hi / hr, ni / nr
 h_spr, n_spr = hc / hsr, nc / nsr
 print("| proxy | requests (callgrind) | user instructions / 1 KiB hit | syscalls / hit |")
@@ -190,7 +193,9 @@ f_ipr, f_spr = wi / wr, wc / wsr
 print(f"| hoard, one filter | {int(wr)} | {f_ipr:,.0f} | {f_spr:.2f} |")
 print(f"| **hoard filter/plain** | | **{f_ipr / h_ipr:.2f}x** | **{f_spr / h_spr:.2f}x** |")
 v_ipr, v_spr = vi / vr, vc / vsr
-print(f"| hoard, when + rewrite_query | {int(vr)} | {v_ipr:,.0f} | {v_spr:.2f} |")
-print(f"| **hoard VCL route - plain** | | **{v_ipr - h_ipr:+,.0f} instructions** | |")
+q_ipr, q_spr = qi / qr, qc / qsr
+print(f"| hoard, plain, URL with a query | {int(qr)} | {q_ipr:,.0f} | {q_spr:.2f} |")
+print(f"| hoard, when + rewrite_query, same URL | {int(vr)} | {v_ipr:,.0f} | {v_spr:.2f} |")
+print(f"| **hoard VCL route - plain (same URL)** | | **{v_ipr - q_ipr:+,.0f} instructions** | |")
 PY
 STATUS=0

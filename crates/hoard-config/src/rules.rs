@@ -149,24 +149,29 @@ impl Condition {
     }
 }
 
-/// `*` matches any run of characters, everything else itself.
+/// `*` matches any run of characters, everything else itself. Allocates
+/// nothing (rules and query rewrites run it on every request).
 pub(crate) fn glob(pattern: &str, text: &str) -> bool {
+    if !pattern.contains('*') {
+        return pattern == text;
+    }
     let mut parts = pattern.split('*');
     let first = parts.next().unwrap_or("");
     let Some(mut rest) = text.strip_prefix(first) else {
         return false;
     };
-    let parts: Vec<&str> = parts.collect();
-    let Some((last, middle)) = parts.split_last() else {
-        return rest.is_empty();
-    };
-    for p in middle {
+    let mut parts = parts.peekable();
+    while let Some(p) = parts.next() {
+        if parts.peek().is_none() {
+            // The last part: the text's end.
+            return rest.len() >= p.len() && rest.ends_with(p);
+        }
         match rest.find(p) {
             Some(at) => rest = &rest[at + p.len()..],
             None => return false,
         }
     }
-    rest.len() >= last.len() && rest.ends_with(last)
+    rest.is_empty()
 }
 
 /// The conditions a rule or a route's `when` can hold, as written.
