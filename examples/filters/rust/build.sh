@@ -29,8 +29,10 @@ with_rustup() {
 
 with_debian() {
   if [[ ! -e /usr/lib/rustlib/$target ]] || ! command -v /usr/bin/rust-lld >/dev/null; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
       rustc cargo libstd-rust-dev-wasm32 lld >/dev/null
   fi
   # Debian's cargo and rustc alone (rustup's must not mix in); the sparse
