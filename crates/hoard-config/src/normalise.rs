@@ -24,22 +24,66 @@ pub struct QueryRewrite {
     /// Parameters in name order (stable: one name's values keep theirs).
     pub sort: bool,
     /// Names removed; `*` matches any run of characters.
-    pub remove: Vec<String>,
+    pub remove: Vec<NamePattern>,
+}
+
+/// A parameter name pattern, in the form that matches it cheapest (the
+/// rewrite runs on every request of its route).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamePattern {
+    /// `gclid`.
+    Exact(String),
+    /// `utm_*`.
+    Prefix(String),
+    /// Anything else with `*`.
+    Glob(String),
+}
+
+impl NamePattern {
+    /// The pattern as written.
+    pub fn parse(p: &str) -> NamePattern {
+        match p.find('*') {
+            None => NamePattern::Exact(p.to_owned()),
+            Some(at) if at == p.len() - 1 => NamePattern::Prefix(p[..at].to_owned()),
+            Some(_) => NamePattern::Glob(p.to_owned()),
+        }
+    }
+
+    fn matches(&self, name: &[u8]) -> bool {
+        match self {
+            NamePattern::Exact(e) => e.as_bytes() == name,
+            NamePattern::Prefix(p) => name.starts_with(p.as_bytes()),
+            NamePattern::Glob(g) => {
+                std::str::from_utf8(name).is_ok_and(|n| crate::rules::glob(g, n))
+            }
+        }
+    }
 }
 
 impl QueryRewrite {
     /// The query rewritten, or `None` when it stays as it is. An empty
     /// result is `Some("")` (the `?` goes too).
     pub fn apply(&self, query: &str) -> Option<String> {
-        let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
-        let before = params.len();
-        if !self.remove.is_empty() {
-            params.retain(|p| {
-                let name = p.split_once('=').map_or(*p, |(n, _)| n);
-                !self.remove.iter().any(|pat| crate::rules::glob(pat, name))
-            });
+        let mut out = String::new();
+        self.apply_into(query, &mut out).then_some(out)
+    }
+
+    /// As [`QueryRewrite::apply`], appending the new query to `out`; false
+    /// (and nothing appended) when it stays as it is.
+    pub fn apply_into(&self, query: &str, out: &mut String) -> bool {
+        let mut params: Vec<&str> = Vec::with_capacity(8);
+        let mut removed = false;
+        for p in query.split('&') {
+            if p.is_empty() {
+                continue;
+            }
+            let name = param_name(p).as_bytes();
+            if self.remove.iter().any(|pat| pat.matches(name)) {
+                removed = true;
+            } else {
+                params.push(p);
+            }
         }
-        let removed = params.len() != before;
         let mut moved = false;
         if self.sort {
             moved = params
@@ -49,12 +93,24 @@ impl QueryRewrite {
                 params.sort_by(|a, b| param_name(a).cmp(param_name(b)));
             }
         }
-        (removed || moved).then(|| params.join("&"))
+        if !(removed || moved) {
+            return false;
+        }
+        for (i, p) in params.iter().enumerate() {
+            if i > 0 {
+                out.push('&');
+            }
+            out.push_str(p);
+        }
+        true
     }
 }
 
 fn param_name(p: &str) -> &str {
-    p.split_once('=').map_or(p, |(n, _)| n)
+    match p.bytes().position(|b| b == b'=') {
+        Some(at) => &p[..at],
+        None => p,
+    }
 }
 
 /// One `normalise` entry: a header mapped to the best of `values`.
@@ -163,7 +219,7 @@ impl Resolver<'_> {
         }
         Ok(QueryRewrite {
             sort: r.sort.unwrap_or(false),
-            remove: r.remove,
+            remove: r.remove.iter().map(|p| NamePattern::parse(p)).collect(),
         })
     }
 
@@ -215,7 +271,7 @@ mod tests {
     fn queries_lose_tracking_and_sort() {
         let r = QueryRewrite {
             sort: true,
-            remove: vec!["utm_*".into(), "gclid".into()],
+            remove: vec![NamePattern::parse("utm_*"), NamePattern::parse("gclid")],
         };
         assert_eq!(
             r.apply("b=2&a=1&utm_source=news&gclid=XYZ").as_deref(),
@@ -230,9 +286,10 @@ mod tests {
         );
         let keep = QueryRewrite {
             sort: false,
-            remove: vec!["x".into()],
+            remove: vec![NamePattern::parse("x"), NamePattern::parse("a*c*")],
         };
         assert_eq!(keep.apply("z=1&x=2&a=3").as_deref(), Some("z=1&a=3"));
+        assert_eq!(keep.apply("abc=1&y=2").as_deref(), Some("y=2"));
     }
 
     #[test]

@@ -341,16 +341,28 @@ impl Pipeline {
 /// The query as the route's `rewrite_query` wants it (see
 /// `hoard_config::normalise`).
 fn rewrite_query(rq: &hoard_config::normalise::QueryRewrite, uri: &mut Uri) {
-    let Some(q) = uri.query().and_then(|q| rq.apply(q)) else {
+    let Some(query) = uri.query() else { return };
+    let path = uri.path();
+    let mut target = String::with_capacity(path.len() + 1 + query.len());
+    target.push_str(path);
+    target.push('?');
+    if !rq.apply_into(query, &mut target) {
         return;
-    };
-    let target = if q.is_empty() {
-        uri.path().to_owned()
-    } else {
-        format!("{}?{q}", uri.path())
-    };
-    if let Ok(t) = Uri::try_from(target) {
-        *uri = t;
+    }
+    if target.ends_with('?') {
+        target.pop();
+    }
+    // Only the path and query are parsed again.
+    let mut parts = std::mem::take(uri).into_parts();
+    match http::uri::PathAndQuery::try_from(target) {
+        Ok(pq) => parts.path_and_query = Some(pq),
+        Err(_) => {
+            *uri = Uri::from_parts(parts).unwrap_or_default();
+            return;
+        }
+    }
+    if let Ok(u) = Uri::from_parts(parts) {
+        *uri = u;
     }
 }
 
