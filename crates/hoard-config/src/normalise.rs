@@ -71,19 +71,40 @@ impl QueryRewrite {
     /// As [`QueryRewrite::apply`], appending the new query to `out`; false
     /// (and nothing appended) when it stays as it is.
     pub fn apply_into(&self, query: &str, out: &mut String) -> bool {
-        let mut params: Vec<&str> = Vec::with_capacity(8);
+        // Up to 16 parameters on the stack (a request's usual few), more
+        // in a vector.
+        let mut few: [&str; 16] = [""; 16];
+        let mut n = 0;
+        let mut more: Vec<&str> = Vec::new();
         let mut removed = false;
-        for p in query.split('&') {
+        let bytes = query.as_bytes();
+        let mut start = 0;
+        while start <= bytes.len() {
+            let end = bytes[start..]
+                .iter()
+                .position(|&b| b == b'&')
+                .map_or(bytes.len(), |at| start + at);
+            let p = &query[start..end];
+            start = end + 1;
             if p.is_empty() {
                 continue;
             }
             let name = param_name(p).as_bytes();
             if self.remove.iter().any(|pat| pat.matches(name)) {
                 removed = true;
+            } else if n < few.len() {
+                few[n] = p;
+                n += 1;
             } else {
-                params.push(p);
+                more.push(p);
             }
         }
+        let params: &mut [&str] = if more.is_empty() {
+            &mut few[..n]
+        } else {
+            more.splice(0..0, few[..n].iter().copied());
+            &mut more[..]
+        };
         let mut moved = false;
         if self.sort {
             moved = params
@@ -283,6 +304,20 @@ mod tests {
             r.apply("b=1&a=2&b=0").as_deref(),
             Some("a=2&b=1&b=0"),
             "stable"
+        );
+        let many: String = (0..20)
+            .rev()
+            .map(|i| format!("p{i:02}=1&utm_{i}=x"))
+            .collect::<Vec<_>>()
+            .join("&");
+        let sorted: String = (0..20)
+            .map(|i| format!("p{i:02}=1"))
+            .collect::<Vec<_>>()
+            .join("&");
+        assert_eq!(
+            r.apply(&many).as_deref(),
+            Some(sorted.as_str()),
+            "more than 16"
         );
         let keep = QueryRewrite {
             sort: false,
