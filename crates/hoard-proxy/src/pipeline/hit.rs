@@ -62,6 +62,12 @@ impl Pipeline {
         // Only on a route that shows them (`$cache_hits`): a response
         // extension, read when the route's fields are made.
         let hits = ctx.route.count_hits.then(|| CacheHits(obj.hit()));
+        // On an `esi` route: the object, whose parsed template it keeps.
+        let page = ctx
+            .route
+            .esi
+            .is_some()
+            .then(|| super::esi::StoredPage(obj.clone()));
         if ctx.run.cfg.server.debug_headers {
             status.key = Some(key.text.clone());
         }
@@ -81,6 +87,9 @@ impl Pipeline {
         resp.headers_mut().insert(header::AGE, age);
         if let Some(h) = hits {
             resp.extensions_mut().insert(h);
+        }
+        if let Some(p) = page {
+            resp.extensions_mut().insert(p);
         }
         self.add_cache_status(&mut resp, &status);
         resp
@@ -103,6 +112,10 @@ impl Pipeline {
             return None;
         }
         crate::encode::vary_on_accept_encoding(headers);
+        // A page is assembled from its identity bytes, then coded.
+        if ctx.route.esi.is_some() && super::esi::is_page(&obj.headers) {
+            return None;
+        }
         let accept = ctx.accept?;
         if ctx.headers.contains_key(header::RANGE) {
             return None;
