@@ -516,3 +516,53 @@ async fn v18010_fragment_outcomes_in_cache_status_and_hosts() {
         .expect_header_contains("cache-status", "http://cdn.example/c=hit");
     origin.finish().await;
 }
+
+// v18011: two pages that include the same fragment at once share one
+// origin request for it (fragments coalesce like any request), and a
+// fragment that proves uncacheable passes afterwards (hit-for-pass).
+#[tokio::test]
+async fn v18011_fragments_coalesce_and_pass_like_requests() {
+    let t = Test::new("v18011");
+    let go = t.barrier(2);
+    let origin = t
+        .origin()
+        .script({
+            let go = go.clone();
+            move |mut s| async move {
+                let pages = [
+                    ("/a", "max-age=60", HTML, "a:<esi:include src=\"/shared\"/>:<esi:include src=\"/me\"/>"),
+                    ("/b", "max-age=60", HTML, "b:<esi:include src=\"/shared\"/>"),
+                    ("/me", "private", HTML, "ME"),
+                ];
+                // /a, /b, /me, and /shared once for both pages: held until
+                // the second page waits on its fill.
+                let mut shared = None;
+                for _ in 0..4 {
+                    let req = s.rxreq().await;
+                    if req.url() == "/shared" {
+                        assert!(shared.replace(req).is_none(), "/shared asked twice");
+                    } else {
+                        answer(&mut s, &req, &pages).await;
+                    }
+                }
+                go.sync().await;
+                let shared = shared.expect("/shared asked");
+                s.switch_to(&shared);
+                s.txresp(200).hdr("Cache-Control", "max-age=60").body("S").send().await;
+                s.rxreq().await.expect_url("/me");
+                s.txresp(200).hdr("Cache-Control", "private").body("ME2").send().await;
+            }
+        })
+        .start()
+        .await;
+    let proxy = t.proxy().toml(&origin, &config("true", "")).start().await;
+    let a = t.client(&proxy).get("/a").spawn();
+    let b = t.client(&proxy).get("/b").spawn();
+    proxy.wait_counter("fill_waiters_total", 1).await;
+    go.sync().await;
+    a.await.unwrap().expect_body("a:S:ME");
+    b.await.unwrap().expect_body("b:S");
+    t.client(&proxy).get("/a").send().await.expect_body("a:S:ME2");
+    proxy.expect_counter("hit_for_pass", 1);
+    origin.finish().await;
+}
