@@ -18,6 +18,7 @@ cd "$ROOT"
 DURATION=${DURATION:-5}
 CONNS=${CONNS:-16}
 TRIES=${TRIES:-5}
+KEEP=${KEEP:-0}
 DELAY_MS=${DELAY_MS:-300}
 HOARD_BIN="${HOARD_BIN:-$ROOT/target/release/hoard}"
 
@@ -81,7 +82,14 @@ cold() {
     COLD_TOTAL=$(printf '%s\n' "${total[@]}" | median)
 }
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# CPU ticks of a process and its children (varnishd's worker is its child).
+cpu_ticks() {
+    local p sum=0
+    for p in $1 $(pgrep -P "$1" || true); do
+        sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+    done
+    echo "$sum"
+}
 
 # hot NAME PORT PID PATH: sets HOT_RPS and HOT_US (proxy CPU µs per request).
 hot() {

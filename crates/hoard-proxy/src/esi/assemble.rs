@@ -4,61 +4,73 @@
 //! ## Model
 //! [`plan`] walks the template once for the request: `esi:choose` is
 //! decided, `esi:vars` rendered, and every include met (those inside an
-//! `esi:attempt` too) is started at once through a [`Fetch`], so all of a
-//! page's fragments are fetched in parallel. The resulting [`Item`]s are
-//! sent by one task ([`spawn`]) in order: text at once, then each
-//! fragment's bytes as they arrive. An `esi:attempt` is held whole until
-//! its fragments end; when one fails (without `onerror="continue"`), the
-//! `esi:except` is planned and sent instead (its includes start only
-//! then).
+//! `esi:attempt` too) gets its fragment's future through a [`Fetch`]. The
+//! page's body ([`EsiBody`]) owns those futures and polls **all** of them
+//! each time it is polled, so every fragment of the page is fetched at
+//! once, on the page's own task (no task or channel per fragment). It
+//! sends its [`Item`]s in order: text at once, a fragment when its future
+//! is done. An `esi:attempt` goes out when all its fragments are done;
+//! when one failed (without `onerror="continue"`), the `esi:except` is
+//! planned and sent instead (its includes start only then).
 //!
 //! ## Lifecycle
-//! The task ends with the page. A client that goes away drops the body,
-//! the task's next send fails and it stops; the fragments' tasks stop at
-//! their next send (fills they started go on, as every fill does).
+//! Everything ends with the body: a client that goes away drops it, and
+//! with it the fragments' futures (fills they joined go on, as every fill
+//! does).
 
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use hoard_config::esi::OnError;
 use hoard_origin::error::BoxError;
 use http_body::{Body, Frame, SizeHint};
-use tokio::sync::mpsc;
 
 use super::template::Node;
 use super::vars::Values;
 
-/// What a fragment's task sends.
+/// A fragment, fetched: its body whole, or why it failed; and its cache
+/// outcome (for `Cache-Status`).
 #[derive(Debug)]
-pub enum FragEvent {
-    /// Bytes of the fragment, in order.
-    Data(Bytes),
-    /// The fragment (and its `alt`) failed: why, for the log.
-    Failed(String),
-    /// The fragment ended whole.
-    Done,
+pub struct Fragment {
+    /// The body, or why there is none.
+    pub body: Result<Bytes, String>,
+    /// The cache outcome's name (`hit`, `miss`...; `error`).
+    pub outcome: &'static str,
 }
+
+/// A fragment being fetched.
+pub type FragmentFuture = Pin<Box<dyn Future<Output = Fragment> + Send>>;
 
 /// Starts includes (the pipeline's sub-requests).
 pub trait Fetch: Send + Sync + 'static {
-    /// Starts the include of `src` (then `alt` when `src` fails); its
-    /// events come on the receiver.
-    fn start(&self, src: String, alt: Option<String>) -> mpsc::Receiver<FragEvent>;
+    /// The fetch of `src` (then of `alt` when `src` fails).
+    fn start(&self, src: String, alt: Option<String>) -> FragmentFuture;
+}
+
+/// A fragment's place in the page.
+enum Slot {
+    /// Being fetched.
+    Running(FragmentFuture),
+    /// Fetched (its body taken once sent).
+    Done(Fragment),
 }
 
 /// A part of the planned page.
-#[derive(Debug)]
 pub enum Item {
     /// Bytes as they are.
     Text(Bytes),
-    /// A started include.
+    /// An include.
     Fragment {
         /// Its URL, for the log.
         src: String,
         /// `onerror="continue"`.
         continue_on_error: bool,
-        /// Its events.
-        rx: mpsc::Receiver<FragEvent>,
+        /// Its slot in the page.
+        slot: usize,
     },
     /// `esi:try`: the attempt (started), or the except (not yet).
     Try {
@@ -69,50 +81,29 @@ pub enum Item {
     },
 }
 
-/// `nodes` planned for a request (see the module docs).
-pub fn plan(nodes: &[Node], values: &Values, fetch: &dyn Fetch, out: &mut Vec<Item>) {
-    for n in nodes {
-        match n {
-            Node::Text(b) => out.push(Item::Text(b.clone())),
-            Node::Vars(t) => out.push(Item::Text(t.render_html(values))),
-            Node::Include(i) => {
-                let src = i.src.render_url(values);
-                let alt = i.alt.as_ref().map(|a| a.render_url(values));
-                let rx = fetch.start(src.clone(), alt);
-                out.push(Item::Fragment {
-                    src,
-                    continue_on_error: i.continue_on_error,
-                    rx,
-                });
-            }
-            Node::Choose { whens, otherwise } => {
-                let branch = whens
-                    .iter()
-                    .find(|(test, _)| test.holds(values))
-                    .map_or(otherwise, |(_, nodes)| nodes);
-                plan(branch, values, fetch, out);
-            }
-            Node::Try { attempt, except } => {
-                let mut a = Vec::new();
-                plan(attempt, values, fetch, &mut a);
-                out.push(Item::Try {
-                    attempt: a,
-                    except: except.clone(),
-                });
-            }
+impl std::fmt::Debug for Item {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Item::Text(b) => f.debug_tuple("Text").field(&b.len()).finish(),
+            Item::Fragment { src, slot, .. } => f
+                .debug_struct("Fragment")
+                .field("src", src)
+                .field("slot", slot)
+                .finish(),
+            Item::Try { attempt, .. } => f.debug_struct("Try").field("attempt", attempt).finish(),
         }
     }
 }
 
-/// What the task needs besides the items.
+/// What a page needs besides its items.
 pub struct Assembly {
     /// The request's values (for a late `esi:except`).
     pub values: Values,
-    /// Starts the late includes.
+    /// Starts the includes.
     pub fetch: Arc<dyn Fetch>,
     /// What a failed include without `onerror` does.
     pub on_error: OnError,
-    /// Counts failures.
+    /// Counts a failed include (`src`, why).
     pub failed: Box<dyn Fn(&str, &str) + Send + Sync>,
 }
 
@@ -124,117 +115,186 @@ impl std::fmt::Debug for Assembly {
     }
 }
 
-/// Chunks of the page in flight between the task and the body.
-const QUEUE: usize = 16;
+/// A planned page: its items and its fragments' fetches.
+pub struct Page {
+    items: VecDeque<Item>,
+    slots: Vec<Slot>,
+    a: Assembly,
+}
 
-/// The page's body: its task started on the runtime.
-pub fn spawn(items: Vec<Item>, a: Assembly) -> EsiBody {
-    let (tx, rx) = mpsc::channel(QUEUE);
-    tokio::spawn(async move {
-        let mut sink = Sink::Send(&tx);
-        if let Err(Cut(why)) = emit(items, &a, &mut sink).await {
-            let _ = tx.send(Err(why.into())).await;
+impl std::fmt::Debug for Page {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Page")
+            .field("items", &self.items.len())
+            .field("fragments", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Page {
+    /// `nodes` planned for a request: every include started.
+    pub fn plan(nodes: &[Node], a: Assembly) -> Page {
+        let mut slots = Vec::new();
+        let mut items = Vec::new();
+        plan(nodes, &a.values, &*a.fetch, &mut slots, &mut items);
+        Page {
+            items: items.into(),
+            slots,
+            a,
         }
-    });
-    EsiBody { rx, done: false }
+    }
+
+    /// Fragments started so far.
+    pub fn fragments(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Polls every fragment still being fetched; true when none is.
+    fn drive(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut all = true;
+        for s in &mut self.slots {
+            if let Slot::Running(f) = s {
+                match f.as_mut().poll(cx) {
+                    Poll::Ready(done) => *s = Slot::Done(done),
+                    Poll::Pending => all = false,
+                }
+            }
+        }
+        all
+    }
+
+    /// Waits until every fragment started so far is fetched: `(src, outcome)`
+    /// of each, in document order (for `Cache-Status`, `debug_headers`).
+    pub async fn outcomes(&mut self) -> Vec<(String, &'static str)> {
+        std::future::poll_fn(|cx| {
+            if self.drive(cx) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+        let mut out = Vec::new();
+        collect_outcomes(self.items.iter(), &self.slots, &mut out);
+        out
+    }
+
+    /// The page as a body.
+    pub fn into_body(self) -> EsiBody {
+        EsiBody {
+            page: self,
+            done: false,
+        }
+    }
 }
 
-/// The page was cut (`on_error = "abort"`), or the client went away.
-struct Cut(String);
-
-/// Where emitted bytes go: to the client, or held (an attempt's).
-enum Sink<'a> {
-    Send(&'a mpsc::Sender<Result<Bytes, BoxError>>),
-    Hold(Vec<Bytes>),
+fn collect_outcomes<'a>(
+    items: impl Iterator<Item = &'a Item>,
+    slots: &[Slot],
+    out: &mut Vec<(String, &'static str)>,
+) {
+    for i in items {
+        match i {
+            Item::Text(_) => {}
+            Item::Fragment { src, slot, .. } => {
+                if let Slot::Done(f) = &slots[*slot] {
+                    out.push((src.clone(), f.outcome));
+                }
+            }
+            Item::Try { attempt, .. } => collect_outcomes(attempt.iter(), slots, out),
+        }
+    }
 }
 
-impl Sink<'_> {
-    async fn put(&mut self, b: Bytes) -> Result<(), Cut> {
-        match self {
-            Sink::Send(tx) => tx
-                .send(Ok(b))
-                .await
-                .map_err(|_| Cut("the client went away".into())),
-            Sink::Hold(v) => {
-                v.push(b);
-                Ok(())
+/// `nodes` planned for a request (see the module docs).
+fn plan(
+    nodes: &[Node],
+    values: &Values,
+    fetch: &dyn Fetch,
+    slots: &mut Vec<Slot>,
+    out: &mut Vec<Item>,
+) {
+    for n in nodes {
+        match n {
+            Node::Text(b) => out.push(Item::Text(b.clone())),
+            Node::Vars(t) => out.push(Item::Text(t.render_html(values))),
+            Node::Include(i) => {
+                let src = i.src.render_url(values);
+                let alt = i.alt.as_ref().map(|a| a.render_url(values));
+                slots.push(Slot::Running(fetch.start(src.clone(), alt)));
+                out.push(Item::Fragment {
+                    src,
+                    continue_on_error: i.continue_on_error,
+                    slot: slots.len() - 1,
+                });
+            }
+            Node::Choose { whens, otherwise } => {
+                let branch = whens
+                    .iter()
+                    .find(|(test, _)| test.holds(values))
+                    .map_or(otherwise, |(_, nodes)| nodes);
+                plan(branch, values, fetch, slots, out);
+            }
+            Node::Try { attempt, except } => {
+                let mut a = Vec::new();
+                plan(attempt, values, fetch, slots, &mut a);
+                out.push(Item::Try {
+                    attempt: a,
+                    except: except.clone(),
+                });
             }
         }
     }
 }
 
-/// Sends `items` in order. In a held sink (an attempt), a failed include
-/// fails the whole: `Err(None)`.
-fn emit<'a>(
-    items: Vec<Item>,
-    a: &'a Assembly,
-    sink: &'a mut Sink<'_>,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Cut>> + Send + 'a>> {
-    Box::pin(async move {
-        for item in items {
-            match item {
-                Item::Text(b) => sink.put(b).await?,
-                Item::Fragment {
-                    src,
-                    continue_on_error,
-                    mut rx,
-                } => {
-                    let why = loop {
-                        match rx.recv().await {
-                            Some(FragEvent::Data(b)) => sink.put(b).await?,
-                            Some(FragEvent::Done) => break None,
-                            Some(FragEvent::Failed(why)) => break Some(why),
-                            None => break Some("the fragment's task ended".to_owned()),
-                        }
-                    };
-                    if let Some(why) = why {
-                        (a.failed)(&src, &why);
-                        if continue_on_error {
-                            continue;
-                        }
-                        if matches!(sink, Sink::Hold(_)) {
-                            return Err(Cut(format!("attempt failed: {src}: {why}")));
-                        }
-                        match a.on_error {
-                            OnError::Drop => {
-                                tracing::warn!(src, why, "ESI include failed; dropped");
-                            }
-                            OnError::Abort => {
-                                tracing::warn!(src, why, "ESI include failed; the page is cut");
-                                return Err(Cut(format!("ESI include {src} failed: {why}")));
-                            }
-                        }
+/// An attempt's state: its fragments not all fetched, all fetched, or one
+/// failed (why).
+enum Attempt {
+    Waiting,
+    Whole,
+    Failed(String),
+}
+
+fn attempt_state(items: &[Item], slots: &[Slot]) -> Attempt {
+    let mut state = Attempt::Whole;
+    for i in items {
+        match i {
+            Item::Text(_) => {}
+            Item::Fragment {
+                src,
+                continue_on_error,
+                slot,
+            } => match &slots[*slot] {
+                Slot::Running(_) => state = Attempt::Waiting,
+                Slot::Done(f) => {
+                    if let (Err(why), false) = (&f.body, continue_on_error) {
+                        return Attempt::Failed(format!("{src}: {why}"));
                     }
                 }
-                Item::Try { attempt, except } => {
-                    let mut held = Sink::Hold(Vec::new());
-                    match emit(attempt, a, &mut held).await {
-                        Ok(()) => {
-                            if let Sink::Hold(v) = held {
-                                for b in v {
-                                    sink.put(b).await?;
-                                }
-                            }
-                        }
-                        Err(Cut(why)) => {
-                            tracing::debug!(why, "esi:attempt failed; esi:except sent");
-                            let mut items = Vec::new();
-                            plan(&except, &a.values, &*a.fetch, &mut items);
-                            emit(items, a, sink).await?;
-                        }
-                    }
+            },
+            Item::Try { attempt, .. } => {
+                if let Attempt::Waiting = attempt_state(attempt, slots) {
+                    state = Attempt::Waiting;
                 }
             }
         }
-        Ok(())
-    })
+    }
+    state
 }
 
-/// An assembled page's body (see [`spawn`]).
-#[derive(Debug)]
+/// An assembled page's body (see the module docs).
 pub struct EsiBody {
-    rx: mpsc::Receiver<Result<Bytes, BoxError>>,
+    page: Page,
     done: bool,
+}
+
+impl std::fmt::Debug for EsiBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EsiBody")
+            .field("page", &self.page)
+            .field("done", &self.done)
+            .finish()
+    }
 }
 
 impl Body for EsiBody {
@@ -242,21 +302,92 @@ impl Body for EsiBody {
     type Error = BoxError;
 
     fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         if self.done {
-            return std::task::Poll::Ready(None);
+            return Poll::Ready(None);
         }
-        match std::task::ready!(self.rx.poll_recv(cx)) {
-            Some(Ok(b)) => std::task::Poll::Ready(Some(Ok(Frame::data(b)))),
-            Some(Err(e)) => {
+        let page = &mut self.page;
+        page.drive(cx);
+        loop {
+            let Some(item) = page.items.pop_front() else {
                 self.done = true;
-                std::task::Poll::Ready(Some(Err(e)))
-            }
-            None => {
-                self.done = true;
-                std::task::Poll::Ready(None)
+                return Poll::Ready(None);
+            };
+            match item {
+                Item::Text(b) => {
+                    if !b.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(b))));
+                    }
+                }
+                Item::Fragment {
+                    src,
+                    continue_on_error,
+                    slot,
+                } => {
+                    let Slot::Done(f) = &mut page.slots[slot] else {
+                        page.items.push_front(Item::Fragment {
+                            src,
+                            continue_on_error,
+                            slot,
+                        });
+                        return Poll::Pending;
+                    };
+                    match std::mem::replace(&mut f.body, Ok(Bytes::new())) {
+                        Ok(b) if b.is_empty() => {}
+                        Ok(b) => return Poll::Ready(Some(Ok(Frame::data(b)))),
+                        Err(why) => {
+                            (page.a.failed)(&src, &why);
+                            if continue_on_error {
+                                continue;
+                            }
+                            match page.a.on_error {
+                                OnError::Drop => {
+                                    tracing::warn!(src, why, "ESI include failed; dropped");
+                                }
+                                OnError::Abort => {
+                                    tracing::warn!(src, why, "ESI include failed; the page is cut");
+                                    self.done = true;
+                                    return Poll::Ready(Some(Err(format!(
+                                        "ESI include {src} failed: {why}"
+                                    )
+                                    .into())));
+                                }
+                            }
+                        }
+                    }
+                }
+                Item::Try { attempt, except } => match attempt_state(&attempt, &page.slots) {
+                    Attempt::Waiting => {
+                        page.items.push_front(Item::Try { attempt, except });
+                        return Poll::Pending;
+                    }
+                    Attempt::Whole => {
+                        for i in attempt.into_iter().rev() {
+                            page.items.push_front(i);
+                        }
+                    }
+                    Attempt::Failed(why) => {
+                        tracing::debug!(why, "esi:attempt failed; esi:except sent");
+                        // Count the attempt's failures (the except answers
+                        // for them).
+                        count_failures(&attempt, &mut page.slots, &*page.a.failed);
+                        let mut items = Vec::new();
+                        plan(
+                            &except,
+                            &page.a.values,
+                            &*page.a.fetch,
+                            &mut page.slots,
+                            &mut items,
+                        );
+                        for i in items.into_iter().rev() {
+                            page.items.push_front(i);
+                        }
+                        // The except's own includes start now.
+                        page.drive(cx);
+                    }
+                },
             }
         }
     }
@@ -267,5 +398,19 @@ impl Body for EsiBody {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
+    }
+}
+
+fn count_failures(items: &[Item], slots: &mut [Slot], failed: &(dyn Fn(&str, &str) + Send + Sync)) {
+    for i in items {
+        match i {
+            Item::Text(_) => {}
+            Item::Fragment { src, slot, .. } => {
+                if let Slot::Done(Fragment { body: Err(why), .. }) = &slots[*slot] {
+                    failed(src, why);
+                }
+            }
+            Item::Try { attempt, .. } => count_failures(attempt, slots, failed),
+        }
     }
 }

@@ -9,8 +9,9 @@
 //! `Surrogate-Control: content="ESI/1.0"` or whose type is `text/html`,
 //! and whose body holds ESI markup. `Surrogate-Control` never reaches
 //! clients. The stored copy is the template as the origin sent it; a hit
-//! takes the parsed template from its object ([`StoredPage`], parsed at the
-//! object's first delivery and kept with it) and reads no body.
+//! takes the parsed template from its object (parsed when the fill stored
+//! it, or at its first delivery from a disk zone, and kept in its
+//! `derived` slot) and reads no body.
 //!
 //! Each include is a request of its own (`GET src`, the page's fields but
 //! its validators, ranges and coding; `Host` the page's, or `src`'s when
@@ -23,11 +24,11 @@
 //! No `Content-Length`, `ETag`, `Last-Modified` or `Accept-Ranges` (its
 //! bytes differ per request); `Content-Encoding` as the client accepts
 //! among the route's `encodings`, compressed as it streams. With
-//! `debug_headers`, the page's head waits for its fragments' heads and
+//! `debug_headers`, the page's head waits for its fragments and
 //! `Cache-Status` gains `esi="src=outcome ..."`.
 
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use hoard_config::esi::EsiConfig;
@@ -39,12 +40,11 @@ use http::header::{
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::BodyExt;
-use tokio::sync::mpsc;
 
 use super::noted::{Noted, OUTCOME};
 use super::{Conn, Ctx, Pipeline};
 use crate::body::ProxyBody;
-use crate::esi::assemble::{self, Assembly, Fetch, FragEvent};
+use crate::esi::assemble::{Assembly, Fetch, Fragment, FragmentFuture, Page};
 use crate::esi::vars::Values;
 use crate::request_body::RequestBody;
 
@@ -55,7 +55,8 @@ static CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
 /// goes out as it is.
 const TEMPLATE_MAX: usize = 4 << 20;
 
-/// A hit's stored object on an `esi` route (a response extension): its
+/// A hit's stored object on an `esi` route whose body is read from its
+/// file (a response extension; a body in memory carries its object): its
 /// `derived` slot keeps the parsed template.
 #[derive(Debug, Clone)]
 pub(crate) struct StoredPage(pub Arc<hoard_store::object::StoredObject>);
@@ -122,10 +123,15 @@ impl Pipeline {
             page_fields(&mut parts.headers);
             return Response::from_parts(parts, body);
         }
-        let stored = parts.extensions.remove::<StoredPage>();
+        // The stored object: the body's own (in memory), or the hit's
+        // (a body read from its file).
+        let stored = match &body {
+            ProxyBody::Stored { obj, .. } => Some(obj.clone()),
+            _ => parts.extensions.remove::<StoredPage>().map(|p| p.0),
+        };
         let known = stored
             .as_ref()
-            .and_then(|s| s.0.derived.get().cloned())
+            .and_then(|s| s.derived.get().cloned())
             .and_then(|d| d.downcast::<Parsed>().ok());
         let parsed = match known {
             Some(p) => {
@@ -156,7 +162,7 @@ impl Pipeline {
                 };
                 let parsed = Arc::new(self.parse_page(&bytes, ctx));
                 if let Some(s) = &stored {
-                    let _ = s.0.derived.set(parsed.clone());
+                    let _ = s.derived.set(parsed.clone());
                 }
                 if matches!(*parsed, Parsed::AsIs) {
                     return Response::from_parts(parts, ProxyBody::Full(Some(bytes)));
@@ -173,7 +179,6 @@ impl Pipeline {
             .esi
             .as_ref()
             .map_or_else(|| Arc::new(AtomicU16::new(0)), |l| l.budget.clone());
-        let debug = ctx.run.cfg.server.debug_headers;
         let fetch = Arc::new(PageFetch {
             pipeline: self.clone(),
             headers: fragment_fields(&ctx.headers),
@@ -185,28 +190,24 @@ impl Pipeline {
             depth: depth + 1,
             budget,
             cfg: cfg.clone(),
-            seen: debug.then(|| Arc::new(Seen::default())),
-            started: std::sync::atomic::AtomicUsize::new(0),
         });
-        let values = Values::of(&ctx.headers, &ctx.authority, ctx.uri.query());
-        let mut items = Vec::new();
-        assemble::plan(&template.nodes, &values, &*fetch, &mut items);
-        page_fields(&mut parts.headers);
-        if let Some(seen) = &fetch.seen {
-            let started = fetch.started.load(Ordering::Relaxed);
-            let heads = seen.wait(started).await;
-            add_fragment_status(&mut parts.headers, &heads);
-        }
         let counters = self.counters.clone();
-        let body = assemble::spawn(
-            items,
+        let mut page = Page::plan(
+            &template.nodes,
             Assembly {
-                values,
-                fetch: fetch.clone(),
+                values: Values::of(&ctx.headers, &ctx.authority, ctx.uri.query()),
+                fetch,
                 on_error: cfg.on_error,
                 failed: Box::new(move |_src, _why| counters.inc(&counters.esi_fragment_failures)),
             },
         );
+        page_fields(&mut parts.headers);
+        if ctx.run.cfg.server.debug_headers {
+            // The head waits for the fragments (debug only).
+            let outcomes = page.outcomes().await;
+            add_fragment_status(&mut parts.headers, &outcomes);
+        }
+        let body = page.into_body();
         let body = match ctx.accept.and_then(|a| {
             a.choose(&ctx.route.encodings, &ctx.route.encodings)
                 .filter(|c| *c != hoard_policy::encoding::Coding::Identity)
@@ -273,40 +274,6 @@ fn add_fragment_status(h: &mut HeaderMap, heads: &[(String, &'static str)]) {
     }
 }
 
-/// The fragments' outcomes, for `debug_headers`.
-#[derive(Debug, Default)]
-struct Seen {
-    heads: Mutex<Vec<(String, &'static str)>>,
-    changed: tokio::sync::Notify,
-}
-
-impl Seen {
-    fn put(&self, src: &str, outcome: &'static str) {
-        self.heads
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push((src.to_owned(), outcome));
-        self.changed.notify_waiters();
-    }
-
-    /// The outcomes once `n` have come.
-    async fn wait(&self, n: usize) -> Vec<(String, &'static str)> {
-        loop {
-            let changed = self.changed.notified();
-            {
-                let heads = self
-                    .heads
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if heads.len() >= n {
-                    return heads.clone();
-                }
-            }
-            changed.await;
-        }
-    }
-}
-
 /// A page's includes, started as sub-requests (see the module docs).
 struct PageFetch {
     pipeline: Arc<Pipeline>,
@@ -319,20 +286,17 @@ struct PageFetch {
     depth: u8,
     budget: Arc<AtomicU16>,
     cfg: EsiConfig,
-    seen: Option<Arc<Seen>>,
-    started: std::sync::atomic::AtomicUsize,
 }
 
-/// One fragment's sub-request: its response, or why it failed.
-type FragmentResult = Result<(Response<ProxyBody>, Option<Outcome>), String>;
+/// One fragment's sub-request: its body whole and its outcome, or why it
+/// failed.
+type FragmentResult = Result<(Bytes, Option<Outcome>), String>;
 
 impl Fetch for PageFetch {
-    fn start(&self, src: String, alt: Option<String>) -> mpsc::Receiver<FragEvent> {
-        let (tx, rx) = mpsc::channel(8);
-        self.started.fetch_add(1, Ordering::Relaxed);
+    fn start(&self, src: String, alt: Option<String>) -> FragmentFuture {
         let c = &self.pipeline.counters;
         c.inc(&c.esi_fragments);
-        let targets: Vec<Result<(String, String), String>> = std::iter::once(src.clone())
+        let targets: Vec<Result<(String, String), String>> = std::iter::once(src)
             .chain(alt)
             .map(|t| self.check(&t))
             .collect();
@@ -347,51 +311,27 @@ impl Fetch for PageFetch {
                 budget: self.budget.clone(),
             }),
         };
-        let seen = self.seen.clone();
-        tokio::spawn(async move {
+        Box::pin(async move {
             let mut why = String::new();
             for target in targets {
-                let (authority, path) = match target {
-                    Ok(t) => t,
-                    Err(e) => {
-                        why = e;
-                        continue;
-                    }
-                };
-                match me.run(&authority, &path).await {
-                    Ok((resp, outcome)) => {
-                        if let Some(s) = &seen {
-                            s.put(&src, outcome.map_or("error", |o| o.as_str()));
-                        }
-                        let mut body = resp.into_body();
-                        loop {
-                            match body.frame().await {
-                                Some(Ok(f)) => {
-                                    if let Ok(data) = f.into_data() {
-                                        if tx.send(FragEvent::Data(data)).await.is_err() {
-                                            return;
-                                        }
-                                    }
-                                }
-                                Some(Err(e)) => {
-                                    let _ = tx.send(FragEvent::Failed(format!("body: {e}"))).await;
-                                    return;
-                                }
-                                None => break,
+                match target {
+                    Ok((authority, path)) => match me.run(&authority, &path).await {
+                        Ok((body, outcome)) => {
+                            return Fragment {
+                                body: Ok(body),
+                                outcome: outcome.map_or("error", |o| o.as_str()),
                             }
                         }
-                        let _ = tx.send(FragEvent::Done).await;
-                        return;
-                    }
+                        Err(e) => why = e,
+                    },
                     Err(e) => why = e,
                 }
             }
-            if let Some(s) = &seen {
-                s.put(&src, "error");
+            Fragment {
+                body: Err(why),
+                outcome: "error",
             }
-            let _ = tx.send(FragEvent::Failed(why)).await;
-        });
-        rx
+        })
     }
 }
 
@@ -471,14 +411,13 @@ struct SubRequest {
 }
 
 impl SubRequest {
-    /// `GET target` on `authority` through the pipeline: a 2xx response,
-    /// or why not.
+    /// `GET target` on `authority` through the pipeline: a 2xx response's
+    /// body whole, or why not.
     fn run<'a>(
         &'a self,
         authority: &'a str,
         target: &'a str,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = FragmentResult> + Send + 'a>> {
-        let mut headers = self.headers.clone();
         Box::pin(async move {
             let host = HeaderValue::from_str(authority)
                 .map_err(|_| format!("{authority:?} is not a host"))?;
@@ -487,6 +426,7 @@ impl SubRequest {
                 .uri(target)
                 .body(RequestBody::Full(None))
                 .map_err(|e| format!("{target:?}: {e}"))?;
+            let mut headers = self.headers.clone();
             headers.insert(HOST, host);
             *req.headers_mut() = headers;
             req.extensions_mut().insert(self.level.clone());
@@ -498,7 +438,7 @@ impl SubRequest {
                 redirect_https: None,
                 listener: self.listener,
             };
-            let p = self.pipeline.clone();
+            let p = &self.pipeline;
             let (resp, noted) = OUTCOME
                 .scope(std::cell::Cell::new(Noted::default()), async {
                     let resp = match p.recv(req, conn, None).await {
@@ -519,7 +459,12 @@ impl SubRequest {
             {
                 return Err(format!("{target}: a coded body"));
             }
-            Ok((resp, noted.outcome))
+            let body = http_body_util::Limited::new(resp.into_body(), TEMPLATE_MAX)
+                .collect()
+                .await
+                .map_err(|e| format!("{target}: body: {e}"))?
+                .to_bytes();
+            Ok((body, noted.outcome))
         })
     }
 }

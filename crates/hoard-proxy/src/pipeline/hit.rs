@@ -62,11 +62,9 @@ impl Pipeline {
         // Only on a route that shows them (`$cache_hits`): a response
         // extension, read when the route's fields are made.
         let hits = ctx.route.count_hits.then(|| CacheHits(obj.hit()));
-        // On an `esi` route: the object, whose parsed template it keeps.
-        let page = ctx
-            .route
-            .esi
-            .is_some()
+        // On an `esi` route, a body read from a file: the object, whose
+        // parsed template it keeps (a body in memory carries its object).
+        let page = (ctx.route.esi.is_some() && obj.disk.is_some())
             .then(|| super::esi::StoredPage(obj.clone()));
         if ctx.run.cfg.server.debug_headers {
             status.key = Some(key.text.clone());

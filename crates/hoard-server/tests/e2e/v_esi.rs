@@ -530,7 +530,12 @@ async fn v18011_fragments_coalesce_and_pass_like_requests() {
             let go = go.clone();
             move |mut s| async move {
                 let pages = [
-                    ("/a", "max-age=60", HTML, "a:<esi:include src=\"/shared\"/>:<esi:include src=\"/me\"/>"),
+                    (
+                        "/a",
+                        "max-age=60",
+                        HTML,
+                        "a:<esi:include src=\"/shared\"/>:<esi:include src=\"/me\"/>",
+                    ),
                     ("/b", "max-age=60", HTML, "b:<esi:include src=\"/shared\"/>"),
                     ("/me", "private", HTML, "ME"),
                 ];
@@ -548,9 +553,17 @@ async fn v18011_fragments_coalesce_and_pass_like_requests() {
                 go.sync().await;
                 let shared = shared.expect("/shared asked");
                 s.switch_to(&shared);
-                s.txresp(200).hdr("Cache-Control", "max-age=60").body("S").send().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=60")
+                    .body("S")
+                    .send()
+                    .await;
                 s.rxreq().await.expect_url("/me");
-                s.txresp(200).hdr("Cache-Control", "private").body("ME2").send().await;
+                s.txresp(200)
+                    .hdr("Cache-Control", "private")
+                    .body("ME2")
+                    .send()
+                    .await;
             }
         })
         .start()
@@ -562,7 +575,11 @@ async fn v18011_fragments_coalesce_and_pass_like_requests() {
     go.sync().await;
     a.await.unwrap().expect_body("a:S:ME");
     b.await.unwrap().expect_body("b:S");
-    t.client(&proxy).get("/a").send().await.expect_body("a:S:ME2");
+    t.client(&proxy)
+        .get("/a")
+        .send()
+        .await
+        .expect_body("a:S:ME2");
     proxy.expect_counter("hit_for_pass", 1);
     origin.finish().await;
 }
