@@ -64,8 +64,9 @@ impl Pipeline {
         let hits = ctx.route.count_hits.then(|| CacheHits(obj.hit()));
         // On an `esi` route, a body read from a file: the object, whose
         // parsed template it keeps (a body in memory carries its object).
-        let page = (ctx.route.esi.is_some() && obj.disk.is_some())
-            .then(|| super::esi::StoredPage(obj.clone()));
+        let esi = ctx.route.esi.is_some();
+        let in_file = matches!(obj.body, hoard_store::object::ObjectBody::File(_));
+        let page = (esi && in_file).then(|| super::esi::StoredPage(obj.clone()));
         if ctx.run.cfg.server.debug_headers {
             status.key = Some(key.text.clone());
         }
@@ -79,6 +80,8 @@ impl Pipeline {
                 }
                 ProxyBody::part(&chosen.body, ctx.send.as_ref())
             }
+            // Whatever its chunks: the ESI step finds the object in it.
+            None if esi && !in_file => ProxyBody::Stored { obj, next: 0 },
             None => ProxyBody::stored(obj, ctx.send.as_ref()),
         };
         let mut resp = self.respond(ctx, stored_status, headers, body);
