@@ -181,7 +181,7 @@ impl Pipeline {
             .map_or_else(|| Arc::new(AtomicU16::new(0)), |l| l.budget.clone());
         let fetch = Arc::new(PageFetch {
             pipeline: self.clone(),
-            headers: fragment_fields(&ctx.headers),
+            headers: Arc::new(fragment_fields(&ctx.headers)),
             authority: ctx.authority.clone(),
             page_path: ctx.uri.path().to_owned(),
             peer: ctx.peer,
@@ -277,7 +277,7 @@ fn add_fragment_status(h: &mut HeaderMap, heads: &[(String, &'static str)]) {
 /// A page's includes, started as sub-requests (see the module docs).
 struct PageFetch {
     pipeline: Arc<Pipeline>,
-    headers: HeaderMap,
+    headers: Arc<HeaderMap>,
     authority: String,
     page_path: String,
     peer: std::net::SocketAddr,
@@ -403,7 +403,7 @@ fn resolve(
 /// What a fragment's task needs to make its request.
 struct SubRequest {
     pipeline: Arc<Pipeline>,
-    headers: HeaderMap,
+    headers: Arc<HeaderMap>,
     peer: std::net::SocketAddr,
     tls: bool,
     listener: u16,
@@ -426,7 +426,7 @@ impl SubRequest {
                 .uri(target)
                 .body(RequestBody::Full(None))
                 .map_err(|e| format!("{target:?}: {e}"))?;
-            let mut headers = self.headers.clone();
+            let mut headers = HeaderMap::clone(&self.headers);
             headers.insert(HOST, host);
             *req.headers_mut() = headers;
             req.extensions_mut().insert(self.level.clone());
