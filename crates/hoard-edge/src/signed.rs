@@ -1,0 +1,457 @@
+//! Signed URLs (`signed_urls`): a link that carries an expiry and a
+//! signature over it and the path, checked before any lookup.
+//!
+//! Two schemes, both over the same message order:
+//!
+//! | scheme | signature parameter | value |
+//! |---|---|---|
+//! | `nginx-md5` | `md5` | base64url (no padding, 22 characters) of MD5(`<expires><uri> <secret>`) |
+//! | `hmac-sha256` | `signature` | lowercase hex of HMAC-SHA256(secret, `<expires><uri>`) |
+//!
+//! `nginx-md5` is what nginx checks with
+//! `secure_link $arg_md5,$arg_expires; secure_link_md5 "$secure_link_expires$uri SECRET";`,
+//! so the links an nginx site hands out keep working. `<expires>` is the
+//! parameter's text as sent; `<uri>` is nginx's `$uri`: the path without
+//! the query, percent-decoded, with runs of `/` merged into one (the
+//! normal form hoard routes has its dot segments removed already).
+//!
+//! ## Order of the checks (nginx's)
+//! 1. each of the two parameters once: missing, given twice, an expiry
+//!    that is not a number above 0, a signature of the wrong form →
+//!    [`Refusal::Invalid`] (403);
+//! 2. the signature, under each secret in turn (a rotation: the first
+//!    signs, any verifies), compared in constant time → [`Refusal::Invalid`],
+//!    even for a link that expired;
+//! 3. the expiry: before `now - leeway` → [`Refusal::Expired`] (410).
+//!
+//! A valid link's target loses the two parameters (see [`SignedUrls::check`]):
+//! the cache key and the origin never see them, so every valid link to a
+//! file shares one stored object.
+//!
+//! ## Cost
+//! Pure functions of the request's path, query and `now`, no allocation
+//! but the new target: one MD5 block (or two SHA-256 blocks: the HMAC
+//! key's pads are hashed when the configuration is built) for a short
+//! path, the signature decoded on the stack.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use md5::{Digest, Md5};
+use ring::hmac;
+use subtle::ConstantTimeEq;
+
+/// How links are signed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// nginx's `secure_link_md5 "$secure_link_expires$uri SECRET"`.
+    NginxMd5,
+    /// HMAC-SHA256 of `<expires><uri>`, in lowercase hex.
+    HmacSha256,
+}
+
+impl Scheme {
+    /// Every scheme's name, as configured.
+    pub const NAMES: [&'static str; 2] = ["nginx-md5", "hmac-sha256"];
+
+    /// The scheme named `name` (`nginx-md5`, `hmac-sha256`).
+    pub fn parse(name: &str) -> Option<Scheme> {
+        match name {
+            "nginx-md5" => Some(Scheme::NginxMd5),
+            "hmac-sha256" => Some(Scheme::HmacSha256),
+            _ => None,
+        }
+    }
+
+    /// The scheme's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::NginxMd5 => "nginx-md5",
+            Scheme::HmacSha256 => "hmac-sha256",
+        }
+    }
+
+    /// The signature parameter's default name: `md5` (nginx's
+    /// `$arg_md5`), `signature`.
+    pub fn default_signature_param(self) -> &'static str {
+        match self {
+            Scheme::NginxMd5 => "md5",
+            Scheme::HmacSha256 => "signature",
+        }
+    }
+}
+
+/// The expiry parameter's default name.
+pub const DEFAULT_EXPIRES_PARAM: &str = "expires";
+
+/// Why a link was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No valid signature (403): for the log, what was wrong.
+    Invalid(&'static str),
+    /// A valid signature whose expiry passed (410).
+    Expired,
+}
+
+/// One secret, ready to use.
+struct Secret {
+    /// As configured (`nginx-md5` hashes it after the message).
+    text: Box<[u8]>,
+    /// Its HMAC key, the pads hashed once (`hmac-sha256`).
+    hmac: hmac::Key,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never printed.
+        f.write_str("Secret(..)")
+    }
+}
+
+/// A route's `signed_urls`, built. See the module docs.
+#[derive(Debug)]
+pub struct SignedUrls {
+    scheme: Scheme,
+    /// The first signs; any verifies.
+    secrets: Box<[Secret]>,
+    expires_param: Box<str>,
+    signature_param: Box<str>,
+    /// Allowed past the expiry (clock skew).
+    leeway: Duration,
+}
+
+impl SignedUrls {
+    /// The rule. `secrets` holds at least one, none empty; the parameter
+    /// names are distinct, not empty, and hold no `&`, `=` or `#`
+    /// (`hoard_config` says which key is wrong).
+    ///
+    /// # Errors
+    /// What is wrong, when the above does not hold.
+    pub fn new(
+        scheme: Scheme,
+        secrets: &[&str],
+        expires_param: &str,
+        signature_param: &str,
+        leeway: Duration,
+    ) -> Result<SignedUrls, String> {
+        if secrets.is_empty() {
+            return Err("no secret".into());
+        }
+        if secrets.iter().any(|s| s.is_empty()) {
+            return Err("an empty secret signs nothing".into());
+        }
+        for p in [expires_param, signature_param] {
+            param_name_ok(p)?;
+        }
+        if expires_param.eq_ignore_ascii_case(signature_param) {
+            return Err(format!(
+                "the expiry and the signature are both {expires_param:?}"
+            ));
+        }
+        Ok(SignedUrls {
+            scheme,
+            secrets: secrets
+                .iter()
+                .map(|s| Secret {
+                    text: s.as_bytes().into(),
+                    hmac: hmac::Key::new(hmac::HMAC_SHA256, s.as_bytes()),
+                })
+                .collect(),
+            expires_param: expires_param.into(),
+            signature_param: signature_param.into(),
+            leeway,
+        })
+    }
+
+    /// The scheme.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+
+    /// The expiry parameter's name.
+    pub fn expires_param(&self) -> &str {
+        &self.expires_param
+    }
+
+    /// The signature parameter's name.
+    pub fn signature_param(&self) -> &str {
+        &self.signature_param
+    }
+
+    /// Checks the link `path?query` at `now`. `path` is the normal form
+    /// hoard routes (dot segments removed, percent-encoded or not). On
+    /// success, the target without the two parameters (`path`, then
+    /// `?` and the other parameters in their order, if any).
+    ///
+    /// # Errors
+    /// [`Refusal::Invalid`] for a missing, repeated or malformed parameter
+    /// or a wrong signature; [`Refusal::Expired`] for a valid signature
+    /// past its expiry (and the leeway).
+    pub fn check(
+        &self,
+        path: &str,
+        query: Option<&str>,
+        now: SystemTime,
+    ) -> Result<String, Refusal> {
+        let query = query.ok_or(Refusal::Invalid("no signature"))?;
+        let mut expires: Option<&str> = None;
+        let mut signature: Option<&str> = None;
+        let mut others = 0usize;
+        for pair in query.split('&') {
+            if pair.is_empty() {
+                continue;
+            }
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let slot = if name.eq_ignore_ascii_case(&self.expires_param) {
+                &mut expires
+            } else if name.eq_ignore_ascii_case(&self.signature_param) {
+                &mut signature
+            } else {
+                others += pair.len() + 1;
+                continue;
+            };
+            if slot.replace(value).is_some() {
+                return Err(Refusal::Invalid("a parameter given twice"));
+            }
+        }
+        let signature = signature.ok_or(Refusal::Invalid("no signature"))?;
+        let expires_text = expires.ok_or(Refusal::Invalid("no expiry"))?;
+        let expires = parse_expires(expires_text).ok_or(Refusal::Invalid("no valid expiry"))?;
+        if !self.verifies(path, expires_text, signature) {
+            return Err(Refusal::Invalid("wrong signature"));
+        }
+        let now = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        if expires.saturating_add(self.leeway.as_secs()) < now {
+            return Err(Refusal::Expired);
+        }
+        let mut target = String::with_capacity(path.len() + others);
+        target.push_str(path);
+        if others > 0 {
+            let mut sep = '?';
+            for pair in query.split('&').filter(|p| !p.is_empty()) {
+                let name = pair.split_once('=').map_or(pair, |(n, _)| n);
+                if name.eq_ignore_ascii_case(&self.expires_param)
+                    || name.eq_ignore_ascii_case(&self.signature_param)
+                {
+                    continue;
+                }
+                target.push(sep);
+                target.push_str(pair);
+                sep = '&';
+            }
+        }
+        Ok(target)
+    }
+
+    /// True when `signature` is the link's under one of the secrets.
+    fn verifies(&self, path: &str, expires: &str, signature: &str) -> bool {
+        match self.scheme {
+            Scheme::NginxMd5 => {
+                let Some(sent) = decode_base64url_md5(signature.as_bytes()) else {
+                    return false;
+                };
+                let mut ok = subtle::Choice::from(0);
+                for s in self.secrets.iter() {
+                    ok |= md5_of(path, expires, &s.text)[..].ct_eq(&sent[..]);
+                }
+                ok.into()
+            }
+            Scheme::HmacSha256 => {
+                let Some(sent) = decode_hex_32(signature.as_bytes()) else {
+                    return false;
+                };
+                let mut ok = subtle::Choice::from(0);
+                for s in self.secrets.iter() {
+                    ok |= hmac_of(path, expires, &s.hmac).as_ref().ct_eq(&sent[..]);
+                }
+                ok.into()
+            }
+        }
+    }
+
+    /// The signature of `path` (as sent: it is decoded as nginx's `$uri`)
+    /// until `expires` (UNIX seconds), under the first secret.
+    pub fn signature(&self, path: &str, expires: u64) -> String {
+        let expires = expires.to_string();
+        let first = &self.secrets[0];
+        match self.scheme {
+            Scheme::NginxMd5 => encode_base64url(&md5_of(path, &expires, &first.text)),
+            Scheme::HmacSha256 => {
+                let tag = hmac_of(path, &expires, &first.hmac);
+                let mut hex = String::with_capacity(64);
+                for b in tag.as_ref() {
+                    hex.push(char::from(HEX[usize::from(b >> 4)]));
+                    hex.push(char::from(HEX[usize::from(b & 15)]));
+                }
+                hex
+            }
+        }
+    }
+
+    /// `query` (if any) with the expiry and the signature of `path` until
+    /// `expires` appended: the query of the signed link.
+    pub fn signed_query(&self, path: &str, query: Option<&str>, expires: u64) -> String {
+        let sig = self.signature(path, expires);
+        let mut q = String::new();
+        if let Some(query) = query.filter(|q| !q.is_empty()) {
+            q.push_str(query);
+            q.push('&');
+        }
+        q.push_str(&format!(
+            "{}={expires}&{}={sig}",
+            self.expires_param, self.signature_param
+        ));
+        q
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+fn param_name_ok(p: &str) -> Result<(), String> {
+    if p.is_empty() {
+        return Err("an empty parameter name".into());
+    }
+    if let Some(c) = p
+        .chars()
+        .find(|c| matches!(c, '&' | '=' | '#' | '?' | '%') || !c.is_ascii_graphic())
+    {
+        return Err(format!("{p:?}: {c:?} cannot be part of a parameter name"));
+    }
+    Ok(())
+}
+
+/// The expiry as nginx's `ngx_atotm` reads it: digits only, above 0.
+fn parse_expires(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 19 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = s.parse().ok()?;
+    (n > 0 && n <= i64::MAX as u64).then_some(n)
+}
+
+/// Feeds nginx's `$uri` of `path` to `feed`: `%XX` decoded, runs of `/`
+/// merged. The usual path (no `%`, no `//`) goes in one piece.
+fn feed_uri(path: &str, mut feed: impl FnMut(&[u8])) {
+    let bytes = path.as_bytes();
+    let plain = !bytes.contains(&b'%') && !path.contains("//");
+    if plain {
+        feed(bytes);
+        return;
+    }
+    let mut buf = [0u8; 128];
+    let mut n = 0;
+    let mut i = 0;
+    let mut last = 0u8;
+    while i < bytes.len() {
+        let mut b = bytes[i];
+        i += 1;
+        if b == b'%' && i + 2 <= bytes.len() {
+            if let (Some(h), Some(l)) = (hex_val(bytes[i]), hex_val(bytes[i + 1])) {
+                b = h << 4 | l;
+                i += 2;
+            }
+        }
+        if b == b'/' && last == b'/' {
+            continue;
+        }
+        last = b;
+        if n == buf.len() {
+            feed(&buf);
+            n = 0;
+        }
+        buf[n] = b;
+        n += 1;
+    }
+    feed(&buf[..n]);
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+fn md5_of(path: &str, expires: &str, secret: &[u8]) -> [u8; 16] {
+    let mut h = Md5::new();
+    h.update(expires.as_bytes());
+    feed_uri(path, |c| h.update(c));
+    h.update(b" ");
+    h.update(secret);
+    h.finalize().into()
+}
+
+fn hmac_of(path: &str, expires: &str, key: &hmac::Key) -> hmac::Tag {
+    let mut h = hmac::Context::with_key(key);
+    h.update(expires.as_bytes());
+    feed_uri(path, |c| h.update(c));
+    h.sign()
+}
+
+/// base64url's alphabet.
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+fn b64_val(c: u8) -> Option<u32> {
+    match c {
+        b'A'..=b'Z' => Some(u32::from(c - b'A')),
+        b'a'..=b'z' => Some(u32::from(c - b'a') + 26),
+        b'0'..=b'9' => Some(u32::from(c - b'0') + 52),
+        b'-' => Some(62),
+        b'_' => Some(63),
+        _ => None,
+    }
+}
+
+/// An MD5 digest in base64url as nginx's `ngx_decode_base64url` takes it:
+/// 22 characters, padding (`==`) allowed; the unused low bits of the last
+/// character are ignored, as there.
+fn decode_base64url_md5(s: &[u8]) -> Option<[u8; 16]> {
+    let s = match s.len() {
+        22 => s,
+        24 if s.ends_with(b"==") => &s[..22],
+        _ => return None,
+    };
+    let mut out = [0u8; 16];
+    let mut o = 0;
+    for chunk in s.chunks(4) {
+        let mut acc = 0u32;
+        for (k, &c) in chunk.iter().enumerate() {
+            acc |= b64_val(c)? << (18 - 6 * k);
+        }
+        let bytes = acc.to_be_bytes();
+        let take = (chunk.len() * 6 / 8).min(16 - o);
+        out[o..o + take].copy_from_slice(&bytes[1..1 + take]);
+        o += take;
+    }
+    Some(out)
+}
+
+fn encode_base64url(d: &[u8; 16]) -> String {
+    let mut s = String::with_capacity(22);
+    for chunk in d.chunks(3) {
+        let mut acc = 0u32;
+        for (k, &b) in chunk.iter().enumerate() {
+            acc |= u32::from(b) << (16 - 8 * k);
+        }
+        for k in 0..=chunk.len() {
+            s.push(char::from(B64[((acc >> (18 - 6 * k)) & 63) as usize]));
+        }
+    }
+    s
+}
+
+/// 64 hex digits (either case) to 32 bytes.
+fn decode_hex_32(s: &[u8]) -> Option<[u8; 32]> {
+    if s.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (o, pair) in out.iter_mut().zip(s.chunks_exact(2)) {
+        *o = hex_val(pair[0])? << 4 | hex_val(pair[1])?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests;
