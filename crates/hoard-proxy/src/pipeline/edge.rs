@@ -1,7 +1,7 @@
 //! A route's registered steps (see [`super::phases`]): in `recv`, its
-//! redirect, limits, access and credentials before anything is looked up,
-//! in nginx's order, then its fixed answer (`respond`) and its request
-//! edits; in `deliver`, its error pages and response edits (see
+//! redirect, limits, access, credentials and a signed link's check before
+//! anything is looked up, in nginx's order, then its fixed answer
+//! (`respond`) and its request edits; in `deliver`, its error pages and response edits (see
 //! [`hoard_edge`] for the rules themselves).
 
 use std::sync::Arc;
@@ -38,6 +38,10 @@ impl Pipeline {
         };
         let vars = super::edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);
         let mut guard = None;
+        // A signed link's target without its signature, put in place once
+        // the steps no longer read the request's (`$request_uri` stays the
+        // client's, as nginx's).
+        let mut unsigned = None;
         for step in steps.recv.iter() {
             let refused = match step {
                 RecvStep::Redirect => edge
@@ -96,6 +100,21 @@ impl Pipeline {
                         None
                     }
                 },
+                RecvStep::Signed => match &edge.signed {
+                    // A cluster member's fill: the first node checked the
+                    // link and sent its target without the signature.
+                    Some(_) if ctx.from_peer => None,
+                    Some(signed) => {
+                        match signed.check(vars.path, ctx.uri.query(), self.clock.now()) {
+                            Ok(target) => {
+                                unsigned = Some(target);
+                                None
+                            }
+                            Err(r) => Some(self.signed_refusal(r)),
+                        }
+                    }
+                    None => None,
+                },
                 RecvStep::Respond => {
                     // After the limits and access checks, which protect it.
                     if let Some(r) = &edge.respond {
@@ -118,7 +137,34 @@ impl Pipeline {
                 return Err(resp);
             }
         }
+        if let Some(target) = unsigned {
+            // The key and the origin see the link without its signature:
+            // every valid link to a file shares one stored object.
+            match http::uri::PathAndQuery::try_from(target) {
+                Ok(pq) => ctx.uri = http::Uri::from(pq),
+                Err(_) => {
+                    let e = ProxyError::internal("a signed link's target that is no target");
+                    return Err(self.error_response(&e, None));
+                }
+            }
+        }
         Ok(guard)
+    }
+
+    /// A link `signed_urls` refuses: 403 without a valid signature, 410
+    /// past its expiry.
+    fn signed_refusal(&self, r: hoard_edge::signed::Refusal) -> Response<ProxyBody> {
+        let e = match r {
+            hoard_edge::signed::Refusal::Invalid(why) => {
+                self.counters.inc(&self.counters.edge_signature_refused);
+                ProxyError::client(ErrorKind::BadSignature, why)
+            }
+            hoard_edge::signed::Refusal::Expired => {
+                self.counters.inc(&self.counters.edge_link_expired);
+                ProxyError::client(ErrorKind::LinkExpired, "the signed link's expiry passed")
+            }
+        };
+        self.error_response(&e, None)
     }
 
     /// A route's `redirect`: every request answered with it.
