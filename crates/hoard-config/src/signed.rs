@@ -83,7 +83,11 @@ impl Resolver<'_> {
                 ))
             }
         };
-        let which = if secrets.len() == 1 { "secret" } else { "secrets" };
+        let which = if secrets.len() == 1 {
+            "secret"
+        } else {
+            "secrets"
+        };
         if let Some(empty) = secrets.iter().find(|s| s.get_ref().is_empty()) {
             return Err(self.err(
                 Some(empty.span()),
@@ -127,7 +131,9 @@ impl Resolver<'_> {
             ));
         }
         let texts: Vec<&str> = secrets.iter().map(|s| s.get_ref().as_str()).collect();
-        let leeway = r.leeway.map_or(std::time::Duration::ZERO, |l| l.into_inner().0);
+        let leeway = r
+            .leeway
+            .map_or(std::time::Duration::ZERO, |l| l.into_inner().0);
         SignedUrls::new(scheme, &texts, &expires_param, &signature_param, leeway)
             .map(Arc::new)
             .map_err(|m| self.err(Some(span), format!("{at}.signed_urls"), m))

@@ -4,7 +4,8 @@
 use super::*;
 use hoard_edge::signed::Scheme;
 
-const BASE: &str = "[upstream.app]\nservers = [\"http://a:1\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n";
+const BASE: &str =
+    "[upstream.app]\nservers = [\"http://a:1\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n";
 
 #[test]
 fn signed_urls_defaults_by_scheme() {
@@ -34,23 +35,57 @@ fn signed_urls_mistakes_name_key_and_line() {
     let at = "site[0].route[0].signed_urls";
     for (line, key, says) in [
         ("signed_urls = { secret = \"\" }", "secret", "empty"),
-        ("signed_urls = { secrets = [\"a\", \"\"] }", "secrets", "empty"),
+        (
+            "signed_urls = { secrets = [\"a\", \"\"] }",
+            "secrets",
+            "empty",
+        ),
         ("signed_urls = { secrets = [] }", "secrets", "empty"),
-        ("signed_urls = { secret = \"s\", scheme = \"sha1\" }", "scheme", "\"sha1\": expected \"nginx-md5\" or \"hmac-sha256\""),
-        ("signed_urls = { secret = \"a\", secrets = [\"b\"] }", "secret", "both"),
+        (
+            "signed_urls = { secret = \"s\", scheme = \"sha1\" }",
+            "scheme",
+            "\"sha1\": expected \"nginx-md5\" or \"hmac-sha256\"",
+        ),
+        (
+            "signed_urls = { secret = \"a\", secrets = [\"b\"] }",
+            "secret",
+            "both",
+        ),
         ("signed_urls = { scheme = \"nginx-md5\" }", "", "no secret"),
-        ("signed_urls = { secret = \"s\", expires_param = \"a=b\" }", "expires_param", "not a query parameter name"),
-        ("signed_urls = { secret = \"s\", signature_param = \"expires\" }", "signature_param", "two names"),
+        (
+            "signed_urls = { secret = \"s\", expires_param = \"a=b\" }",
+            "expires_param",
+            "not a query parameter name",
+        ),
+        (
+            "signed_urls = { secret = \"s\", signature_param = \"expires\" }",
+            "signature_param",
+            "two names",
+        ),
     ] {
         let e = error(&format!("{BASE}{line}\n"));
-        let want = if key.is_empty() { at.to_string() } else { format!("{at}.{key}") };
-        assert_eq!((e.line, e.key.as_str()), (Some(6), want.as_str()), "{line}: {e}");
+        let want = if key.is_empty() {
+            at.to_string()
+        } else {
+            format!("{at}.{key}")
+        };
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(6), want.as_str()),
+            "{line}: {e}"
+        );
         assert!(e.message.contains(says), "{line}: {e}");
     }
     // serde's own: an unknown field, a bad duration.
     for (line, says) in [
-        ("signed_urls = { secret = \"s\", expiry = \"x\" }", "unknown field `expiry`"),
-        ("signed_urls = { secret = \"s\", leeway = \"soon\" }", "duration"),
+        (
+            "signed_urls = { secret = \"s\", expiry = \"x\" }",
+            "unknown field `expiry`",
+        ),
+        (
+            "signed_urls = { secret = \"s\", leeway = \"soon\" }",
+            "duration",
+        ),
     ] {
         let e = error(&format!("{BASE}{line}\n"));
         assert_eq!(e.line, Some(6), "{line}: {e}");

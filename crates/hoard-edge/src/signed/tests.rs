@@ -33,7 +33,10 @@ const HMAC_VECTOR: &str = "e1a6898457efd47a8b8fc72a63fff8838e25d3f88c79d2e0eb95c
 fn an_nginx_link_verifies_and_loses_its_parameters() {
     let s = md5(&["secret"]);
     let q = format!("md5={NGINX_VECTOR}&expires=2147483647");
-    assert_eq!(s.check("/s/a.bin", Some(&q), at(1_767_225_600)), Ok("/s/a.bin".into()));
+    assert_eq!(
+        s.check("/s/a.bin", Some(&q), at(1_767_225_600)),
+        Ok("/s/a.bin".into())
+    );
     // Other parameters stay, in their order; the names are nginx's
     // `$arg_` names (any case).
     let q = format!("b=2&MD5={NGINX_VECTOR}&a=1&Expires=2147483647&c");
@@ -91,7 +94,10 @@ fn the_signature_is_checked_before_the_expiry() {
     let s = md5(&["secret"]);
     let good = s.signature("/f", 1000);
     let q = format!("md5={good}&expires=1000");
-    assert!(s.check("/f", Some(&q), at(1000)).is_ok(), "valid until its second");
+    assert!(
+        s.check("/f", Some(&q), at(1000)).is_ok(),
+        "valid until its second"
+    );
     assert_eq!(s.check("/f", Some(&q), at(1001)), Err(Refusal::Expired));
     // A wrong signature on an expired link: 403, not 410.
     let q = "md5=AAAAAAAAAAAAAAAAAAAAAA&expires=1000";
@@ -158,7 +164,10 @@ fn any_secret_verifies_and_the_first_signs() {
     assert!(md5(&["new"]).check("/f", Some(&q(&s)), at(0)).is_ok());
     assert!(s.check("/f", Some(&q(&other)), at(0)).is_err());
     let h = hmac(&["new", "old"]);
-    let hq = format!("expires=2000&signature={}", hmac(&["old"]).signature("/f", 2000));
+    let hq = format!(
+        "expires=2000&signature={}",
+        hmac(&["old"]).signature("/f", 2000)
+    );
     assert!(h.check("/f", Some(&hq), at(0)).is_ok());
 }
 
@@ -170,7 +179,10 @@ fn signed_query_appends_to_the_query() {
         format!("expires=2147483647&md5={NGINX_VECTOR}")
     );
     let q = s.signed_query("/s/a.bin", Some("a=1"), 2_147_483_647);
-    assert_eq!(s.check("/s/a.bin", Some(&q), at(0)), Ok("/s/a.bin?a=1".into()));
+    assert_eq!(
+        s.check("/s/a.bin", Some(&q), at(0)),
+        Ok("/s/a.bin?a=1".into())
+    );
 }
 
 #[test]
