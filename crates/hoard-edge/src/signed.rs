@@ -29,16 +29,20 @@
 //! file shares one stored object.
 //!
 //! ## Cost
-//! Pure functions of the request's path, query and `now`, no allocation
-//! but the new target: one MD5 block (or two SHA-256 blocks: the HMAC
-//! key's pads are hashed when the configuration is built) for a short
-//! path, the signature decoded on the stack.
+//! Functions of the request's path, query and `now` (a link's verdict
+//! depends on nothing else), no allocation but the new target: one MD5
+//! block (or two SHA-256 blocks: the HMAC key's pads are hashed when the
+//! configuration is built) for a short path, the signature decoded on the
+//! stack. A link verified lately on the same thread skips the hash
+//! ([`memo`]): a popular link costs its parsing and a few comparisons.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use md5::{Digest, Md5};
 use ring::hmac;
 use subtle::ConstantTimeEq;
+
+mod memo;
 
 /// How links are signed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +121,8 @@ pub struct SignedUrls {
     signature_param: Box<str>,
     /// Allowed past the expiry (clock skew).
     leeway: Duration,
+    /// Its id in the links verified lately (see [`memo`]).
+    id: u64,
 }
 
 impl SignedUrls {
@@ -159,6 +165,7 @@ impl SignedUrls {
             expires_param: expires_param.into(),
             signature_param: signature_param.into(),
             leeway,
+            id: memo::rule_id(),
         })
     }
 
@@ -193,31 +200,44 @@ impl SignedUrls {
         now: SystemTime,
     ) -> Result<String, Refusal> {
         let query = query.ok_or(Refusal::Invalid("no signature"))?;
-        let mut expires: Option<&str> = None;
-        let mut signature: Option<&str> = None;
+        let q = query.as_bytes();
+        // One pass over the pairs: the two values, and how many bytes the
+        // others keep. A pair is only compared with the two names (a
+        // parameter is named as nginx's `$arg_` finds it: any case).
+        let mut expires: Option<&[u8]> = None;
+        let mut signature: Option<&[u8]> = None;
         let mut others = 0usize;
-        for pair in query.split('&') {
+        let mut at = 0;
+        while at <= q.len() {
+            let end = memchr::memchr(b'&', &q[at..]).map_or(q.len(), |n| at + n);
+            let pair = &q[at..end];
+            at = end + 1;
             if pair.is_empty() {
                 continue;
             }
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let slot = if name.eq_ignore_ascii_case(&self.expires_param) {
-                &mut expires
-            } else if name.eq_ignore_ascii_case(&self.signature_param) {
-                &mut signature
+            let slot = if let Some(v) = value_of(pair, self.expires_param.as_bytes()) {
+                Some((&mut expires, v))
             } else {
-                others += pair.len() + 1;
-                continue;
+                value_of(pair, self.signature_param.as_bytes()).map(|v| (&mut signature, v))
             };
-            if slot.replace(value).is_some() {
-                return Err(Refusal::Invalid("a parameter given twice"));
+            match slot {
+                Some((slot, v)) => {
+                    if slot.replace(v).is_some() {
+                        return Err(Refusal::Invalid("a parameter given twice"));
+                    }
+                }
+                None => others += pair.len() + 1,
             }
         }
         let signature = signature.ok_or(Refusal::Invalid("no signature"))?;
         let expires_text = expires.ok_or(Refusal::Invalid("no expiry"))?;
         let expires = parse_expires(expires_text).ok_or(Refusal::Invalid("no valid expiry"))?;
-        if !self.verifies(path, expires_text, signature) {
-            return Err(Refusal::Invalid("wrong signature"));
+        // A link verified lately on this thread skips its hash.
+        if !memo::seen(self.id, path.as_bytes(), expires, signature) {
+            if !self.verifies(path, expires_text, signature) {
+                return Err(Refusal::Invalid("wrong signature"));
+            }
+            memo::note(self.id, path.as_bytes(), expires, signature);
         }
         let now = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         if expires.saturating_add(self.leeway.as_secs()) < now {
@@ -228,9 +248,9 @@ impl SignedUrls {
         if others > 0 {
             let mut sep = '?';
             for pair in query.split('&').filter(|p| !p.is_empty()) {
-                let name = pair.split_once('=').map_or(pair, |(n, _)| n);
-                if name.eq_ignore_ascii_case(&self.expires_param)
-                    || name.eq_ignore_ascii_case(&self.signature_param)
+                let b = pair.as_bytes();
+                if value_of(b, self.expires_param.as_bytes()).is_some()
+                    || value_of(b, self.signature_param.as_bytes()).is_some()
                 {
                     continue;
                 }
@@ -243,20 +263,21 @@ impl SignedUrls {
     }
 
     /// True when `signature` is the link's under one of the secrets.
-    fn verifies(&self, path: &str, expires: &str, signature: &str) -> bool {
+    fn verifies(&self, path: &str, expires: &[u8], signature: &[u8]) -> bool {
         match self.scheme {
             Scheme::NginxMd5 => {
-                let Some(sent) = decode_base64url_md5(signature.as_bytes()) else {
+                let Some(sent) = decode_base64url_md5(signature) else {
                     return false;
                 };
+                let sent = u128::from_ne_bytes(sent);
                 let mut ok = subtle::Choice::from(0);
                 for s in self.secrets.iter() {
-                    ok |= md5_of(path, expires, &s.text)[..].ct_eq(&sent[..]);
+                    ok |= u128::from_ne_bytes(md5_of(path, expires, &s.text)).ct_eq(&sent);
                 }
                 ok.into()
             }
             Scheme::HmacSha256 => {
-                let Some(sent) = decode_hex_32(signature.as_bytes()) else {
+                let Some(sent) = decode_hex_32(signature) else {
                     return false;
                 };
                 let mut ok = subtle::Choice::from(0);
@@ -272,11 +293,12 @@ impl SignedUrls {
     /// until `expires` (UNIX seconds), under the first secret.
     pub fn signature(&self, path: &str, expires: u64) -> String {
         let expires = expires.to_string();
+        let expires = expires.as_bytes();
         let first = &self.secrets[0];
         match self.scheme {
-            Scheme::NginxMd5 => encode_base64url(&md5_of(path, &expires, &first.text)),
+            Scheme::NginxMd5 => encode_base64url(&md5_of(path, expires, &first.text)),
             Scheme::HmacSha256 => {
-                let tag = hmac_of(path, &expires, &first.hmac);
+                let tag = hmac_of(path, expires, &first.hmac);
                 let mut hex = String::with_capacity(64);
                 for b in tag.as_ref() {
                     hex.push(char::from(HEX[usize::from(b >> 4)]));
@@ -320,19 +342,48 @@ fn param_name_ok(p: &str) -> Result<(), String> {
 }
 
 /// The expiry as nginx's `ngx_atotm` reads it: digits only, above 0.
-fn parse_expires(s: &str) -> Option<u64> {
-    if s.is_empty() || s.len() > 19 || !s.bytes().all(|b| b.is_ascii_digit()) {
+fn parse_expires(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 18 {
         return None;
     }
-    let n: u64 = s.parse().ok()?;
-    (n > 0 && n <= i64::MAX as u64).then_some(n)
+    let mut n = 0u64;
+    for &b in s {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        n = n * 10 + u64::from(d);
+    }
+    (n > 0).then_some(n)
+}
+
+/// The value of `pair` (`name=value`, or `name` alone: empty) when its
+/// name is `name` in any case.
+#[inline]
+fn value_of<'q>(pair: &'q [u8], name: &[u8]) -> Option<&'q [u8]> {
+    let n = name.len();
+    if pair.len() < n {
+        return None;
+    }
+    let head = &pair[..n];
+    if head != name && !head.eq_ignore_ascii_case(name) {
+        return None;
+    }
+    match pair.get(n) {
+        None => Some(&[]),
+        Some(b'=') => Some(&pair[n + 1..]),
+        Some(_) => None,
+    }
 }
 
 /// Feeds nginx's `$uri` of `path` to `feed`: `%XX` decoded, runs of `/`
 /// merged. The usual path (no `%`, no `//`) goes in one piece.
 fn feed_uri(path: &str, mut feed: impl FnMut(&[u8])) {
     let bytes = path.as_bytes();
-    let plain = !bytes.contains(&b'%') && !path.contains("//");
+    let plain = !bytes
+        .windows(2)
+        .any(|w| w[0] == b'%' || (w[0] == b'/' && w[1] == b'/'))
+        && bytes.last() != Some(&b'%');
     if plain {
         feed(bytes);
         return;
@@ -373,18 +424,18 @@ fn hex_val(c: u8) -> Option<u8> {
     }
 }
 
-fn md5_of(path: &str, expires: &str, secret: &[u8]) -> [u8; 16] {
+fn md5_of(path: &str, expires: &[u8], secret: &[u8]) -> [u8; 16] {
     let mut h = Md5::new();
-    h.update(expires.as_bytes());
+    h.update(expires);
     feed_uri(path, |c| h.update(c));
     h.update(b" ");
     h.update(secret);
     h.finalize().into()
 }
 
-fn hmac_of(path: &str, expires: &str, key: &hmac::Key) -> hmac::Tag {
+fn hmac_of(path: &str, expires: &[u8], key: &hmac::Key) -> hmac::Tag {
     let mut h = hmac::Context::with_key(key);
-    h.update(expires.as_bytes());
+    h.update(expires);
     feed_uri(path, |c| h.update(c));
     h.sign()
 }
@@ -392,39 +443,42 @@ fn hmac_of(path: &str, expires: &str, key: &hmac::Key) -> hmac::Tag {
 /// base64url's alphabet.
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-fn b64_val(c: u8) -> Option<u32> {
-    match c {
-        b'A'..=b'Z' => Some(u32::from(c - b'A')),
-        b'a'..=b'z' => Some(u32::from(c - b'a') + 26),
-        b'0'..=b'9' => Some(u32::from(c - b'0') + 52),
-        b'-' => Some(62),
-        b'_' => Some(63),
-        _ => None,
+/// base64url's values by byte, 0xff for the bytes outside its alphabet.
+const B64_VALUES: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 64 {
+        t[B64[i] as usize] = i as u8;
+        i += 1;
     }
-}
+    t
+};
 
 /// An MD5 digest in base64url as nginx's `ngx_decode_base64url` takes it:
 /// 22 characters, padding (`==`) allowed; the unused low bits of the last
 /// character are ignored, as there.
 fn decode_base64url_md5(s: &[u8]) -> Option<[u8; 16]> {
-    let s = match s.len() {
-        22 => s,
-        24 if s.ends_with(b"==") => &s[..22],
+    let s: &[u8; 22] = match s.len() {
+        22 => s.try_into().ok()?,
+        24 if s.ends_with(b"==") => s[..22].try_into().ok()?,
         _ => return None,
     };
-    let mut out = [0u8; 16];
-    let mut o = 0;
-    for chunk in s.chunks(4) {
-        let mut acc = 0u32;
-        for (k, &c) in chunk.iter().enumerate() {
-            acc |= b64_val(c)? << (18 - 6 * k);
-        }
-        let bytes = acc.to_be_bytes();
-        let take = (chunk.len() * 6 / 8).min(16 - o);
-        out[o..o + take].copy_from_slice(&bytes[1..1 + take]);
-        o += take;
+    let mut v = [0u8; 22];
+    let mut bad = 0u8;
+    for (o, &c) in v.iter_mut().zip(s) {
+        *o = B64_VALUES[usize::from(c)];
+        bad |= *o;
     }
-    Some(out)
+    if bad & 0xc0 != 0 {
+        return None;
+    }
+    // 22 values of 6 bits: 132 bits, the first 128 of them.
+    let mut acc = 0u128;
+    for &x in &v[..21] {
+        acc = acc << 6 | u128::from(x);
+    }
+    acc = acc << 2 | u128::from(v[21] >> 4);
+    Some(acc.to_be_bytes())
 }
 
 fn encode_base64url(d: &[u8; 16]) -> String {

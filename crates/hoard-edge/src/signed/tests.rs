@@ -215,3 +215,65 @@ fn base64url_round_trips() {
         assert_eq!(decode_base64url_md5(e.as_bytes()), Some(d));
     }
 }
+
+#[test]
+fn a_link_seen_again_is_remembered_only_as_it_verified() {
+    memo::clear();
+    let s = md5(&["secret"]);
+    let good = format!("md5={NGINX_VECTOR}&expires=2147483647");
+    assert!(s.check("/s/a.bin", Some(&good), at(0)).is_ok());
+    // Remembered: still the same answers, expiry included.
+    assert!(s.check("/s/a.bin", Some(&good), at(0)).is_ok());
+    assert!(memo::seen(
+        s.id,
+        b"/s/a.bin",
+        2_147_483_647,
+        NGINX_VECTOR.as_bytes()
+    ));
+    assert_eq!(
+        s.check("/s/a.bin", Some(&good), at(2_147_483_648)),
+        Err(Refusal::Expired)
+    );
+    // Another signature of the same length for the same path and expiry,
+    // another path, another expiry, another rule with the same secret:
+    // not remembered, and refused or checked afresh.
+    let mut wrong = NGINX_VECTOR.to_string();
+    wrong.replace_range(..1, "1");
+    let q = format!("md5={wrong}&expires=2147483647");
+    assert!(s.check("/s/a.bin", Some(&q), at(0)).is_err());
+    assert!(s.check("/s/b.bin", Some(&good), at(0)).is_err());
+    let q = format!("md5={NGINX_VECTOR}&expires=2147483646");
+    assert!(s.check("/s/a.bin", Some(&q), at(0)).is_err());
+    let other = md5(&["other"]);
+    assert!(!memo::seen(
+        other.id,
+        b"/s/a.bin",
+        2_147_483_647,
+        NGINX_VECTOR.as_bytes()
+    ));
+    assert!(other.check("/s/a.bin", Some(&good), at(0)).is_err());
+    // A path too long to remember is checked every time.
+    let long = format!("/{}", "x".repeat(memo::MAX_PATH));
+    let q = format!("md5={}&expires=9", s.signature(&long, 9));
+    assert!(s.check(&long, Some(&q), at(0)).is_ok());
+    assert!(!memo::seen(
+        s.id,
+        long.as_bytes(),
+        9,
+        s.signature(&long, 9).as_bytes()
+    ));
+    // HMAC signatures (64 characters) too.
+    let h = hmac(&["secret"]);
+    let q = format!("expires=2147483647&signature={HMAC_VECTOR}");
+    assert!(h.check("/s/a.bin", Some(&q), at(0)).is_ok());
+    assert!(memo::seen(
+        h.id,
+        b"/s/a.bin",
+        2_147_483_647,
+        HMAC_VECTOR.as_bytes()
+    ));
+    let mut wrong = HMAC_VECTOR.to_string();
+    wrong.replace_range(63.., "0");
+    let q = format!("expires=2147483647&signature={wrong}");
+    assert!(h.check("/s/a.bin", Some(&q), at(0)).is_err());
+}
