@@ -36,7 +36,16 @@ impl Pipeline {
         let Some(edge) = ctx.route.edge.as_deref() else {
             return Ok(None);
         };
-        let vars = super::edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);
+        // Worked out once a step needs them (a signed link's check does not).
+        let mut vars = None;
+        macro_rules! vars {
+            () => {
+                &*vars.get_or_insert_with(|| {
+                    super::edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls)
+                })
+            };
+        }
+        let client = ctx.client;
         let mut guard = None;
         // A signed link's target without its signature, put in place once
         // the steps no longer read the request's (`$request_uri` stays the
@@ -47,18 +56,18 @@ impl Pipeline {
                 RecvStep::Redirect => edge
                     .redirect
                     .as_ref()
-                    .map(|r| self.redirect(r, &ctx.route.path, &vars)),
+                    .map(|r| self.redirect(r, &ctx.route.path, vars!())),
                 RecvStep::Rate => limits.rate.as_ref().and_then(|rate| {
-                    let wait = rate.check(vars.remote_addr).err()?;
+                    let wait = rate.check(client).err()?;
                     self.counters.inc(&self.counters.edge_rate_limited);
                     let e = ProxyError::client(
                         ErrorKind::RateLimited,
-                        format!("{} over the route's rate", vars.remote_addr),
+                        format!("{} over the route's rate", client),
                     );
                     Some(self.retry_later(&e, retry_after(wait)))
                 }),
                 RecvStep::Connections => match &limits.connections {
-                    Some(limit) => match limit.enter(vars.remote_addr) {
+                    Some(limit) => match limit.enter(client) {
                         Some(g) => {
                             guard = Some(Arc::new(g));
                             None
@@ -67,21 +76,18 @@ impl Pipeline {
                             self.counters.inc(&self.counters.edge_connections_limited);
                             let e = ProxyError::client(
                                 ErrorKind::ConnectionLimit,
-                                format!(
-                                    "{} has limit_connections requests in progress",
-                                    vars.remote_addr
-                                ),
+                                format!("{} has limit_connections requests in progress", client),
                             );
                             Some(self.retry_later(&e, 1))
                         }
                     },
                     None => None,
                 },
-                RecvStep::Access => (!edge.access.admits(vars.remote_addr)).then(|| {
+                RecvStep::Access => (!edge.access.admits(client)).then(|| {
                     self.counters.inc(&self.counters.edge_access_denied);
                     let e = ProxyError::client(
                         ErrorKind::AccessDenied,
-                        format!("{} refused by allow/deny", vars.remote_addr),
+                        format!("{} refused by allow/deny", client),
                     );
                     self.error_response(&e, None)
                 }),
@@ -105,7 +111,7 @@ impl Pipeline {
                     // link and sent its target without the signature.
                     Some(_) if ctx.from_peer => None,
                     Some(signed) => {
-                        match signed.check(vars.path, ctx.uri.query(), self.clock.now()) {
+                        match signed.check(ctx.uri.path(), ctx.uri.query(), self.clock.now()) {
                             Ok(target) => {
                                 unsigned = Some(target);
                                 None
@@ -119,7 +125,7 @@ impl Pipeline {
                     // After the limits and access checks, which protect it.
                     if let Some(r) = &edge.respond {
                         let mut resp = self.fixed_answer(r, &ctx.method);
-                        deliver_steps(steps, edge, &mut resp, &vars);
+                        deliver_steps(steps, edge, &mut resp, vars!());
                         if let Some(guard) = guard {
                             resp.extensions_mut().insert(guard);
                         }
@@ -128,12 +134,12 @@ impl Pipeline {
                     None
                 }
                 RecvStep::RequestHeaders => {
-                    edge.request_headers.apply(&mut ctx.headers, &vars);
+                    edge.request_headers.apply(&mut ctx.headers, vars!());
                     None
                 }
             };
             if let Some(mut resp) = refused {
-                deliver_steps(steps, edge, &mut resp, &vars);
+                deliver_steps(steps, edge, &mut resp, vars!());
                 return Err(resp);
             }
         }
