@@ -362,7 +362,8 @@ fn parse_expires(s: &[u8]) -> Option<u64> {
 #[inline]
 fn value_of<'q>(pair: &'q [u8], name: &[u8]) -> Option<&'q [u8]> {
     let n = name.len();
-    if pair.len() < n {
+    // A different first letter, in any case, is the usual answer.
+    if pair.len() < n || (pair[0] | 0x20) != (name[0] | 0x20) {
         return None;
     }
     let head = &pair[..n];
