@@ -239,8 +239,14 @@ impl SignedUrls {
             }
             memo::note(self.id, path.as_bytes(), expires, signature);
         }
-        let now = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        if expires.saturating_add(self.leeway.as_secs()) < now {
+        // Valid through its second (nginx: expired when `expires < now`).
+        let last = expires
+            .saturating_add(self.leeway.as_secs())
+            .saturating_add(1);
+        if UNIX_EPOCH
+            .checked_add(Duration::from_secs(last))
+            .is_some_and(|last| now >= last)
+        {
             return Err(Refusal::Expired);
         }
         let mut target = String::with_capacity(path.len() + others);
@@ -359,7 +365,7 @@ fn parse_expires(s: &[u8]) -> Option<u64> {
 
 /// The value of `pair` (`name=value`, or `name` alone: empty) when its
 /// name is `name` in any case.
-#[inline]
+#[inline(always)]
 fn value_of<'q>(pair: &'q [u8], name: &[u8]) -> Option<&'q [u8]> {
     let n = name.len();
     // A different first letter, in any case, is the usual answer.

@@ -75,7 +75,7 @@ fn slot(path: &[u8], expires: u64) -> usize {
 
 /// True when `rule` verified `sig` for `path` until `expires` on this
 /// thread lately.
-#[inline]
+#[inline(always)]
 pub(super) fn seen(rule: u64, path: &[u8], expires: u64, sig: &[u8]) -> bool {
     if path.len() > MAX_PATH || sig.len() > MAX_SIG {
         return false;
@@ -94,9 +94,17 @@ pub(super) fn seen(rule: u64, path: &[u8], expires: u64, sig: &[u8]) -> bool {
         }
         // Every byte XORed and folded: no early exit on the signature's
         // bytes (the lengths are equal, and the client's own).
-        let mut diff = 0u8;
-        for i in 0..sig.len() {
-            diff |= e.sig[i] ^ sig[i];
+        let mut diff = 0u64;
+        let mut words = sig.chunks_exact(8);
+        let mut at = 0;
+        for w in &mut words {
+            let mine =
+                u64::from_ne_bytes(e.sig[at..at + 8].try_into().expect("invariant: 8 bytes"));
+            diff |= mine ^ u64::from_ne_bytes(w.try_into().expect("invariant: 8 bytes"));
+            at += 8;
+        }
+        for (i, b) in words.remainder().iter().enumerate() {
+            diff |= u64::from(e.sig[at + i] ^ b);
         }
         diff.ct_eq(&0).into()
     })

@@ -277,3 +277,20 @@ fn a_link_seen_again_is_remembered_only_as_it_verified() {
     let q = format!("expires=2147483647&signature={wrong}");
     assert!(h.check("/s/a.bin", Some(&q), at(0)).is_err());
 }
+
+#[test]
+fn a_huge_leeway_never_expires_and_never_panics() {
+    let s = SignedUrls::new(
+        Scheme::NginxMd5,
+        &["secret"],
+        "expires",
+        "md5",
+        Duration::from_secs(u64::MAX),
+    )
+    .unwrap();
+    let q = format!(
+        "md5={}&expires=999999999999999999",
+        s.signature("/f", 999_999_999_999_999_999)
+    );
+    assert!(s.check("/f", Some(&q), at(4_000_000_000)).is_ok());
+}
