@@ -146,6 +146,7 @@ impl RouteConfig {
             origin_filters: Vec::new(),
             when: Vec::new(),
             rewrite_query: None,
+            esi: None,
             store: Vec::new(),
             count_hits: false,
             normalise: Vec::new(),

@@ -20,6 +20,7 @@ pub mod defaults;
 mod durability;
 mod edge;
 mod error;
+pub mod esi;
 pub mod filters;
 pub mod health_check;
 mod include;

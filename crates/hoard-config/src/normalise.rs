@@ -70,67 +70,138 @@ impl QueryRewrite {
 
     /// As [`QueryRewrite::apply`], appending the new query to `out`; false
     /// (and nothing appended) when it stays as it is.
+    ///
+    /// One pass over the bytes finds each parameter and its name; up to
+    /// 16 parameters are kept as offsets on the stack (a request's usual
+    /// few; more, or a query over 64 KiB, take a slower path with a
+    /// vector). Whether they are in order is seen on the way, so an
+    /// already sorted query is not sorted again.
     pub fn apply_into(&self, query: &str, out: &mut String) -> bool {
-        // Up to 16 parameters on the stack (a request's usual few), more
-        // in a vector.
-        let mut few: [&str; 16] = [""; 16];
-        let mut n = 0;
-        let mut more: Vec<&str> = Vec::new();
-        let mut removed = false;
         let bytes = query.as_bytes();
-        let mut start = 0;
-        while start <= bytes.len() {
-            let end = bytes[start..]
-                .iter()
-                .position(|&b| b == b'&')
-                .map_or(bytes.len(), |at| start + at);
-            let p = &query[start..end];
-            start = end + 1;
-            if p.is_empty() {
-                continue;
+        if bytes.len() > usize::from(u16::MAX) {
+            return self.apply_many(query, out);
+        }
+        let mut few = [Param::default(); 16];
+        let mut n = 0;
+        let mut removed = false;
+        let mut unsorted = false;
+        // The last parameter kept, for `unsorted`.
+        let mut last: &[u8] = &[];
+        // One parameter, `start..end` with its name to `eq`: false when
+        // there are more than a request's usual few.
+        let mut param = |start: usize, eq: usize, end: usize| -> bool {
+            if end == start {
+                return true;
             }
-            let name = param_name(p).as_bytes();
+            let name = &bytes[start..eq.min(end)];
             if self.remove.iter().any(|pat| pat.matches(name)) {
                 removed = true;
-            } else if n < few.len() {
-                few[n] = p;
-                n += 1;
-            } else {
-                more.push(p);
+                return true;
             }
-        }
-        let params: &mut [&str] = if more.is_empty() {
-            &mut few[..n]
-        } else {
-            more.splice(0..0, few[..n].iter().copied());
-            &mut more[..]
+            if n == few.len() {
+                return false;
+            }
+            if self.sort {
+                unsorted |= less(name, last);
+                last = name;
+            }
+            few[n] = Param {
+                start: start as u16,
+                eq: eq.min(end) as u16,
+                end: end as u16,
+            };
+            n += 1;
+            true
         };
-        let mut moved = false;
-        if self.sort {
-            moved = params
-                .windows(2)
-                .any(|w| param_name(w[0]) > param_name(w[1]));
-            if moved {
-                params.sort_by(|a, b| param_name(a).cmp(param_name(b)));
+        let mut start = 0usize;
+        let mut eq = usize::MAX;
+        for (i, &b) in bytes.iter().enumerate() {
+            if b == b'=' {
+                eq = eq.min(i);
+            } else if b == b'&' {
+                if !param(start, eq, i) {
+                    return self.apply_many(query, out);
+                }
+                start = i + 1;
+                eq = usize::MAX;
             }
         }
-        if !(removed || moved) {
+        if !param(start, eq, bytes.len()) {
+            return self.apply_many(query, out);
+        }
+        if !(removed || unsorted) {
             return false;
+        }
+        let params = &mut few[..n];
+        if unsorted {
+            // Insertion sort: stable (one name's values keep their order)
+            // and the cheapest for a query's few parameters.
+            for i in 1..params.len() {
+                let mut j = i;
+                while j > 0 && less(params[j].name(bytes), params[j - 1].name(bytes)) {
+                    params.swap(j - 1, j);
+                    j -= 1;
+                }
+            }
         }
         for (i, p) in params.iter().enumerate() {
             if i > 0 {
                 out.push('&');
             }
-            out.push_str(p);
+            out.push_str(&query[usize::from(p.start)..usize::from(p.end)]);
         }
+        true
+    }
+
+    /// [`QueryRewrite::apply_into`] for a query of many parameters, or a
+    /// long one.
+    fn apply_many(&self, query: &str, out: &mut String) -> bool {
+        let mut removed = false;
+        let mut params: Vec<&str> = Vec::new();
+        for p in query.split('&').filter(|p| !p.is_empty()) {
+            let name = p.split_once('=').map_or(p, |(n, _)| n);
+            if self.remove.iter().any(|pat| pat.matches(name.as_bytes())) {
+                removed = true;
+            } else {
+                params.push(p);
+            }
+        }
+        let name = |p: &str| p.split_once('=').map_or(p, |(n, _)| n).to_owned();
+        let unsorted = self.sort && params.windows(2).any(|w| name(w[1]) < name(w[0]));
+        if !(removed || unsorted) {
+            return false;
+        }
+        if unsorted {
+            params.sort_by_key(|p| name(p));
+        }
+        out.push_str(&params.join("&"));
         true
     }
 }
 
-fn param_name(p: &str) -> &str {
-    match p.bytes().position(|b| b == b'=') {
-        Some(at) => &p[..at],
-        None => p,
+/// `a < b` as bytes, inline (names are a few bytes; a call to compare
+/// them would cost more than the comparison).
+fn less(a: &[u8], b: &[u8]) -> bool {
+    for (x, y) in a.iter().zip(b) {
+        if x != y {
+            return x < y;
+        }
+    }
+    a.len() < b.len()
+}
+
+/// A parameter as offsets into its query: `start..end` whole, `start..eq`
+/// its name.
+#[derive(Debug, Clone, Copy, Default)]
+struct Param {
+    start: u16,
+    eq: u16,
+    end: u16,
+}
+
+impl Param {
+    fn name<'q>(&self, query: &'q [u8]) -> &'q [u8] {
+        &query[usize::from(self.start)..usize::from(self.eq)]
     }
 }
 
@@ -299,6 +370,23 @@ mod tests {
             Some("a=1&b=2")
         );
         assert_eq!(r.apply("a=1&b=2"), None, "already so");
+        assert_eq!(
+            r.apply("a&b=x=y&&c="),
+            None,
+            "bare names, `=` in values, empty pairs"
+        );
+        assert_eq!(r.apply("c&a=x=y&&b").as_deref(), Some("a=x=y&b&c"));
+        assert_eq!(
+            r.apply("gclid&utm_=1").as_deref(),
+            Some(""),
+            "names without values"
+        );
+        assert_eq!(r.apply(""), None);
+        assert_eq!(
+            r.apply("b=%26&a=%3D").as_deref(),
+            Some("a=%3D&b=%26"),
+            "escapes stay"
+        );
         assert_eq!(r.apply("utm_x=1").as_deref(), Some(""));
         assert_eq!(
             r.apply("b=1&a=2&b=0").as_deref(),

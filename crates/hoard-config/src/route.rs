@@ -79,6 +79,8 @@ pub struct RouteConfig {
     pub store: Vec<crate::store_rules::StoreRule>,
     /// The query rewritten before the key and the origin (`rewrite_query`).
     pub rewrite_query: Option<crate::normalise::QueryRewrite>,
+    /// Pages assembled from fragments (`esi`; see `hoard_proxy::esi`).
+    pub esi: Option<crate::esi::EsiConfig>,
     /// Headers mapped to one of a few values before the key, `Vary` and
     /// the origin (`normalise`).
     pub normalise: Vec<crate::normalise::Normalise>,
@@ -361,6 +363,10 @@ impl Resolver<'_> {
             Some(q) => Some(self.rewrite_query(at, q)?),
             None => None,
         };
+        let esi = match r.esi {
+            Some(e) => self.esi(at, e)?,
+            None => None,
+        };
         let normalise = match r.normalise {
             Some(n) => self.normalise(at, n)?,
             None => Vec::new(),
@@ -372,6 +378,7 @@ impl Resolver<'_> {
                 when,
                 store,
                 rewrite_query,
+                esi,
                 normalise,
                 bypass,
                 no_store,

@@ -129,14 +129,11 @@ impl Condition {
                 .flat_map(|v| v.split(';'))
                 .filter_map(|pair| pair.split_once('=').map(|(n, _)| n.trim()))
                 .any(|name| glob(pattern, name)),
-            Condition::Header(name, value) => {
-                req.headers.get_all(name).iter().any(|v| match value {
-                    None => true,
-                    Some(want) => v
-                        .to_str()
-                        .is_ok_and(|v| v.trim().eq_ignore_ascii_case(want)),
-                })
-            }
+            Condition::Header(name, None) => req.headers.contains_key(name),
+            Condition::Header(name, Some(want)) => req.headers.get_all(name).iter().any(|v| {
+                v.to_str()
+                    .is_ok_and(|v| v.trim().eq_ignore_ascii_case(want))
+            }),
             Condition::Query(name, value) => req.query.is_some_and(|q| {
                 q.split('&').any(|pair| {
                     let (n, v) = pair.split_once('=').unwrap_or((pair, ""));

@@ -183,6 +183,17 @@ counters! {
     /// Requests failed 500 by a Proxy-Wasm filter (a trap, a spent budget,
     /// a VM that would not start); logged with the filter's name.
     filter_failures,
+    /// Pages assembled from ESI fragments (`esi` routes).
+    esi_pages,
+    /// ESI includes fetched (through the pipeline: each fragment is a
+    /// request of its own route, cached under its own key).
+    esi_fragments,
+    /// ESI includes that failed (after their `alt`): dropped, answered by
+    /// an `esi:except`, or the page cut (`on_error = "abort"`).
+    esi_fragment_failures,
+    /// Pages on `esi` routes whose markup is malformed: served as they
+    /// are, never half processed.
+    esi_malformed,
     /// Requests refused 403 by a route's `allow`/`deny`.
     edge_access_denied,
     /// Requests refused 401 by a route's `basic_auth` (no or wrong credentials).

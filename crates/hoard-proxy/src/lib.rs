@@ -14,6 +14,7 @@ pub mod access_log;
 pub mod body;
 pub mod build_info;
 pub mod encode;
+pub mod esi;
 pub mod fill;
 pub mod pipeline;
 pub mod request_body;

@@ -127,6 +127,10 @@ pub struct StoredObject {
     weight: u64,
     /// Hits counted (routes whose headers show `$cache_hits`).
     hits: std::sync::atomic::AtomicU64,
+    /// What a layer above works out once from the body and keeps for the
+    /// object's life (an ESI page's parsed template, see
+    /// `hoard_proxy::esi`); set at most once.
+    pub derived: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// The body in another content coding.
@@ -182,6 +186,7 @@ impl StoredObject {
             parts: Arc::from(Vec::new()),
             weight,
             hits: std::sync::atomic::AtomicU64::new(0),
+            derived: std::sync::OnceLock::new(),
         }
     }
 
@@ -239,6 +244,10 @@ impl StoredObject {
         // The same representation (a 304 keeps it): the same parts.
         if !self.parts.is_empty() {
             o = o.with_parts(self.parts.to_vec());
+        }
+        // The same body: what was worked out from it holds.
+        if let Some(d) = self.derived.get() {
+            let _ = o.derived.set(d.clone());
         }
         o
     }

@@ -264,6 +264,7 @@ route_with_edge! {
         pub when: Option<Spanned<super::rules::RawWhen>>,
         pub request_cookie: Option<Spanned<String>>,
         pub rewrite_query: Option<Spanned<super::normalise::RawQueryRewrite>>,
+        pub esi: Option<Spanned<super::esi::RawEsi>>,
         pub normalise: Option<Spanned<BTreeMap<String, Vec<String>>>>,
         #[serde(default)]
         pub bypass: Vec<super::rules::RawRule>,

@@ -161,3 +161,48 @@ fn route_encodings() {
     assert_eq!(e.line, Some(7), "{e}");
     assert!(e.message.contains("deflate"), "{e}");
 }
+
+#[test]
+fn esi_settings_and_bad_ones_name_key_and_line() {
+    use crate::esi::{EsiConfig, OnError};
+    let base =
+        "[upstream.app]\nservers = [\"http://a:1\"]\n[[site]]\n[[site.route]]\nprefix = \"/\"\n";
+    let c = Config::from_toml("hoard.toml", &format!("{base}esi = true\n")).unwrap();
+    assert_eq!(c.sites[0].routes[0].esi, Some(EsiConfig::default()));
+    let c = Config::from_toml("hoard.toml", &format!("{base}esi = false\n")).unwrap();
+    assert_eq!(c.sites[0].routes[0].esi, None);
+    let c = Config::from_toml(
+        "hoard.toml",
+        &format!("{base}esi = {{ max_depth = 2, max_includes = 5, allow_hosts = [\"CDN.example\"], on_error = \"abort\" }}\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        c.sites[0].routes[0].esi,
+        Some(EsiConfig {
+            max_depth: 2,
+            max_includes: 5,
+            allow_hosts: vec!["cdn.example".into()],
+            on_error: OnError::Abort,
+        })
+    );
+    for (bad, key) in [
+        ("{ max_depth = 0 }", "site[0].route[0].esi.max_depth"),
+        (
+            "{ max_includes = 5000 }",
+            "site[0].route[0].esi.max_includes",
+        ),
+        (
+            "{ on_error = \"explode\" }",
+            "site[0].route[0].esi.on_error",
+        ),
+        (
+            "{ allow_hosts = [\"a/b\"] }",
+            "site[0].route[0].esi.allow_hosts",
+        ),
+    ] {
+        let e = error(&format!("{base}esi = {bad}\n"));
+        assert_eq!((e.line, e.key.as_str()), (Some(6), key), "{e}");
+    }
+    let e = error(&format!("{base}esi = {{ depth = 2 }}\n"));
+    assert_eq!(e.line, Some(6), "{e}");
+}

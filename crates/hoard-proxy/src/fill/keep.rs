@@ -124,6 +124,19 @@ impl FillEngine {
             p => (Vec::new(), p.filter(|_| !near)),
         };
         let mut obj = storable.object(job, status, ObjectBody::from_chunks(chunks.clone()));
+        if job.route.esi.is_some()
+            && status == http::StatusCode::OK
+            && crate::esi::is_page(&obj.headers)
+        {
+            // A page's template, parsed once as it is stored (hits read
+            // no body and parse nothing; see `pipeline::esi`).
+            let body = match chunks.as_slice() {
+                [one] => one.clone(),
+                many => bytes::Bytes::from(many.concat()),
+            };
+            let parsed = crate::esi::classify(&body).unwrap_or(crate::esi::Parsed::AsIs);
+            let _ = obj.derived.set(Arc::new(parsed));
+        }
         if !parts.is_empty() {
             obj = obj.with_parts(parts);
         }

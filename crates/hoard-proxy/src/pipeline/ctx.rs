@@ -74,6 +74,11 @@ pub(crate) struct Ctx<'a> {
     /// The route's filters' streams and what they set (see `filters`);
     /// boxed, so an unfiltered request pays one pointer in its future.
     pub filtered: Option<Box<super::filters::Filtered>>,
+    /// An ESI include's sub-request: its depth and its page's budget
+    /// (see `esi`).
+    pub esi: Option<Arc<super::esi::Level>>,
+    /// The listener it came in on (its index; see [`super::Conn`]).
+    pub listener: u16,
 }
 
 impl Ctx<'_> {

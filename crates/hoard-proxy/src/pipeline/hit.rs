@@ -62,6 +62,11 @@ impl Pipeline {
         // Only on a route that shows them (`$cache_hits`): a response
         // extension, read when the route's fields are made.
         let hits = ctx.route.count_hits.then(|| CacheHits(obj.hit()));
+        // On an `esi` route, a body read from a file: the object, whose
+        // parsed template it keeps (a body in memory carries its object).
+        let esi = ctx.route.esi.is_some();
+        let in_file = matches!(obj.body, hoard_store::object::ObjectBody::File(_));
+        let page = (esi && in_file).then(|| super::esi::StoredPage(obj.clone()));
         if ctx.run.cfg.server.debug_headers {
             status.key = Some(key.text.clone());
         }
@@ -75,12 +80,17 @@ impl Pipeline {
                 }
                 ProxyBody::part(&chosen.body, ctx.send.as_ref())
             }
+            // Whatever its chunks: the ESI step finds the object in it.
+            None if esi && !in_file => ProxyBody::Stored { obj, next: 0 },
             None => ProxyBody::stored(obj, ctx.send.as_ref()),
         };
         let mut resp = self.respond(ctx, stored_status, headers, body);
         resp.headers_mut().insert(header::AGE, age);
         if let Some(h) = hits {
             resp.extensions_mut().insert(h);
+        }
+        if let Some(p) = page {
+            resp.extensions_mut().insert(p);
         }
         self.add_cache_status(&mut resp, &status);
         resp
@@ -103,6 +113,10 @@ impl Pipeline {
             return None;
         }
         crate::encode::vary_on_accept_encoding(headers);
+        // A page is assembled from its identity bytes, then coded.
+        if ctx.route.esi.is_some() && super::esi::is_page(&obj.headers) {
+            return None;
+        }
         let accept = ctx.accept?;
         if ctx.headers.contains_key(header::RANGE) {
             return None;

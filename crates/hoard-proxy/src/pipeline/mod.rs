@@ -25,6 +25,7 @@ mod answers;
 pub mod client_body;
 mod ctx;
 mod edge;
+mod esi;
 mod fetch;
 mod filter_body;
 mod filters;
@@ -440,11 +441,20 @@ impl Pipeline {
             // no room in every request's future.
             Box::pin(self.route_filtered(&mut ctx, upgrade, body)).await
         };
-        // deliver: the route's filters and steps on every response.
-        if steps.deliver.is_empty() && held.is_none() && ctx.filtered.is_none() {
+        // deliver: ESI, then the route's filters and steps on every
+        // response.
+        if steps.deliver.is_empty()
+            && held.is_none()
+            && ctx.filtered.is_none()
+            && ctx.route.esi.is_none()
+        {
             return result;
         }
         let mut resp = result.unwrap_or_else(|e| self.error_response(&e, None));
+        if let Some(cfg) = &ctx.route.esi {
+            // Boxed: pages are rare; other requests' futures stay small.
+            resp = Box::pin(self.esi_page(&ctx, cfg, resp)).await;
+        }
         if let Some(f) = ctx.filtered.take() {
             self.filter_response(*f, &mut resp);
         }

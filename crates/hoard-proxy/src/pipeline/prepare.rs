@@ -273,6 +273,15 @@ impl Pipeline {
         });
         let mut headers = parts.headers;
         strip_hop_by_hop(&mut headers);
+        // An include's request (made by its page, never sent by a client).
+        let esi = parts
+            .extensions
+            .remove::<std::sync::Arc<super::esi::Level>>();
+        if route.esi.is_some() {
+            for name in &super::esi::NOT_FOR_PAGES {
+                headers.remove(name);
+            }
+        }
         // The route's normalisation: the key, `Vary` and the origin see it.
         if let Some(rq) = &route.rewrite_query {
             rewrite_query(rq, &mut parts.uri);
@@ -328,6 +337,8 @@ impl Pipeline {
             accept,
             accept_field,
             filtered: None,
+            esi,
+            listener,
         };
         Ok(Prepared::Go(Recv {
             ctx,
@@ -341,29 +352,41 @@ impl Pipeline {
 /// The query as the route's `rewrite_query` wants it (see
 /// `hoard_config::normalise`).
 fn rewrite_query(rq: &hoard_config::normalise::QueryRewrite, uri: &mut Uri) {
+    thread_local! {
+        /// The new target is written here, then copied once into a buffer
+        /// of its exact length (a `Bytes` made from a longer `String` costs
+        /// a second allocation).
+        static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    }
     let Some(query) = uri.query() else { return };
     let path = uri.path();
-    let mut target = String::with_capacity(path.len() + 1 + query.len());
-    target.push_str(path);
-    target.push('?');
-    if !rq.apply_into(query, &mut target) {
+    let target = SCRATCH.with(|s| {
+        let mut target = s.borrow_mut();
+        target.clear();
+        target.push_str(path);
+        target.push('?');
+        if !rq.apply_into(query, &mut target) {
+            return None;
+        }
+        if target.ends_with('?') {
+            target.pop();
+        }
+        Some(bytes::Bytes::copy_from_slice(target.as_bytes()))
+    });
+    let Some(target) = target else { return };
+    // Only the path and query are parsed again.
+    let Ok(pq) = http::uri::PathAndQuery::from_maybe_shared(target) else {
+        return;
+    };
+    if uri.scheme().is_none() && uri.authority().is_none() {
+        // Origin form (every request but a proxy's absolute form): no
+        // other part to keep.
+        *uri = Uri::from(pq);
         return;
     }
-    if target.ends_with('?') {
-        target.pop();
-    }
-    // Only the path and query are parsed again.
     let mut parts = std::mem::take(uri).into_parts();
-    match http::uri::PathAndQuery::try_from(target) {
-        Ok(pq) => parts.path_and_query = Some(pq),
-        Err(_) => {
-            *uri = Uri::from_parts(parts).unwrap_or_default();
-            return;
-        }
-    }
-    if let Ok(u) = Uri::from_parts(parts) {
-        *uri = u;
-    }
+    parts.path_and_query = Some(pq);
+    *uri = Uri::from_parts(parts).unwrap_or_default();
 }
 
 /// A header set to the best of the route's values for it (all of its

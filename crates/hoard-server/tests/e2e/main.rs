@@ -68,6 +68,7 @@ mod s_slice;
 mod s_store;
 mod s_trust;
 mod u_filters;
+mod v_esi;
 mod v_signed;
 mod w_coalesce;
 mod w_fill;
