@@ -57,12 +57,12 @@ fn origin_for(t: &Test, urls: &'static [&'static str]) -> hoard_testkit::OriginB
     })
 }
 
-// v18001: a valid nginx link: 200; the origin sees the target without the
+// v19001: a valid nginx link: 200; the origin sees the target without the
 // expiry and the signature (the other parameters kept); a second link to
 // the same file with another expiry is a hit on the same object.
 #[tokio::test]
-async fn v18001_valid_links_share_one_object() {
-    let t = Test::new("v18001");
+async fn v19001_valid_links_share_one_object() {
+    let t = Test::new("v19001");
     let origin = origin_for(&t, &["/v/a.bin?x=1"]).start().await;
     let cfg = signed_route("secret = \"k3y\"", "");
     let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
@@ -86,13 +86,13 @@ async fn v18001_valid_links_share_one_object() {
     origin.finish().await;
 }
 
-// v18002: refused links never reach the cache or the origin: a wrong
+// v19002: refused links never reach the cache or the origin: a wrong
 // signature, none, no expiry, a non-numeric or zero expiry, a parameter
 // given twice: 403; a valid link once the clock passes its expiry: 410;
 // a wrong signature on an expired link: still 403 (nginx's order).
 #[tokio::test]
-async fn v18002_refusals_are_403_and_410() {
-    let t = Test::new("v18002");
+async fn v19002_refusals_are_403_and_410() {
+    let t = Test::new("v19002");
     let origin = t.origin().start().await; // any request fails the case
     let cfg = signed_route("secret = \"k3y\"", "");
     let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
@@ -130,11 +130,11 @@ async fn v18002_refusals_are_403_and_410() {
     origin.finish().await;
 }
 
-// v18003: a valid link until its second; with leeway = "30s", 30 seconds
+// v19003: a valid link until its second; with leeway = "30s", 30 seconds
 // more, then 410.
 #[tokio::test]
-async fn v18003_leeway() {
-    let t = Test::new("v18003");
+async fn v19003_leeway() {
+    let t = Test::new("v19003");
     let origin = origin_for(&t, &["/v/a.bin"]).start().await;
     let cfg = signed_route("secret = \"k3y\", leeway = \"30s\"", "");
     let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
@@ -147,11 +147,11 @@ async fn v18003_leeway() {
     origin.finish().await;
 }
 
-// v18004: the path is signed decoded (nginx's $uri): `/v/a%20b.txt`
+// v19004: the path is signed decoded (nginx's $uri): `/v/a%20b.txt`
 // verifies a link signed for `/v/a b.txt`, and the origin gets it encoded.
 #[tokio::test]
-async fn v18004_encoded_path() {
-    let t = Test::new("v18004");
+async fn v19004_encoded_path() {
+    let t = Test::new("v19004");
     let origin = origin_for(&t, &["/v/a%20b.txt"]).start().await;
     let cfg = signed_route("secret = \"k3y\"", "");
     let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
@@ -164,11 +164,11 @@ async fn v18004_encoded_path() {
     origin.finish().await;
 }
 
-// v18005: rotation: with secrets = ["new", "k3y"], links of either verify;
+// v19005: rotation: with secrets = ["new", "k3y"], links of either verify;
 // a link of a secret not listed is refused.
 #[tokio::test]
-async fn v18005_rotation() {
-    let t = Test::new("v18005");
+async fn v19005_rotation() {
+    let t = Test::new("v19005");
     let origin = origin_for(&t, &["/v/a.bin"]).start().await;
     let cfg = signed_route("secrets = [\"new\", \"k3y\"]", "");
     let proxy = t.proxy().origin(&origin).toml(&origin, &cfg).start().await;
@@ -212,12 +212,12 @@ async fn v18005_rotation() {
     origin.finish().await;
 }
 
-// v18006: hmac-sha256 with its default parameter (`signature`) and named
+// v19006: hmac-sha256 with its default parameter (`signature`) and named
 // ones: a valid link 200 without its parameters at the origin, a wrong
 // one 403, an expired one 410.
 #[tokio::test]
-async fn v18006_hmac_sha256() {
-    let t = Test::new("v18006");
+async fn v19006_hmac_sha256() {
+    let t = Test::new("v19006");
     let origin = origin_for(&t, &["/h/a.bin"]).start().await;
     let cfg = format!(
         "{}\n[[site.route]]\nprefix = \"/n/\"\nsigned_urls = {{ secret = \"k3y\", scheme = \"hmac-sha256\", expires_param = \"e\", signature_param = \"s\" }}\n",
@@ -264,11 +264,11 @@ async fn v18006_hmac_sha256() {
     origin.finish().await;
 }
 
-// v18007: the route's error page and response header edits apply to its
+// v19007: the route's error page and response header edits apply to its
 // 403 and 410, as to its other refusals.
 #[tokio::test]
-async fn v18007_error_pages_and_headers_apply() {
-    let t = Test::new("v18007");
+async fn v19007_error_pages_and_headers_apply() {
+    let t = Test::new("v19007");
     let origin = t.origin().start().await;
     let page = t.dir().join("denied.html");
     std::fs::write(&page, "<p>link not valid</p>").unwrap();
