@@ -301,3 +301,42 @@ async fn v19007_error_pages_and_headers_apply() {
     assert_eq!(origin.requests(), 0);
     origin.finish().await;
 }
+
+// v19008: in a cluster, the node a link reaches checks it and sends the
+// key's owner the target without the two parameters: the owner does not
+// check it again (its fill is a member's), and the origin is asked once.
+#[tokio::test]
+async fn v19008_a_cluster_checks_a_link_once() {
+    use crate::cluster::{body_of, cluster_sized, origin_serving_once, total};
+    let t = Test::new("v19008");
+    let paths = vec!["/v/a.bin".to_string()];
+    let origin = origin_serving_once(&t, &paths).await;
+    let signed = |r: &mut hoard_config::RouteConfig| {
+        let rule = SignedUrls::new(
+            Scheme::NginxMd5,
+            &["k3y"],
+            "expires",
+            "md5",
+            Default::default(),
+        )
+        .unwrap();
+        r.edge = Some(std::sync::Arc::new(hoard_edge::Edge {
+            signed: Some(std::sync::Arc::new(rule)),
+            ..Default::default()
+        }));
+    };
+    let nodes = cluster_sized(&t, &origin, 2, &[], 8 << 20, signed, &|_, _| {}).await;
+    let link = format!("/v/a.bin?md5={A_60}&expires={}", T0 + 60);
+    for n in &nodes {
+        t.client(n)
+            .get(&link)
+            .send()
+            .await
+            .expect_status(200)
+            .expect_body(body_of("/v/a.bin"));
+        t.client(n).get("/v/a.bin").send().await.expect_status(403);
+    }
+    assert_eq!(total(&nodes, "cluster_peer_requests"), 1);
+    assert_eq!(total(&nodes, "edge_signature_refused"), 2);
+    origin.finish().await;
+}
