@@ -15,7 +15,9 @@
 # and with one Proxy-Wasm filter that adds a response field, for the cost
 # of a filter; and with a route as a VCL port writes it (`when` conditions
 # and a `rewrite_query` that rewrites the query of every request), whose
-# difference to plain is reported in instructions.
+# difference to plain is reported in instructions; and with a route whose
+# links are signed (`signed_urls`, nginx-md5), loaded with a valid link,
+# against plain with that same URL, reported the same way.
 set -euo pipefail
 BENCH_NAME=instr
 # shellcheck source-path=SCRIPTDIR
@@ -126,6 +128,29 @@ TOML
 "$HOARD_BIN" check --config "$OUT/vcl.toml" >/dev/null \
     || die "hoard rejects $OUT/vcl.toml"
 
+# A route whose links are signed (nginx's secure_link): every request of
+# the load carries a valid link, checked and its two parameters removed.
+cat > "$OUT/signed.toml" <<TOML
+[server]
+threads = 1
+
+[[listener]]
+address = "127.0.0.1:$HOARD"
+
+[upstream.origin]
+servers = ["http://127.0.0.1:$ORIGIN"]
+
+[[site]]
+[[site.route]]
+prefix = "/"
+upstream = "origin"
+signed_urls = { secret = "bench-secret" }
+TOML
+"$HOARD_BIN" check --config "$OUT/signed.toml" >/dev/null \
+    || die "hoard rejects $OUT/signed.toml"
+SIGNED_PATH=$("$HOARD_BIN" sign --config "$OUT/signed.toml" --url /1k.bin --expires-at 4102444800) \
+    || die "hoard sign failed"
+
 wait_port "$ORIGIN" origin "$ORIGIN_PID" "$OUT/origin.log"
 
 # measure NAME PORT CMD...: sets RESULT="requests instructions strace-requests syscalls"
@@ -170,12 +195,17 @@ read -r vr vi vsr vc <<<"$RESULT"
 # The plain run again with the VCL run's URL: what the route's keys add.
 MPATH="/1k.bin?utm_source=news&b=2&a=1" measure hoard-query "$HOARD" "$HOARD_BIN" --upstream "http://127.0.0.1:$ORIGIN" --listen "127.0.0.1:$HOARD" --threads 1
 read -r qr qi qsr qc <<<"$RESULT"
+MPATH="$SIGNED_PATH" measure hoard-signed "$HOARD" "$HOARD_BIN" run --config "$OUT/signed.toml"
+read -r gr gi gsr gc <<<"$RESULT"
+# The plain run again with the signed run's URL (keyed with its parameters).
+MPATH="$SIGNED_PATH" measure hoard-signed-plain "$HOARD" "$HOARD_BIN" --upstream "http://127.0.0.1:$ORIGIN" --listen "127.0.0.1:$HOARD" --threads 1
+read -r pr pi psr pc <<<"$RESULT"
 measure nginx "$NGINX" nginx -c "$OUT/nginx.conf"
 read -r nr ni nsr nc <<<"$RESULT"
 
-python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" "$lr" "$li" "$lsr" "$lc" "$er" "$ei" "$esr" "$ec" "$wr" "$wi" "$wsr" "$wc" "$vr" "$vi" "$vsr" "$vc" "$qr" "$qi" "$qsr" "$qc" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
+python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" "$lr" "$li" "$lsr" "$lc" "$er" "$ei" "$esr" "$ec" "$wr" "$wi" "$wsr" "$wc" "$vr" "$vi" "$vsr" "$vc" "$qr" "$qi" "$qsr" "$qc" "$gr" "$gi" "$gsr" "$gc" "$pr" "$pi" "$psr" "$pc" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
 import sys
-hr, hi, hsr, hc, nr, ni, nsr, nc, lr, li, lsr, lc, er, ei, esr, ec, wr, wi, wsr, wc, vr, vi, vsr, vc, qr, qi, qsr, qc = map(float, sys.argv[1:])
+hr, hi, hsr, hc, nr, ni, nsr, nc, lr, li, lsr, lc, er, ei, esr, ec, wr, wi, wsr, wc, vr, vi, vsr, vc, qr, qi, qsr, qc, gr, gi, gsr, gc, pr, pi, psr, pc = map(float, sys.argv[1:])
 h_ipr, n_ipr = hi / hr, ni / nr
 h_spr, n_spr = hc / hsr, nc / nsr
 print("| proxy | requests (callgrind) | user instructions / 1 KiB hit | syscalls / hit |")
@@ -197,5 +227,10 @@ q_ipr, q_spr = qi / qr, qc / qsr
 print(f"| hoard, plain, URL with a query | {int(qr)} | {q_ipr:,.0f} | {q_spr:.2f} |")
 print(f"| hoard, when + rewrite_query, same URL | {int(vr)} | {v_ipr:,.0f} | {v_spr:.2f} |")
 print(f"| **hoard VCL route - plain (same URL)** | | **{v_ipr - q_ipr:+,.0f} instructions** | |")
+g_ipr, g_spr = gi / gr, gc / gsr
+p_ipr, p_spr = pi / pr, pc / psr
+print(f"| hoard, plain, signed URL | {int(pr)} | {p_ipr:,.0f} | {p_spr:.2f} |")
+print(f"| hoard, signed_urls (nginx-md5), same URL | {int(gr)} | {g_ipr:,.0f} | {g_spr:.2f} |")
+print(f"| **hoard signed_urls - plain (same URL)** | | **{g_ipr - p_ipr:+,.0f} instructions** | |")
 PY
 STATUS=0

@@ -234,6 +234,9 @@ impl Resolver<'_> {
             }
             edge.connections = Some(*n.get_ref());
         }
+        if let Some(s) = raw.signed_urls {
+            edge.signed = Some(self.signed_urls(at, s)?);
+        }
         Ok(((!edge.is_empty()).then(|| Arc::new(edge)), probe))
     }
 

@@ -40,6 +40,7 @@ pub mod rules;
 mod run_as;
 mod server;
 mod servers;
+mod signed;
 pub mod sites;
 pub mod store_rules;
 pub mod units;

@@ -13,6 +13,7 @@ mod listeners;
 mod ops;
 mod quick;
 mod routes;
+mod signed;
 mod upstreams;
 
 const GOOD: &str = r#"

@@ -7,6 +7,7 @@
 //!                         rate / in-progress limit ──► 429 + Retry-After
 //!                         allow / deny ──► 403
 //!                         basic_auth ──► 401 + WWW-Authenticate
+//!                         signed_urls ──► 403 (signature), 410 (expired)
 //!                         respond? ──► the fixed answer
 //!                         request_headers edits
 //!                           ▼
@@ -45,6 +46,7 @@ pub mod htpasswd;
 pub mod limit;
 pub mod redirect;
 pub mod respond;
+pub mod signed;
 pub mod template;
 
 use std::sync::Arc;
@@ -79,6 +81,8 @@ pub struct Edge {
     pub error_pages: Option<Arc<ErrorPages>>,
     /// Answer every admitted request with this (see [`respond`]).
     pub respond: Option<Arc<respond::Respond>>,
+    /// Links checked for a signature and an expiry (see [`signed`]).
+    pub signed: Option<Arc<signed::SignedUrls>>,
 }
 
 impl Edge {
@@ -93,5 +97,6 @@ impl Edge {
             && self.response_headers.is_empty()
             && self.error_pages.is_none()
             && self.respond.is_none()
+            && self.signed.is_none()
     }
 }

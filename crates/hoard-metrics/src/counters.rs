@@ -202,6 +202,10 @@ counters! {
     edge_rate_limited,
     /// Requests refused 429 by a route's `limit_connections`.
     edge_connections_limited,
+    /// Requests refused 403 by a route's `signed_urls` (no, a repeated or a wrong signature or expiry).
+    edge_signature_refused,
+    /// Requests refused 410 by a route's `signed_urls`: a valid signature past its expiry.
+    edge_link_expired,
     /// Fills sent to their key's owner, another cluster member, instead of the origin.
     cluster_forwarded,
     /// Fills whose owner could not be reached (refused, connect timeout, hop dropped before

@@ -72,6 +72,10 @@ pub enum ErrorKind {
     RateLimited,
     /// The client has `limit_connections` requests in progress already (429).
     ConnectionLimit,
+    /// A link without a valid signature on a route with `signed_urls` (403).
+    BadSignature,
+    /// A signed link whose expiry passed (410).
+    LinkExpired,
     /// A broken invariant in hoard (500); logged as an error.
     Internal,
     /// A route's filter failed the request (500); logged with its name.
@@ -155,6 +159,8 @@ impl ProxyError {
             ErrorKind::AccessDenied => StatusCode::FORBIDDEN,
             ErrorKind::AuthRequired => StatusCode::UNAUTHORIZED,
             ErrorKind::RateLimited | ErrorKind::ConnectionLimit => StatusCode::TOO_MANY_REQUESTS,
+            ErrorKind::BadSignature => StatusCode::FORBIDDEN,
+            ErrorKind::LinkExpired => StatusCode::GONE,
             ErrorKind::Internal | ErrorKind::Filter => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -186,6 +192,8 @@ impl ProxyError {
             ErrorKind::AuthRequired => "auth-required",
             ErrorKind::RateLimited => "rate-limited",
             ErrorKind::ConnectionLimit => "connection-limit",
+            ErrorKind::BadSignature => "bad-signature",
+            ErrorKind::LinkExpired => "link-expired",
             ErrorKind::Internal => "internal",
             ErrorKind::Filter => "filter",
         }

@@ -7,6 +7,7 @@
 //! hoard purge --admin http://127.0.0.1:8001 (URL | --prefix P | --host H | --tag T | --regex R) [--soft]
 //! hoard reload (--pid-file /run/hoard.pid | --admin http://127.0.0.1:8001) [--wait 10s]
 //! hoard upgrade --pid-file /run/hoard.pid
+//! hoard sign --config hoard.toml --url https://example.com/v/a.mp4 [--expires 1h | --expires-at UNIX]
 //! ```
 
 use std::net::SocketAddr;
@@ -94,6 +95,9 @@ pub enum Command {
         #[arg(long)]
         pid_file: PathBuf,
     },
+    /// Print a signed link (a route's `signed_urls`, or --secret and
+    /// --scheme): the URL with its expiry and signature.
+    Sign(crate::sign::SignArgs),
 }
 
 /// `hoard upstream ...`.
@@ -340,6 +344,14 @@ impl Cli {
         }
     }
 
+    /// `hoard sign`'s arguments.
+    pub fn sign(&self) -> Option<&crate::sign::SignArgs> {
+        match &self.command {
+            Some(Command::Sign(a)) => Some(a),
+            _ => None,
+        }
+    }
+
     /// `hoard upgrade`'s pid file.
     pub fn upgrade(&self) -> Option<&Path> {
         match &self.command {
@@ -380,8 +392,11 @@ impl Cli {
             | Some(Command::Reload(_))
             | Some(Command::Upgrade { .. })
             | Some(Command::Upstream(_))
-            | Some(Command::Trace { .. }) => {
-                unreachable!("invariant: purge, reload, upgrade and upstream have no configuration")
+            | Some(Command::Trace { .. })
+            | Some(Command::Sign(_)) => {
+                unreachable!(
+                    "invariant: purge, reload, upgrade, upstream and sign have no configuration"
+                )
             }
             None => {
                 let q = &self.quick;

@@ -4,6 +4,7 @@ mod ask_reload;
 mod cli;
 mod fdpass;
 mod service;
+mod sign;
 mod upgrade;
 
 /// mimalloc: threads free each other's allocations without taking a lock
@@ -43,6 +44,9 @@ fn main() -> ExitCode {
     hoard_proxy::build_info::set_commit(env!("HOARD_COMMIT"));
     if let Some(p) = cli.purge() {
         return purge(p);
+    }
+    if let Some(a) = cli.sign() {
+        return sign::run(a);
     }
     if let Some(u) = cli.upstream() {
         return upstream(u);

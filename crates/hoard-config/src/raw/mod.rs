@@ -282,6 +282,7 @@ route_with_edge! {
             pub limit: Option<Spanned<edge::RawLimit>>,
             pub limit_connections: Option<Spanned<u32>>,
             pub error_pages: Option<BTreeMap<String, Spanned<String>>>,
+            pub signed_urls: Option<Spanned<super::signed::RawSignedUrls>>,
         }
         pub max_body_size: Option<Size>,
         pub respond: Option<Spanned<super::route_keys::RawRespond>>,

@@ -1,7 +1,7 @@
 //! A route's registered steps (see [`super::phases`]): in `recv`, its
-//! redirect, limits, access and credentials before anything is looked up,
-//! in nginx's order, then its fixed answer (`respond`) and its request
-//! edits; in `deliver`, its error pages and response edits (see
+//! redirect, limits, access, credentials and a signed link's check before
+//! anything is looked up, in nginx's order, then its fixed answer
+//! (`respond`) and its request edits; in `deliver`, its error pages and response edits (see
 //! [`hoard_edge`] for the rules themselves).
 
 use std::sync::Arc;
@@ -36,25 +36,38 @@ impl Pipeline {
         let Some(edge) = ctx.route.edge.as_deref() else {
             return Ok(None);
         };
-        let vars = super::edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls);
+        // Worked out once a step needs them (a signed link's check does not).
+        let mut vars = None;
+        macro_rules! vars {
+            () => {
+                &*vars.get_or_insert_with(|| {
+                    super::edge_vars(&ctx.uri, &ctx.authority, ctx.client, tls)
+                })
+            };
+        }
+        let client = ctx.client;
         let mut guard = None;
+        // A signed link's target without its signature, put in place once
+        // the steps no longer read the request's (`$request_uri` stays the
+        // client's, as nginx's).
+        let mut unsigned = None;
         for step in steps.recv.iter() {
             let refused = match step {
                 RecvStep::Redirect => edge
                     .redirect
                     .as_ref()
-                    .map(|r| self.redirect(r, &ctx.route.path, &vars)),
+                    .map(|r| self.redirect(r, &ctx.route.path, vars!())),
                 RecvStep::Rate => limits.rate.as_ref().and_then(|rate| {
-                    let wait = rate.check(vars.remote_addr).err()?;
+                    let wait = rate.check(client).err()?;
                     self.counters.inc(&self.counters.edge_rate_limited);
                     let e = ProxyError::client(
                         ErrorKind::RateLimited,
-                        format!("{} over the route's rate", vars.remote_addr),
+                        format!("{} over the route's rate", client),
                     );
                     Some(self.retry_later(&e, retry_after(wait)))
                 }),
                 RecvStep::Connections => match &limits.connections {
-                    Some(limit) => match limit.enter(vars.remote_addr) {
+                    Some(limit) => match limit.enter(client) {
                         Some(g) => {
                             guard = Some(Arc::new(g));
                             None
@@ -63,21 +76,18 @@ impl Pipeline {
                             self.counters.inc(&self.counters.edge_connections_limited);
                             let e = ProxyError::client(
                                 ErrorKind::ConnectionLimit,
-                                format!(
-                                    "{} has limit_connections requests in progress",
-                                    vars.remote_addr
-                                ),
+                                format!("{} has limit_connections requests in progress", client),
                             );
                             Some(self.retry_later(&e, 1))
                         }
                     },
                     None => None,
                 },
-                RecvStep::Access => (!edge.access.admits(vars.remote_addr)).then(|| {
+                RecvStep::Access => (!edge.access.admits(client)).then(|| {
                     self.counters.inc(&self.counters.edge_access_denied);
                     let e = ProxyError::client(
                         ErrorKind::AccessDenied,
-                        format!("{} refused by allow/deny", vars.remote_addr),
+                        format!("{} refused by allow/deny", client),
                     );
                     self.error_response(&e, None)
                 }),
@@ -96,11 +106,26 @@ impl Pipeline {
                         None
                     }
                 },
+                RecvStep::Signed => match &edge.signed {
+                    // A cluster member's fill: the first node checked the
+                    // link and sent its target without the signature.
+                    Some(_) if ctx.from_peer => None,
+                    Some(signed) => {
+                        match signed.check(ctx.uri.path(), ctx.uri.query(), self.clock.now()) {
+                            Ok(target) => {
+                                unsigned = Some(target);
+                                None
+                            }
+                            Err(r) => Some(self.signed_refusal(r)),
+                        }
+                    }
+                    None => None,
+                },
                 RecvStep::Respond => {
                     // After the limits and access checks, which protect it.
                     if let Some(r) = &edge.respond {
                         let mut resp = self.fixed_answer(r, &ctx.method);
-                        deliver_steps(steps, edge, &mut resp, &vars);
+                        deliver_steps(steps, edge, &mut resp, vars!());
                         if let Some(guard) = guard {
                             resp.extensions_mut().insert(guard);
                         }
@@ -109,16 +134,43 @@ impl Pipeline {
                     None
                 }
                 RecvStep::RequestHeaders => {
-                    edge.request_headers.apply(&mut ctx.headers, &vars);
+                    edge.request_headers.apply(&mut ctx.headers, vars!());
                     None
                 }
             };
             if let Some(mut resp) = refused {
-                deliver_steps(steps, edge, &mut resp, &vars);
+                deliver_steps(steps, edge, &mut resp, vars!());
                 return Err(resp);
             }
         }
+        if let Some(target) = unsigned {
+            // The key and the origin see the link without its signature:
+            // every valid link to a file shares one stored object.
+            match http::uri::PathAndQuery::try_from(target) {
+                Ok(pq) => ctx.uri = http::Uri::from(pq),
+                Err(_) => {
+                    let e = ProxyError::internal("a signed link's target that is no target");
+                    return Err(self.error_response(&e, None));
+                }
+            }
+        }
         Ok(guard)
+    }
+
+    /// A link `signed_urls` refuses: 403 without a valid signature, 410
+    /// past its expiry.
+    fn signed_refusal(&self, r: hoard_edge::signed::Refusal) -> Response<ProxyBody> {
+        let e = match r {
+            hoard_edge::signed::Refusal::Invalid(why) => {
+                self.counters.inc(&self.counters.edge_signature_refused);
+                ProxyError::client(ErrorKind::BadSignature, why)
+            }
+            hoard_edge::signed::Refusal::Expired => {
+                self.counters.inc(&self.counters.edge_link_expired);
+                ProxyError::client(ErrorKind::LinkExpired, "the signed link's expiry passed")
+            }
+        };
+        self.error_response(&e, None)
     }
 
     /// A route's `redirect`: every request answered with it.

@@ -80,7 +80,8 @@ use self::ctx::Applied;
 pub(crate) use self::ctx::Ctx;
 use self::noted::OUTCOME;
 pub(crate) use self::noted::{note_outcome, note_owner, note_tries, Noted};
-pub(crate) use self::prepare::{edge_vars, select_site};
+pub(crate) use self::prepare::edge_vars;
+pub use self::prepare::select_site;
 use self::prepare::{Prepared, Recv};
 
 /// The store type the pipeline uses.

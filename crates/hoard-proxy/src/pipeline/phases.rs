@@ -6,7 +6,7 @@
 //! |---|---|---|---|
 //! | `accept` | per request, before anything | count by HTTP version; the access log's record started (client address, request id) | `Pipeline::serve` |
 //! | `intercept` | per node, before any site or route | `Intercept`: `acme_challenge`, `https_redirect`, `cluster_probe`, `purge`, `peer_acme`, `peer_purge` | `Intercept::claims`, `Pipeline::intercept` |
-//! | `recv` | per route, after site and route are chosen | limits on the target, Host, body size, upgrades, `Expect` (`prepare`), then the route's `RecvStep`s: `redirect`, `rate`, `connections`, `access`, `auth`, `respond`, `request_headers` | `prepare`, `Pipeline::recv_steps` |
+//! | `recv` | per route, after site and route are chosen | limits on the target, Host, body size, upgrades, `Expect` (`prepare`), then the route's `RecvStep`s: `redirect`, `rate`, `connections`, `access`, `auth`, `signed`, `respond`, `request_headers` | `prepare`, `Pipeline::recv_steps` |
 //! | `key` | cacheable methods on a caching route | the route's `bypass` and `no_store` rules, the cache key (route key, Vary) and the lookup | `route_request`, `cacheable` |
 //! | `fetch` | towards the origin or a peer | the origin request's fields (`origin_request`), the cluster's owner or the upstream's servers with failover, coalescing into one fill | `fetch`, `fill` |
 //! | `store` | what the origin sent, before storing | storable (RFC 9111 §3), TTL rules, encodings, the tiers | `fill::run` |
@@ -177,6 +177,9 @@ pub(crate) enum RecvStep {
     /// Credentials asked for (`auth_basic`); hoard's own, so they are not
     /// sent on.
     Auth,
+    /// A signed link checked, its signature and expiry then removed from
+    /// the target (`signed_urls`).
+    Signed,
     /// Every admitted request answered (`respond`).
     Respond,
     /// Edits of the request towards the origin (`request_headers`).
@@ -207,8 +210,8 @@ pub(crate) struct RouteSteps {
 
 impl RouteSteps {
     /// The steps of a route with these edge rules, in nginx's order:
-    /// redirect (`return`), limits, access, credentials, then the fixed
-    /// answer and the request's edits.
+    /// redirect (`return`), limits, access, credentials, the link's
+    /// signature, then the fixed answer and the request's edits.
     pub(crate) fn of(edge: Option<&Edge>) -> RouteSteps {
         let Some(e) = edge else {
             return RouteSteps::default();
@@ -224,6 +227,7 @@ impl RouteSteps {
         on(e.connections.is_some(), RecvStep::Connections);
         on(!e.access.is_empty(), RecvStep::Access);
         on(e.auth.is_some(), RecvStep::Auth);
+        on(e.signed.is_some(), RecvStep::Signed);
         on(e.respond.is_some(), RecvStep::Respond);
         on(!e.request_headers.is_empty(), RecvStep::RequestHeaders);
         let mut deliver = Vec::new();

@@ -60,7 +60,7 @@ pub(crate) fn edge_vars<'a>(
 /// the first whose hosts match; for a Host no site lists, the site with
 /// `default = true`, else the first without hosts, else the first (as
 /// nginx takes the `default_server`, else the first server of a port).
-pub(crate) fn select_site(
+pub fn select_site(
     cfg: &Config,
     authority: &str,
     tls: bool,

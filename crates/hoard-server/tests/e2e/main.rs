@@ -69,6 +69,7 @@ mod s_store;
 mod s_trust;
 mod u_filters;
 mod v_esi;
+mod v_signed;
 mod w_coalesce;
 mod w_fill;
 mod w_stale;
