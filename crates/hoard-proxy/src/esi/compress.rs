@@ -82,14 +82,15 @@ impl std::fmt::Debug for CompressedBody {
 }
 
 impl CompressedBody {
-    /// `inner` in coding `c`; `None` for identity.
-    pub fn new(inner: EsiBody, c: Coding) -> Result<CompressedBody, EsiBody> {
+    /// `inner` in coding `c`; `inner` back for identity (or a coder that
+    /// would not start).
+    pub fn new(inner: EsiBody, c: Coding) -> Result<CompressedBody, Box<EsiBody>> {
         match Encoder::new(c) {
             Some(enc) => Ok(CompressedBody {
                 inner,
                 enc: Some(enc),
             }),
-            None => Err(inner),
+            None => Err(Box::new(inner)),
         }
     }
 }

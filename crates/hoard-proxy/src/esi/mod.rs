@@ -51,15 +51,12 @@ pub fn classify(body: &Bytes) -> Result<Parsed, template::Malformed> {
 /// `Surrogate-Control: content="ESI/1.0"`, or `text/html`.
 pub fn is_page(headers: &HeaderMap) -> bool {
     // The type first: a standard field is the cheaper lookup.
-    headers
-        .get(CONTENT_TYPE)
-        .is_some_and(|v| {
-            let t = v.as_bytes();
-            t.len() >= 9
-                && t[..9].eq_ignore_ascii_case(b"text/html")
-                && matches!(t.get(9), None | Some(b';' | b' ' | b'\t'))
-        })
-        || surrogate_esi(headers)
+    headers.get(CONTENT_TYPE).is_some_and(|v| {
+        let t = v.as_bytes();
+        t.len() >= 9
+            && t[..9].eq_ignore_ascii_case(b"text/html")
+            && matches!(t.get(9), None | Some(b';' | b' ' | b'\t'))
+    }) || surrogate_esi(headers)
 }
 
 fn surrogate_esi(headers: &HeaderMap) -> bool {

@@ -220,7 +220,7 @@ impl Pipeline {
                     crate::encode::vary_on_accept_encoding(&mut parts.headers);
                     ProxyBody::Wrapped(Box::new(b))
                 }
-                Err(b) => ProxyBody::Wrapped(Box::new(b)),
+                Err(b) => ProxyBody::Wrapped(b),
             },
             None => ProxyBody::Wrapped(Box::new(body)),
         };
