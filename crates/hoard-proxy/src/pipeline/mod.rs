@@ -45,6 +45,7 @@ mod prepare;
 pub mod purge;
 pub mod purge_log;
 mod range;
+mod rewrite_memo;
 pub mod running;
 mod slice;
 pub mod slice_body;

@@ -284,7 +284,7 @@ impl Pipeline {
         }
         // The route's normalisation: the key, `Vary` and the origin see it.
         if let Some(rq) = &route.rewrite_query {
-            rewrite_query(rq, &mut parts.uri);
+            rewrite_query(route, rq, &mut parts.uri);
         }
         for n in &route.normalise {
             normalise(n, &mut headers);
@@ -351,33 +351,45 @@ impl Pipeline {
 
 /// The query as the route's `rewrite_query` wants it (see
 /// `hoard_config::normalise`).
-fn rewrite_query(rq: &hoard_config::normalise::QueryRewrite, uri: &mut Uri) {
+fn rewrite_query(
+    route: &std::sync::Arc<hoard_config::RouteConfig>,
+    rq: &hoard_config::normalise::QueryRewrite,
+    uri: &mut Uri,
+) {
     thread_local! {
         /// The new target is written here, then copied once into a buffer
         /// of its exact length (a `Bytes` made from a longer `String` costs
         /// a second allocation).
         static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
     }
-    let Some(query) = uri.query() else { return };
-    let path = uri.path();
-    let target = SCRATCH.with(|s| {
-        let mut target = s.borrow_mut();
-        target.clear();
-        target.push_str(path);
-        target.push('?');
-        if !rq.apply_into(query, &mut target) {
-            return None;
-        }
-        if target.ends_with('?') {
-            target.pop();
-        }
-        Some(bytes::Bytes::copy_from_slice(target.as_bytes()))
-    });
-    let Some(target) = target else { return };
-    // Only the path and query are parsed again.
-    let Ok(pq) = http::uri::PathAndQuery::from_maybe_shared(target) else {
+    let Some(sent) = uri.path_and_query() else {
         return;
     };
+    let Some(query) = sent.query() else { return };
+    let pq = match super::rewrite_memo::get(route, sent.as_str().as_bytes()) {
+        Some(remembered) => remembered,
+        None => {
+            let path = sent.path();
+            let target = SCRATCH.with(|s| {
+                let mut target = s.borrow_mut();
+                target.clear();
+                target.push_str(path);
+                target.push('?');
+                if !rq.apply_into(query, &mut target) {
+                    return None;
+                }
+                if target.ends_with('?') {
+                    target.pop();
+                }
+                Some(bytes::Bytes::copy_from_slice(target.as_bytes()))
+            });
+            // Only the path and query are parsed again.
+            let pq = target.and_then(|t| http::uri::PathAndQuery::from_maybe_shared(t).ok());
+            super::rewrite_memo::put(route, sent.as_str().as_bytes(), pq.clone());
+            pq
+        }
+    };
+    let Some(pq) = pq else { return };
     if uri.scheme().is_none() && uri.authority().is_none() {
         // Origin form (every request but a proxy's absolute form): no
         // other part to keep.
