@@ -144,11 +144,6 @@ impl Page {
         }
     }
 
-    /// Fragments started so far.
-    pub fn fragments(&self) -> usize {
-        self.slots.len()
-    }
-
     /// Polls every fragment still being fetched; true when none is.
     fn drive(&mut self, cx: &mut Context<'_>) -> bool {
         let mut all = true;
@@ -372,7 +367,7 @@ impl Body for EsiBody {
                         tracing::debug!(why, "esi:attempt failed; esi:except sent");
                         // Count the attempt's failures (the except answers
                         // for them).
-                        count_failures(&attempt, &mut page.slots, &*page.a.failed);
+                        count_failures(&attempt, &page.slots, &*page.a.failed);
                         let mut items = Vec::new();
                         plan(
                             &except,
@@ -401,7 +396,7 @@ impl Body for EsiBody {
     }
 }
 
-fn count_failures(items: &[Item], slots: &mut [Slot], failed: &(dyn Fn(&str, &str) + Send + Sync)) {
+fn count_failures(items: &[Item], slots: &[Slot], failed: &(dyn Fn(&str, &str) + Send + Sync)) {
     for i in items {
         match i {
             Item::Text(_) => {}

@@ -97,30 +97,18 @@ pub fn parse(body: &Bytes) -> Result<Template, Malformed> {
 /// Does the body hold any ESI markup? (A page without any is served as it
 /// is, with no assembly.)
 pub fn has_markup(body: &[u8]) -> bool {
-    memchr_find(body, b"<esi:").is_some() || memchr_find(body, b"<!--esi").is_some()
+    memchr::memmem::find(body, b"<esi:").is_some()
+        || memchr::memmem::find(body, b"<!--esi").is_some()
 }
 
 /// Where the next ESI element, end tag or `<!--esi` starts.
 fn next_markup(hay: &[u8]) -> Option<usize> {
     let mut from = 0;
-    while let Some(i) = hay[from..].iter().position(|&b| b == b'<') {
+    while let Some(i) = memchr::memchr(b'<', &hay[from..]) {
         let at = from + i;
         let rest = &hay[at..];
         if rest.starts_with(b"<esi:") || rest.starts_with(b"</esi:") || rest.starts_with(b"<!--esi")
         {
-            return Some(at);
-        }
-        from = at + 1;
-    }
-    None
-}
-
-fn memchr_find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    let first = needle[0];
-    let mut from = 0;
-    while let Some(i) = hay[from..].iter().position(|&b| b == first) {
-        let at = from + i;
-        if hay[at..].starts_with(needle) {
             return Some(at);
         }
         from = at + 1;
@@ -196,7 +184,7 @@ impl Parser {
             }
             if self.rest().starts_with(b"<!--esi") {
                 let body_start = self.at + 7;
-                let close = memchr_find(&self.src[body_start..], b"-->")
+                let close = memchr::memmem::find(&self.src[body_start..], b"-->")
                     .ok_or_else(|| self.bad("<!--esi not closed"))?;
                 let inner = self.src.slice(body_start..body_start + close);
                 let mut sub = Parser {
@@ -345,7 +333,7 @@ impl Parser {
     /// Past `</esi:{name}>`, whatever comes before it.
     fn skip_to_end(&mut self, name: &str) -> Result<(), Malformed> {
         let end = format!("</esi:{name}>");
-        let at = memchr_find(self.rest(), end.as_bytes())
+        let at = memchr::memmem::find(self.rest(), end.as_bytes())
             .ok_or_else(|| self.bad("element not closed"))?;
         self.at += at + end.len();
         Ok(())

@@ -125,6 +125,7 @@ fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
 
 impl Text {
     /// No variables in it.
+    #[cfg(test)]
     pub fn is_plain(&self) -> bool {
         self.0.iter().all(|p| matches!(p, Piece::Lit(_)))
     }
@@ -181,7 +182,8 @@ impl Text {
         out
     }
 
-    /// The text for a request, as it is (for `test` expressions).
+    /// The text for a request, as it is.
+    #[cfg(test)]
     pub fn render_plain(&self, values: &Values) -> String {
         let mut out = String::new();
         for p in &self.0 {
