@@ -156,6 +156,9 @@ counters! {
     connections_reclaimed,
     /// Client connections closed because they sent nothing within `header_read_timeout`.
     connections_silent,
+    /// Client connections dropped because a request head begun was not
+    /// finished within `header_read_timeout`.
+    connections_head_timeout,
     /// Keep-alive connections closed after `keep_alive_timeout` without a request.
     connections_idle_closed,
     /// Connections dropped because the client stopped reading for `send_timeout`.

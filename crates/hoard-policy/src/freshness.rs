@@ -156,8 +156,12 @@ impl StoredTimes {
     /// Time left until the response becomes stale; negative once stale.
     /// Returned as signed milliseconds.
     pub fn ttl_millis(&self, now: SystemTime) -> i64 {
-        let age = self.current_age(now).as_millis() as i64;
-        self.lifetime.as_millis() as i64 - age
+        self.ttl_millis_at(self.current_age(now))
+    }
+
+    /// [`StoredTimes::ttl_millis`] for a `current_age` already computed.
+    pub fn ttl_millis_at(&self, current_age: Duration) -> i64 {
+        self.lifetime.as_millis() as i64 - current_age.as_millis() as i64
     }
 
     /// True while `freshness_lifetime > current_age` (§4.2).

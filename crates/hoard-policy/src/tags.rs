@@ -40,8 +40,15 @@ pub fn tags(headers: &HeaderMap) -> Vec<&str> {
 
 /// Removes the tag fields (before a response goes to a client).
 pub fn strip(headers: &mut HeaderMap) {
-    headers.remove(SURROGATE_KEY);
-    headers.remove(CACHE_TAG);
+    // Most responses carry neither: comparing the few names is cheaper than
+    // two hashed removals on every hit.
+    if headers
+        .keys()
+        .any(|name| name == SURROGATE_KEY || name == CACHE_TAG)
+    {
+        headers.remove(SURROGATE_KEY);
+        headers.remove(CACHE_TAG);
+    }
 }
 
 #[cfg(test)]

@@ -117,6 +117,18 @@ impl FillEngine {
         }
         let mut headers = parts.headers.clone();
         hoard_policy::headers::strip_never_stored(&mut headers);
+        // Every hit of a 200 of known length says so (see `range::ranged`):
+        // stored once here, the field costs a hit nothing (inserting it
+        // into each hit's copy of the fields grew that copy every time).
+        if status == StatusCode::OK
+            && content_length.is_some()
+            && !headers.contains_key(header::ACCEPT_RANGES)
+        {
+            headers.insert(
+                header::ACCEPT_RANGES,
+                http::HeaderValue::from_static("bytes"),
+            );
+        }
         Ok(Storable {
             times: StoredTimes {
                 request_time,

@@ -58,7 +58,8 @@ impl Pipeline {
         mut status: CacheStatus,
         now: SystemTime,
     ) -> Response<ProxyBody> {
-        status.ttl = Some(ttl_secs(obj.times.ttl_millis(now)));
+        let current_age = obj.times.current_age(now);
+        status.ttl = Some(ttl_secs(obj.times.ttl_millis_at(current_age)));
         // Only on a route that shows them (`$cache_hits`): a response
         // extension, read when the route's fields are made.
         let hits = ctx.route.count_hits.then(|| CacheHits(obj.hit()));
@@ -70,7 +71,7 @@ impl Pipeline {
         if ctx.run.cfg.server.debug_headers {
             status.key = Some(key.text.clone());
         }
-        let age = age_value(obj.times.current_age(now).as_secs());
+        let age = age_value(current_age.as_secs());
         let stored_status = obj.status;
         let mut headers = obj.headers.clone();
         let body = match self.choose_coding(ctx, &obj, &mut headers) {

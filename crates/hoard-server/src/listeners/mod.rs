@@ -3,8 +3,9 @@
 //! Each listener has an accept loop task; each accepted connection gets a task
 //! that serves it with hyper (HTTP/1.1, and HTTP/2 by prior knowledge on plain
 //! sockets or by ALPN over TLS). A request is handed to the
-//! [`hoard_proxy::pipeline::Pipeline`]; limits (head size, header count, head read
-//! timeout) are enforced by hyper, which answers 431/400 itself.
+//! [`hoard_proxy::pipeline::Pipeline`]; limits (head size, header count) are
+//! enforced by hyper, which answers 431/400 itself; the head read timeout by
+//! the connection's watchdog (`watch`).
 //!
 //! HTTP/2 streams are first polled inside the connection's task
 //! ([`inline_exec`]), and an HTTP/2 connection's writes are held back while
@@ -105,7 +106,9 @@ fn builder(server: &ServerConfig, http2: bool) -> auto::Builder<InlineExec> {
     let mut b = auto::Builder::new(InlineExec);
     b.http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(server.header_read_timeout)
+        // The connection's watchdog times heads (see `watch`): hyper's
+        // timer would be a boxed sleep set and cancelled per request.
+        .header_read_timeout(None)
         .max_buf_size(server.max_header_size.max(8192))
         // Queue body chunks, never copy them into one buffer: sendfile
         // placeholders must reach the stream as they are.
@@ -242,6 +245,7 @@ pub async fn accept_loop(
                     keep_alive_timeout: server.keep_alive_timeout,
                     send_timeout: server.send_timeout,
                     max_resets: server.max_resets,
+                    header_read_timeout: Some(server.header_read_timeout),
                 },
             },
         ));
@@ -499,7 +503,10 @@ async fn serve_connection(
             let conn = $conn;
             tokio::pin!(conn);
             let mut ticker = tokio::time::interval(limits.tick());
-            let mut dog = activity.watchdog();
+            let mut dog = activity.watchdog($h1);
+            // One waiter on the wake-up for as long as it does not fire
+            // (a new one per poll would be queued and unqueued each time).
+            let mut woken = std::pin::pin!(activity.wake().notified());
             let mut closing = false;
             // A shutdown that began while the connection was silent.
             let mut drain_tick = shutdown.borrow_and_update().then(|| tokio::time::interval(DRAIN_QUIET / 5));
@@ -532,7 +539,10 @@ async fn serve_connection(
                     }
                     // A reset flood, or an interim response to write (the
                     // loop polls hyper again, which flushes, which writes it).
-                    _ = activity.wake().notified() => activity.verdict(&mut dog),
+                    _ = woken.as_mut() => {
+                        woken.set(activity.wake().notified());
+                        activity.verdict(&mut dog)
+                    }
                     _ = ticker.tick() => activity.verdict(&mut dog),
                 };
                 match verdict {
@@ -540,6 +550,11 @@ async fn serve_connection(
                     Verdict::SendStalled => {
                         counters.inc(&counters.connections_send_timeout);
                         tracing::debug!(%peer, "client stopped reading; connection dropped");
+                        break Ok(());
+                    }
+                    Verdict::HeadTimeout => {
+                        counters.inc(&counters.connections_head_timeout);
+                        tracing::debug!(%peer, "request head unfinished within the head timeout; connection dropped");
                         break Ok(());
                     }
                     _ if closing => {}

@@ -16,11 +16,20 @@
 //! | verdict | when | what the task does |
 //! |---|---|---|
 //! | `Idle` | no request in flight and no byte either way for `keep_alive_timeout` | graceful close (HTTP/2: GOAWAY) |
+//! | `HeadTimeout` | (HTTP/1.x) bytes of a request head arrived, and no request started within `header_read_timeout` | drop the connection at once |
 //! | `SendStalled` | a write has been blocked for `send_timeout` | drop the connection at once: its responses end, a fill it was reading goes on for others |
 //! | `ResetFlood` | more than `http2_max_resets` requests reset within one window | graceful close (GOAWAY), then drop |
 //!
 //! Reset floods are also signalled at once through `wake`, so a burst is
 //! answered without waiting for the tick.
+//!
+//! The head timeout is the watchdog's too, not a timer per request: a read
+//! that moves bytes while no request is in flight marks a head as begun
+//! (a flag, no clock read), a request's start clears it, and the tick that
+//! first sees the flag dates the head; the connection goes when a later
+//! tick finds the same head still unfinished past the limit (so within one
+//! tick over it). Bytes that arrive while a request is in flight (its body,
+//! a pipelined head) start nothing: the idle limit covers them.
 //!
 //! ## Interim responses (HTTP/1.1)
 //!
@@ -64,6 +73,8 @@ pub enum Verdict {
     Fine,
     /// Idle past the keep-alive timeout.
     Idle,
+    /// A request head begun and not finished within the head timeout.
+    HeadTimeout,
     /// The client stopped reading past the send timeout.
     SendStalled,
     /// Too many requests reset within the window.
@@ -76,6 +87,7 @@ impl Verdict {
         match self {
             Verdict::Fine => "fine",
             Verdict::Idle => "idle",
+            Verdict::HeadTimeout => "head-timeout",
             Verdict::SendStalled => "send-stalled",
             Verdict::ResetFlood => "reset-flood",
         }
@@ -91,13 +103,19 @@ pub struct Limits {
     pub send_timeout: Duration,
     /// Resets allowed per window.
     pub max_resets: u64,
+    /// Time a begun request head may take (HTTP/1.x; `None`: not watched).
+    pub header_read_timeout: Option<Duration>,
 }
 
 impl Limits {
     /// How often the watchdog looks: often enough for the shortest limit.
     pub fn tick(&self) -> Duration {
-        (self.keep_alive_timeout.min(self.send_timeout) / 4)
-            .clamp(Duration::from_millis(10), Duration::from_secs(1))
+        let shortest = self.keep_alive_timeout.min(self.send_timeout);
+        (self
+            .header_read_timeout
+            .map_or(shortest, |h| h.min(shortest))
+            / 4)
+        .clamp(Duration::from_millis(10), Duration::from_secs(1))
     }
 }
 
@@ -115,6 +133,11 @@ pub struct Activity {
     /// `Connection: close`.
     pub draining: std::sync::atomic::AtomicBool,
     in_flight: AtomicUsize,
+    /// Requests started, so that the watchdog tells one head from the next.
+    started: AtomicU64,
+    /// Bytes arrived with no request in flight and no request has started
+    /// since: a head is being read.
+    head_begun: std::sync::atomic::AtomicBool,
     resets: AtomicU64,
     window_start: AtomicU64,
     limits: Limits,
@@ -128,6 +151,12 @@ pub struct Activity {
 pub struct Watchdog {
     seen: u64,
     since: Instant,
+    /// The head being read when a tick first saw it: requests started by
+    /// then, and that tick's instant.
+    head: Option<(u64, Instant)>,
+    /// Heads are timed (HTTP/1.x; an HTTP/2 connection reads frames
+    /// between requests).
+    heads: bool,
 }
 
 impl Activity {
@@ -139,6 +168,8 @@ impl Activity {
             blocked: std::sync::atomic::AtomicBool::new(false),
             draining: std::sync::atomic::AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
+            started: AtomicU64::new(0),
+            head_begun: std::sync::atomic::AtomicBool::new(false),
             resets: AtomicU64::new(0),
             window_start: AtomicU64::new(0),
             limits,
@@ -146,11 +177,14 @@ impl Activity {
         })
     }
 
-    /// The watchdog's memory, starting now.
-    pub fn watchdog(&self) -> Watchdog {
+    /// The watchdog's memory, starting now; `heads`: the connection speaks
+    /// HTTP/1.x, whose request heads are timed.
+    pub fn watchdog(&self, heads: bool) -> Watchdog {
         Watchdog {
             seen: self.progress.load(Relaxed),
             since: Instant::now(),
+            head: None,
+            heads,
         }
     }
 
@@ -176,6 +210,8 @@ impl Activity {
     /// A request starts; the token ends it.
     pub fn request(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Relaxed);
+        self.started.fetch_add(1, Relaxed);
+        self.head_begun.store(false, Relaxed);
         self.progressed();
         InFlight {
             activity: self.clone(),
@@ -227,7 +263,23 @@ impl Activity {
         {
             return Verdict::ResetFlood;
         }
-        if self.in_flight.load(Relaxed) == 0 && still >= self.limits.keep_alive_timeout {
+        let idle = self.in_flight.load(Relaxed) == 0;
+        if let Some(limit) = self.limits.header_read_timeout.filter(|_| dog.heads) {
+            if idle && self.head_begun.load(Relaxed) {
+                let started = self.started.load(Relaxed);
+                match dog.head {
+                    Some((n, since)) if n == started => {
+                        if now.saturating_duration_since(since) >= limit {
+                            return Verdict::HeadTimeout;
+                        }
+                    }
+                    _ => dog.head = Some((started, now)),
+                }
+            } else {
+                dog.head = None;
+            }
+        }
+        if idle && still >= self.limits.keep_alive_timeout {
             return Verdict::Idle;
         }
         Verdict::Fine
@@ -349,6 +401,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             self.activity.progressed();
+            if self.activity.in_flight.load(Relaxed) == 0 {
+                self.activity.head_begun.store(true, Relaxed);
+            }
         }
         r
     }
@@ -409,13 +464,14 @@ mod tests {
             keep_alive_timeout: Duration::from_secs(3600),
             send_timeout: Duration::from_secs(3600),
             max_resets: 3,
+            header_read_timeout: None,
         }
     }
 
     #[tokio::test]
     async fn resets_past_the_limit_are_a_flood() {
         let a = Activity::new(limits());
-        let mut dog = a.watchdog();
+        let mut dog = a.watchdog(true);
         for _ in 0..3 {
             drop(a.request());
         }
@@ -434,10 +490,48 @@ mod tests {
             keep_alive_timeout: Duration::ZERO,
             ..limits()
         });
-        let mut dog = a.watchdog();
+        let mut dog = a.watchdog(true);
         let r = a.request();
         assert_eq!(a.verdict(&mut dog), Verdict::Fine);
         drop(r);
         assert_eq!(a.verdict(&mut dog), Verdict::Idle);
+    }
+
+    #[tokio::test]
+    async fn an_unfinished_head_times_out_on_a_later_tick() {
+        let a = Activity::new(Limits {
+            header_read_timeout: Some(Duration::ZERO),
+            ..limits()
+        });
+        let mut dog = a.watchdog(true);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine, "no byte yet");
+        a.head_begun.store(true, Relaxed);
+        assert_eq!(
+            a.verdict(&mut dog),
+            Verdict::Fine,
+            "the first tick dates it"
+        );
+        assert_eq!(a.verdict(&mut dog), Verdict::HeadTimeout);
+        // A head that became a request, and the next head: dated anew.
+        let mut dog = a.watchdog(true);
+        a.head_begun.store(true, Relaxed);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine);
+        let mut r = a.request();
+        r.answered();
+        drop(r);
+        a.head_begun.store(true, Relaxed);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine, "another head");
+        assert_eq!(a.verdict(&mut dog), Verdict::HeadTimeout);
+        // Bytes read while a request is in flight start no head.
+        let a = Activity::new(Limits {
+            header_read_timeout: Some(Duration::ZERO),
+            ..limits()
+        });
+        let mut dog = a.watchdog(true);
+        let r = a.request();
+        a.head_begun.store(true, Relaxed);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine);
+        drop(r);
     }
 }

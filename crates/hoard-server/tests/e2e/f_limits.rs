@@ -118,6 +118,7 @@ async fn f00007_header_read_timeout_closes() {
     let mut c = t.client(&proxy).connect().await;
     c.send_raw("GET / HTTP/1.1\r\nHost: a\r\nX-Slow: ").await;
     c.expect_closed().await;
+    proxy.expect_counter("connections_head_timeout", 1);
     origin.finish().await;
 }
 
