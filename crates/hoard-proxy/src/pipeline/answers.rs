@@ -13,13 +13,40 @@ use hoard_origin::error::{ErrorKind, ProxyError};
 /// The field's name, checked once rather than on every response.
 static CACHE_STATUS: header::HeaderName = header::HeaderName::from_static("cache-status");
 
+thread_local! {
+    /// The thread's last `Cache-Status` entry: what it said and the field
+    /// value made of it (which begins with the name it was made under).
+    static LAST_STATUS: std::cell::RefCell<Option<(CacheStatus, HeaderValue)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 impl Pipeline {
     /// Adds `Cache-Status` (RFC 9211), appended after any upstream cache's
     /// entry, and notes the request's [`Outcome`] for metrics and the log.
     pub(crate) fn add_cache_status(&self, resp: &mut Response<ProxyBody>, status: &CacheStatus) {
-        // The String's buffer becomes the value's: no copy, no allocation.
-        let text = Bytes::from(status.to_header(&self.run().cfg.server.via));
-        if let Ok(v) = HeaderValue::from_maybe_shared(text) {
+        let run = self.run();
+        let via = &run.cfg.server.via;
+        // The hits of one object within a second share one entry: the
+        // thread's last one is reused when nothing in it differs.
+        let value = LAST_STATUS.with(|last| {
+            let mut last = last.borrow_mut();
+            if let Some((s, v)) = last.as_ref() {
+                // The same entry under the same name (a reload may rename
+                // hoard): the value begins with the name, then `;` or ends.
+                let b = v.as_bytes();
+                if s == status
+                    && b.starts_with(via.as_bytes())
+                    && b.get(via.len()).is_none_or(|&c| c == b';')
+                {
+                    return Some(v.clone());
+                }
+            }
+            // The String's buffer becomes the value's: no copy.
+            let v = HeaderValue::from_maybe_shared(Bytes::from(status.to_header(via))).ok()?;
+            *last = Some((status.clone(), v.clone()));
+            Some(v)
+        });
+        if let Some(v) = value {
             resp.headers_mut().append(&CACHE_STATUS, v);
         }
         note_outcome(status.outcome());
