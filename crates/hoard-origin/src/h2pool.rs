@@ -331,14 +331,12 @@ pub(crate) async fn idle_watch(conn: Arc<H2Conn>, pool: Weak<H2Conns>, idle_time
             () = conn.closing() => return,
             () = tokio::time::sleep(wait.max(Duration::from_millis(1))) => {}
         }
-        match pool.upgrade() {
-            Some(p) => {
-                if p.expire(&conn) {
-                    return;
-                }
-            }
-            None if conn.idle_for(idle_timeout) => return,
-            None => {}
+        let expired = match pool.upgrade() {
+            Some(p) => p.expire(&conn),
+            None => conn.idle_for(idle_timeout),
+        };
+        if expired {
+            return;
         }
     }
 }

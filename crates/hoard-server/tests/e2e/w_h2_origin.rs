@@ -52,7 +52,7 @@ async fn misses(t: &Test, proxy: &hoard_testkit::TestProxy, n: usize) {
         c.await
             .unwrap()
             .expect_status(200)
-            .expect_body(&format!("/u{k}"));
+            .expect_body(format!("/u{k}"));
     }
 }
 
@@ -160,7 +160,7 @@ async fn w20004_tls_alpn_h2_and_auto() {
                 .send()
                 .await
                 .expect_status(200)
-                .expect_body(&format!("h2 {path}"));
+                .expect_body(format!("h2 {path}"));
         }
         assert_eq!(origin.alpn(), [Some("h2".to_string())], "{p:?}");
         assert_eq!((origin.http2_requests(), origin.connections()), (2, 1));
@@ -186,7 +186,7 @@ async fn w20004_tls_alpn_h2_and_auto() {
             .get(path)
             .send()
             .await
-            .expect_body(&format!("h1 {path}"));
+            .expect_body(format!("h1 {path}"));
     }
     assert_eq!(origin.connections(), 1, "pooled");
     proxy
@@ -216,7 +216,7 @@ async fn w20005_goaway_moves_requests_to_a_new_connection() {
             .send()
             .await
             .expect_status(200)
-            .expect_body(&format!("/g{k}"));
+            .expect_body(format!("/g{k}"));
     }
     assert_eq!((origin.requests(), origin.connections()), (6, 3));
     proxy.expect_counter("origin_connections_h2", 3);
@@ -228,7 +228,7 @@ async fn w20005_goaway_moves_requests_to_a_new_connection() {
         c.await
             .unwrap()
             .expect_status(200)
-            .expect_body(&format!("/b{k}"));
+            .expect_body(format!("/b{k}"));
     }
 }
 
