@@ -89,6 +89,7 @@ type Handler = Arc<dyn Fn(H2Request) -> BoxFuture + Send + Sync>;
 #[derive(Default)]
 struct Stats {
     connections: AtomicUsize,
+    closed: tokio::sync::watch::Sender<usize>,
     requests: AtomicUsize,
     http2: AtomicUsize,
     most_streams: AtomicUsize,
@@ -178,7 +179,7 @@ impl H2OriginBuilder {
                 let (srv, tls) = (srv.clone(), tls.clone());
                 conns.spawn(async move {
                     match tls {
-                        None => srv.serve(stream, id).await,
+                        None => srv.serve_counted(stream, id).await,
                         Some(acceptor) => match acceptor.accept(stream).await {
                             Ok(s) => {
                                 let alpn = s
@@ -188,7 +189,7 @@ impl H2OriginBuilder {
                                     .map(|p| String::from_utf8_lossy(p).into_owned());
                                 srv.log(format_args!("conn {id}: TLS, ALPN {alpn:?}"));
                                 srv.stats.alpn.lock().push(alpn);
-                                srv.serve(s, id).await;
+                                srv.serve_counted(s, id).await;
                             }
                             Err(e) => srv.log(format_args!("conn {id}: TLS failed: {e}")),
                         },
@@ -265,6 +266,15 @@ impl Server {
             while streams.try_join_next().is_some() {}
         }
         self.log(format_args!("conn {id}: closed"));
+    }
+
+    /// Serves a connection, then counts it closed.
+    async fn serve_counted<T>(self: Arc<Self>, io: T, id: usize)
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        self.clone().serve(io, id).await;
+        self.stats.closed.send_modify(|n| *n += 1);
     }
 
     async fn stream(
@@ -358,6 +368,22 @@ impl H2Origin {
     /// TCP connections accepted so far.
     pub fn connections(&self) -> usize {
         self.stats.connections.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `n` connections have closed (either side).
+    ///
+    /// # Panics
+    /// After 10 s without.
+    pub async fn wait_closed(&self, n: usize) {
+        let mut rx = self.stats.closed.subscribe();
+        let done =
+            tokio::time::timeout(std::time::Duration::from_secs(10), rx.wait_for(|&c| c >= n))
+                .await;
+        assert!(
+            matches!(done, Ok(Ok(_))),
+            "h2 origin: {} connections closed, not {n}",
+            *self.stats.closed.borrow()
+        );
     }
 
     /// Requests received so far (bodies read).

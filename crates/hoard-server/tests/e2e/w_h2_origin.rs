@@ -413,7 +413,8 @@ async fn w20011_coalescing_holds_on_h2() {
 }
 
 // w20012: what reaches an HTTP/2 origin: the client's Host as
-// `:authority` (no Host field), scheme http, no connection-specific field.
+// `:authority` (no Host field), scheme http, no connection-specific field;
+// the response's Via says HTTP/2.
 #[tokio::test]
 async fn w20012_host_becomes_authority() {
     let t = Test::new("w20012");
@@ -430,15 +431,21 @@ async fn w20012_host_becomes_authority() {
         .start()
         .await;
     let proxy = to(&t, &[&origin], OriginProtocol::H2).start().await;
-    t.client(&proxy)
+    let resp = t
+        .client(&proxy)
         .get("/h?q=1")
         .hdr("Host", "site.test")
         .hdr("Connection", "keep-alive, x-private")
         .hdr("X-Private", "1")
         .hdr("TE", "trailers")
         .send()
-        .await
-        .expect_status(200);
+        .await;
+    resp.expect_status(200);
+    // Via names the protocol the response came over (RFC 9110 §7.6.3).
+    assert!(
+        resp.header("via").is_some_and(|v| v.starts_with("2 ")),
+        "{resp:?}"
+    );
     let r = seen.lock().take().expect("a request");
     assert_eq!(r.uri.to_string(), "http://site.test/h?q=1");
     for name in [
@@ -477,4 +484,34 @@ async fn w20013_upgrades_go_over_http1() {
     proxy
         .expect_counter("origin_connections_h1", 1)
         .expect_counter("origin_connections_h2", 0);
+}
+
+// w20014: an HTTP/2 connection with no stream for `idle_timeout` is
+// closed, and the next request opens a new one; with `max_idle = 0` a
+// connection closes as soon as its last stream ends.
+#[tokio::test]
+async fn w20014_idle_connections_close() {
+    let t = Test::new("w20014");
+    let origin = t
+        .h2_origin()
+        .handler(
+            |r| async move { Reply::ok(r.path().to_string(), &[("cache-control", "no-store")]) },
+        )
+        .start()
+        .await;
+    let proxy = to(&t, &[&origin], OriginProtocol::H2)
+        .upstream(|u| u.idle_timeout = Duration::from_millis(200))
+        .start()
+        .await;
+    t.client(&proxy).get("/i1").send().await.expect_body("/i1");
+    origin.wait_closed(1).await;
+    t.client(&proxy).get("/i2").send().await.expect_body("/i2");
+    assert_eq!(origin.connections(), 2);
+    let proxy = to(&t, &[&origin], OriginProtocol::H2)
+        .upstream(|u| u.max_idle = 0)
+        .start()
+        .await;
+    t.client(&proxy).get("/i3").send().await.expect_body("/i3");
+    origin.wait_closed(3).await;
+    assert_eq!(origin.connections(), 3);
 }
