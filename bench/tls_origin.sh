@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Unique misses through the proxy to an HTTPS origin: every request is a new
 # URL, so every request is an origin fetch over TLS (and a store). hoard
-# (`--upstream https://...`) against nginx `proxy_cache` with `proxy_pass
-# https://`, upstream `keepalive` and `proxy_ssl_session_reuse on`, one
-# worker each on the same CPU, in the same run. The origin is an nginx
+# (`--upstream https://...`, HTTP/1.1 to the origin), hoard with
+# `protocol = "h2"` (HTTP/2 to the origin, from a config file) and nginx
+# `proxy_cache` with `proxy_pass https://` (HTTP/1.1: nginx cannot speak
+# HTTP/2 upstream), upstream `keepalive` and `proxy_ssl_session_reuse on`,
+# one worker each on the same CPU, in the same run. The origin is an nginx
 # serving 1 KiB over TLS (its own CPU); its access log counts the TLS
 # connections each proxy opened and how many resumed a session.
 #
@@ -124,8 +126,29 @@ spawn "$RUN/hoard.log" taskset -c "$PROXY_CPU" "$HOARD_BIN" \
     --listen "127.0.0.1:$HOARD_PORT" --threads 1 --cache-size 1GiB
 wait_port "$HOARD_PORT" hoard "$STARTED_PID" "$RUN/hoard.log"
 
-# Both answer over TLS from the origin, and store.
-for p in "nginx $NGINX_PORT" "hoard $HOARD_PORT"; do
+# The same hoard with HTTP/2 to the origin (`protocol` has no flag: a file).
+free_port HOARD_H2_PORT
+cat >"$RUN/hoard-h2.toml" <<TOML
+[server]
+threads = 1
+[[listener]]
+address = "127.0.0.1:$HOARD_H2_PORT"
+[cache]
+memory_size = "1GiB"
+[upstream.app]
+servers = ["https://127.0.0.1:$ORIGIN_PORT"]
+tls = { ca = "$RUN/ca.pem" }
+protocol = "h2"
+TOML
+"$HOARD_BIN" check --config "$RUN/hoard-h2.toml" >"$RUN/hoard-h2.check" 2>&1 \
+    || { cat "$RUN/hoard-h2.check" >&2; die "hoard check rejected $RUN/hoard-h2.toml"; }
+spawn "$RUN/hoard-h2.log" taskset -c "$PROXY_CPU" "$HOARD_BIN" run --config "$RUN/hoard-h2.toml"
+wait_port "$HOARD_H2_PORT" hoard-h2 "$STARTED_PID" "$RUN/hoard-h2.log"
+
+PROXIES=("nginx $NGINX_PORT" "hoard $HOARD_PORT" "hoard-h2 $HOARD_H2_PORT")
+
+# All answer over TLS from the origin, and store.
+for p in "${PROXIES[@]}"; do
     set -- $p
     body="$(curl -s "http://127.0.0.1:$2/check-$1")"
     [ "$body" = "$BODY" ] || die "$1 did not fetch the origin's body over TLS"
@@ -163,15 +186,15 @@ flush_origin_log() { kill -USR1 "$(cat "$RUN/origin/nginx.pid")"; sleep 0.5; }
 
 # Warm-up: the first seconds of load run slower for either proxy (page
 # cache, allocator, CPU frequency); not measured.
-for p in "nginx $NGINX_PORT" "hoard $HOARD_PORT"; do
+for p in "${PROXIES[@]}"; do
     set -- $p
     taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${WARMUP:-5}s" -s "$RUN/unique.lua" \
         "http://127.0.0.1:$2/" >/dev/null 2>&1 || true
 done
 
-declare -A rps
+declare -A rps conns
 for run in $(seq "$RUNS"); do
-    for p in "nginx $NGINX_PORT" "hoard $HOARD_PORT"; do
+    for p in "${PROXIES[@]}"; do
         set -- $p
         flush_origin_log
         : >"$RUN/origin/access.log"
@@ -181,6 +204,7 @@ for run in $(seq "$RUNS"); do
         flush_origin_log
         read -r c res <<<"$(origin_conns)"
         rps[$1]="${rps[$1]:-} $r"
+        conns[$1]="${conns[$1]:-} $c"
         echo "$1 run $run: $r req/s, origin TLS connections $c (resumed $res)" >>"$RUN/summary"
         log "$1 run $run: $r req/s, origin TLS connections $c (resumed $res)"
     done
@@ -188,8 +212,8 @@ done
 
 # The origin side of the HTTP/2 question: the same origin, the same
 # concurrency (64 requests in flight), fetched over HTTP/1.1 connections
-# (what hoard's pool does) and over multiplexed HTTP/2 streams (what an h2
-# upstream would do); h2load on the proxies' CPU, which is idle now.
+# (what hoard's HTTP/1.1 pool does) and over multiplexed HTTP/2 streams
+# (what an h2 upstream does); h2load on the proxies' CPU, which is idle now.
 h2cmp() { # label h2load-args...: requests/s
     local label="$1"; shift
     taskset -c "$PROXY_CPU" h2load -D "$DURATION" "$@" "https://127.0.0.1:$ORIGIN_PORT/h2/x" \
@@ -204,7 +228,9 @@ log "origin alone: HTTP/1.1 x64 $H2_H1 req/s, HTTP/2 4x16 $H2_4, HTTP/2 1x64 $H2
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 h="$(median <<<"${rps[hoard]}")"
+h2="$(median <<<"${rps[hoard-h2]}")"
 n="$(median <<<"${rps[nginx]}")"
+ratio() { awk -v a="$1" -v b="$n" 'BEGIN { printf "%.2fx", a / b }'; }
 
 report_start tls_origin
 {
@@ -214,10 +240,11 @@ report_start tls_origin
     echo "- hoard $git_rev (built $(hoard_built)), nginx $(nginx -v 2>&1 | sed 's/.*\///')"
     echo "- wrk -t1 -c$CONNS -d${DURATION}s, every request a new URL; median of $RUNS runs; proxies on CPU $PROXY_CPU, origin and wrk on CPU $LOAD_CPU"
     echo
-    echo "| proxy | unique misses/s | ratio |"
-    echo "|---|---|---|"
-    echo "| hoard | $h | $(awk -v a="$h" -v b="$n" 'BEGIN { printf "%.2fx", a / b }') |"
-    echo "| nginx proxy_cache (keepalive 256, proxy_ssl_session_reuse on) | $n | 1.00x |"
+    echo "| proxy | to the origin | unique misses/s | ratio | origin TLS connections per run |"
+    echo "|---|---|---|---|---|"
+    echo "| hoard | HTTP/1.1 | $h | $(ratio "$h") | ${conns[hoard]# } |"
+    echo "| hoard \`protocol = \"h2\"\` | HTTP/2 | $h2 | $(ratio "$h2") | ${conns[hoard-h2]# } |"
+    echo "| nginx proxy_cache (keepalive 256, proxy_ssl_session_reuse on) | HTTP/1.1 | $n | 1.00x | ${conns[nginx]# } |"
     echo
     echo "The origin alone (h2load, 64 requests in flight, 1 KiB over TLS): HTTP/1.1 over 64 connections $H2_H1 req/s; HTTP/2 over 4 connections x 16 streams $H2_4 req/s; HTTP/2 over 1 connection x 64 streams $H2_1 req/s."
     echo

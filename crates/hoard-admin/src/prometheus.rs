@@ -15,7 +15,7 @@ use hoard_store::disk::DiskZone;
 
 use super::Admin;
 use hoard_metrics::counters::COUNTERS;
-use hoard_metrics::metrics::{Histogram, OriginResult, BUCKETS};
+use hoard_metrics::metrics::{Histogram, OriginResult, UpstreamStats, BUCKETS};
 
 /// A metric family: name, type, help.
 #[derive(Debug)]
@@ -43,6 +43,7 @@ families! {
     ORIGIN_REQUESTS = "hoard_origin_requests_total" "counter" "Requests sent to origins, by upstream and result (status class, error, timeout).",
     ORIGIN_SECONDS = "hoard_origin_seconds" "histogram" "Time from sending a request to an origin to its response head, by upstream.",
     ORIGIN_BYTES = "hoard_origin_bytes_total" "counter" "Response body bytes received from origins, by upstream.",
+    ORIGIN_CONNECTIONS = "hoard_origin_connections_total" "counter" "Connections opened to origins, by upstream and protocol (h1, h2).",
     UPSTREAM_UP = "hoard_upstream_up" "gauge" "1 when an origin server is considered up, 0 when down (out of service, draining, or down after failed requests).",
     UPSTREAM_PROBES = "hoard_upstream_probes_passed" "gauge" "Health check probes an origin server passed among the last `window` (servers of upstreams with a health_check).",
     FILLS = "hoard_fills_in_flight" "gauge" "Fills (origin responses being written into the cache) running now.",
@@ -167,6 +168,13 @@ pub fn render(admin: &Admin) -> String {
             &[("upstream", &u.cfg.name)],
             get(&u.stats.bytes),
         );
+    }
+    o.head(ORIGIN_CONNECTIONS);
+    for u in &run.upstreams {
+        for (k, protocol) in UpstreamStats::PROTOCOLS.iter().enumerate() {
+            let labels = [("upstream", u.cfg.name.as_str()), ("protocol", protocol)];
+            o.sample(ORIGIN_CONNECTIONS, &labels, get(&u.stats.connections[k]));
+        }
     }
     o.head(UPSTREAM_UP);
     for u in &run.upstreams {

@@ -101,6 +101,8 @@ impl UpstreamConfig {
             down_backoff_max: Duration::from_secs(30),
             health_check: None,
             tls: None,
+            protocol: super::OriginProtocol::H1,
+            h2_max_streams: 100,
         }
     }
 }

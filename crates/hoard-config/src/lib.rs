@@ -58,7 +58,7 @@ pub use route::{ColdRange, PathMatch, RouteConfig, MIN_SLICE};
 pub use server::ServerConfig;
 pub use servers::RetryOn;
 pub use sites::{HostMatch, SiteConfig};
-pub use upstreams::{HostHeader, ServerAddr, TlsSettings, UpstreamConfig};
+pub use upstreams::{HostHeader, OriginProtocol, ServerAddr, TlsSettings, UpstreamConfig};
 
 use error::{key_at, line_of};
 use raw::RawConfig;

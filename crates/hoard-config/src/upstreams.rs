@@ -20,6 +20,41 @@ pub enum HostHeader {
     Fixed(String),
 }
 
+/// The HTTP version spoken to an upstream's servers (`protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OriginProtocol {
+    /// HTTP/1.1 (default).
+    #[default]
+    H1,
+    /// HTTP/2: ALPN `h2` only over TLS, prior knowledge (h2c) over plain
+    /// TCP or a Unix socket.
+    H2,
+    /// Over TLS, ALPN `h2, http/1.1` and whatever the server picks; over
+    /// plain TCP or a Unix socket, HTTP/1.1.
+    Auto,
+}
+
+impl OriginProtocol {
+    /// The configured word: `h1`, `h2` or `auto`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OriginProtocol::H1 => "h1",
+            OriginProtocol::H2 => "h2",
+            OriginProtocol::Auto => "auto",
+        }
+    }
+
+    /// The protocol a word names.
+    pub fn parse(word: &str) -> Option<OriginProtocol> {
+        match word {
+            "h1" => Some(OriginProtocol::H1),
+            "h2" => Some(OriginProtocol::H2),
+            "auto" => Some(OriginProtocol::Auto),
+            _ => None,
+        }
+    }
+}
+
 /// One origin server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerAddr {
@@ -84,6 +119,12 @@ pub struct UpstreamConfig {
     /// Active health checks (`health_check`); `None`: health comes from
     /// requests only.
     pub health_check: Option<crate::health_check::HealthCheck>,
+    /// HTTP/1.1, HTTP/2 or either (`protocol`). Default: HTTP/1.1.
+    pub protocol: OriginProtocol,
+    /// Most HTTP/2 streams hoard opens at once on one connection (the
+    /// server's `SETTINGS_MAX_CONCURRENT_STREAMS` when lower); a new
+    /// connection opens when every one is full. Default: 100.
+    pub h2_max_streams: u32,
 }
 
 /// The `tls` table of an upstream, as configured.
@@ -159,6 +200,33 @@ impl Resolver<'_> {
             }
             if let Some(t) = u.down_backoff_max {
                 up.down_backoff_max = t.0;
+            }
+            if let Some(p) = &u.protocol {
+                up.protocol = OriginProtocol::parse(p.get_ref()).ok_or_else(|| {
+                    self.err(
+                        Some(p.span()),
+                        format!("upstream.{name}.protocol"),
+                        format!(
+                            "unknown protocol {:?}: \"h1\", \"h2\" or \"auto\"",
+                            p.get_ref()
+                        ),
+                    )
+                })?;
+                if up.protocol == OriginProtocol::Auto
+                    && !up.servers.iter().chain(&up.backup).any(|s| s.tls)
+                {
+                    tracing::info!(upstream = %name, "protocol = \"auto\" with no https:// server: HTTP/1.1 (HTTP/2 to a plain server needs protocol = \"h2\")");
+                }
+            }
+            if let Some(n) = &u.h2_max_streams {
+                if !(1..=1000).contains(n.get_ref()) {
+                    return Err(self.err(
+                        Some(n.span()),
+                        format!("upstream.{name}.h2_max_streams"),
+                        "must be from 1 to 1000".into(),
+                    ));
+                }
+                up.h2_max_streams = *n.get_ref();
             }
             if let Some(hc) = u.health_check {
                 up.health_check = Some(self.health_check(&name, hc)?);

@@ -70,7 +70,17 @@ counters! {
     health_probe_failures,
     /// New TCP connections to origin servers.
     origin_connections_opened,
-    /// Requests sent on a reused idle origin connection.
+    /// Of those, connections that speak HTTP/1.1.
+    origin_connections_h1,
+    /// Of those, connections that speak HTTP/2 (`protocol = "h2"`, or
+    /// `"auto"` and the server chose `h2`).
+    origin_connections_h2,
+    /// HTTP/2 requests an origin refused before processing them
+    /// (`REFUSED_STREAM`, or above the last stream of a `GOAWAY`); each was
+    /// retried on another connection or server.
+    origin_streams_refused,
+    /// Requests sent on a reused idle origin connection (or as a stream on
+    /// an open HTTP/2 connection).
     origin_connections_reused,
     /// Requests retried once because a reused connection proved dead.
     origin_retries,

@@ -114,9 +114,15 @@ pub struct UpstreamStats {
     pub seconds: Histogram,
     /// Body bytes received.
     pub bytes: AtomicU64,
+    /// Connections opened, HTTP/1.1 then HTTP/2 (see
+    /// [`UpstreamStats::PROTOCOLS`]).
+    pub connections: [AtomicU64; 2],
 }
 
 impl UpstreamStats {
+    /// The `protocol` label of each of [`UpstreamStats::connections`].
+    pub const PROTOCOLS: [&'static str; 2] = ["h1", "h2"];
+
     /// Records a request's end and its time to the response head.
     pub fn record(&self, result: OriginResult, took: Duration) {
         self.results[result as usize].fetch_add(1, Ordering::Relaxed);

@@ -11,9 +11,17 @@
 //! closed by the origin). A request that fails on a server goes on to the
 //! next one as [`failover`] says (backup servers included).
 //!
+//! With `protocol = "h2"` (or `"auto"` and a server that picks `h2` by
+//! ALPN) requests go as HTTP/2 streams, many at once on a few connections
+//! per server (`h2pool`); a stream the server refused unprocessed
+//! (`REFUSED_STREAM`, or above a `GOAWAY`'s last stream) is retried once on
+//! another connection, and the rest is the same as HTTP/1.1: timeouts,
+//! health, failover. Upgrades always go over HTTP/1.1.
+//!
 //! The group and its server choice are here; the exchange is in `send`,
-//! connecting in `connect`, upgrade requests in `upgrade`, the response
-//! body in `body`.
+//! connecting in `connect`, HTTP/2 connections in `h2pool` (what their
+//! servers say in `h2_watch`), upgrade requests in `upgrade`, the
+//! response body in `body`.
 #![deny(missing_docs)]
 #![deny(missing_debug_implementations)]
 
@@ -28,6 +36,8 @@ pub use hoard_config::origin_tls as tls;
 
 mod body;
 mod connect;
+mod h2_watch;
+mod h2pool;
 mod send;
 mod upgrade;
 
@@ -132,6 +142,9 @@ pub struct Upstream {
     probe_stop: tokio::sync::watch::Sender<bool>,
     /// Its probes' task, while it runs.
     probe_task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The TLS client with the ALPN of `protocol` (`h2`, or `h2,
+    /// http/1.1`); `None` for HTTP/1.1 (the configured client's).
+    tls_alpn: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Upstream {
@@ -143,7 +156,13 @@ impl Upstream {
     ) -> Upstream {
         let n = cfg.servers.len() + cfg.backup.len();
         let pools = (0..n)
-            .map(|_| Arc::new(Pool::new(cfg.max_idle, cfg.idle_timeout)))
+            .map(|_| {
+                Arc::new(Pool::new(
+                    cfg.max_idle,
+                    cfg.idle_timeout,
+                    cfg.h2_max_streams,
+                ))
+            })
             .collect();
         let health = (0..n)
             .map(|_| {
@@ -154,6 +173,17 @@ impl Upstream {
                 })
             })
             .collect();
+        let tls_alpn = cfg.tls.as_ref().and_then(|t| {
+            let offer = match cfg.protocol {
+                hoard_config::OriginProtocol::H1 => return None,
+                hoard_config::OriginProtocol::H2 => connect::Offer::H2,
+                hoard_config::OriginProtocol::Auto => connect::Offer::Either,
+            };
+            // A clone shares the session cache.
+            let mut c = (*t.config).clone();
+            c.alpn_protocols = connect::alpn(offer);
+            Some(Arc::new(c))
+        });
         Upstream {
             cfg,
             next: AtomicUsize::new(0),
@@ -165,6 +195,7 @@ impl Upstream {
             status_health: true,
             probe_stop: tokio::sync::watch::Sender::new(false),
             probe_task: parking_lot::Mutex::new(None),
+            tls_alpn,
         }
     }
 
@@ -207,7 +238,9 @@ impl Upstream {
         let mut fresh = Upstream::new(cfg, self.counters.clone(), self.clock.clone());
         let same_pools = same_tls
             && fresh.cfg.max_idle == self.cfg.max_idle
-            && fresh.cfg.idle_timeout == self.cfg.idle_timeout;
+            && fresh.cfg.idle_timeout == self.cfg.idle_timeout
+            && fresh.cfg.protocol == self.cfg.protocol
+            && fresh.cfg.h2_max_streams == self.cfg.h2_max_streams;
         let same_health = fresh.cfg.down_after == self.cfg.down_after
             && fresh.cfg.down_backoff_max == self.cfg.down_backoff_max
             && fresh.cfg.health_check == self.cfg.health_check;
@@ -360,5 +393,10 @@ impl Upstream {
     /// Idle connections held across all servers (for tests and stats).
     pub fn idle_connections(&self) -> usize {
         self.pools.iter().map(|p| p.idle_len()).sum()
+    }
+
+    /// HTTP/2 connections open across all servers (for tests and stats).
+    pub fn h2_connections(&self) -> usize {
+        self.pools.iter().map(|p| p.h2_open()).sum()
     }
 }

@@ -15,6 +15,9 @@
 //! failing, after which the request is retried once on a new connection
 //! (see `upstream::Upstream::send`).
 //!
+//! HTTP/2 connections, which carry many requests at once, are in
+//! `h2pool` (the pool's `h2`).
+//!
 //! ## Locking
 //!
 //! One `parking_lot::Mutex` per server guards the idle list; it is held only
@@ -27,23 +30,27 @@ use hyper::client::conn::http1::SendRequest;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+use super::h2pool::{H2Conns, H2Stream};
 use super::ReqBody;
 
-/// Idle connections to one server.
+/// Idle connections to one server, and its HTTP/2 connections.
 #[derive(Debug)]
 pub struct Pool {
     idle: Mutex<Vec<(SendRequest<ReqBody>, Instant)>>,
     max_idle: usize,
     idle_timeout: Duration,
+    pub(crate) h2: Arc<H2Conns>,
 }
 
 impl Pool {
-    /// An empty pool.
-    pub fn new(max_idle: usize, idle_timeout: Duration) -> Pool {
+    /// An empty pool; at most `h2_max_streams` streams at once on one
+    /// HTTP/2 connection.
+    pub fn new(max_idle: usize, idle_timeout: Duration, h2_max_streams: u32) -> Pool {
         Pool {
             idle: Mutex::new(Vec::new()),
             max_idle,
             idle_timeout,
+            h2: H2Conns::new(h2_max_streams, max_idle, idle_timeout),
         }
     }
 
@@ -73,18 +80,34 @@ impl Pool {
     pub fn idle_len(&self) -> usize {
         self.idle.lock().len()
     }
+
+    /// HTTP/2 connections open now.
+    pub fn h2_open(&self) -> usize {
+        self.h2.open()
+    }
 }
 
-/// A connection in use, returned to its pool when the response body ends.
+/// A connection in use, returned to its pool when the response body ends
+/// (an HTTP/1.1 connection), or a stream given back when it is dropped
+/// (HTTP/2).
 #[derive(Debug)]
-pub struct PoolReturn {
-    pub(crate) sender: SendRequest<ReqBody>,
-    pub(crate) pool: Arc<Pool>,
+pub struct PoolReturn(pub(crate) Held);
+
+/// What a [`PoolReturn`] holds.
+#[derive(Debug)]
+pub(crate) enum Held {
+    /// An HTTP/1.1 connection and its pool.
+    H1(SendRequest<ReqBody>, Arc<Pool>),
+    /// A stream on an HTTP/2 connection.
+    H2(H2Stream),
 }
 
 impl PoolReturn {
     /// The response completed: the connection may serve another request.
     pub fn release(self) {
-        self.pool.put(self.sender);
+        match self.0 {
+            Held::H1(sender, pool) => pool.put(sender),
+            Held::H2(stream) => drop(stream),
+        }
     }
 }

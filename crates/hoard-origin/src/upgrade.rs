@@ -1,6 +1,6 @@
-//! Upgrade requests (see `pipeline::tunnel`): sent on a connection of
-//! their own, never pooled, tried on the next server only while none could
-//! be reached.
+//! Upgrade requests (see `pipeline::tunnel`): sent on an HTTP/1.1
+//! connection of their own (whatever the upstream's `protocol`), never
+//! pooled, tried on the next server only while none could be reached.
 
 use http::Response;
 use hyper::body::Incoming;
@@ -28,7 +28,7 @@ impl Upstream {
                 self.default_host(i, &mut req);
             }
             self.counters.inc(&self.counters.origin_requests);
-            let e = match Box::pin(self.connect(i)).await {
+            let e = match Box::pin(self.connect_h1(i)).await {
                 Ok(s) => break s,
                 Err(e) => e,
             };

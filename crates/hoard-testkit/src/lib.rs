@@ -28,6 +28,7 @@ mod check;
 pub mod client;
 pub mod clock;
 pub mod dns;
+pub mod h2_origin;
 pub mod origin;
 mod ports;
 pub mod proxy;
@@ -45,6 +46,7 @@ pub mod pki;
 pub use barrier::Barrier;
 pub use client::{cache_status_params, Client, ClientError, Conn, RequestBuilder, Response};
 pub use clock::TestClock;
+pub use h2_origin::{H2Origin, H2OriginBuilder, H2Request, Reply};
 pub use origin::{Origin, OriginBuilder, Request, Script};
 pub use ports::free_port;
 pub use proxy::{ProxyBuilder, TestProxy};
@@ -152,6 +154,13 @@ impl Test {
     pub fn origin(&self) -> OriginBuilder {
         let name = format!("origin {}", self.next_name("s"));
         OriginBuilder::new(name, self.transcript.clone(), self.clock.clone())
+    }
+
+    /// A fake origin that speaks HTTP/2 (`s1`, `s2`, ...); see
+    /// [`h2_origin`].
+    pub fn h2_origin(&self) -> H2OriginBuilder {
+        let name = format!("origin {}", self.next_name("s"));
+        H2OriginBuilder::new(name, self.transcript.clone())
     }
 
     /// A raw client (`c1`, `c2`, ...) for `target`; see [`client`].

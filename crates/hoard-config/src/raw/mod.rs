@@ -158,6 +158,8 @@ pub struct RawUpstream {
     pub retry_on: Option<Vec<Spanned<String>>>,
     pub tries: Option<Spanned<u32>>,
     pub health_check: Option<crate::health_check::RawHealthCheck>,
+    pub protocol: Option<Spanned<String>>,
+    pub h2_max_streams: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -72,3 +72,65 @@ fn unix_socket_servers() {
         "unix:/run/app.sock"
     );
 }
+
+#[test]
+fn protocol_and_h2_max_streams() {
+    let c = Config::from_toml(
+        "hoard.toml",
+        "[upstream.app]\nservers = [\"http://b:8080\"]\n",
+    )
+    .unwrap();
+    let u = &c.upstreams[0];
+    assert_eq!((u.protocol, u.h2_max_streams), (OriginProtocol::H1, 100));
+    for (word, p) in [
+        ("h1", OriginProtocol::H1),
+        ("h2", OriginProtocol::H2),
+        ("auto", OriginProtocol::Auto),
+    ] {
+        let c = Config::from_toml(
+            "hoard.toml",
+            &format!("[upstream.app]\nservers = [\"https://o\"]\nprotocol = \"{word}\"\nh2_max_streams = 8\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.upstreams[0].protocol, c.upstreams[0].h2_max_streams),
+            (p, 8)
+        );
+        assert_eq!(p.as_str(), word);
+    }
+    // "auto" with plain servers only is accepted (it means HTTP/1.1 there).
+    let c = Config::from_toml(
+        "hoard.toml",
+        "[upstream.app]\nservers = [\"http://b:8080\"]\nprotocol = \"auto\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.upstreams[0].protocol, OriginProtocol::Auto);
+
+    let e = error("[upstream.app]\nservers = [\"http://b\"]\nprotocol = \"h3\"\n");
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(3), "upstream.app.protocol"),
+        "{e}"
+    );
+    assert!(
+        e.message.contains("\"h3\"") && e.message.contains("auto"),
+        "{e}"
+    );
+    let e = error("[upstream.app]\nservers = [\"http://b\"]\nprotocol = 2\n");
+    assert!(e.message.contains("string"), "{e}");
+    let e = error("[upstream.app]\nservers = [\"http://b\"]\n\nh2_max_streams = 0\n");
+    assert_eq!(
+        (e.line, e.key.as_str()),
+        (Some(4), "upstream.app.h2_max_streams"),
+        "{e}"
+    );
+    let e = error("[upstream.app]\nservers = [\"http://b\"]\nh2_max_streams = 5000\n");
+    assert!(e.message.contains("from 1 to 1000"), "{e}");
+    // The quick start (`--upstream`) stays on HTTP/1.1.
+    let c = Config::quick(&QuickStart {
+        upstream: "https://origin.test:8443".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(c.upstreams[0].protocol, OriginProtocol::H1);
+}

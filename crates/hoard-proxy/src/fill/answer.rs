@@ -57,7 +57,7 @@ impl FillEngine {
         if status.is_server_error() {
             self.counters.inc(&self.counters.revalidation_failed);
             let (mut parts, body) = sent.resp.into_parts();
-            self.forwardable(&mut parts.headers, sent.response_time);
+            self.forwardable(&mut parts.headers, parts.version, sent.response_time);
             permit.publish_uncacheable(
                 NotStorable::ServerError,
                 http::Response::from_parts(parts, body),

@@ -121,7 +121,7 @@ impl FillEngine {
         let (status, parts, body, storable) = loop {
             let status = sent.resp.status();
             let (mut parts, body) = sent.resp.into_parts();
-            self.forwardable(&mut parts.headers, sent.response_time);
+            self.forwardable(&mut parts.headers, parts.version, sent.response_time);
             let decided = self
                 .slice_answer(&mut job, &parts)
                 .and_then(|(judged_as, rekey)| {

@@ -62,14 +62,20 @@ impl FillEngine {
 
     /// Makes an origin response's fields fit to forward and store:
     /// hop-by-hop fields removed, `Date` added when missing (RFC 9110
-    /// §6.6.1: a recipient with a clock dates what it forwards), `Via` added.
-    pub(super) fn forwardable(&self, headers: &mut HeaderMap, response_time: SystemTime) {
+    /// §6.6.1: a recipient with a clock dates what it forwards), `Via` added
+    /// with the protocol it came over (§7.6.3).
+    pub(super) fn forwardable(
+        &self,
+        headers: &mut HeaderMap,
+        version: Version,
+        response_time: SystemTime,
+    ) {
         hoard_policy::headers::strip_hop_by_hop(headers);
         if !headers.contains_key(header::DATE) {
             if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(response_time)) {
                 headers.insert(header::DATE, v);
             }
         }
-        self.via.add(headers, Version::HTTP_11);
+        self.via.add(headers, version);
     }
 }

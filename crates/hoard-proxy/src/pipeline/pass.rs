@@ -3,7 +3,7 @@
 
 use hoard_policy::cache_status::{CacheStatus, Fwd};
 use http::header::{self, HeaderMap};
-use http::{Method, Response, Uri, Version};
+use http::{Method, Response, Uri};
 
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
@@ -29,7 +29,7 @@ impl Pipeline {
         if !is_safe(&ctx.method) && (parts.status.is_success() || parts.status.is_redirection()) {
             self.invalidate(ctx, &headers).await;
         }
-        self.add_via(&mut headers, Version::HTTP_11);
+        self.add_via(&mut headers, parts.version);
         let fwd = match rule {
             Some((fwd, _)) => fwd,
             None if ctx.method == Method::GET || ctx.method == Method::HEAD => Fwd::Bypass,

@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::Message;
 /// A WebSocket echo server: every text or binary message comes back;
 /// a text `close-please` is answered with a close (code 4000). Returns its
 /// address and a task that ends with the close code the client sent.
-async fn echo_origin() -> (SocketAddr, tokio::task::JoinHandle<Option<u16>>) {
+pub(crate) async fn echo_origin() -> (SocketAddr, tokio::task::JoinHandle<Option<u16>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let task = tokio::spawn(async move {
@@ -50,7 +50,7 @@ async fn proxy_to(t: &Test, addr: SocketAddr) -> TestProxy {
         .await
 }
 
-async fn connect(proxy: &TestProxy) -> tokio_tungstenite::WebSocketStream<TcpStream> {
+pub(crate) async fn connect(proxy: &TestProxy) -> tokio_tungstenite::WebSocketStream<TcpStream> {
     use hoard_testkit::Endpoint;
     let stream = TcpStream::connect(proxy.endpoint()).await.unwrap();
     let (ws, resp) = tokio_tungstenite::client_async("ws://localhost/chat", stream)

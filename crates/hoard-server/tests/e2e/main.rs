@@ -72,6 +72,7 @@ mod v_esi;
 mod v_signed;
 mod w_coalesce;
 mod w_fill;
+mod w_h2_origin;
 mod w_stale;
 mod y_health;
 mod z_encoding;
