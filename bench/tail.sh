@@ -22,9 +22,15 @@
 #   BODY_SIZE=4096         response body size in bytes
 #   HOARD_THREADS=1        hoard --threads
 #   HOARD_LOG=             hoard's log filter (e.g. hoard_proxy=debug), to stdout.log
+#   WARM_CPU=0             1: keep the proxies' CPU from ever idling with a busy loop at
+#                          SCHED_IDLE priority (it yields to every other thread): shows
+#                          what waking an idle (halted) virtual CPU costs the tail
 #   PROBE=0                1: run bench/stall_probe.py on the proxy's CPU beside
 #                          each run (it wakes every 1 ms there: it disturbs)
 #   PROXY_CPU=0 CLIENT_CPU=1   CPUs for the proxies / for the client and origin
+#   NICE=0                 e.g. -20 (root): run proxies, origin and client at that
+#                          nice level (and this session's autogroup), ahead of other
+#                          work on a shared machine (builds)
 #   HOARD_BIN=path         use this binary instead of building target/release/hoard
 #   SKIP_BUILD=1           do not run cargo build (hoard; openloop is always built)
 #   KEEP=1                 keep bench/out/tail.* (configs, logs, per-request logs)
@@ -48,7 +54,9 @@ BODY_SIZE="${BODY_SIZE:-4096}"
 HOARD_THREADS="${HOARD_THREADS:-1}"
 HOARD_LOG="${HOARD_LOG:-}"
 PROBE="${PROBE:-0}"
+WARM_CPU="${WARM_CPU:-0}"
 PROXY_CPU="${PROXY_CPU:-0}"
+NICE="${NICE:-0}"
 CLIENT_CPU="${CLIENT_CPU:-1}"
 KEEP="${KEEP:-0}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
@@ -90,6 +98,7 @@ CARGO_TARGET_DIR="$OPENLOOP_TARGET" cargo build -q --release --offline \
 OPENLOOP="$OPENLOOP_TARGET/release/openloop"
 
 start_run tail
+set_priority
 NOTES=()
 
 b0="$(sys_busy)"; sleep 1; b1="$(sys_busy)"
@@ -103,7 +112,7 @@ fi
 free_port ORIGIN_PORT
 ORIGIN="127.0.0.1:$ORIGIN_PORT"
 log "origin (fill_origin.py) on $ORIGIN (CPU $CLIENT_CPU)"
-spawn "$RUN/origin.log" taskset -c "$CLIENT_CPU" python3 "$BENCH_DIR/fill_origin.py" --port "$ORIGIN_PORT" \
+spawn "$RUN/origin.log" "${PRIO[@]}" taskset -c "$CLIENT_CPU" python3 "$BENCH_DIR/fill_origin.py" --port "$ORIGIN_PORT" \
     --body-size "$BODY_SIZE" --micro-workers "$MICRO_WORKERS" --micro-ms "$MICRO_MS"
 wait_port "$ORIGIN_PORT" origin "$STARTED_PID" "$RUN/origin.log"
 
@@ -148,7 +157,7 @@ $(nginx_temp_paths nginx)
 EOF
     } >"$RUN/nginx.conf"
     log "nginx proxy_cache on 127.0.0.1:$NGINX_PORT (CPU $PROXY_CPU)"
-    start_nginx nginx taskset -c "$PROXY_CPU"
+    start_nginx nginx "${PRIO[@]}" taskset -c "$PROXY_CPU"
     wait_port "$NGINX_PORT" nginx "$STARTED_PID" "$d/error.log"
     PORT[nginx]="$NGINX_PORT"
 fi
@@ -172,7 +181,7 @@ sub vcl_backend_response {
 }
 EOF
     log "varnish on 127.0.0.1:$VARNISH_PORT (CPU $PROXY_CPU)"
-    spawn "$d/stdout.log" taskset -c "$PROXY_CPU" varnishd -F -n "$d/work" -a "127.0.0.1:$VARNISH_PORT" \
+    spawn "$d/stdout.log" "${PRIO[@]}" taskset -c "$PROXY_CPU" varnishd -F -n "$d/work" -a "127.0.0.1:$VARNISH_PORT" \
         -f "$RUN/varnish.vcl" -s malloc,256m
     wait_port "$VARNISH_PORT" varnish "$STARTED_PID" "$d/stdout.log"
     PORT[varnish]="$VARNISH_PORT"
@@ -184,12 +193,14 @@ if has "$PROXIES" hoard; then
     HOARD_ARGS=(--default-ttl 1s --stale-while-revalidate "${SWR}s" --threads "$HOARD_THREADS" --cache-size 256MiB)
     log "hoard on 127.0.0.1:$HOARD_PORT (CPU $PROXY_CPU, ${HOARD_ARGS[*]})"
     env ${HOARD_LOG:+HOARD_LOG="$HOARD_LOG"} \
-        taskset -c "$PROXY_CPU" "$HOARD_BIN" --upstream "http://$ORIGIN" --listen "127.0.0.1:$HOARD_PORT" \
+        "${PRIO[@]}" taskset -c "$PROXY_CPU" "$HOARD_BIN" --upstream "http://$ORIGIN" --listen "127.0.0.1:$HOARD_PORT" \
         "${HOARD_ARGS[@]}" >"$RUN/hoard/stdout.log" 2>&1 &
     STARTED_PID=$!; PIDS+=("$STARTED_PID")
     wait_port "$HOARD_PORT" hoard "$STARTED_PID" "$RUN/hoard/stdout.log"
     PORT[hoard]="$HOARD_PORT"
 fi
+
+warm_cpu "$PROXY_CPU"
 
 # ------------------------------------------------------------- helpers ----
 field() { # "line" key -> value
@@ -208,6 +219,8 @@ TAG="$(date +%s)"
 
 # ------------------------------------------------------------- runs ----
 declare -A RES ORPS STALL RANGE
+# Marked in the per-request log: hoard's stale answers (a refresh under way).
+declare -A MARK=([hoard]="cache-status:stale")
 for t in $TARGETS; do
     for rate in $RATES; do
         for run in $(seq "$RUNS"); do
@@ -222,12 +235,12 @@ for t in $TARGETS; do
                 log "$t: $p, $rate req/s on $CONNS connections, ${DURATION}s (+${WARMUP}s warm-up), run $run"
                 probe=""
                 if [ "$PROBE" = 1 ]; then
-                    taskset -c "$PROXY_CPU" python3 "$BENCH_DIR/stall_probe.py" "$((DURATION + WARMUP))" >"$RUN/$k.stall" 2>&1 &
+                    "${PRIO[@]}" taskset -c "$PROXY_CPU" python3 "$BENCH_DIR/stall_probe.py" "$((DURATION + WARMUP))" >"$RUN/$k.stall" 2>&1 &
                     probe=$!
                 fi
-                taskset -c "$CLIENT_CPU" "$OPENLOOP" --addr "127.0.0.1:${PORT[$p]}" --path "$path" \
+                "${PRIO[@]}" taskset -c "$CLIENT_CPU" "$OPENLOOP" --addr "127.0.0.1:${PORT[$p]}" --path "$path" \
                     --rate "$rate" --conns "$CONNS" --duration "$DURATION" --warmup "$WARMUP" \
-                    --log "$RUN/$k.log" >"$RUN/$k.out" 2>&1 || { cat "$RUN/$k.out" >&2; die "openloop failed for $url"; }
+                    --log "$RUN/$k.log" ${MARK[$p]:+--mark "${MARK[$p]}"} >"$RUN/$k.out" 2>&1 || { cat "$RUN/$k.out" >&2; die "openloop failed for $url"; }
                 [ -z "$probe" ] || { wait "$probe" || true; STALL[$k]="$(sed -n 's/^STALL max_ms=\([0-9.]*\).*/\1/p' "$RUN/$k.stall")"; }
                 sleep 0.5
                 c1="$(origin_count "$path")"
@@ -273,6 +286,8 @@ ORDER=""; for p in hoard varnish nginx; do has "$PROXIES" "$p" && ORDER+="$p "; 
     echo "- proxies pinned to CPU $PROXY_CPU; origin (fill_origin.py, app: $MICRO_WORKERS workers x $MICRO_MS ms) and openloop pinned to CPU $CLIENT_CPU; ${BODY_SIZE}-byte bodies"
     echo "- load: openloop, $CONNS keep-alive connections, fixed rate, ${DURATION}s measured after ${WARMUP}s; latency from each request's intended start to its last byte"
     echo "- other processes before the run: $busy% of one core"
+    [ "$NICE" = 0 ] || echo "- proxies, origin and client at nice $NICE"
+    [ "$WARM_CPU" = 1 ] && echo "- CPU $PROXY_CPU kept from idling by a SCHED_IDLE busy loop (WARM_CPU=1)"
     [ "$RUNS" -gt 1 ] && echo "- $RUNS runs per cell, interleaved; each row is the run with the median p99 (p99 range: all runs)"
     for t in $TARGETS; do
         echo

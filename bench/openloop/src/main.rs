@@ -21,7 +21,8 @@
 //! Prints one `RESULT key=value ...` line, then `SLOW ...` lines for the
 //! slowest requests (time since the start of the measurement, latency, the
 //! send's lateness, connection). With `--log`, one line per measured request:
-//! `at_us lat_us late_us conn status`.
+//! `at_us lat_us late_us conn status marked` (marked: 1 when the response
+//! had the `--mark HEADER:TEXT` header, e.g. `cache-status:stale`).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -79,12 +80,15 @@ struct Args {
     log: Option<String>,
     slow: usize,
     timeout: f64,
+    /// `NAME:TEXT`: a response whose header NAME contains TEXT is marked
+    /// (the log's last column), e.g. `cache-status:stale`.
+    mark: Option<(String, String)>,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: openloop --addr HOST:PORT --path PATH --rate REQ_PER_S [--conns 10] \
-         [--duration 20] [--warmup 2] [--host NAME] [--log FILE] [--slow 20] [--timeout 10]"
+         [--duration 20] [--warmup 2] [--host NAME] [--log FILE] [--slow 20] [--timeout 10] [--mark HEADER:TEXT]"
     );
     std::process::exit(2)
 }
@@ -101,6 +105,7 @@ fn parse_args() -> Args {
         log: None,
         slow: 20,
         timeout: 10.0,
+        mark: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -117,6 +122,10 @@ fn parse_args() -> Args {
             "--log" => a.log = Some(v),
             "--slow" => a.slow = num(&v) as usize,
             "--timeout" => a.timeout = num(&v),
+            "--mark" => {
+                let (n, t) = v.split_once(':').unwrap_or_else(|| usage());
+                a.mark = Some((n.to_string(), t.to_string()));
+            }
             _ => usage(),
         }
     }
@@ -143,6 +152,8 @@ struct Sample {
     conn: u32,
     /// HTTP status, or 0 for a failed request.
     status: u16,
+    /// The response matched `--mark`.
+    marked: bool,
 }
 
 struct Conn {
@@ -160,23 +171,27 @@ impl Conn {
 
     /// Sends `req` and reads one whole response; the status, or an error
     /// (the connection is then closed and opened again for the next one).
-    fn exchange(&mut self, args: &Args, req: &[u8]) -> Result<u16, String> {
+    fn exchange(&mut self, args: &Args, req: &[u8]) -> Result<(u16, bool), String> {
         if self.stream.is_none() {
             self.stream = Some(Self::open(args).map_err(|e| format!("connect: {e}"))?);
         }
-        let r = self.exchange_on(req);
-        if matches!(r, Err(_) | Ok((_, true))) {
+        let r = self.exchange_on(req, args.mark.as_ref());
+        if matches!(r, Err(_) | Ok((_, true, _))) {
             self.stream = None;
         }
-        r.map(|(s, _)| s)
+        r.map(|(s, _, m)| (s, m))
     }
 
-    fn exchange_on(&mut self, req: &[u8]) -> Result<(u16, bool), String> {
+    fn exchange_on(
+        &mut self,
+        req: &[u8],
+        mark: Option<&(String, String)>,
+    ) -> Result<(u16, bool, bool), String> {
         let s = self.stream.as_mut().expect("connected");
         s.write_all(req).map_err(|e| format!("write: {e}"))?;
         self.buf.clear();
         let mut chunk = [0u8; 65536];
-        let (status, head_len, body, close) = loop {
+        let (status, head_len, body, close, marked) = loop {
             let n = s.read(&mut chunk).map_err(|e| format!("read: {e}"))?;
             if n == 0 {
                 return Err("closed before the response".into());
@@ -188,8 +203,12 @@ impl Conn {
                 Ok(httparse::Status::Complete(len)) => {
                     let mut body = Body::Until;
                     let mut close = false;
+                    let mut marked = false;
                     for h in resp.headers.iter() {
                         let v = std::str::from_utf8(h.value).unwrap_or("").trim();
+                        if let Some((n, t)) = mark {
+                            marked |= h.name.eq_ignore_ascii_case(n) && v.contains(t.as_str());
+                        }
                         if h.name.eq_ignore_ascii_case("content-length") {
                             body = Body::Length(v.parse().map_err(|_| "bad content-length")?);
                         } else if h.name.eq_ignore_ascii_case("transfer-encoding")
@@ -202,7 +221,7 @@ impl Conn {
                             close = true;
                         }
                     }
-                    break (resp.code.unwrap_or(0), len, body, close);
+                    break (resp.code.unwrap_or(0), len, body, close, marked);
                 }
                 Ok(httparse::Status::Partial) => continue,
                 Err(e) => return Err(format!("bad response head: {e}")),
@@ -216,7 +235,7 @@ impl Conn {
                 Body::Until => return Err("response without a length".into()),
             };
             if done {
-                return Ok((status, close));
+                return Ok((status, close, marked));
             }
             let n = s.read(&mut chunk).map_err(|e| format!("read body: {e}"))?;
             if n == 0 {
@@ -290,13 +309,13 @@ fn main() {
                     sleep_until(intended);
                 }
                 let sent = now_ns();
-                let status = match conn.exchange(&args, &req) {
+                let (status, marked) = match conn.exchange(&args, &req) {
                     Ok(s) => s,
                     Err(e) => {
                         if errors.len() < 3 {
                             errors.push(e);
                         }
-                        0
+                        (0, false)
                     }
                 };
                 let done = now_ns();
@@ -309,6 +328,7 @@ fn main() {
                         late: sent.saturating_sub(ready),
                         conn: k as u32,
                         status,
+                        marked,
                     });
                 }
             }
@@ -378,12 +398,13 @@ fn main() {
         for s in &all {
             let _ = writeln!(
                 w,
-                "{} {} {} {} {}",
+                "{} {} {} {} {} {}",
                 s.at / 1000,
                 s.lat / 1000,
                 s.late / 1000,
                 s.conn,
-                s.status
+                s.status,
+                u8::from(s.marked)
             );
         }
     }
