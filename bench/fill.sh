@@ -33,6 +33,9 @@
 #   SKIP_BUILD=1           do not run cargo build
 #   KEEP=1                 keep bench/out/fill.* (configs, logs, raw client output)
 #   BASE_PORT=18180        first loopback port to try
+#   NICE=0                 e.g. -20 (root): proxies, origin and clients at that nice
+#                          level, and this session's autogroup (a shared machine)
+#   WARM_CPU=0             1: a SCHED_IDLE busy loop keeps the proxies' CPU from idling
 set -euo pipefail
 
 BENCH_NAME=fill
@@ -99,6 +102,8 @@ raise_nofile
 
 # ------------------------------------------------------------- work dir ----
 start_run fill
+set_priority
+warm_cpu "$PROXY_CPU"
 
 NOTES=()
 
@@ -114,7 +119,7 @@ fi
 free_port ORIGIN_PORT
 ORIGIN="127.0.0.1:$ORIGIN_PORT"
 log "origin (fill_origin.py) on $ORIGIN (CPU $CLIENT_CPU)"
-spawn "$RUN/origin.log" taskset -c "$CLIENT_CPU" python3 "$BENCH_DIR/fill_origin.py" --port "$ORIGIN_PORT" \
+spawn "$RUN/origin.log" "${PRIO[@]}" taskset -c "$CLIENT_CPU" python3 "$BENCH_DIR/fill_origin.py" --port "$ORIGIN_PORT" \
     --body-size "$BODY_SIZE" --stale-max-age "$STALE_MAX_AGE" \
     --micro-workers "$MICRO_WORKERS" --micro-ms "$MICRO_MS"
 wait_port "$ORIGIN_PORT" origin "$STARTED_PID" "$RUN/origin.log"
@@ -164,7 +169,7 @@ $(nginx_temp_paths nginx)
 EOF
     } >"$RUN/nginx.conf"
     log "nginx proxy_cache on 127.0.0.1:$NGINX_PORT (CPU $PROXY_CPU)"
-    start_nginx nginx taskset -c "$PROXY_CPU"
+    start_nginx nginx "${PRIO[@]}" taskset -c "$PROXY_CPU"
     wait_port "$NGINX_PORT" nginx "$STARTED_PID" "$d/error.log"
     PORT[nginx]="$NGINX_PORT"
 fi
@@ -196,7 +201,7 @@ sub vcl_deliver {
 }
 EOF
     log "varnish on 127.0.0.1:$VARNISH_PORT (CPU $PROXY_CPU)"
-    spawn "$d/stdout.log" taskset -c "$PROXY_CPU" varnishd -F -n "$d/work" -a "127.0.0.1:$VARNISH_PORT" \
+    spawn "$d/stdout.log" "${PRIO[@]}" taskset -c "$PROXY_CPU" varnishd -F -n "$d/work" -a "127.0.0.1:$VARNISH_PORT" \
         -f "$RUN/varnish.vcl" -s malloc,256m
     wait_port "$VARNISH_PORT" varnish "$STARTED_PID" "$d/stdout.log"
     PORT[varnish]="$VARNISH_PORT"
@@ -207,7 +212,7 @@ if has "$PROXIES" hoard; then
     mkdir -p "$RUN/hoard"
     HOARD_ARGS=(--default-ttl 1s --stale-while-revalidate "${SWR}s" --threads "$HOARD_THREADS" --cache-size 256MiB)
     log "hoard on 127.0.0.1:$HOARD_PORT (CPU $PROXY_CPU, ${HOARD_ARGS[*]})"
-    spawn "$RUN/hoard/stdout.log" taskset -c "$PROXY_CPU" "$HOARD_BIN" --upstream "http://$ORIGIN" --listen "127.0.0.1:$HOARD_PORT" \
+    spawn "$RUN/hoard/stdout.log" "${PRIO[@]}" taskset -c "$PROXY_CPU" "$HOARD_BIN" --upstream "http://$ORIGIN" --listen "127.0.0.1:$HOARD_PORT" \
         "${HOARD_ARGS[@]}"
     wait_port "$HOARD_PORT" hoard "$STARTED_PID" "$RUN/hoard/stdout.log"
     PORT[hoard]="$HOARD_PORT"
@@ -215,7 +220,7 @@ fi
 
 # ------------------------------------------------------------- helpers ----
 client() { # subcommand args... (pinned with the origin)
-    taskset -c "$CLIENT_CPU" python3 "$BENCH_DIR/fill_client.py" "$@" --body-size "$BODY_SIZE"
+    "${PRIO[@]}" taskset -c "$CLIENT_CPU" python3 "$BENCH_DIR/fill_client.py" "$@" --body-size "$BODY_SIZE"
 }
 field() { # "line" key -> value
     local v
@@ -231,8 +236,8 @@ is_hit() { # proxy cache-status
 ratio() { # a b -> a/b
     awk -v a="$1" -v b="$2" 'BEGIN { if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/ || b == 0) print "n/a"; else if (a / b < 0.1) printf "%.3fx", a / b; else printf "%.2fx", a / b }'
 }
-msfmt() { # value in ms -> "12.3 ms"
-    case "$1" in ''|-|nan) echo "n/a" ;; *) awk -v v="$1" 'BEGIN { if (v >= 1000) printf "%.2f s", v / 1000; else printf "%.1f ms", v }' ;; esac
+msfmt() { # value in ms -> "12.3 ms" (below 10 ms with more digits: "0.056 ms", "4.70 ms")
+    case "$1" in ''|-|nan) echo "n/a" ;; *) awk -v v="$1" 'BEGIN { if (v >= 1000) printf "%.2f s", v / 1000; else if (v >= 10) printf "%.1f ms", v; else if (v >= 1) printf "%.2f ms", v; else printf "%.3f ms", v }' ;; esac
 }
 origin_count() { curl -sS "http://$ORIGIN/__count?prefix=$1"; }
 TAG="$(date +%s)"
@@ -359,7 +364,7 @@ if has "$SCENARIOS" stale; then
 fi
 
 # ---------------------------------------------------- 4. microcaching ----
-declare -A M_RPS M_P50 M_P99 M_MAX M_REQ M_ORIG M_ORPS M_ERR M_STALL
+declare -A M_RPS M_P50 M_P99 M_P999 M_MAX M_REQ M_ORIG M_ORPS M_ERR M_STALL
 if has "$SCENARIOS" micro; then
     wrk_report_lua "$RUN/report.lua"
     targets="$PROXIES"
@@ -375,9 +380,9 @@ if has "$SCENARIOS" micro; then
         log "micro: $p, wrk -t1 -c$MICRO_CONNS -d${MICRO_DURATION}s (app: $MICRO_WORKERS workers x $MICRO_MS ms)"
         # The stall probe shares the proxy's CPU: a slow response that
         # matches its worst wake-up was the machine's stall, not the proxy's.
-        taskset -c "$PROXY_CPU" python3 "$BENCH_DIR/stall_probe.py" "$MICRO_DURATION" >"$f.stall" 2>&1 &
+        "${PRIO[@]}" taskset -c "$PROXY_CPU" python3 "$BENCH_DIR/stall_probe.py" "$MICRO_DURATION" >"$f.stall" 2>&1 &
         probe=$!
-        taskset -c "$CLIENT_CPU" wrk -t1 -c"$MICRO_CONNS" -d"${MICRO_DURATION}s" --latency --timeout 10s \
+        "${PRIO[@]}" taskset -c "$CLIENT_CPU" wrk -t1 -c"$MICRO_CONNS" -d"${MICRO_DURATION}s" --latency --timeout 10s \
             -s "$RUN/report.lua" "$url" >"$f" 2>&1 || { cat "$f" >&2; die "wrk failed for $url"; }
         wait "$probe" || true
         M_STALL[$p]="$(sed -n 's/^STALL max_ms=\([0-9.]*\).*/\1/p' "$f.stall")"
@@ -390,6 +395,7 @@ if has "$SCENARIOS" micro; then
         M_RPS[$p]="$(awk -v r="$req" -v d="$dur" 'BEGIN { printf "%.0f", r / (d / 1e6) }')"
         M_P50[$p]="$(awk -v u="$(field "${line#BENCH }" p50_us)" 'BEGIN { printf "%.2f", u / 1000 }')"
         M_P99[$p]="$(awk -v u="$(field "${line#BENCH }" p99_us)" 'BEGIN { printf "%.2f", u / 1000 }')"
+        M_P999[$p]="$(awk -v u="$(field "${line#BENCH }" p999_us)" 'BEGIN { printf "%.2f", u / 1000 }')"
         M_MAX[$p]="$(awk -v u="$(field "${line#BENCH }" max_us)" 'BEGIN { printf "%.2f", u / 1000 }')"
         M_ORIG[$p]=$((c1 - c0))
         M_ORPS[$p]="$(awk -v o="${M_ORIG[$p]}" -v d="$dur" 'BEGIN { printf "%.2f", o / (d / 1e6) }')"
@@ -432,6 +438,8 @@ ORDER=""; for p in hoard nginx varnish; do has "$PROXIES" "$p" && ORDER+="$p "; 
     echo "- proxies pinned to CPU $PROXY_CPU; origin (fill_origin.py), client (fill_client.py) and wrk pinned to CPU $CLIENT_CPU; ${BODY_SIZE}-byte bodies"
     echo "- no proxy (one request straight to the origin, median of 3): TTFB$(for dl in "${!FLOOR[@]}"; do printf ' %s ms at %s ms delay;' "${FLOOR[$dl]}" "$dl"; done | sed 's/; *$//')"
     echo "- other processes before the run: $busy% of one core"
+    [ "${NICE:-0}" = 0 ] || echo "- proxies, origin and clients at nice $NICE (and this session's autogroup)"
+    [ "${WARM_CPU:-0}" = 1 ] && echo "- CPU $PROXY_CPU kept from idling by a SCHED_IDLE busy loop (WARM_CPU=1)"
 
     if has "$SCENARIOS" cold; then
         echo
@@ -520,14 +528,17 @@ ORDER=""; for p in hoard nginx varnish; do has "$PROXIES" "$p" && ORDER+="$p "; 
         echo
         echo "machine stall = the latest wake-up of a 1 ms sleep on the proxy's CPU during that run (\`stall_probe.py\`): a max near it is the machine's, not the proxy's."
         echo
-        echo "| target | requests | req/s | p50 | p99 | max | machine stall | origin | origin req/s | errors |"
-        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+        echo "| target | requests | req/s | p50 | p99 | p99.9 | max | machine stall | origin | origin req/s | errors |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
         for p in $ORDER $( [ "$MICRO_BASELINE" = 1 ] && echo origin ); do
             name="$p"; [ "$p" = origin ] && name="no cache (app direct)"
-            echo "| $name | ${M_REQ[$p]} | ${M_RPS[$p]} | $(msfmt "${M_P50[$p]}") | $(msfmt "${M_P99[$p]}") | $(msfmt "${M_MAX[$p]}") | $(msfmt "${M_STALL[$p]:-0}") | ${M_ORIG[$p]} | ${M_ORPS[$p]} |${M_ERR[$p]} |"
+            echo "| $name | ${M_REQ[$p]} | ${M_RPS[$p]} | $(msfmt "${M_P50[$p]}") | $(msfmt "${M_P99[$p]}") | $(msfmt "${M_P999[$p]}") | $(msfmt "${M_MAX[$p]}") | $(msfmt "${M_STALL[$p]:-0}") | ${M_ORIG[$p]} | ${M_ORPS[$p]} |${M_ERR[$p]} |"
         done
+        if has "$PROXIES" hoard && [ "$hv" = 1 ]; then
+            echo "| **hoard/varnish** | | $(ratio "${M_RPS[hoard]}" "${M_RPS[varnish]}") | $(ratio "${M_P50[hoard]}" "${M_P50[varnish]}") | **$(ratio "${M_P99[hoard]}" "${M_P99[varnish]}")** | **$(ratio "${M_P999[hoard]}" "${M_P999[varnish]}")** | $(ratio "${M_MAX[hoard]}" "${M_MAX[varnish]}") | | | | |"
+        fi
         if [ "$both" = 1 ]; then
-            echo "| **hoard/nginx** | | **$(ratio "${M_RPS[hoard]}" "${M_RPS[nginx]}")** | $(ratio "${M_P50[hoard]}" "${M_P50[nginx]}") | **$(ratio "${M_P99[hoard]}" "${M_P99[nginx]}")** | $(ratio "${M_MAX[hoard]}" "${M_MAX[nginx]}") | | $(ratio "${M_ORIG[hoard]}" "${M_ORIG[nginx]}") | | |"
+            echo "| **hoard/nginx** | | **$(ratio "${M_RPS[hoard]}" "${M_RPS[nginx]}")** | $(ratio "${M_P50[hoard]}" "${M_P50[nginx]}") | **$(ratio "${M_P99[hoard]}" "${M_P99[nginx]}")** | $(ratio "${M_P999[hoard]}" "${M_P999[nginx]}") | $(ratio "${M_MAX[hoard]}" "${M_MAX[nginx]}") | | $(ratio "${M_ORIG[hoard]}" "${M_ORIG[nginx]}") | | |"
         fi
     fi
 

@@ -284,12 +284,34 @@ wrk_report_lua() {
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format(
-    "BENCH requests=%d duration_us=%d p50_us=%d p99_us=%d max_us=%d connect=%d read=%d write=%d status=%d timeout=%d\n",
+    "BENCH requests=%d duration_us=%d p50_us=%d p99_us=%d max_us=%d connect=%d read=%d write=%d status=%d timeout=%d p999_us=%d\n",
     summary.requests, summary.duration,
     latency:percentile(50), latency:percentile(99), latency.max,
-    e.connect, e.read, e.write, e.status, e.timeout))
+    e.connect, e.read, e.write, e.status, e.timeout, latency:percentile(99.9)))
 end
 EOF
+}
+
+# ---------------------------------------------------------- priority ----
+# set_priority: from NICE (0: nothing), sets PRIO, the prefix that runs a
+# command at that nice level, and gives this session's autogroup the same
+# level (with sched_autogroup_enabled, nice only ranks threads within one
+# session: a build in another session would otherwise get an equal share).
+set_priority() {
+    PRIO=(env)
+    [ "${NICE:-0}" != 0 ] || return 0
+    PRIO=(nice -n "$NICE")
+    [ ! -w /proc/self/autogroup ] || echo "$NICE" >/proc/self/autogroup 2>/dev/null || true
+}
+
+# warm_cpu CPU: with WARM_CPU=1, a busy loop at SCHED_IDLE priority on CPU
+# (it runs only when nothing else wants the CPU), so that the CPU never goes
+# idle: on a virtual machine an idle CPU halts and waking it again takes a
+# trip through the host.
+warm_cpu() {
+    [ "${WARM_CPU:-0}" = 1 ] || return 0
+    log "warm CPU: a SCHED_IDLE busy loop on CPU $1"
+    spawn "$RUN/warm-cpu$1.log" chrt -i 0 taskset -c "$1" sh -c 'while :; do :; done'
 }
 
 # ------------------------------------------------------------ report ----
