@@ -2,25 +2,12 @@
 //! `hoard upstream set`, `hoard trace`), and the admin flags of the quick
 //! start.
 
+mod common;
+
 use std::process::Command;
 
+use common::run as hoard;
 use hoard_testkit::Test;
-
-async fn hoard(args: Vec<String>) -> (i32, String, String) {
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_hoard"))
-            .args(&args)
-            .output()
-            .expect("run hoard")
-    })
-    .await
-    .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 #[tokio::test]
 async fn purge_prints_the_count() {

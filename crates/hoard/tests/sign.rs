@@ -3,25 +3,10 @@
 //! configuration's route or from a secret given on the command line; and
 //! `hoard check` naming a bad `signed_urls` key and its line.
 
-use std::process::Command;
+mod common;
 
+use common::run as hoard;
 use hoard_testkit::{Test, TestClock};
-
-async fn hoard(args: Vec<String>) -> (i32, String, String) {
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_hoard"))
-            .args(&args)
-            .output()
-            .expect("run hoard")
-    })
-    .await
-    .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 /// `hoard sign ARGS`: the signed URL's path and query (the proxy's
 /// client sends them to the test proxy).

@@ -1,4 +1,8 @@
-//! The real `hoard` binary as a child process, and the lines it logs.
+//! The real `hoard` binary as a child process, and the lines it logs; or
+//! run to its end.
+
+// Each test file uses some of these.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -86,4 +90,22 @@ impl Drop for Hoard {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Runs `hoard ARGS` to its end (off the runtime's threads): its exit
+/// code, standard output and standard error.
+pub async fn run(args: Vec<String>) -> (i32, String, String) {
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_hoard"))
+            .args(&args)
+            .output()
+            .expect("run hoard")
+    })
+    .await
+    .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
