@@ -333,3 +333,101 @@ report_done() { # print the report, mark the run successful
     log "report written to ${REPORT#"$ROOT"/}"
     STATUS=0
 }
+
+# start_micro_proxies: the proxies of PROXIES (nginx, varnish, hoard) as
+# fill.sh's and tail.sh's microcaching runs configure them, in front of the
+# origin at $ORIGIN ($ORIGIN_PORT): a 1 s TTL for the micro app, ${SWR}s of
+# stale serving with a background refresh, upstream keep-alive; pinned to
+# PROXY_CPU under PRIO. Sets PORT[proxy] (declare -A PORT first) and
+# HOARD_ARGS; HOARD_LOG, when set, is hoard's log filter.
+start_micro_proxies() {
+    local d
+    if has "$PROXIES" nginx; then
+        free_port NGINX_PORT
+        d="$RUN/nginx"
+        mkdir -p "$d/cache"
+        {
+            nginx_common nginx
+            cat <<EOF
+http {
+    access_log off;
+    tcp_nodelay on;
+    keepalive_timeout 75s;
+    keepalive_requests 10000000;
+$(nginx_temp_paths nginx)
+    proxy_cache_path $d/cache levels=1:2 keys_zone=micro:16m
+                     max_size=256m inactive=1h use_temp_path=off;
+    upstream origin {
+        server $ORIGIN;
+        keepalive 32;
+    }
+    server {
+        listen 127.0.0.1:$NGINX_PORT backlog=4096;
+        location / {
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_cache micro;
+            # One request fills a key, the others wait (lock_timeout 5s default).
+            proxy_cache_lock on;
+            # Serve stale while one request refreshes, in a background subrequest.
+            proxy_cache_use_stale updating;
+            proxy_cache_background_update on;
+            # TTL for responses without Cache-Control/Expires (the micro app).
+            proxy_cache_valid 200 1s;
+            add_header X-Cache \$upstream_cache_status always;
+        }
+    }
+}
+EOF
+        } >"$RUN/nginx.conf"
+        log "nginx proxy_cache on 127.0.0.1:$NGINX_PORT (CPU $PROXY_CPU)"
+        start_nginx nginx "${PRIO[@]}" taskset -c "$PROXY_CPU"
+        wait_port "$NGINX_PORT" nginx "$STARTED_PID" "$d/error.log"
+        PORT[nginx]="$NGINX_PORT"
+    fi
+
+    if has "$PROXIES" varnish; then
+        free_port VARNISH_PORT
+        d="$RUN/varnish"
+        mkdir -p "$d"
+        cat >"$RUN/varnish.vcl" <<EOF
+vcl 4.1;
+backend origin {
+    .host = "127.0.0.1";
+    .port = "$ORIGIN_PORT";
+    .first_byte_timeout = 60s;
+}
+sub vcl_backend_response {
+    # The micro app sends no Cache-Control: 1 s TTL, then grace.
+    if (bereq.url ~ "^/micro/") {
+        set beresp.ttl = 1s;
+    }
+    set beresp.grace = ${SWR}s;
+}
+sub vcl_deliver {
+    if (obj.hits > 0) {
+        set resp.http.X-Cache = "HIT";
+    } else {
+        set resp.http.X-Cache = "MISS";
+    }
+}
+EOF
+        log "varnish on 127.0.0.1:$VARNISH_PORT (CPU $PROXY_CPU)"
+        spawn "$d/stdout.log" "${PRIO[@]}" taskset -c "$PROXY_CPU" varnishd -F -n "$d/work" -a "127.0.0.1:$VARNISH_PORT" \
+            -f "$RUN/varnish.vcl" -s malloc,256m
+        wait_port "$VARNISH_PORT" varnish "$STARTED_PID" "$d/stdout.log"
+        PORT[varnish]="$VARNISH_PORT"
+    fi
+
+    if has "$PROXIES" hoard; then
+        free_port HOARD_PORT
+        mkdir -p "$RUN/hoard"
+        HOARD_ARGS=(--default-ttl 1s --stale-while-revalidate "${SWR}s" --threads "$HOARD_THREADS" --cache-size 256MiB)
+        log "hoard on 127.0.0.1:$HOARD_PORT (CPU $PROXY_CPU, ${HOARD_ARGS[*]})"
+        spawn "$RUN/hoard/stdout.log" env ${HOARD_LOG:+HOARD_LOG="$HOARD_LOG"} "${PRIO[@]}" taskset -c "$PROXY_CPU" "$HOARD_BIN" --upstream "http://$ORIGIN" --listen "127.0.0.1:$HOARD_PORT" \
+            "${HOARD_ARGS[@]}"
+        wait_port "$HOARD_PORT" hoard "$STARTED_PID" "$RUN/hoard/stdout.log"
+        PORT[hoard]="$HOARD_PORT"
+    fi
+}
