@@ -171,6 +171,9 @@ counters! {
     connections_head_timeout,
     /// Keep-alive connections closed after `keep_alive_timeout` without a request.
     connections_idle_closed,
+    /// HTTP/1.x connections parked between two requests: quiet for a
+    /// watchdog tick, their buffers were freed until the next byte.
+    connections_parked,
     /// Connections dropped because the client stopped reading for `send_timeout`.
     connections_send_timeout,
     /// Connections sent GOAWAY for resetting more than `max_resets` requests.

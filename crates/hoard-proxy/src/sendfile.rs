@@ -93,6 +93,11 @@ impl SendfileStream {
         SendfileStream { tcp, queue }
     }
 
+    /// The socket (a parked connection waits on it).
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+
     /// Sends the front span, `done` bytes of which are already sent;
     /// `rest` is what hyper still has of its placeholder.
     fn poll_send_span(

@@ -251,6 +251,10 @@ fn run(
     let mut handover = upgrade::received()?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     rt.enable_all();
+    // Pages freed by parked connections go back to the system when the
+    // worker has nothing else to do (see `hoard_heap::on_idle`).
+    #[cfg(not(feature = "count-allocs"))]
+    rt.on_thread_park(hoard_heap::on_idle);
     if config.server.threads > 0 {
         rt.worker_threads(config.server.threads);
     }

@@ -4,8 +4,6 @@
 //! failed request under a loop of new and keep-alive connections; a new
 //! process that cannot start leaves the old one serving.
 
-// (Its `kill9` is not needed here.)
-#[allow(dead_code)]
 mod common;
 
 use std::io::{Read, Write};

@@ -22,7 +22,9 @@
 //! first byte of a head); a TLS handshake gets as long. Afterwards a
 //! watchdog (`watch`) closes it when idle past `keep_alive_timeout`, when
 //! the client stops reading for `send_timeout`, or when it resets more than
-//! `max_resets` requests.
+//! `max_resets` requests. An HTTP/1.x connection quiet between two requests
+//! is parked: hyper hands the socket back and its buffers are freed until
+//! the next byte (`park`).
 //!
 //! ## Shutdown
 //!
@@ -40,6 +42,7 @@ pub mod cork;
 pub mod h3;
 pub mod inherit;
 pub mod inline_exec;
+pub mod park;
 pub mod proxy_protocol;
 pub mod sni;
 pub mod tls;
@@ -102,10 +105,18 @@ pub fn bind_or_adopt(
     }
 }
 
-fn builder(server: &ServerConfig, http2: bool) -> auto::Builder<InlineExec> {
-    let mut b = auto::Builder::new(InlineExec);
-    b.http1()
-        .timer(TokioTimer::new())
+/// How a listener's connections are served: HTTP/1.x by hyper's HTTP/1
+/// connection (which hands the socket back when parked, see [`park`]),
+/// HTTP/2 (prior knowledge or ALPN) by hyper-util's.
+#[derive(Debug)]
+pub struct Builders {
+    h1: hyper::server::conn::http1::Builder,
+    h2: Option<auto::Builder<InlineExec>>,
+}
+
+fn builder(server: &ServerConfig, http2: bool) -> Builders {
+    let mut h1 = hyper::server::conn::http1::Builder::new();
+    h1.timer(TokioTimer::new())
         // The connection's watchdog times heads (see `watch`): hyper's
         // timer would be a boxed sleep set and cancelled per request.
         .header_read_timeout(None)
@@ -115,19 +126,19 @@ fn builder(server: &ServerConfig, http2: bool) -> auto::Builder<InlineExec> {
         .writev(true)
         .keep_alive(true);
     if server.max_headers != 100 {
-        b.http1().max_headers(server.max_headers);
+        h1.max_headers(server.max_headers);
     }
-    b.http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(server.http2_max_streams)
-        // WebSockets over HTTP/2 (RFC 8441), see `pipeline::tunnel`.
-        .enable_connect_protocol()
-        .max_header_list_size(server.max_header_size as u32);
-    if http2 {
+    let h2 = http2.then(|| {
+        let mut b = auto::Builder::new(InlineExec).http2_only();
+        b.http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(server.http2_max_streams)
+            // WebSockets over HTTP/2 (RFC 8441), see `pipeline::tunnel`.
+            .enable_connect_protocol()
+            .max_header_list_size(server.max_header_size as u32);
         b
-    } else {
-        b.http1_only()
-    }
+    });
+    Builders { h1, h2 }
 }
 
 /// What a listener serves with; replaced in place by a reload (TLS
@@ -173,7 +184,7 @@ pub async fn accept_loop(
     let permits = pipeline.connections.clone();
     let counters = pipeline.counters.clone();
     // Rebuilt when the running configuration or the listener changes.
-    let mut current: Option<(u64, Arc<ListenerState>, Arc<auto::Builder<InlineExec>>)> = None;
+    let mut current: Option<(u64, Arc<ListenerState>, Arc<Builders>)> = None;
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -226,7 +237,7 @@ pub async fn accept_loop(
         let proxy_protocol = listener_state.proxy_protocol.clone();
         counters.inc(&counters.connections_accepted);
         let _ = stream.set_nodelay(true);
-        tracker.spawn(serve(
+        let f = serve(
             permit,
             stream,
             peer,
@@ -248,7 +259,9 @@ pub async fn accept_loop(
                     header_read_timeout: Some(server.header_read_timeout),
                 },
             },
-        ));
+            tracker.clone(),
+        );
+        tracker.spawn(f);
     }
     drop(listener);
     let counters = pipeline.counters.clone();
@@ -315,12 +328,13 @@ async fn serve(
     permit: tokio::sync::OwnedSemaphorePermit,
     stream: TcpStream,
     peer: SocketAddr,
-    builder: Arc<auto::Builder<InlineExec>>,
+    builder: Arc<Builders>,
     pipeline: Arc<Pipeline>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     proxy_protocol: Option<Arc<[hoard_config::ops::Cidr]>>,
     mut shutdown: signal::Receiver<bool>,
     settings: ConnSettings,
+    tracker: TaskTracker,
 ) {
     let ConnSettings {
         alt_svc,
@@ -330,7 +344,7 @@ async fn serve(
         sendfile,
         limits,
     } = settings;
-    let _open = Open {
+    let open = Open {
         _permit: permit,
         counters: pipeline.counters.clone(),
     };
@@ -345,8 +359,9 @@ async fn serve(
             tracing::debug!(%peer, "PROXY protocol from a peer not in proxy_protocol_from; closed");
             return;
         }
+        // (Boxed: its buffer would be room in every connection's task.)
         let read = tokio::select! {
-            r = tokio::time::timeout(handshake_timeout, proxy_protocol::read_header(&mut stream)) => r,
+            r = Box::pin(tokio::time::timeout(handshake_timeout, proxy_protocol::read_header(&mut stream))) => r,
             _ = drained(&mut shutdown) => return,
         };
         match read {
@@ -399,22 +414,26 @@ async fn serve(
             }
         }
     }
-    // The connection proper lives on the heap: a connection still waiting
-    // for its first byte holds only this small future.
-    Box::pin(serve_connection(
-        stream,
-        (alt_svc, redirect_https, listener),
-        peer,
-        builder,
-        pipeline,
-        tls,
-        shutdown,
-        handshake_timeout,
-        sendfile,
-        limits,
-        h2c,
-    ))
-    .await;
+    // The connection proper is a task of its own: what this one holds to
+    // wait for the first byte (timers, room for a PROXY header) is given
+    // back, and an idle connection costs only the smaller task.
+    tracker.spawn(async move {
+        let _open = open;
+        serve_connection(
+            stream,
+            (alt_svc, redirect_https, listener),
+            peer,
+            builder,
+            pipeline,
+            tls,
+            shutdown,
+            handshake_timeout,
+            sendfile,
+            limits,
+            h2c,
+        )
+        .await
+    });
 }
 
 /// Serves a connection that has spoken (or a TLS one) until it ends.
@@ -427,7 +446,7 @@ async fn serve_connection(
         Arc<std::sync::atomic::AtomicUsize>,
     ),
     peer: SocketAddr,
-    builder: Arc<auto::Builder<InlineExec>>,
+    builder: Arc<Builders>,
     pipeline: Arc<Pipeline>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     mut shutdown: signal::Receiver<bool>,
@@ -558,6 +577,16 @@ async fn serve_connection(
                         break Ok(());
                     }
                     _ if closing => {}
+                    Verdict::Park => {
+                        // Only once hyper is between two requests (see
+                        // `park`); never while draining.
+                        if drain_tick.is_none() {
+                            activity.parking.store(true, std::sync::atomic::Ordering::Relaxed);
+                            closing = true;
+                            let $c = conn.as_mut();
+                            $graceful;
+                        }
+                    }
                     Verdict::Idle | Verdict::ResetFlood => {
                         counters.inc(if verdict == Verdict::Idle {
                             &counters.connections_idle_closed
@@ -572,13 +601,59 @@ async fn serve_connection(
                 }
             }
         }};
-        ($io:expr) => {
-            drive!(
-                builder.serve_connection_with_upgrades(TokioIo::new(Watched::new($io, activity.clone())), svc),
-                true,
-                |c| c.graceful_shutdown()
-            )
-        };
+    }
+    // HTTP/1.x, parked whenever it is quiet between two requests. Each
+    // serving phase (hyper's connection, the watchdog's state) is one box,
+    // freed while the connection is parked.
+    macro_rules! drive_h1 {
+        ($io:expr) => {{
+            let mut io = Watched::new($io, activity.clone());
+            let mut svc = svc;
+            loop {
+                let (r, back) = Box::pin(async {
+                    let mut conn = builder.h1.serve_connection(TokioIo::new(io), svc).with_upgrades();
+                    let r = drive!(&mut conn, true, |c| std::pin::Pin::new(&mut **c.get_mut()).graceful_shutdown());
+                    let r = r.map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { e.into() });
+                    if !activity.parking.swap(false, std::sync::atomic::Ordering::Relaxed) || r.is_err() {
+                        return (r, None);
+                    }
+                    // hyper ended because the watchdog parked it: take the
+                    // socket and the service back, drop hyper's buffers.
+                    // (An empty `read_buf` still holds hyper's whole buffer.)
+                    let back = conn.into_parts().map(|p| {
+                        (p.io.into_inner(), p.service, (!p.read_buf.is_empty()).then_some(p.read_buf))
+                    });
+                    (r, back)
+                })
+                .await;
+                let Some((back_io, back_svc, unread)) = back else {
+                    break r;
+                };
+                (io, svc) = (back_io, back_svc);
+                counters.inc(&counters.connections_parked);
+                hoard_heap::gave_back();
+                if let Some(bytes) = unread {
+                    io.unread(bytes);
+                    continue;
+                }
+                let left = limits.keep_alive_timeout.saturating_sub(limits.tick());
+                match park::wait(io.get_ref(), left, &mut shutdown).await {
+                    park::Woken::Readable => {}
+                    woken => {
+                        if woken == park::Woken::Idle {
+                            counters.inc(&counters.connections_idle_closed);
+                        }
+                        tracing::debug!(%peer, woken = woken.as_str(), "closing parked connection");
+                        let _ = tokio::time::timeout(
+                            limits.send_timeout,
+                            tokio::io::AsyncWriteExt::shutdown(&mut io),
+                        )
+                        .await;
+                        break Ok(());
+                    }
+                }
+            }
+        }};
     }
     // HTTP/2: the responses of one poll leave in one write (`cork`).
     macro_rules! drive_corked {
@@ -586,7 +661,11 @@ async fn serve_connection(
             let (io, handle) = cork::cork(Watched::new($io, activity.clone()));
             drive!(
                 cork::Corked::new(
-                    builder.serve_connection_with_upgrades(TokioIo::new(io), svc),
+                    builder
+                        .h2
+                        .as_ref()
+                        .expect("invariant: HTTP/2 is on")
+                        .serve_connection_with_upgrades(TokioIo::new(io), svc),
                     handle
                 ),
                 false,
@@ -595,31 +674,41 @@ async fn serve_connection(
         }};
     }
     let result = match (tls, queue) {
-        (None, _) if h2c => drive_corked!(stream),
-        (None, Some(queue)) => drive!(SendfileStream::new(stream, queue)),
-        (None, None) => drive!(stream),
+        // (Each way is a box of its own: a union of all of them would be
+        // the size of the largest, for every connection.)
+        (None, _) if h2c && builder.h2.is_some() => Box::pin(async { drive_corked!(stream) }).await,
+        (None, Some(queue)) => {
+            Box::pin(async { drive_h1!(SendfileStream::new(stream, queue)) }).await
+        }
+        (None, None) => Box::pin(async { drive_h1!(stream) }).await,
         // A handshake gets as long as a request head.
         (Some(acceptor), _) => {
-            match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
-                Ok(Ok(s))
-                    if s.get_ref().1.alpn_protocol()
-                        == Some(hoard_acme::resolver::ACME_TLS_ALPN) =>
+            Box::pin(async {
+                let s = match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await
                 {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return Ok(());
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return Ok(());
+                    }
+                };
+                let alpn = s.get_ref().1.alpn_protocol();
+                if alpn == Some(hoard_acme::resolver::ACME_TLS_ALPN) {
                     // TLS-ALPN-01 validation: the handshake was the answer
                     // (RFC 8737 §3); no request follows.
-                    return;
+                    return Ok(());
                 }
-                Ok(Ok(s)) if s.get_ref().1.alpn_protocol() == Some(b"h2") => drive_corked!(s),
-                Ok(Ok(s)) => drive!(s),
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
+                if alpn == Some(b"h2") && builder.h2.is_some() {
+                    Box::pin(async { drive_corked!(s) }).await
+                } else {
+                    drive_h1!(s)
                 }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            }
+            })
+            .await
         }
     };
     if let Err(e) = result {

@@ -19,6 +19,7 @@
 //! | `HeadTimeout` | (HTTP/1.x) bytes of a request head arrived, and no request started within `header_read_timeout` | drop the connection at once |
 //! | `SendStalled` | a write has been blocked for `send_timeout` | drop the connection at once: its responses end, a fill it was reading goes on for others |
 //! | `ResetFlood` | more than `http2_max_resets` requests reset within one window | graceful close (GOAWAY), then drop |
+//! | `Park` | (HTTP/1.x) at least one request answered, then nothing in flight, no head begun and no byte either way for a whole tick | park it: hyper's buffers are released until the next byte (see `park`) |
 //!
 //! Reset floods are also signalled at once through `wake`, so a burst is
 //! answered without waiting for the tick.
@@ -79,6 +80,8 @@ pub enum Verdict {
     SendStalled,
     /// Too many requests reset within the window.
     ResetFlood,
+    /// Quiet between two requests for a tick: release the buffers.
+    Park,
 }
 
 impl Verdict {
@@ -90,6 +93,7 @@ impl Verdict {
             Verdict::HeadTimeout => "head-timeout",
             Verdict::SendStalled => "send-stalled",
             Verdict::ResetFlood => "reset-flood",
+            Verdict::Park => "park",
         }
     }
 }
@@ -138,6 +142,9 @@ pub struct Activity {
     /// Bytes arrived with no request in flight and no request has started
     /// since: a head is being read.
     head_begun: std::sync::atomic::AtomicBool,
+    /// The task is parking the connection: [`Watched`] flushes on
+    /// `poll_shutdown` and leaves the socket open (see `park`).
+    pub parking: std::sync::atomic::AtomicBool,
     resets: AtomicU64,
     window_start: AtomicU64,
     limits: Limits,
@@ -154,8 +161,8 @@ pub struct Watchdog {
     /// The head being read when a tick first saw it: requests started by
     /// then, and that tick's instant.
     head: Option<(u64, Instant)>,
-    /// Heads are timed (HTTP/1.x; an HTTP/2 connection reads frames
-    /// between requests).
+    /// Heads are timed and a quiet connection is parked (HTTP/1.x; an
+    /// HTTP/2 connection reads frames between requests).
     heads: bool,
 }
 
@@ -170,6 +177,7 @@ impl Activity {
             in_flight: AtomicUsize::new(0),
             started: AtomicU64::new(0),
             head_begun: std::sync::atomic::AtomicBool::new(false),
+            parking: std::sync::atomic::AtomicBool::new(false),
             resets: AtomicU64::new(0),
             window_start: AtomicU64::new(0),
             limits,
@@ -282,6 +290,14 @@ impl Activity {
         if idle && still >= self.limits.keep_alive_timeout {
             return Verdict::Idle;
         }
+        if idle
+            && dog.heads
+            && still >= self.limits.tick()
+            && !self.head_begun.load(Relaxed)
+            && self.started.load(Relaxed) > 0
+        {
+            return Verdict::Park;
+        }
         Verdict::Fine
     }
 }
@@ -358,12 +374,30 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Tracked<B> {
 pub struct Watched<S> {
     inner: S,
     activity: Arc<Activity>,
+    /// Bytes read before, handed out first (what hyper had read and not
+    /// parsed when the connection was parked).
+    unread: Bytes,
 }
 
 impl<S> Watched<S> {
     /// Wraps a stream.
     pub fn new(inner: S, activity: Arc<Activity>) -> Watched<S> {
-        Watched { inner, activity }
+        Watched {
+            inner,
+            activity,
+            unread: Bytes::new(),
+        }
+    }
+
+    /// The stream.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Hands `bytes` out ahead of the stream's own.
+    pub fn unread(&mut self, bytes: Bytes) {
+        debug_assert!(self.unread.is_empty());
+        self.unread = bytes;
     }
 
     fn wrote<T>(&self, r: &Poll<io::Result<T>>) {
@@ -398,7 +432,13 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let r = if self.unread.is_empty() {
+            Pin::new(&mut self.inner).poll_read(cx, buf)
+        } else {
+            let n = self.unread.len().min(buf.remaining());
+            buf.put_slice(&self.unread.split_to(n));
+            Poll::Ready(Ok(()))
+        };
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             self.activity.progressed();
             if self.activity.in_flight.load(Relaxed) == 0 {
@@ -451,6 +491,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.activity.parking.load(Relaxed) {
+            // hyper is handing the connection back: everything written
+            // leaves, the socket stays open.
+            return Pin::new(&mut self.inner).poll_flush(cx);
+        }
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

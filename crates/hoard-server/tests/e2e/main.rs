@@ -74,6 +74,7 @@ mod w_coalesce;
 mod w_fill;
 mod w_h2_origin;
 mod w_stale;
+mod x_idle;
 mod y_health;
 mod z_encoding;
 mod z_memory;
