@@ -226,9 +226,13 @@ async fn o00004_bad_purge_requests_name_the_field() {
 #[tokio::test]
 async fn o00005_soft_purge_serves_stale_with_one_refresh() {
     let t = Test::new("o00005");
+    // The refresh is answered only once both stale responses are in (the
+    // refresh is detached: unheld, it may finish before the second GET).
+    let release = t.barrier(2);
+    let r = release.clone();
     let origin = t
         .origin()
-        .script(|mut s| async move {
+        .script(move |mut s| async move {
             s.rxreq().await;
             s.txresp(200)
                 .hdr("Cache-Control", "max-age=600, stale-while-revalidate=60")
@@ -238,6 +242,7 @@ async fn o00005_soft_purge_serves_stale_with_one_refresh() {
                 .send()
                 .await;
             s.rxreq().await.expect_header("if-none-match", "\"1\"");
+            r.sync().await;
             s.txresp(200)
                 .hdr("Cache-Control", "max-age=600, stale-while-revalidate=60")
                 .hdr("ETag", "\"2\"")
@@ -260,6 +265,7 @@ async fn o00005_soft_purge_serves_stale_with_one_refresh() {
             .expect_body("v1")
             .expect_cache_status("detail=stale-while-revalidate");
     }
+    release.sync().await;
     proxy.wait_counter("objects_stored", 2).await;
     proxy.expect_counter("background_refreshes", 1);
     t.client(&proxy)
