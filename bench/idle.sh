@@ -156,17 +156,10 @@ start() {
         ;;
     nginx)
         start_nginx nginx taskset -c 0
-        local master=$STARTED_PID c
+        local master=$STARTED_PID
         wait_port "$PLAIN_PORT" nginx "$master"
-        SERVER_PID=""
-        for _ in $(seq 50); do
-            for c in $(pgrep -P "$master" || true); do
-                tr '\0' ' ' <"/proc/$c/cmdline" 2>/dev/null | grep -q 'worker process' && SERVER_PID=$c
-            done
-            [ -n "$SERVER_PID" ] && break
-            sleep 0.1
-        done
-        [ -n "$SERVER_PID" ] || die "no nginx worker"
+        nginx_worker "$master" nginx
+        SERVER_PID=$NGINX_WORKER
         MASTER_PID=$master
         ;;
     esac

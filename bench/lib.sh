@@ -262,9 +262,16 @@ EOF
     start_nginx "$name" taskset -c "$cpu"
     NGINX_MASTER="$STARTED_PID"
     wait_port "$port" "$name" "$NGINX_MASTER"
+    nginx_worker "$NGINX_MASTER" "$name"
+}
+
+# nginx_worker MASTER NAME: sets NGINX_WORKER to the worker process of the
+# nginx whose master is MASTER (waiting up to 5 s for it to start).
+nginx_worker() {
+    local master=$1 name=$2 c
     NGINX_WORKER=""
     for _ in $(seq 50); do
-        for c in $(pgrep -P "$NGINX_MASTER" || true); do
+        for c in $(pgrep -P "$master" || true); do
             if tr '\0' ' ' <"/proc/$c/cmdline" 2>/dev/null | grep -q 'worker process'; then
                 NGINX_WORKER="$c"
             fi

@@ -19,6 +19,10 @@
 //! the byte order is kept. A write that would grow the buffer past
 //! [`LIMIT`] first drains it and waits for the socket like any write.
 //!
+//! The buffer keeps the capacity of the largest poll's output; when the
+//! connection's watchdog finds it quiet (`Verdict::Park`) it is freed
+//! ([`Corked::release`]), so an idle connection holds none.
+//!
 //! ## Locking
 //!
 //! The mutex is only ever taken by the connection's own task (the transport
@@ -188,6 +192,17 @@ impl<F, S> Corked<F, S> {
     /// The connection (for a graceful shutdown).
     pub fn inner(self: Pin<&mut Self>) -> Pin<&mut F> {
         self.project().inner
+    }
+
+    /// The connection is quiet: gives the buffer's memory back (it keeps
+    /// the capacity of its largest poll, up to [`LIMIT`], otherwise). The
+    /// next poll that writes allocates it again. Nothing is released while
+    /// bytes wait for the socket.
+    pub fn release(&self) {
+        let mut s = self.shared.lock();
+        if s.sent >= s.buf.len() {
+            s.buf = Vec::new();
+        }
     }
 }
 

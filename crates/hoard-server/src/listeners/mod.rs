@@ -516,9 +516,10 @@ async fn serve_connection(
     // shutdown or when the watchdog finds it idle or flooding resets, and
     // at once when the client stopped reading (see `watch`).
     macro_rules! drive {
-        // The connection future, whether it is HTTP/1.x, and how to begin
-        // its graceful shutdown.
-        ($conn:expr, $h1:expr, |$c:ident| $graceful:expr) => {{
+        // The connection future, whether it is HTTP/1.x, how to begin its
+        // graceful shutdown, and what to release when it is quiet (HTTP/2;
+        // HTTP/1.x is parked, see `park`).
+        ($conn:expr, $h1:expr, |$c:ident| $graceful:expr, |$q:ident| $quiet:expr) => {{
             let conn = $conn;
             tokio::pin!(conn);
             let mut ticker = tokio::time::interval(limits.tick());
@@ -577,6 +578,12 @@ async fn serve_connection(
                         break Ok(());
                     }
                     _ if closing => {}
+                    Verdict::Park if !$h1 => {
+                        let $q = conn.as_mut();
+                        $quiet;
+                        counters.inc(&counters.connections_parked);
+                        hoard_heap::gave_back();
+                    }
                     Verdict::Park => {
                         // Only once hyper is between two requests (see
                         // `park`); never while draining.
@@ -612,7 +619,12 @@ async fn serve_connection(
             loop {
                 let (r, back) = Box::pin(async {
                     let mut conn = builder.h1.serve_connection(TokioIo::new(io), svc).with_upgrades();
-                    let r = drive!(&mut conn, true, |c| std::pin::Pin::new(&mut **c.get_mut()).graceful_shutdown());
+                    let r = drive!(
+                        &mut conn,
+                        true,
+                        |c| std::pin::Pin::new(&mut **c.get_mut()).graceful_shutdown(),
+                        |_q| ()
+                    );
                     let r = r.map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { e.into() });
                     if !activity.parking.swap(false, std::sync::atomic::Ordering::Relaxed) || r.is_err() {
                         return (r, None);
@@ -669,7 +681,8 @@ async fn serve_connection(
                     handle
                 ),
                 false,
-                |c| c.inner().graceful_shutdown()
+                |c| c.inner().graceful_shutdown(),
+                |q| q.release()
             )
         }};
     }

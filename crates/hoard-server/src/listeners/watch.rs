@@ -19,7 +19,7 @@
 //! | `HeadTimeout` | (HTTP/1.x) bytes of a request head arrived, and no request started within `header_read_timeout` | drop the connection at once |
 //! | `SendStalled` | a write has been blocked for `send_timeout` | drop the connection at once: its responses end, a fill it was reading goes on for others |
 //! | `ResetFlood` | more than `http2_max_resets` requests reset within one window | graceful close (GOAWAY), then drop |
-//! | `Park` | (HTTP/1.x) at least one request answered, then nothing in flight, no head begun and no byte either way for a whole tick | park it: hyper's buffers are released until the next byte (see `park`) |
+//! | `Park` | nothing in flight and no byte either way for a whole tick (HTTP/1.x: at least one request answered, no head begun); once per quiet spell | HTTP/1.x: park it, hyper's buffers released until the next byte (see `park`); HTTP/2: release the write batching buffer (see `cork`) |
 //!
 //! Reset floods are also signalled at once through `wake`, so a burst is
 //! answered without waiting for the tick.
@@ -161,9 +161,12 @@ pub struct Watchdog {
     /// The head being read when a tick first saw it: requests started by
     /// then, and that tick's instant.
     head: Option<(u64, Instant)>,
-    /// Heads are timed and a quiet connection is parked (HTTP/1.x; an
-    /// HTTP/2 connection reads frames between requests).
+    /// Heads are timed (HTTP/1.x; an HTTP/2 connection reads frames
+    /// between requests).
     heads: bool,
+    /// The progress count when the connection was last parked: one park
+    /// per quiet spell.
+    parked: Option<u64>,
 }
 
 impl Activity {
@@ -193,6 +196,7 @@ impl Activity {
             since: Instant::now(),
             head: None,
             heads,
+            parked: None,
         }
     }
 
@@ -290,12 +294,12 @@ impl Activity {
         if idle && still >= self.limits.keep_alive_timeout {
             return Verdict::Idle;
         }
-        if idle
-            && dog.heads
-            && still >= self.limits.tick()
-            && !self.head_begun.load(Relaxed)
-            && self.started.load(Relaxed) > 0
-        {
+        // HTTP/1.x: between two requests (one answered, no head begun);
+        // HTTP/2: no stream open.
+        let between =
+            !dog.heads || (!self.head_begun.load(Relaxed) && self.started.load(Relaxed) > 0);
+        if idle && between && still >= self.limits.tick() && dog.parked != Some(progress) {
+            dog.parked = Some(progress);
             return Verdict::Park;
         }
         Verdict::Fine
@@ -578,5 +582,67 @@ mod tests {
         assert_eq!(a.verdict(&mut dog), Verdict::Fine);
         assert_eq!(a.verdict(&mut dog), Verdict::Fine);
         drop(r);
+    }
+
+    /// Time passes for the watchdog: its last sight of progress moves back.
+    fn age(dog: &mut Watchdog, d: Duration) {
+        dog.since = dog.since.checked_sub(d).expect("the clock is past d");
+    }
+
+    #[tokio::test]
+    async fn an_http1_connection_parks_between_requests_once_per_quiet_spell() {
+        let a = Activity::new(limits());
+        let tick = a.limits.tick();
+        let mut dog = a.watchdog(true);
+        age(&mut dog, tick);
+        assert_eq!(
+            a.verdict(&mut dog),
+            Verdict::Fine,
+            "no request answered yet"
+        );
+        let mut r = a.request();
+        age(&mut dog, tick);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine, "a request in flight");
+        r.answered();
+        drop(r);
+        assert_eq!(
+            a.verdict(&mut dog),
+            Verdict::Fine,
+            "quiet for less than a tick"
+        );
+        age(&mut dog, tick);
+        assert_eq!(a.verdict(&mut dog), Verdict::Park);
+        age(&mut dog, tick);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine, "once per quiet spell");
+        // The next head's first bytes: not between two requests.
+        a.progressed();
+        a.head_begun.store(true, Relaxed);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine);
+        age(&mut dog, tick);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine, "a head begun");
+        a.head_begun.store(false, Relaxed);
+        age(&mut dog, tick);
+        assert_eq!(a.verdict(&mut dog), Verdict::Park, "a new quiet spell");
+    }
+
+    #[tokio::test]
+    async fn an_http2_connection_parks_when_no_stream_is_open() {
+        let a = Activity::new(limits());
+        let tick = a.limits.tick();
+        let mut dog = a.watchdog(false);
+        age(&mut dog, tick);
+        assert_eq!(
+            a.verdict(&mut dog),
+            Verdict::Park,
+            "preface and SETTINGS, then quiet"
+        );
+        let r = a.request();
+        age(&mut dog, tick);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine, "a stream open");
+        drop(r);
+        age(&mut dog, tick);
+        assert_eq!(a.verdict(&mut dog), Verdict::Park);
+        age(&mut dog, tick);
+        assert_eq!(a.verdict(&mut dog), Verdict::Fine, "once per quiet spell");
     }
 }
