@@ -636,10 +636,16 @@ mod tests {
             Verdict::Park,
             "preface and SETTINGS, then quiet"
         );
-        let r = a.request();
+        let mut r = a.request();
         age(&mut dog, tick);
         assert_eq!(a.verdict(&mut dog), Verdict::Fine, "a stream open");
+        r.answered();
         drop(r);
+        assert_eq!(
+            a.verdict(&mut dog),
+            Verdict::Fine,
+            "quiet for less than a tick"
+        );
         age(&mut dog, tick);
         assert_eq!(a.verdict(&mut dog), Verdict::Park);
         age(&mut dog, tick);
