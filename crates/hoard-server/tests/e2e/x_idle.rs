@@ -1,12 +1,14 @@
 //! x: idle connections are cheap. An HTTP/1.x keep-alive connection quiet
 //! between two requests is parked (hyper's buffers freed) and serves its
 //! next request on the same socket, whatever shape that request arrives in.
+//! An HTTP/2 connection with no stream open releases its write batching
+//! buffer when quiet and serves its next stream.
 
 use std::time::Duration;
 
 use hoard_testkit::{Endpoint, Test};
 use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls_pki_types::ServerName;
 
 /// A 40 ms head timeout makes the watchdog's tick 10 ms, so a connection
@@ -100,7 +102,7 @@ async fn x00002_a_parked_tls_connection_keeps_its_session() {
 }
 
 // x00003: a parked connection still ends at `keep_alive_timeout`, counted
-// as an idle close; an HTTP/2 connection is never parked.
+// as an idle close.
 #[tokio::test]
 async fn x00003_a_parked_connection_is_closed_when_idle_too_long() {
     let t = Test::new("x00003");
@@ -120,5 +122,41 @@ async fn x00003_a_parked_connection_is_closed_when_idle_too_long() {
     conn.expect_closed().await;
     proxy.expect_counter("connections_idle_closed", 1);
     proxy.expect_counter("connections_parked", 1);
+    origin.finish().await;
+}
+
+// x00004: an HTTP/2 connection (prior knowledge) that answered a 300 KiB
+// response and went quiet is parked: its batching buffer, grown by that
+// response, is released. Its next stream (a hit) gets the whole body, it
+// parks again, and it stayed one connection with one origin request.
+#[tokio::test]
+async fn x00004_a_quiet_http2_connection_releases_its_buffer_and_serves_on() {
+    let t = Test::new("x00004");
+    let big: String = "0123456789abcdef".repeat(300 * 1024 / 16);
+    let origin = t.origin().script_fresh("/big", 600, &big).start().await;
+    let proxy = t.proxy().origin(&origin).config(quick_ticks).start().await;
+    let tcp = tokio::net::TcpStream::connect(proxy.endpoint())
+        .await
+        .unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    for (parked, want) in [(1, "fwd=uri-miss"), (2, "hit")] {
+        let req = http::Request::get("http://localhost/big")
+            .body(Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let status = resp.headers()["cache-status"].to_str().unwrap().to_string();
+        assert!(status.contains(want), "{status}");
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body.len(), big.len());
+        assert!(body == big.as_bytes(), "the body arrived intact");
+        proxy.wait_counter("connections_parked", parked).await;
+    }
+    assert_eq!(proxy.counter("connections_accepted"), 1);
+    assert_eq!(proxy.counter("connections_idle_closed"), 0);
     origin.finish().await;
 }
