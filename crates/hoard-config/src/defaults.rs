@@ -58,6 +58,7 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             max_requests_per_connection: 10_000,
             http2_max_streams: 256,
+            http3_max_streams: 100,
             keep_alive_timeout: Duration::from_secs(75),
             send_timeout: Duration::from_secs(60),
             tunnel_idle_timeout: Duration::from_secs(3600),

@@ -56,6 +56,7 @@ pub struct RawServer {
     pub max_connections: Option<usize>,
     pub max_requests_per_connection: Option<u64>,
     pub http2_max_streams: Option<u32>,
+    pub http3_max_streams: Option<u32>,
     pub keep_alive_timeout: Option<Dur>,
     pub send_timeout: Option<Dur>,
     pub tunnel_idle_timeout: Option<Dur>,

@@ -12,7 +12,7 @@
 //! goes to [`Pipeline::serve`], the response head, data and trailers go
 //! back on the stream. QUIC's own limits: idle connections close after
 //! `keep_alive_timeout` (the idle timeout both ends agree on), at most
-//! `http2_max_streams` request streams at once per connection, flow
+//! `http3_max_streams` request streams at once per connection, flow
 //! control windows that bound a connection's buffers (256 KiB per stream,
 //! 2 MiB per connection, each way), the address validation and
 //! anti-amplification limit of RFC 9000 §8 (quinn).
@@ -73,7 +73,9 @@ pub fn transport(server: &ServerConfig) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
     let idle = server.keep_alive_timeout.max(Duration::from_millis(100));
     t.max_idle_timeout(quinn::IdleTimeout::try_from(idle).ok());
-    t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(server.http2_max_streams));
+    // quinn keeps an entry per stream the client may open (two maps, sized
+    // in powers of two): 256 would cost about 18 KB more per connection.
+    t.max_concurrent_bidi_streams(quinn::VarInt::from_u32(server.http3_max_streams));
     // The client's control and QPACK streams (RFC 9114 §6.2, RFC 9204 §4.2).
     t.max_concurrent_uni_streams(quinn::VarInt::from_u32(8));
     // Memory per connection: what a client may have in flight to hoard

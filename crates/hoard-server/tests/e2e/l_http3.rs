@@ -615,3 +615,49 @@ async fn l00007_origin_trailers_reach_an_http3_client() {
     assert_eq!(trailers["x-checksum"], "c0ffee");
     origin.finish().await;
 }
+
+// l00008: a QUIC connection may have `http3_max_streams` request streams
+// open at once (default 100, RFC 9114 §6.1's floor; HTTP/2's limit is
+// `http2_max_streams`): the client can open that many bidirectional
+// streams and not one more, and requests are served under a low limit.
+#[tokio::test]
+async fn l00008_request_streams_per_connection_are_http3_max_streams() {
+    use futures_util::FutureExt;
+    let t = Test::new("l00008");
+    let origin = t.origin().script_fresh("/s", 600, "sss").start().await;
+    for (limit, config) in [(100u64, None), (3, Some(3u32))] {
+        let proxy = t
+            .proxy()
+            .origin(&origin)
+            .config(move |c| {
+                http3_listener(c);
+                if let Some(n) = config {
+                    c.server.http3_max_streams = n;
+                }
+            })
+            .start()
+            .await;
+        let client = H3Client::connect(&proxy).await;
+        let mut open = Vec::new();
+        for i in 0..limit {
+            let s = client
+                .conn
+                .open_bi()
+                .now_or_never()
+                .unwrap_or_else(|| panic!("stream {i} of {limit} could not be opened"))
+                .unwrap();
+            open.push(s);
+        }
+        assert!(
+            client.conn.open_bi().now_or_never().is_none(),
+            "stream {limit} waits for the server's credit"
+        );
+        if config.is_some() {
+            let mut other = H3Client::connect(&proxy).await;
+            let r = other.request("GET", "/s", None).await;
+            assert_eq!(r.head.status, 200);
+            assert_eq!(r.body, b"sss");
+        }
+    }
+    origin.finish().await;
+}
