@@ -30,7 +30,6 @@ IDLE="${IDLE:-500}"
 KEEP="${KEEP:-0}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 HOARD_BIN="${HOARD_BIN:-$ROOT/target/release/hoard}"
-CLIENT="$ROOT/target/release/examples/h3bench"
 NEXT_PORT="${BASE_PORT:-18700}"
 
 require_whole DURATION "a whole number of seconds"
@@ -41,19 +40,14 @@ ensure_tools nginx:nginx-light openssl:openssl curl:curl taskset:util-linux
 NCPU="$(nproc)"
 raise_nofile
 build_hoard
-if [ "$SKIP_BUILD" != 1 ] || [ ! -x "$CLIENT" ]; then
-    log "building the client (cargo build --release -p hoard-server --example h3bench)"
-    (cd "$ROOT" && cargo build --release -p hoard-server --example h3bench) || die "client build failed"
-fi
+build_h3bench
+CLIENT="$H3BENCH"
 
 start_run http3
 free_port ORIGIN_PORT
 free_port HOARD_PORT
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$RUN/key.pem" -out "$RUN/cert.pem" -days 2 -subj /CN=localhost \
-    -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
-    -addext basicConstraints=critical,CA:FALSE 2>/dev/null
+localhost_cert
 
 mkdir -p "$RUN/www"
 head -c 1024 /dev/urandom >"$RUN/www/1k"

@@ -35,7 +35,6 @@ SERVERS="${SERVERS:-hoard nginx}"
 KEEP="${KEEP:-0}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 HOARD_BIN="${HOARD_BIN:-$ROOT/target/release/hoard}"
-CLIENT="$ROOT/target/release/examples/h3bench"
 NEXT_PORT="${BASE_PORT:-18900}"
 
 require_whole IDLE
@@ -62,20 +61,15 @@ fi
 NOFILE="$(ulimit -n)"
 [ "$NOFILE" != unlimited ] || NOFILE=1048576
 build_hoard
-if [ "$SKIP_BUILD" != 1 ] || [ ! -x "$CLIENT" ]; then
-    log "building the client (cargo build --release -p hoard-server --example h3bench)"
-    (cd "$ROOT" && cargo build --release -p hoard-server --example h3bench) || die "client build failed"
-fi
+build_h3bench
+CLIENT="$H3BENCH"
 
 start_run idle
 free_port ORIGIN_PORT
 free_port PLAIN_PORT
 free_port TLS_PORT
 
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$RUN/key.pem" -out "$RUN/cert.pem" -days 2 -subj /CN=localhost \
-    -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
-    -addext basicConstraints=critical,CA:FALSE 2>/dev/null
+localhost_cert
 mkdir -p "$RUN/www"
 head -c 1024 /dev/urandom >"$RUN/www/1k"
 write_static_origin

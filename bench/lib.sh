@@ -80,6 +80,26 @@ build_hoard() {
     [ -x "$HOARD_BIN" ] || die "hoard binary not found at $HOARD_BIN"
 }
 
+# build_h3bench: sets H3BENCH to the bench client (the h3bench example:
+# HTTP/1.1, HTTP/2 and HTTP/3 load and idle connections), building it
+# unless SKIP_BUILD=1 and it exists.
+build_h3bench() {
+    H3BENCH="$ROOT/target/release/examples/h3bench"
+    if [ "${SKIP_BUILD:-0}" != 1 ] || [ ! -x "$H3BENCH" ]; then
+        log "building the client (cargo build --release -p hoard-server --example h3bench)"
+        (cd "$ROOT" && cargo build --release -p hoard-server --example h3bench) || die "client build failed"
+    fi
+}
+
+# localhost_cert: a self-signed P-256 certificate for localhost and
+# 127.0.0.1 in $RUN/cert.pem, its key in $RUN/key.pem.
+localhost_cert() {
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+        -keyout "$RUN/key.pem" -out "$RUN/cert.pem" -days 2 -subj /CN=localhost \
+        -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+        -addext basicConstraints=critical,CA:FALSE 2>/dev/null || die "openssl: localhost certificate"
+}
+
 # ------------------------------------------------- work dir, processes ----
 PIDS=()      # processes we started, stopped in reverse order on exit
 CUR_PERF=""  # perf stat running right now, if any: stopped first, with SIGINT

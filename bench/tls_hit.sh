@@ -47,9 +47,7 @@ free_port NGINX_PORT
 free_port HOARD_PORT
 
 # ------------------------------------------------------------- certificate ----
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-    -keyout "$RUN/key.pem" -out "$RUN/cert.pem" -days 2 -subj /CN=localhost \
-    -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null
+localhost_cert
 
 # ------------------------------------------------------------------ origin ----
 mkdir -p "$RUN/www"
