@@ -24,7 +24,8 @@
 //! the client stops reading for `send_timeout`, or when it resets more than
 //! `max_resets` requests. An HTTP/1.x connection quiet between two requests
 //! is parked: hyper hands the socket back and its buffers are freed until
-//! the next byte (`park`).
+//! the next byte (`park`). A quiet HTTP/2 connection stays with hyper and
+//! frees its write batching buffer (`cork`).
 //!
 //! ## Shutdown
 //!
