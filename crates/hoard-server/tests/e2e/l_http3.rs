@@ -661,3 +661,62 @@ async fn l00008_request_streams_per_connection_are_http3_max_streams() {
     }
     origin.finish().await;
 }
+
+// l00009: QPACK string literals (Huffman-coded, RFC 9204 §4.1.2) carry
+// every octet a field value may hold, both ways: a request field of every
+// visible ASCII character, space and tab, and a 6 KiB one, reach the origin
+// unchanged; the origin's response fields of the same octets reach the
+// client unchanged on the fill and on the hit; so does a target of every
+// character a path and query may hold.
+#[tokio::test]
+async fn l00009_field_values_of_every_octet_cross_http3_unchanged() {
+    let visible: String = (0x21u8..=0x7e).map(char::from).collect();
+    let spaced = format!("a {visible}\tz");
+    let long: String = (0..6 * 1024)
+        .map(|i| char::from(0x21 + (i * 7 % 94) as u8))
+        .collect();
+    let path = "/p/AZaz09-._~!$&'()*+,;=:@%2F?q=AZaz09-._~!$&'()*+,;=:@/?%20";
+    let t = Test::new("l00009");
+    let origin = t
+        .origin()
+        .script({
+            let (spaced, long) = (spaced.clone(), long.clone());
+            move |mut s| async move {
+                let r = s.rxreq().await;
+                r.expect_url(path)
+                    .expect_header("x-spaced", &spaced)
+                    .expect_header("x-long", &long);
+                s.txresp(200)
+                    .hdr("Cache-Control", "max-age=600")
+                    .hdr("X-Spaced", &spaced)
+                    .hdr("X-Long", &long)
+                    .body("fields")
+                    .send()
+                    .await;
+            }
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(http3_listener)
+        .start()
+        .await;
+    let mut c = H3Client::connect(&proxy).await;
+    let fields = [("x-spaced", spaced.as_str()), ("x-long", long.as_str())];
+    for round in ["fill", "hit"] {
+        let r = c.request_with("GET", path, &fields, None).await;
+        assert_eq!(r.head.status, 200, "{round}");
+        assert_eq!(r.header("x-spaced"), Some(spaced.as_str()), "{round}");
+        assert_eq!(r.header("x-long"), Some(long.as_str()), "{round}");
+        assert_eq!(r.body, b"fields", "{round}");
+        if round == "fill" {
+            proxy.wait_counter("objects_stored", 1).await;
+        } else {
+            assert!(r.header("cache-status").unwrap().contains("hit"));
+        }
+    }
+    assert_eq!(origin.requests(), 1);
+    origin.finish().await;
+}
