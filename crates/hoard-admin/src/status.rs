@@ -236,6 +236,11 @@ pub fn status(admin: &Admin) -> Value {
                         "backup": s.backup,
                         "admin": s.admin.as_str(),
                         "probes": s.probes.map(|w| json!({ "passed": w.passed(), "window": w.window(), "healthy": w.healthy() })),
+                        "connections": {
+                            "http1_idle": s.http1_idle,
+                            "http2": s.http2.0,
+                            "http2_streams": s.http2.1,
+                        },
                     })
                 })
                 .collect();

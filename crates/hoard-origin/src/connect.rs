@@ -249,7 +249,7 @@ impl Upstream {
         });
         match tokio::time::timeout_at(deadline, watched.settled()).await {
             Err(_) => {
-                h2c.retire();
+                h2c.shut();
                 self.counters.inc(&self.counters.origin_connect_errors);
                 Err(ProxyError::origin(
                     ErrorKind::ConnectTimeout,
@@ -261,6 +261,15 @@ impl Upstream {
             }
             Ok(()) if !watched.has_settings() => {
                 Err(refused("connection closed before SETTINGS".into()))
+            }
+            // RFC 9113 §6.5.2: a server that allows no stream does not wish
+            // to take requests; waiting on it would hold the request until
+            // the read timeout, and the next one would open another.
+            Ok(()) if watched.max_streams() == 0 => {
+                h2c.shut();
+                Err(refused(
+                    "allows no stream (SETTINGS_MAX_CONCURRENT_STREAMS = 0)".into(),
+                ))
             }
             Ok(()) => Ok(Conn::H2(h2c)),
         }

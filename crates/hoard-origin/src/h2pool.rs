@@ -85,6 +85,13 @@ impl H2Conn {
         self.retired.store(true, Ordering::Relaxed);
     }
 
+    /// Retired and closed now (its task ends it): a connection no request
+    /// will use.
+    pub(crate) fn shut(&self) {
+        self.retire();
+        self.close.notify_one();
+    }
+
     fn usable(&self) -> bool {
         !self.retired.load(Ordering::Relaxed) && !self.watched.goaway() && !self.sender.is_closed()
     }
@@ -217,6 +224,16 @@ impl H2Conns {
     /// Connections open now (for tests and stats).
     pub(crate) fn open(&self) -> usize {
         self.inner.lock().conns.len()
+    }
+
+    /// Streams in flight now, over every connection open.
+    pub(crate) fn streams(&self) -> u32 {
+        let inner = self.inner.lock();
+        inner
+            .conns
+            .iter()
+            .map(|c| c.streams.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// `conn`'s last stream ended: beyond `max_idle` idle connections it

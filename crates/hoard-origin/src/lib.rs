@@ -120,6 +120,10 @@ pub struct ServerState<'a> {
     pub admin: health::Admin,
     /// The probes' window, with a health check.
     pub probes: Option<health::ProbeWindow>,
+    /// Idle HTTP/1.1 connections held for reuse.
+    pub http1_idle: usize,
+    /// HTTP/2 connections open, and the streams in flight over them.
+    pub http2: (usize, u32),
 }
 
 /// One origin server group. See the module docs.
@@ -292,8 +296,9 @@ impl Upstream {
         let now = self.clock.now();
         self.all()
             .zip(&self.health)
+            .zip(&self.pools)
             .zip(0..)
-            .map(|((s, h), i)| ServerState {
+            .map(|(((s, h), pool), i)| ServerState {
                 address: s.authority.as_str(),
                 backup: i >= self.cfg.servers.len(),
                 state: match (h.admin(), h.is_down(now)) {
@@ -303,6 +308,8 @@ impl Upstream {
                 },
                 admin: h.admin(),
                 probes: h.probe_window(),
+                http1_idle: pool.idle_len(),
+                http2: (pool.h2_open(), pool.h2_streams()),
             })
             .collect()
     }

@@ -85,6 +85,11 @@ impl Pool {
     pub fn h2_open(&self) -> usize {
         self.h2.open()
     }
+
+    /// HTTP/2 streams in flight now.
+    pub fn h2_streams(&self) -> u32 {
+        self.h2.streams()
+    }
 }
 
 /// A connection in use, returned to its pool when the response body ends

@@ -515,3 +515,107 @@ async fn w20014_idle_connections_close() {
     origin.wait_closed(3).await;
     assert_eq!(origin.connections(), 3);
 }
+
+// w20015: a server that allows no stream at all (`SETTINGS_MAX_CONCURRENT_
+// STREAMS = 0`, RFC 9113 §6.5.2: it does not wish to take requests) is a
+// refused connection, not a place to queue: the request fails over to the
+// next server at once, and with no other server it is a 502 (not a wait
+// for the read timeout); the server never sees a request, and concurrent
+// requests do not open a connection each and wait on all of them.
+#[tokio::test]
+async fn w20015_a_server_allowing_no_stream_is_refused() {
+    let t = Test::new("w20015");
+    let a = t
+        .h2_origin()
+        .max_streams(0)
+        .handler(|_| async { Reply::ok("a", &[]) })
+        .start()
+        .await;
+    let b = t
+        .h2_origin()
+        .handler(|_| async { Reply::ok("b", &[]) })
+        .start()
+        .await;
+    let hour = Duration::from_secs(3600);
+    let proxy = to(&t, &[&a, &b], OriginProtocol::H2)
+        .upstream(move |u| u.read_timeout = hour)
+        .start()
+        .await;
+    t.client(&proxy)
+        .get("/f")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_body("b");
+    assert_eq!((a.requests(), b.requests()), (0, 1));
+    assert!(a.connections() >= 1);
+    proxy
+        .expect_counter("origin_failovers", 1)
+        .expect_counter("origin_connect_errors", 1);
+
+    let alone = to(&t, &[&a], OriginProtocol::H2)
+        .upstream(move |u| u.read_timeout = hour)
+        .start()
+        .await;
+    let clients: Vec<_> = (0..4)
+        .map(|k| t.client(&alone).get(&format!("/n{k}")).spawn())
+        .collect();
+    for c in clients {
+        c.await.unwrap().expect_status(502);
+    }
+    assert_eq!(a.requests(), 0);
+}
+
+// w20016: `/status` shows each server's connections: three fills in flight
+// over HTTP/2 are three streams on one connection; once they are answered
+// the connection stays open with none.
+#[tokio::test]
+async fn w20016_status_shows_http2_connections_and_streams() {
+    let t = Test::new("w20016");
+    let arrived = Arc::new(Barrier::new(4));
+    let release = Arc::new(Notify::new());
+    let origin = t
+        .h2_origin()
+        .handler({
+            let (arrived, release) = (arrived.clone(), release.clone());
+            move |r| {
+                let (arrived, release) = (arrived.clone(), release.clone());
+                async move {
+                    let go = release.notified();
+                    arrived.wait().await;
+                    go.await;
+                    Reply::ok(r.path().to_string(), &[("cache-control", "max-age=60")])
+                }
+            }
+        })
+        .start()
+        .await;
+    let proxy = to(&t, &[&origin], OriginProtocol::H2).admin().start().await;
+    let clients: Vec<_> = (0..3)
+        .map(|k| t.client(&proxy).get(&format!("/s{k}")).spawn())
+        .collect();
+    arrived.wait().await;
+    let st = crate::admin::status(&t, &proxy).await;
+    let conns = &st["upstreams"][0]["servers"][0]["connections"];
+    assert_eq!(
+        (conns["http2"].as_u64(), conns["http2_streams"].as_u64()),
+        (Some(1), Some(3)),
+        "{st}"
+    );
+    assert_eq!(conns["http1_idle"], 0, "{st}");
+    release.notify_waiters();
+    for (k, c) in clients.into_iter().enumerate() {
+        c.await
+            .unwrap()
+            .expect_status(200)
+            .expect_body(format!("/s{k}"));
+    }
+    let st = crate::admin::status(&t, &proxy).await;
+    let conns = &st["upstreams"][0]["servers"][0]["connections"];
+    assert_eq!(
+        (conns["http2"].as_u64(), conns["http2_streams"].as_u64()),
+        (Some(1), Some(0)),
+        "{st}"
+    );
+    assert_eq!(origin.connections(), 1);
+}
