@@ -67,6 +67,8 @@ pub enum Reply {
     Hang,
     /// The whole connection dropped (TCP closed) without an answer.
     DropConnection,
+    /// An interim (1xx) response head, then this response whole.
+    Interim(http::Response<()>, http::Response<Bytes>),
 }
 
 impl Reply {
@@ -91,6 +93,7 @@ struct Stats {
     connections: AtomicUsize,
     closed: tokio::sync::watch::Sender<usize>,
     requests: AtomicUsize,
+    interims: AtomicUsize,
     http2: AtomicUsize,
     most_streams: AtomicUsize,
     alpn: Mutex<Vec<Option<String>>>,
@@ -308,7 +311,21 @@ impl Server {
             seq,
             body: Bytes::from(data),
         };
-        match (self.handler)(req).await {
+        let reply = match (self.handler)(req).await {
+            Reply::Interim(interim, then) => {
+                self.log(format_args!("tx {} (request {seq})", interim.status()));
+                match respond.send_informational(interim) {
+                    Ok(()) => {
+                        self.stats.interims.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(e) => self.log(format_args!("request {seq}: send failed: {e}")),
+                }
+                Reply::Full(then)
+            }
+            other => other,
+        };
+        match reply {
+            Reply::Interim(..) => unreachable!("answered above"),
             Reply::Full(resp) => {
                 let (head, body) = resp.into_parts();
                 let end = body.is_empty();
@@ -389,6 +406,11 @@ impl H2Origin {
     /// Requests received so far (bodies read).
     pub fn requests(&self) -> usize {
         self.stats.requests.load(Ordering::SeqCst)
+    }
+
+    /// Interim (1xx) heads sent.
+    pub fn interims_sent(&self) -> usize {
+        self.stats.interims.load(Ordering::SeqCst)
     }
 
     /// Of those, requests that came over HTTP/2.

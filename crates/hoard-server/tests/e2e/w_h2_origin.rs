@@ -619,3 +619,44 @@ async fn w20016_status_shows_http2_connections_and_streams() {
     );
     assert_eq!(origin.connections(), 1);
 }
+
+// w20017: a `103 Early Hints` from an HTTP/2 origin: the final response
+// reaches the client whole and is stored, a hit of it after; the hint is
+// not relayed (hyper's HTTP/2 client does not surface 1xx heads, unlike
+// its HTTP/1.1 client, see f00060), so the client's first head is the 200.
+#[tokio::test]
+async fn w20017_early_hints_from_an_http2_origin() {
+    let t = Test::new("w20017");
+    let origin = t
+        .h2_origin()
+        .handler(|_| async {
+            let hints = http::Response::builder()
+                .status(103)
+                .header("link", "</style.css>; rel=preload")
+                .body(())
+                .unwrap();
+            let Reply::Full(page) = Reply::ok("page", &[("cache-control", "max-age=600")]) else {
+                unreachable!()
+            };
+            Reply::Interim(hints, page)
+        })
+        .start()
+        .await;
+    let proxy = to(&t, &[&origin], OriginProtocol::H2).start().await;
+    let mut c = t.client(&proxy).connect().await;
+    c.send_raw("GET /page HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await;
+    c.read_response()
+        .await
+        .expect_status(200)
+        .expect_no_header("link")
+        .expect_body("page");
+    t.client(&proxy)
+        .get("/page")
+        .send()
+        .await
+        .expect_status(200)
+        .expect_cache_status("hit")
+        .expect_body("page");
+    assert_eq!((origin.requests(), origin.interims_sent()), (1, 1));
+}
