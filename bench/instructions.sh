@@ -17,7 +17,9 @@
 # and a `rewrite_query` that rewrites the query of every request), whose
 # difference to plain is reported in instructions; and with a route whose
 # links are signed (`signed_urls`, nginx-md5), loaded with a valid link,
-# against plain with that same URL, reported the same way.
+# against plain with that same URL, reported the same way. Last, both
+# proxies over TLS (the same P-256 certificate; HTTP/1.1, wrk's OpenSSL
+# client, nginx with its session cache on), for the TLS rows.
 set -euo pipefail
 BENCH_NAME=instr
 # shellcheck source-path=SCRIPTDIR
@@ -34,6 +36,8 @@ start_run instr
 OUT=$RUN
 NEXT_PORT=${BASE_PORT:-18280}  # first loopback port to try
 free_port ORIGIN; free_port HOARD; free_port NGINX; free_port ADMIN
+free_port HOARD_TLS; free_port NGINX_TLS
+localhost_cert
 
 build_hoard
 head -c 1024 /dev/urandom > "$OUT/1k.bin"
@@ -54,8 +58,33 @@ http {
     listen 127.0.0.1:$NGINX; keepalive_requests 1000000;
     location / { proxy_pass http://o; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_cache z; }
   }
+  server {
+    listen 127.0.0.1:$NGINX_TLS ssl; keepalive_requests 1000000;
+    ssl_certificate $OUT/cert.pem; ssl_certificate_key $OUT/key.pem; ssl_session_cache shared:SSL:10m;
+    location / { proxy_pass http://o; proxy_http_version 1.1; proxy_set_header Connection ""; proxy_cache z; }
+  }
 }
 NGX
+
+# hoard over TLS: the plain run's route on a TLS listener.
+cat > "$OUT/tls.toml" <<TOML
+[server]
+threads = 1
+
+[[listener]]
+address = "127.0.0.1:$HOARD_TLS"
+tls = { cert = "$OUT/cert.pem", key = "$OUT/key.pem" }
+
+[upstream.origin]
+servers = ["http://127.0.0.1:$ORIGIN"]
+
+[[site]]
+[[site.route]]
+prefix = "/"
+upstream = "origin"
+TOML
+"$HOARD_BIN" check --config "$OUT/tls.toml" >/dev/null \
+    || die "hoard rejects $OUT/tls.toml"
 
 # The same origin and listener as the plain run, one worker thread, and a
 # route whose edge rules let every request of the load through.
@@ -154,27 +183,28 @@ SIGNED_PATH=$("$HOARD_BIN" sign --config "$OUT/signed.toml" --url /1k.bin --expi
 wait_port "$ORIGIN" origin "$ORIGIN_PID" "$OUT/origin.log"
 
 # measure NAME PORT CMD...: sets RESULT="requests instructions strace-requests syscalls"
-# (the URL's path and query: $MPATH, default /1k.bin)
+# (the URL's path and query: $MPATH, default /1k.bin; its scheme: $MSCHEME,
+# default http)
 measure() {
   local name=$1 port=$2; shift 2
-  local path=${MPATH:-/1k.bin}
+  local path=${MPATH:-/1k.bin} scheme=${MSCHEME:-http}
   spawn "$OUT/$name.log" valgrind --tool=callgrind --callgrind-out-file="$OUT/$name.cg" "$@"
   local vg=$STARTED_PID
   sleep 2; wait_port "$port" "$name (callgrind)" "$vg" "$OUT/$name.log"
-  curl -sf -o /dev/null "http://127.0.0.1:$port$path"; curl -sf -o /dev/null "http://127.0.0.1:$port$path"
-  wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port$path" >/dev/null
+  curl -skf -o /dev/null "$scheme://127.0.0.1:$port$path"; curl -skf -o /dev/null "$scheme://127.0.0.1:$port$path"
+  wrk -t1 -c"$CONNS" -d2s "$scheme://127.0.0.1:$port$path" >/dev/null
   callgrind_control -z "$vg" >/dev/null
-  local reqs; reqs=$(wrk -t1 -c"$CONNS" -d"${DURATION}s" "http://127.0.0.1:$port$path" | awk '/requests in/ {print $1}')
+  local reqs; reqs=$(wrk -t1 -c"$CONNS" -d"${DURATION}s" "$scheme://127.0.0.1:$port$path" | awk '/requests in/ {print $1}')
   callgrind_control -d "$vg" >/dev/null; sleep 1
   local ir; ir=$(grep -h '^summary:' "$OUT/$name.cg".* | awk '{s+=$2} END {print s}')
   stop_pid "$vg"
   # System calls per request, natively (strace slows the proxy, not the counts).
   spawn /dev/null "$@"
   local p=$STARTED_PID
-  wait_port "$port" "$name" "$p"; curl -sf -o /dev/null "http://127.0.0.1:$port$path"; curl -sf -o /dev/null "http://127.0.0.1:$port$path"
+  wait_port "$port" "$name" "$p"; curl -skf -o /dev/null "$scheme://127.0.0.1:$port$path"; curl -skf -o /dev/null "$scheme://127.0.0.1:$port$path"
   timeout $((DURATION / 2 + 3)) strace -c -f -p "$p" -o "$OUT/$name.strace" & local st=$!
   sleep 1
-  local sreqs; sreqs=$(wrk -t1 -c"$CONNS" -d"$((DURATION / 2))s" "http://127.0.0.1:$port$path" | awk '/requests in/ {print $1}')
+  local sreqs; sreqs=$(wrk -t1 -c"$CONNS" -d"$((DURATION / 2))s" "$scheme://127.0.0.1:$port$path" | awk '/requests in/ {print $1}')
   wait "$st" 2>/dev/null || true
   stop_pid "$p"
   local calls; calls=$(awk '/total$/ {print $4}' "$OUT/$name.strace")
@@ -202,10 +232,14 @@ MPATH="$SIGNED_PATH" measure hoard-signed-plain "$HOARD" "$HOARD_BIN" --upstream
 read -r pr pi psr pc <<<"$RESULT"
 measure nginx "$NGINX" nginx -c "$OUT/nginx.conf"
 read -r nr ni nsr nc <<<"$RESULT"
+MSCHEME=https measure hoard-tls "$HOARD_TLS" "$HOARD_BIN" run --config "$OUT/tls.toml"
+read -r tr ti tsr tc <<<"$RESULT"
+MSCHEME=https measure nginx-tls "$NGINX_TLS" nginx -c "$OUT/nginx.conf"
+read -r xr xi xsr xc <<<"$RESULT"
 
-python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" "$lr" "$li" "$lsr" "$lc" "$er" "$ei" "$esr" "$ec" "$wr" "$wi" "$wsr" "$wc" "$vr" "$vi" "$vsr" "$vc" "$qr" "$qi" "$qsr" "$qc" "$gr" "$gi" "$gsr" "$gc" "$pr" "$pi" "$psr" "$pc" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
+python3 - "$hr" "$hi" "$hsr" "$hc" "$nr" "$ni" "$nsr" "$nc" "$lr" "$li" "$lsr" "$lc" "$er" "$ei" "$esr" "$ec" "$wr" "$wi" "$wsr" "$wc" "$vr" "$vi" "$vsr" "$vc" "$qr" "$qi" "$qsr" "$qc" "$gr" "$gi" "$gsr" "$gc" "$pr" "$pi" "$psr" "$pc" "$tr" "$ti" "$tsr" "$tc" "$xr" "$xi" "$xsr" "$xc" <<'PY' | tee "$OUT_DIR/instructions-$(date +%Y%m%d-%H%M%S).md"
 import sys
-hr, hi, hsr, hc, nr, ni, nsr, nc, lr, li, lsr, lc, er, ei, esr, ec, wr, wi, wsr, wc, vr, vi, vsr, vc, qr, qi, qsr, qc, gr, gi, gsr, gc, pr, pi, psr, pc = map(float, sys.argv[1:])
+hr, hi, hsr, hc, nr, ni, nsr, nc, lr, li, lsr, lc, er, ei, esr, ec, wr, wi, wsr, wc, vr, vi, vsr, vc, qr, qi, qsr, qc, gr, gi, gsr, gc, pr, pi, psr, pc, tr, ti, tsr, tc, xr, xi, xsr, xc = map(float, sys.argv[1:])
 h_ipr, n_ipr = hi / hr, ni / nr
 h_spr, n_spr = hc / hsr, nc / nsr
 print("| proxy | requests (callgrind) | user instructions / 1 KiB hit | syscalls / hit |")
@@ -232,5 +266,10 @@ p_ipr, p_spr = pi / pr, pc / psr
 print(f"| hoard, plain, signed URL | {int(pr)} | {p_ipr:,.0f} | {p_spr:.2f} |")
 print(f"| hoard, signed_urls (nginx-md5), same URL | {int(gr)} | {g_ipr:,.0f} | {g_spr:.2f} |")
 print(f"| **hoard signed_urls - plain (same URL)** | | **{g_ipr - p_ipr:+,.0f} instructions** | |")
+t_ipr, t_spr = ti / tr, tc / tsr
+x_ipr, x_spr = xi / xr, xc / xsr
+print(f"| hoard, TLS (HTTP/1.1) | {int(tr)} | {t_ipr:,.0f} | {t_spr:.2f} |")
+print(f"| nginx proxy_cache, TLS (HTTP/1.1) | {int(xr)} | {x_ipr:,.0f} | {x_spr:.2f} |")
+print(f"| **hoard/nginx over TLS** | | **{t_ipr / x_ipr:.2f}x** | **{t_spr / x_spr:.2f}x** |")
 PY
 STATUS=0

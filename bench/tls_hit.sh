@@ -9,12 +9,17 @@
 # not close each HTTP/2 connection after 1,000 requests (its default), and
 # `ssl_session_cache` on. Every measured request is a hit.
 #
+# PIN=1 gives each proxy CPU 0 alone (nginx: 1 worker; hoard: 1 thread) and
+# h2load CPU 1: the proxy, not the client, is then what runs out of CPU, so
+# req/s compare the proxies (shared, h2load -t1 can be the limit of both).
+#
 # Environment knobs (all optional):
 #   DURATION=10        seconds per h2load run
 #   RUNS=3             runs per cell, interleaved; the median is shown
 #   OBJECTS="1k"       objects (1k, 64k)
 #   MODES="h2 h1"      protocols
 #   PROXIES="nginx hoard"
+#   PIN=0              1: proxy on CPU 0 alone, h2load on CPU 1
 #   HOARD_BIN, SKIP_BUILD=1, KEEP=1, BASE_PORT=18600
 set -euo pipefail
 
@@ -27,6 +32,7 @@ RUNS="${RUNS:-3}"
 OBJECTS="${OBJECTS:-1k}"
 MODES="${MODES:-h2 h1}"
 PROXIES="${PROXIES:-nginx hoard}"
+PIN="${PIN:-0}"
 KEEP="${KEEP:-0}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 HOARD_BIN="${HOARD_BIN:-$ROOT/target/release/hoard}"
@@ -38,6 +44,12 @@ require_positive DURATION RUNS
 
 ensure_tools nginx:nginx-light h2load:nghttp2-client openssl:openssl curl:curl
 NCPU="$(nproc)"
+if [ "$PIN" = 1 ]; then
+    [ "$NCPU" -ge 2 ] || die "PIN=1 needs 2 CPUs"
+    WORKERS=1 PROXY_CPU=(taskset -c 0) CLIENT_CPU=(taskset -c 1)
+else
+    WORKERS=2 PROXY_CPU=() CLIENT_CPU=()
+fi
 raise_nofile
 has "$PROXIES" hoard && build_hoard
 
@@ -60,7 +72,7 @@ wait_port "$ORIGIN_PORT" origin "$STARTED_PID"
 # ------------------------------------------------------------------ proxies ----
 mkdir -p "$RUN/nginx/cache"
 {
-    nginx_common nginx | sed 's/^worker_processes 1;/worker_processes 2;/'
+    nginx_common nginx | sed "s/^worker_processes 1;/worker_processes $WORKERS;/"
     cat <<EOF
 http {
     access_log off;
@@ -96,7 +108,7 @@ http2 = true
 tls = { cert = "$RUN/cert.pem", key = "$RUN/key.pem" }
 
 [server]
-threads = 2
+threads = $WORKERS
 http2_max_streams = 128
 
 [cache]
@@ -115,13 +127,13 @@ EOF
 declare -A PORT=([nginx]=$NGINX_PORT [hoard]=$HOARD_PORT)
 declare -A PID
 if has "$PROXIES" nginx; then
-    start_nginx nginx
+    start_nginx nginx "${PROXY_CPU[@]}"
     PID[nginx]=$STARTED_PID
     wait_port "$NGINX_PORT" nginx "$STARTED_PID"
 fi
 if has "$PROXIES" hoard; then
     "$HOARD_BIN" check --config "$RUN/hoard.toml" >/dev/null || die "hoard check failed on $RUN/hoard.toml"
-    spawn "$RUN/hoard.log" "$HOARD_BIN" run --config "$RUN/hoard.toml"
+    spawn "$RUN/hoard.log" "${PROXY_CPU[@]}" "$HOARD_BIN" run --config "$RUN/hoard.toml"
     PID[hoard]=$STARTED_PID
     wait_port "$HOARD_PORT" hoard "$STARTED_PID" "$RUN/hoard.log"
 fi
@@ -155,7 +167,7 @@ for run in $(seq "$RUNS"); do
                 url="https://localhost:${PORT[$p]}/$o"
                 if [ "$m" = h2 ]; then args=(-c16 -m10); else args=(--h1 -c16); fi
                 before=$(busy_ticks "${PID[$p]}")
-                h2load "${args[@]}" -t1 -D "$DURATION" "$url" >"$RUN/h2load.$p.$o.$m.$run" 2>&1 \
+                "${CLIENT_CPU[@]}" h2load "${args[@]}" -t1 -D "$DURATION" "$url" >"$RUN/h2load.$p.$o.$m.$run" 2>&1 \
                     || die "h2load failed against $p ($m, $o): $(tail -3 "$RUN/h2load.$p.$o.$m.$run")"
                 after=$(busy_ticks "${PID[$p]}")
                 out="$RUN/h2load.$p.$o.$m.$run"
@@ -182,7 +194,7 @@ report_start tls_hit
     echo "# Cache hits over TLS ($(date -u +%Y-%m-%d))"
     echo
     machine_line
-    echo "- hoard $git_rev (2 threads), nginx $(nginx -v 2>&1 | cut -d/ -f2) (2 workers, keepalive_requests 10000000)"
+    echo "- hoard $git_rev ($WORKERS threads), nginx $(nginx -v 2>&1 | cut -d/ -f2) ($WORKERS workers, keepalive_requests 10000000)$([ "$PIN" = 1 ] && echo "; PIN=1: each proxy on CPU 0 alone, h2load on CPU 1")"
     echo "- h2load -t1 -D $DURATION: h2 = -c16 -m10, h1 = --h1 -c16; $RUNS runs per cell, median shown"
     echo
     echo "| object | protocol | proxy | req/s | req/s range | cpu µs/req |"

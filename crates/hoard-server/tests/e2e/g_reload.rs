@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use hoard_testkit::Test;
 use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::{TokioExecutor, TokioIo};
 
 const BASE: &str = r#"
 [[listener]]
@@ -93,14 +92,7 @@ async fn g00001_reload_under_load() {
     {
         let flow = Arc::new(Flow::default());
         let (f, stop) = (flow.clone(), stop.clone());
-        let stream = tokio::net::TcpStream::connect(hoard_testkit::Endpoint::endpoint(&proxy))
-            .await
-            .unwrap();
-        let (mut send, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-                .await
-                .unwrap();
-        tokio::spawn(conn);
+        let mut send = super::h_http2::h2c(&proxy).await;
         tasks.push(tokio::spawn(async move {
             while !stop.load(Relaxed) {
                 let req = http::Request::get("http://localhost/a")

@@ -1,8 +1,28 @@
 //! h: HTTP/2 towards clients (h2c prior knowledge on a plain listener).
 
-use hoard_testkit::Test;
+use hoard_testkit::{Endpoint, Test};
 use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+
+/// An h2c (prior knowledge) client connection to `proxy`, its connection
+/// task spawned.
+pub(crate) async fn h2c<B>(proxy: &impl Endpoint) -> SendRequest<B>
+where
+    B: hyper::body::Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = tokio::net::TcpStream::connect(proxy.endpoint())
+        .await
+        .unwrap();
+    let (send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    send
+}
 
 // h00001: an h2c client gets a miss and then a hit, with the same caching headers as HTTP/1.1.
 #[tokio::test]
@@ -21,14 +41,7 @@ async fn h00001_h2c_prior_knowledge_miss_then_hit() {
         .await;
     let proxy = t.proxy().origin(&origin).start().await;
 
-    let stream = tokio::net::TcpStream::connect(hoard_testkit::Endpoint::endpoint(&proxy))
-        .await
-        .unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
+    let mut send = h2c(&proxy).await;
     for want in ["fwd=uri-miss", "hit"] {
         let req = http::Request::get("http://h2.example/two")
             .body(Empty::<bytes::Bytes>::new())

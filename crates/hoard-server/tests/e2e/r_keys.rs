@@ -131,7 +131,6 @@ async fn r06003_site_and_route_limits_override_server() {
 #[tokio::test]
 async fn r06004_http2_route_limit() {
     use http_body_util::{BodyExt, Full, StreamBody};
-    use hyper_util::rt::{TokioExecutor, TokioIo};
 
     let t = Test::new("r06004");
     let origin = t.origin().script(|_s| async move {}).start().await;
@@ -141,14 +140,7 @@ async fn r06004_http2_route_limit() {
         "[[site.route]]\nprefix = \"/\"\nmax_body_size = \"1000\"\n",
     );
     let proxy = t.proxy().toml(&origin, &cfg).start().await;
-    let stream = tokio::net::TcpStream::connect(hoard_testkit::Endpoint::endpoint(&proxy))
-        .await
-        .unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
+    let mut send = super::h_http2::h2c(&proxy).await;
     let req = http::Request::post("http://h2.example/up")
         .header("content-length", "2000")
         .body(Full::new(bytes::Bytes::from(vec![b'b'; 2000])).boxed())

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hoard_testkit::{Endpoint, Test};
 use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use rustls_pki_types::ServerName;
 
 /// A 40 ms head timeout makes the watchdog's tick 10 ms, so a connection
@@ -135,14 +135,7 @@ async fn x00004_a_quiet_http2_connection_releases_its_buffer_and_serves_on() {
     let big: String = "0123456789abcdef".repeat(300 * 1024 / 16);
     let origin = t.origin().script_fresh("/big", 600, &big).start().await;
     let proxy = t.proxy().origin(&origin).config(quick_ticks).start().await;
-    let tcp = tokio::net::TcpStream::connect(proxy.endpoint())
-        .await
-        .unwrap();
-    let (mut send, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
-            .await
-            .unwrap();
-    tokio::spawn(conn);
+    let mut send = super::h_http2::h2c(&proxy).await;
     for (parked, want) in [(1, "fwd=uri-miss"), (2, "hit")] {
         let req = http::Request::get("http://localhost/big")
             .body(Empty::<bytes::Bytes>::new())
