@@ -176,8 +176,12 @@ async fn connection(
             return;
         }
     };
+    // No grease (RFC 9114 §7.2.8, §9: optional): h3 sends its reserved
+    // frame as one more stream write on every response, not once per
+    // connection; clients must ignore unknown frames either way.
     let built = h3::server::builder()
         .max_field_section_size(max_head)
+        .send_grease(false)
         .build::<_, Bytes>(h3_quinn::Connection::new(conn))
         .await;
     let mut h3 = match built {
