@@ -16,9 +16,10 @@
 //!
 //! A connection takes no new stream once *retired*: the server sent
 //! `GOAWAY` (its streams in flight finish), hyper reports it closed, or it
-//! was closed as idle. A connection with no stream is idle: after
-//! `idle_timeout` it is closed (its task watches), and beyond `max_idle`
-//! idle connections of the server the one that just became idle is.
+//! was closed as idle; it closes when its last stream ends. A connection
+//! with no stream is idle: after `idle_timeout` it is closed (its task
+//! watches), and beyond `max_idle` idle connections of the server the one
+//! that just became idle is.
 //!
 //! ## Locking
 //!
@@ -328,6 +329,11 @@ impl Drop for H2Stream {
         if self.conn.streams.fetch_sub(1, Ordering::Relaxed) == 1 {
             *self.conn.idle_since.lock() = Instant::now();
             match self.pool.upgrade() {
+                // Retired (GOAWAY, a failed stream): nothing more goes on
+                // it, so it closes with its last stream.
+                Some(_) if self.conn.retired.load(Ordering::Relaxed) => {
+                    self.conn.close.notify_one();
+                }
                 Some(pool) => pool.became_idle(&self.conn),
                 None => self.conn.close.notify_one(),
             }
@@ -355,5 +361,159 @@ pub(crate) async fn idle_watch(conn: Arc<H2Conn>, pool: Weak<H2Conns>, idle_time
         if expired {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{ErrorKind, ProxyError};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    /// An HTTP/2 connection to an in-memory `h2` server that accepts
+    /// streams and never answers them (the pool only counts streams).
+    async fn conn() -> Arc<H2Conn> {
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(async move {
+            let mut srv = h2::server::handshake(server).await.unwrap();
+            let mut held = Vec::new();
+            while let Some(Ok(stream)) = srv.accept().await {
+                held.push(stream);
+            }
+        });
+        let (sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+            .handshake::<_, crate::ReqBody>(TokioIo::new(client))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        H2Conn::new(sender, Watched::new())
+    }
+
+    fn stream(r: Reserve) -> H2Stream {
+        match r {
+            Reserve::Stream(s) => s,
+            other => panic!("expected a stream, got {other:?}"),
+        }
+    }
+
+    fn ticket(r: Reserve) -> Ticket {
+        match r {
+            Reserve::Connect(t) => t,
+            other => panic!("expected to connect, got {other:?}"),
+        }
+    }
+
+    fn waiting(r: Reserve) -> watch::Receiver<Connected> {
+        match r {
+            Reserve::Wait(rx) => rx,
+            other => panic!("expected to wait, got {other:?}"),
+        }
+    }
+
+    const LONG: Duration = Duration::from_secs(3600);
+
+    #[tokio::test]
+    async fn streams_are_counted_up_to_the_cap_and_given_back() {
+        let pool = H2Conns::new(2, 4, LONG);
+        let c = conn().await;
+        let opener = ticket(pool.reserve(None)).opened(c.clone());
+        assert_eq!((pool.open(), pool.streams()), (1, 1));
+        let second = stream(pool.reserve(None));
+        assert!(Arc::ptr_eq(second.conn(), &c));
+        assert_eq!(pool.streams(), 2);
+        // Full at the cap: the next request opens another connection.
+        let t = ticket(pool.reserve(None));
+        drop(t);
+        drop(opener);
+        assert_eq!(pool.streams(), 1);
+        let again = stream(pool.reserve(None));
+        assert!(Arc::ptr_eq(again.conn(), &c));
+        // `not` skips a connection (a stream refused on it is retried elsewhere).
+        drop(second);
+        let t = ticket(pool.reserve(Some(&c)));
+        drop((t, again));
+        assert_eq!((pool.open(), pool.streams()), (1, 0));
+    }
+
+    #[tokio::test]
+    async fn one_request_connects_and_the_others_share_its_outcome() {
+        let pool = H2Conns::new(1, 4, LONG);
+        let t = ticket(pool.reserve(None));
+        let mut rx = waiting(pool.reserve(None));
+        let mut rx2 = waiting(pool.reserve(None));
+        t.failed(&ProxyError::origin(ErrorKind::ConnectRefused, "refused"));
+        for rx in [&mut rx, &mut rx2] {
+            let got = rx
+                .wait_for(|c| !matches!(c, Connected::Pending))
+                .await
+                .unwrap();
+            assert!(
+                matches!(&*got, Connected::Failed(ErrorKind::ConnectRefused, d) if d == "refused"),
+                "{:?}",
+                *got
+            );
+        }
+        // Once failed, the next request tries again itself.
+        let t = ticket(pool.reserve(None));
+        let mut rx = waiting(pool.reserve(None));
+        let s = t.opened(conn().await);
+        rx.wait_for(|c| matches!(c, Connected::Done)).await.unwrap();
+        // The waiter reserves again: the new connection is at its cap (1),
+        // so it would open one more.
+        drop(ticket(pool.reserve(None)));
+        drop(s);
+        let _s = stream(pool.reserve(None));
+    }
+
+    #[tokio::test]
+    async fn a_ticket_dropped_unused_lets_the_waiters_try_again() {
+        let pool = H2Conns::new(8, 4, LONG);
+        let t = ticket(pool.reserve(None));
+        let mut rx = waiting(pool.reserve(None));
+        drop(t);
+        let got = rx
+            .wait_for(|c| !matches!(c, Connected::Pending))
+            .await
+            .unwrap();
+        assert!(matches!(*got, Connected::Done));
+        drop(got);
+        drop(ticket(pool.reserve(None)));
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_beyond_max_idle_is_closed() {
+        let pool = H2Conns::new(8, 0, LONG);
+        let c = conn().await;
+        let s = ticket(pool.reserve(None)).opened(c.clone());
+        assert_eq!(pool.open(), 1);
+        drop(s);
+        // Its last stream ended with max_idle = 0: out of the pool, and its
+        // task told to close it.
+        assert_eq!(pool.open(), 0);
+        c.closing().await;
+        assert!(!c.usable());
+    }
+
+    #[tokio::test]
+    async fn a_retired_connection_takes_no_new_stream() {
+        let pool = H2Conns::new(8, 4, LONG);
+        let c = conn().await;
+        let s = ticket(pool.reserve(None)).opened(c.clone());
+        c.retire();
+        drop(ticket(pool.reserve(None)));
+        assert_eq!(pool.open(), 0, "dropped from the list at the next reserve");
+        // Its stream in flight still gives back its count, and with it
+        // the connection is closed (not left for the idle timeout).
+        drop(s);
+        assert_eq!(c.streams.load(Ordering::Relaxed), 0);
+        c.closing().await;
+    }
+
+    #[tokio::test]
+    async fn a_shut_connection_is_told_to_close() {
+        let c = conn().await;
+        c.shut();
+        c.closing().await;
+        assert!(!c.usable());
     }
 }
