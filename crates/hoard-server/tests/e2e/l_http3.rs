@@ -720,3 +720,55 @@ async fn l00009_field_values_of_every_octet_cross_http3_unchanged() {
     assert_eq!(origin.requests(), 1);
     origin.finish().await;
 }
+
+// l00010: slices over HTTP/3 (the same pipeline as over TCP): a cold range
+// fetches its one slice and is answered 206 with its bytes; a whole GET
+// fetches the other slices and streams the object in order; a range inside
+// stored slices is a hit; every slice reaches the origin once.
+#[tokio::test]
+async fn l00010_slices_over_http3() {
+    use super::r_range::{body, LEN};
+    use super::s_slice::{serve, starts, ETAG, SIZE};
+    let t = Test::new("l00010");
+    let full = body(LEN);
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            let full = body(LEN);
+            serve(&mut s, "/v", &full, ETAG, starts(&[1])).await;
+            serve(&mut s, "/v", &full, ETAG, starts(&[0, 2, 3, 4])).await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(http3_listener)
+        .route(|r| r.slice = Some(SIZE))
+        .start()
+        .await;
+    let mut c = H3Client::connect(&proxy).await;
+    let r = c
+        .request_with("GET", "/v", &[("range", "bytes=70000-70099")], None)
+        .await;
+    assert_eq!(r.head.status, 206);
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes 70000-70099/{LEN}").as_str())
+    );
+    assert_eq!(r.body, &full[70_000..70_100]);
+    proxy.wait_counter("objects_stored", 1).await;
+    let r = c.request("GET", "/v", None).await;
+    assert_eq!(r.head.status, 200);
+    assert!(r.body == full, "the whole object, in order");
+    proxy.wait_counter("objects_stored", 5).await;
+    let r = c
+        .request_with("GET", "/v", &[("range", "bytes=200000-200009")], None)
+        .await;
+    assert_eq!(r.head.status, 206);
+    assert!(r.header("cache-status").unwrap().contains("hit"));
+    assert_eq!(r.body, &full[200_000..200_010]);
+    assert_eq!(origin.requests(), 5);
+    proxy.expect_counter("slice_fills", 5);
+    origin.finish().await;
+}
