@@ -24,8 +24,11 @@
 //! the client stops reading for `send_timeout`, or when it resets more than
 //! `max_resets` requests. An HTTP/1.x connection quiet between two requests
 //! is parked: hyper hands the socket back and its buffers are freed until
-//! the next byte (`park`). A quiet HTTP/2 connection stays with hyper and
-//! frees its write batching buffer (`cork`).
+//! the next byte (`park`). A quiet HTTP/2 connection stays with hyper; it
+//! frees its write batching buffer (`cork`), and is polled once inside
+//! `h2::release_idle` (a patch, vendor/README.md), where the `h2` crate
+//! frees its frame and HPACK buffers and its emptied stream slots, to
+//! allocate them again when the client next speaks.
 //!
 //! ## Shutdown
 //!
@@ -582,6 +585,18 @@ async fn serve_connection(
                     Verdict::Park if !$h1 => {
                         let $q = conn.as_mut();
                         $quiet;
+                        // One poll with h2's leave to free its frame and
+                        // HPACK buffers, which it allocates again when the
+                        // client next speaks (see `h2::release_idle`).
+                        let polled = std::future::poll_fn(|cx| {
+                            std::task::Poll::Ready(h2::release_idle(|| {
+                                std::future::Future::poll(conn.as_mut(), cx)
+                            }))
+                        })
+                        .await;
+                        if let std::task::Poll::Ready(r) = polled {
+                            break r;
+                        }
                         counters.inc(&counters.connections_parked);
                         hoard_heap::gave_back();
                     }

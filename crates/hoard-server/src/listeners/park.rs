@@ -30,7 +30,8 @@
 //! for a tick.
 //!
 //! HTTP/2 connections are not parked: hyper cannot hand their state back
-//! (stream ids, HPACK tables), so they keep it.
+//! (stream ids, HPACK tables), so they keep it; their buffers are freed
+//! where they are instead (`h2::release_idle`, see the module above).
 
 use std::time::Duration;
 
