@@ -440,6 +440,41 @@ async fn serve(
     });
 }
 
+/// What a TLS client chose by ALPN, as far as serving it goes.
+enum Alpn {
+    H2,
+    Http1,
+}
+
+/// The TLS handshake, within the head timeout: the stream and what ALPN
+/// chose, or `None` when the handshake failed, timed out, or was a
+/// TLS-ALPN-01 validation (RFC 8737 §3: the handshake was the answer, no
+/// request follows).
+async fn tls_handshake(
+    acceptor: &tokio_rustls::TlsAcceptor,
+    stream: TcpStream,
+    limit: Duration,
+    peer: SocketAddr,
+) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, Alpn)> {
+    let s = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return None;
+        }
+    };
+    let alpn = match s.get_ref().1.alpn_protocol() {
+        Some(hoard_acme::resolver::ACME_TLS_ALPN) => return None,
+        Some(b"h2") => Alpn::H2,
+        _ => Alpn::Http1,
+    };
+    Some((s, alpn))
+}
+
 /// Serves a connection that has spoken (or a TLS one) until it ends.
 #[allow(clippy::too_many_arguments)]
 async fn serve_connection(
@@ -710,34 +745,20 @@ async fn serve_connection(
             Box::pin(async { drive_h1!(SendfileStream::new(stream, queue)) }).await
         }
         (None, None) => Box::pin(async { drive_h1!(stream) }).await,
-        // A handshake gets as long as a request head.
+        // The handshake's state is a box of its own too, freed once the
+        // connection is served. (`s` is neither borrowed here nor held in
+        // a temporary, or the task would keep room for it while served.)
         (Some(acceptor), _) => {
-            Box::pin(async {
-                let s = match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await
-                {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        return Ok(());
-                    }
-                    Err(_) => {
-                        tracing::debug!(%peer, "TLS handshake timed out");
-                        return Ok(());
-                    }
-                };
-                let alpn = s.get_ref().1.alpn_protocol();
-                if alpn == Some(hoard_acme::resolver::ACME_TLS_ALPN) {
-                    // TLS-ALPN-01 validation: the handshake was the answer
-                    // (RFC 8737 §3); no request follows.
-                    return Ok(());
-                }
-                if alpn == Some(b"h2") && builder.h2.is_some() {
-                    Box::pin(async { drive_corked!(s) }).await
-                } else {
-                    drive_h1!(s)
-                }
-            })
-            .await
+            let Some((s, alpn)) =
+                Box::pin(tls_handshake(&acceptor, stream, handshake_timeout, peer)).await
+            else {
+                return;
+            };
+            if matches!(alpn, Alpn::H2) && builder.h2.is_some() {
+                Box::pin(async { drive_corked!(s) }).await
+            } else {
+                Box::pin(async { drive_h1!(s) }).await
+            }
         }
     };
     if let Err(e) = result {

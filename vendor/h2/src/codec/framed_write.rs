@@ -139,6 +139,7 @@ where
     pub fn release_idle(&mut self) {
         if self.encoder.next.is_none() && !self.encoder.buf.has_remaining() {
             self.encoder.buf = Cursor::new(BytesMut::new());
+            self.encoder.hpack.release_idle();
         }
     }
 

@@ -174,6 +174,7 @@ impl Decoder {
         for entry in self.table.entries.iter_mut() {
             entry.detach();
         }
+        self.table.entries.shrink_to_fit();
     }
 
     /// Queues a potential size update

@@ -62,6 +62,25 @@ impl Encoder {
         self.scratch = scratch;
     }
 
+    /// Frees the dynamic table of an idle connection (see `crate::quiet`).
+    /// The peer's decoder empties its copy of the table when the next
+    /// header block begins with a size update to 0 and then back to the
+    /// table's size (RFC 7541 §4.2, §6.3); until then nothing is encoded,
+    /// so both sides agree. Its fields are sent as literals again once, and
+    /// indexed anew. (The header block buffer stays: a few hundred bytes,
+    /// which would take several reallocations to grow back.)
+    pub fn release_idle(&mut self) {
+        if self.table.is_empty() {
+            return;
+        }
+        let max = match self.size_update {
+            Some(SizeUpdate::One(v)) | Some(SizeUpdate::Two(_, v)) => v,
+            None => self.table.max_size(),
+        };
+        self.table = Table::new(self.table.max_size(), 0);
+        self.size_update = Some(SizeUpdate::Two(0, max));
+    }
+
     /// Queues a max size update.
     ///
     /// The next call to `encode` will include a dynamic size update frame.

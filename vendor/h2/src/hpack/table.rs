@@ -101,6 +101,11 @@ impl Table {
         usable_capacity(self.indices.len())
     }
 
+    /// Whether the table holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
     pub fn max_size(&self) -> usize {
         self.max_size
     }
