@@ -19,6 +19,8 @@
 #   IDLE=2000   connections per protocol     MANY=100000 (0: skip that part)
 #   SETTLE=3    seconds idle before the reading (hoard releases an idle
 #               connection's buffers after 1 s)
+#   CPU_SECS=5  then the server's CPU time over this many idle seconds,
+#               reported per 1,000 idle connections (0: skip)
 #   PROTOS="h1 h1s h2 h3"   SERVERS="hoard nginx"
 #   HOARD_BIN, SKIP_BUILD=1, KEEP=1, BASE_PORT=18900
 set -euo pipefail
@@ -30,6 +32,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 IDLE="${IDLE:-2000}"
 MANY="${MANY:-100000}"
 SETTLE="${SETTLE:-3}"
+CPU_SECS="${CPU_SECS:-5}"
 PROTOS="${PROTOS:-h1 h1s h2 h3}"
 SERVERS="${SERVERS:-hoard nginx}"
 KEEP="${KEEP:-0}"
@@ -40,6 +43,7 @@ NEXT_PORT="${BASE_PORT:-18900}"
 require_whole IDLE
 require_whole MANY
 require_whole SETTLE
+require_whole CPU_SECS
 require_positive IDLE
 
 ensure_tools nginx:nginx-light openssl:openssl curl:curl taskset:util-linux
@@ -138,6 +142,8 @@ EOF
 } >"$RUN/nginx.conf"
 
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+# cpu_ticks PID: user + system time so far, in clock ticks
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # start SERVER: starts it on CPU 0, warms the object; sets SERVER_PID (the
 # process whose memory is read: nginx's worker).
@@ -168,7 +174,8 @@ stop() { # SERVER
     if [ "$1" = nginx ]; then stop_pid "$MASTER_PID"; else stop_pid "$SERVER_PID"; fi
 }
 
-# idle SERVER PROTO N: prints "before after" (kB) around N idle connections
+# idle SERVER PROTO N: prints "before after" (kB) around N idle connections,
+# and the server's CPU ticks over CPU_SECS of them idle
 idle() {
     local port=$TLS_PORT
     [ "$2" != h1 ] || port=$PLAIN_PORT
@@ -184,7 +191,11 @@ idle() {
     local pid=$STARTED_PID
     wait_ready "$RUN/idle.$1.$2" "$pid"
     sleep "$SETTLE"
-    echo "$before $(rss_kb "$SERVER_PID")"
+    local after t0
+    after=$(rss_kb "$SERVER_PID")
+    t0=$(cpu_ticks "$SERVER_PID")
+    sleep "$CPU_SECS"
+    echo "$before $after $(( $(cpu_ticks "$SERVER_PID") - t0 ))"
     stop_pid "$pid"
     stop_pid "$warm"
 }
@@ -198,14 +209,20 @@ wait_ready() { # log pid
     die "the idle client never got ready ($1)"
 }
 
-declare -A COST
+declare -A COST CPU
 for s in $SERVERS; do
     for p in $PROTOS; do
         if [ "$s" = nginx ] && [ "$p" = h3 ]; then continue; fi
         start "$s"
-        read -r before after <<<"$(idle "$s" "$p" "$IDLE")"
+        read -r before after ticks <<<"$(idle "$s" "$p" "$IDLE")"
         COST[$s,$p]=$(( (after - before) * 1024 / IDLE ))
         log "$s $p: $before -> $after kB: ${COST[$s,$p]} bytes per idle connection"
+        if [ "$CPU_SECS" -gt 0 ]; then
+            # ms of CPU per second per 1,000 idle connections
+            CPU[$s,$p]=$(awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" -v s="$CPU_SECS" -v n="$IDLE" \
+                'BEGIN { printf "%.1f", t * 1000 / hz / s * 1000 / n }')
+            log "$s $p: ${CPU[$s,$p]} ms of CPU per second per 1,000 idle connections"
+        fi
         stop "$s"
     done
 done
@@ -214,7 +231,7 @@ MANY_LINE=""
 if [ "$MANY" -gt 0 ]; then
     start hoard
     t0=$(date +%s.%N)
-    read -r before after <<<"$(idle hoard h1 "$MANY")"
+    read -r before after _ <<<"$(CPU_SECS=0 idle hoard h1 "$MANY")"
     t1=$(date +%s.%N)
     MANY_LINE=$(awk -v n="$MANY" -v b="$before" -v a="$after" -v t0="$t0" -v t1="$t1" \
         'BEGIN { printf "%d idle plain connections held by one hoard: resident %.1f MiB -> %.1f MiB (%.0f bytes each), %.1f s to open them and settle", n, b / 1024, a / 1024, (a - b) * 1024 / n, t1 - t0 }')
@@ -239,12 +256,22 @@ report_start idle
     echo
     machine_line
     echo "- hoard $git_rev (built $(hoard_built)) and nginx $(nginx -v 2>&1 | sed 's/.*\///'), one worker each on CPU 0; $IDLE connections per row, each after one GET of a cached 1 KiB object, then ${SETTLE} s idle; growth of resident memory / connections"
-    echo
-    echo "| connection | hoard | nginx |"
-    echo "|---|---|---|"
-    for p in $PROTOS; do
-        echo "| $(name "$p") | $(kib "${COST[hoard,$p]:-}") | $(kib "${COST[nginx,$p]:-}") |"
-    done
+    if [ "$CPU_SECS" -gt 0 ]; then
+        echo "- CPU: the server's user + system time over $CPU_SECS s of the same connections idle, in ms per second per 1,000 connections (clock ticks of $(( 1000 / $(getconf CLK_TCK) )) ms: small values are coarse)"
+        echo
+        echo "| connection | hoard | nginx | hoard CPU | nginx CPU |"
+        echo "|---|---|---|---|---|"
+        for p in $PROTOS; do
+            echo "| $(name "$p") | $(kib "${COST[hoard,$p]:-}") | $(kib "${COST[nginx,$p]:-}") | ${CPU[hoard,$p]:-n/a} | ${CPU[nginx,$p]:-n/a} |"
+        done
+    else
+        echo
+        echo "| connection | hoard | nginx |"
+        echo "|---|---|---|"
+        for p in $PROTOS; do
+            echo "| $(name "$p") | $(kib "${COST[hoard,$p]:-}") | $(kib "${COST[nginx,$p]:-}") |"
+        done
+    fi
     [ -z "$MANY_LINE" ] || { echo; echo "$MANY_LINE."; }
 } >"$REPORT"
 report_done

@@ -23,6 +23,9 @@
 //! connection's watchdog finds it quiet (`Verdict::Park`) it is freed
 //! ([`Corked::release`]), so an idle connection holds none.
 //!
+//! [`Corked`] polls the connection only when something woke it (see
+//! `gate`): a watchdog tick alone does not reach hyper.
+//!
 //! ## Locking
 //!
 //! The mutex is only ever taken by the connection's own task (the transport
@@ -37,6 +40,8 @@ use std::task::{ready, Context, Poll};
 
 use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::gate::Gate;
 
 /// Most bytes held back before a write waits for the socket.
 pub const LIMIT: usize = 256 * 1024;
@@ -166,11 +171,13 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for CorkIo<S> {
 
 pin_project_lite::pin_project! {
     /// A connection future whose transport writes are held back while it is
-    /// polled and written in one go after each poll.
+    /// polled and written in one go after each poll. It is polled only when
+    /// something woke it (see `gate`).
     pub struct Corked<F, S> {
         #[pin]
         inner: F,
         shared: Arc<Mutex<Shared<S>>>,
+        gate: Gate,
     }
 }
 
@@ -186,12 +193,15 @@ impl<F, S> Corked<F, S> {
         Corked {
             inner,
             shared: handle.0,
+            gate: Gate::new(),
         }
     }
 
-    /// The connection (for a graceful shutdown).
+    /// The connection (for a graceful shutdown); the next poll reaches it.
     pub fn inner(self: Pin<&mut Self>) -> Pin<&mut F> {
-        self.project().inner
+        let this = self.project();
+        this.gate.open();
+        this.inner
     }
 
     /// The connection is quiet: gives the buffer's memory back (it keeps
@@ -199,6 +209,9 @@ impl<F, S> Corked<F, S> {
     /// next poll that writes allocates it again. Nothing is released while
     /// bytes wait for the socket.
     pub fn release(&self) {
+        // The poll that follows (inside `h2::release_idle`) must reach
+        // the connection.
+        self.gate.open();
         let mut s = self.shared.lock();
         if s.sent >= s.buf.len() {
             s.buf = Vec::new();
@@ -216,6 +229,10 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
+        if !this.gate.pass(cx) {
+            return Poll::Pending;
+        }
+        let cx = &mut Context::from_waker(this.gate.waker());
         {
             let mut s = this.shared.lock();
             // What the last poll could not write goes first.

@@ -28,7 +28,9 @@
 //! frees its write batching buffer (`cork`), and is polled once inside
 //! `h2::release_idle` (a patch, vendor/README.md), where the `h2` crate
 //! frees its frame and HPACK buffers and its emptied stream slots, to
-//! allocate them again when the client next speaks.
+//! allocate them again when the client next speaks; its watchdog stops
+//! ticking until a byte moves (`ticks`), and its future is polled only
+//! when something woke it (`gate`).
 //!
 //! ## Shutdown
 //!
@@ -43,12 +45,14 @@
 //! `server.shutdown_timeout`, whichever comes first.
 
 pub mod cork;
+mod gate;
 pub mod h3;
 pub mod inherit;
 pub mod inline_exec;
 pub mod park;
 pub mod proxy_protocol;
 pub mod sni;
+mod ticks;
 pub mod tls;
 pub mod watch;
 
@@ -561,7 +565,7 @@ async fn serve_connection(
         ($conn:expr, $h1:expr, |$c:ident| $graceful:expr, |$q:ident| $quiet:expr) => {{
             let conn = $conn;
             tokio::pin!(conn);
-            let mut ticker = tokio::time::interval(limits.tick());
+            let mut ticks = ticks::Ticks::new(limits.tick());
             let mut dog = activity.watchdog($h1);
             // One waiter on the wake-up for as long as it does not fire
             // (a new one per poll would be queued and unqueued each time).
@@ -602,7 +606,9 @@ async fn serve_connection(
                         woken.set(activity.wake().notified());
                         activity.verdict(&mut dog)
                     }
-                    _ = ticker.tick() => activity.verdict(&mut dog),
+                    _ = std::future::poll_fn(|cx| ticks.poll_tick(cx, activity.progress())) => {
+                        activity.verdict(&mut dog)
+                    }
                 };
                 match verdict {
                     Verdict::Fine => {}
@@ -632,6 +638,8 @@ async fn serve_connection(
                         if let std::task::Poll::Ready(r) = polled {
                             break r;
                         }
+                        // Nothing to watch until a byte moves (see `ticks`).
+                        ticks.park(activity.progress(), activity.idle_deadline(&dog));
                         counters.inc(&counters.connections_parked);
                         hoard_heap::gave_back();
                     }

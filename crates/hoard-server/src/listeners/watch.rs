@@ -19,7 +19,7 @@
 //! | `HeadTimeout` | (HTTP/1.x) bytes of a request head arrived, and no request started within `header_read_timeout` | drop the connection at once |
 //! | `SendStalled` | a write has been blocked for `send_timeout` | drop the connection at once: its responses end, a fill it was reading goes on for others |
 //! | `ResetFlood` | more than `http2_max_resets` requests reset within one window | graceful close (GOAWAY), then drop |
-//! | `Park` | nothing in flight and no byte either way for a whole tick (HTTP/1.x: at least one request answered, no head begun); once per quiet spell | HTTP/1.x: park it, hyper's buffers released until the next byte (see `park`); HTTP/2: release the write batching buffer (see `cork`) and h2's frame and HPACK buffers (`h2::release_idle`) |
+//! | `Park` | nothing in flight and no byte either way for a whole tick (HTTP/1.x: at least one request answered, no head begun); once per quiet spell | HTTP/1.x: park it, hyper's buffers released until the next byte (see `park`); HTTP/2: release the write batching buffer (see `cork`) and h2's frame and HPACK buffers (`h2::release_idle`); no ticks until a byte moves or the idle deadline (see `ticks`) |
 //!
 //! Reset floods are also signalled at once through `wake`, so a burst is
 //! answered without waiting for the tick.
@@ -186,6 +186,18 @@ impl Activity {
             limits,
             interim: Arc::default(),
         })
+    }
+
+    /// The progress count: bumped by every read or write that moved bytes
+    /// and every request start and end.
+    pub fn progress(&self) -> u64 {
+        self.progress.load(Relaxed)
+    }
+
+    /// When the connection, quiet since `dog` last saw progress, reaches
+    /// `keep_alive_timeout`.
+    pub fn idle_deadline(&self, dog: &Watchdog) -> Instant {
+        dog.since + self.limits.keep_alive_timeout
     }
 
     /// The watchdog's memory, starting now; `heads`: the connection speaks

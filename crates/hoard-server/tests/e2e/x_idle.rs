@@ -202,6 +202,35 @@ async fn x00005_a_quiet_http2_connection_gives_back_its_frame_buffers() {
     origin.finish().await;
 }
 
+// x00006: a quiet HTTP/2 connection stops ticking (its watchdog waits for
+// a byte or the idle deadline alone) and is still closed at
+// `keep_alive_timeout`, with a GOAWAY, counted as an idle close. Before
+// that, a client PING wakes it: it answers, parks again, and the deadline
+// counts from the PING.
+#[tokio::test]
+async fn x00006_a_parked_http2_connection_is_closed_when_idle_too_long() {
+    let t = Test::new("x00006");
+    let origin = t.origin().script_fresh("/k", 600, "kkk").start().await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| {
+            quick_ticks(c);
+            c.server.keep_alive_timeout = Duration::from_millis(400);
+        })
+        .start()
+        .await;
+    let mut c = RawH2::connect(&proxy).await;
+    assert_eq!(c.get(1, "/k").await, b"kkk");
+    proxy.wait_counter("connections_parked", 1).await;
+    assert_eq!(c.ping(*b"12345678").await, *b"12345678");
+    proxy.wait_counter("connections_parked", 2).await;
+    c.expect_goaway_and_close().await;
+    proxy.expect_counter("connections_idle_closed", 1);
+    proxy.expect_counter("connections_parked", 2);
+    origin.finish().await;
+}
+
 /// An h2c client written out by hand, so that its connections hold no heap
 /// in this process (hyper's client would keep the same buffers as the
 /// server's side). Enough HTTP/2 for a GET and its answer.
@@ -246,6 +275,48 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> RawH2<S> {
     async fn get_again(&mut self, id: u32) -> Vec<u8> {
         self.request(id, vec![0x82, 0x86, 0x80 | 63, 0x80 | 62])
             .await
+    }
+
+    /// Sends a PING and returns the payload of its acknowledgement.
+    async fn ping(&mut self, payload: [u8; 8]) -> [u8; 8] {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut frame = b"\0\0\x08\x06\0\0\0\0\0".to_vec();
+        frame.extend_from_slice(&payload);
+        self.tcp.write_all(&frame).await.unwrap();
+        loop {
+            let mut head = [0u8; 9];
+            self.tcp.read_exact(&mut head).await.unwrap();
+            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+            let mut body = vec![0u8; len];
+            self.tcp.read_exact(&mut body).await.unwrap();
+            if head[3] == 0x6 && head[4] & 0x1 != 0 {
+                return body.try_into().unwrap();
+            }
+        }
+    }
+
+    /// Reads frames until the server closes, acknowledging its PINGs (a
+    /// graceful shutdown waits for one); one frame must be a GOAWAY.
+    async fn expect_goaway_and_close(&mut self) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut goaway = false;
+        loop {
+            let mut head = [0u8; 9];
+            if self.tcp.read_exact(&mut head).await.is_err() {
+                break;
+            }
+            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+            let mut body = vec![0u8; len];
+            self.tcp.read_exact(&mut body).await.unwrap();
+            goaway |= head[3] == 0x7;
+            if head[3] == 0x6 && head[4] & 0x1 == 0 {
+                let mut ack = b"\0\0\x08\x06\x01\0\0\0\0".to_vec();
+                ack.extend_from_slice(&body);
+                // The server may have closed already.
+                let _ = self.tcp.write_all(&ack).await;
+            }
+        }
+        assert!(goaway, "the server said GOAWAY before closing");
     }
 
     async fn request(&mut self, id: u32, block: Vec<u8>) -> Vec<u8> {
