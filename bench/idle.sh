@@ -256,22 +256,14 @@ report_start idle
     echo
     machine_line
     echo "- hoard $git_rev (built $(hoard_built)) and nginx $(nginx -v 2>&1 | sed 's/.*\///'), one worker each on CPU 0; $IDLE connections per row, each after one GET of a cached 1 KiB object, then ${SETTLE} s idle; growth of resident memory / connections"
-    if [ "$CPU_SECS" -gt 0 ]; then
+    [ "$CPU_SECS" -eq 0 ] ||
         echo "- CPU: the server's user + system time over $CPU_SECS s of the same connections idle, in ms per second per 1,000 connections (clock ticks of $(( 1000 / $(getconf CLK_TCK) )) ms: small values are coarse)"
-        echo
-        echo "| connection | hoard | nginx | hoard CPU | nginx CPU |"
-        echo "|---|---|---|---|---|"
-        for p in $PROTOS; do
-            echo "| $(name "$p") | $(kib "${COST[hoard,$p]:-}") | $(kib "${COST[nginx,$p]:-}") | ${CPU[hoard,$p]:-n/a} | ${CPU[nginx,$p]:-n/a} |"
-        done
-    else
-        echo
-        echo "| connection | hoard | nginx |"
-        echo "|---|---|---|"
-        for p in $PROTOS; do
-            echo "| $(name "$p") | $(kib "${COST[hoard,$p]:-}") | $(kib "${COST[nginx,$p]:-}") |"
-        done
-    fi
+    echo
+    echo "| connection | hoard | nginx | hoard CPU | nginx CPU |"
+    echo "|---|---|---|---|---|"
+    for p in $PROTOS; do
+        echo "| $(name "$p") | $(kib "${COST[hoard,$p]:-}") | $(kib "${COST[nginx,$p]:-}") | ${CPU[hoard,$p]:-n/a} | ${CPU[nginx,$p]:-n/a} |"
+    done
     [ -z "$MANY_LINE" ] || { echo; echo "$MANY_LINE."; }
 } >"$REPORT"
 report_done
