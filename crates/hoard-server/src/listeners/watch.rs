@@ -19,7 +19,7 @@
 //! | `HeadTimeout` | (HTTP/1.x) bytes of a request head arrived, and no request started within `header_read_timeout` | drop the connection at once |
 //! | `SendStalled` | a write has been blocked for `send_timeout` | drop the connection at once: its responses end, a fill it was reading goes on for others |
 //! | `ResetFlood` | more than `http2_max_resets` requests reset within one window | graceful close (GOAWAY), then drop |
-//! | `Park` | nothing in flight and no byte either way for a whole tick (HTTP/1.x: at least one request answered, no head begun); once per quiet spell | HTTP/1.x: park it, hyper's buffers released until the next byte (see `park`); HTTP/2: release the write batching buffer (see `cork`) and h2's frame and HPACK buffers (`h2::release_idle`); no ticks until a byte moves or the idle deadline (see `ticks`) |
+//! | `Park` | nothing in flight, no write blocked and no byte either way for a whole tick (HTTP/1.x: at least one request answered, no head begun); once per quiet spell | HTTP/1.x: park it, hyper's buffers released until the next byte (see `park`); HTTP/2: release the write batching buffer (see `cork`) and h2's frame and HPACK buffers (`h2::release_idle`); no ticks until a byte moves or the idle deadline (see `ticks`) |
 //!
 //! Reset floods are also signalled at once through `wake`, so a burst is
 //! answered without waiting for the tick.
@@ -307,10 +307,17 @@ impl Activity {
             return Verdict::Idle;
         }
         // HTTP/1.x: between two requests (one answered, no head begun);
-        // HTTP/2: no stream open.
+        // HTTP/2: no stream open. Never with a write blocked: a parked
+        // connection is not ticked (see `ticks`), and `SendStalled` must
+        // still come.
         let between =
             !dog.heads || (!self.head_begun.load(Relaxed) && self.started.load(Relaxed) > 0);
-        if idle && between && still >= self.limits.tick() && dog.parked != Some(progress) {
+        if idle
+            && between
+            && !self.blocked.load(Relaxed)
+            && still >= self.limits.tick()
+            && dog.parked != Some(progress)
+        {
             dog.parked = Some(progress);
             return Verdict::Park;
         }
@@ -662,5 +669,21 @@ mod tests {
         assert_eq!(a.verdict(&mut dog), Verdict::Park);
         age(&mut dog, tick);
         assert_eq!(a.verdict(&mut dog), Verdict::Fine, "once per quiet spell");
+    }
+
+    #[tokio::test]
+    async fn a_connection_with_a_blocked_write_does_not_park() {
+        let a = Activity::new(limits());
+        let tick = a.limits.tick();
+        let mut dog = a.watchdog(false);
+        a.blocked.store(true, Relaxed);
+        age(&mut dog, tick);
+        assert_eq!(
+            a.verdict(&mut dog),
+            Verdict::Fine,
+            "a write waits for the client"
+        );
+        a.blocked.store(false, Relaxed);
+        assert_eq!(a.verdict(&mut dog), Verdict::Park);
     }
 }
