@@ -279,18 +279,11 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> RawH2<S> {
 
     /// Sends a PING and returns the payload of its acknowledgement.
     async fn ping(&mut self, payload: [u8; 8]) -> [u8; 8] {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut frame = b"\0\0\x08\x06\0\0\0\0\0".to_vec();
-        frame.extend_from_slice(&payload);
-        self.tcp.write_all(&frame).await.unwrap();
+        self.send(0x6, 0, 0, &payload).await;
         loop {
-            let mut head = [0u8; 9];
-            self.tcp.read_exact(&mut head).await.unwrap();
-            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-            let mut body = vec![0u8; len];
-            self.tcp.read_exact(&mut body).await.unwrap();
-            if head[3] == 0x6 && head[4] & 0x1 != 0 {
-                return body.try_into().unwrap();
+            let f = self.frame().await.expect("a PING acknowledgement");
+            if f.kind == 0x6 && f.flags & 0x1 != 0 {
+                return f.payload.try_into().unwrap();
             }
         }
     }
@@ -298,54 +291,65 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> RawH2<S> {
     /// Reads frames until the server closes, acknowledging its PINGs (a
     /// graceful shutdown waits for one); one frame must be a GOAWAY.
     async fn expect_goaway_and_close(&mut self) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut goaway = false;
-        loop {
-            let mut head = [0u8; 9];
-            if self.tcp.read_exact(&mut head).await.is_err() {
-                break;
-            }
-            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-            let mut body = vec![0u8; len];
-            self.tcp.read_exact(&mut body).await.unwrap();
-            goaway |= head[3] == 0x7;
-            if head[3] == 0x6 && head[4] & 0x1 == 0 {
-                let mut ack = b"\0\0\x08\x06\x01\0\0\0\0".to_vec();
-                ack.extend_from_slice(&body);
-                // The server may have closed already.
-                let _ = self.tcp.write_all(&ack).await;
+        while let Some(f) = self.frame().await {
+            goaway |= f.kind == 0x7;
+            if f.kind == 0x6 && f.flags & 0x1 == 0 {
+                self.send(0x6, 0x1, 0, &f.payload).await;
             }
         }
         assert!(goaway, "the server said GOAWAY before closing");
     }
 
     async fn request(&mut self, id: u32, block: Vec<u8>) -> Vec<u8> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut frame = (block.len() as u32).to_be_bytes()[1..].to_vec();
-        frame.extend_from_slice(&[0x1, 0x5]); // HEADERS, END_STREAM | END_HEADERS
-        frame.extend_from_slice(&id.to_be_bytes());
-        frame.extend_from_slice(&block);
-        self.tcp.write_all(&frame).await.unwrap();
+        self.send(0x1, 0x5, id, &block).await; // HEADERS, END_STREAM | END_HEADERS
         let mut body = Vec::new();
         loop {
-            let mut head = [0u8; 9];
-            self.tcp.read_exact(&mut head).await.unwrap();
-            let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
-            let (kind, flags) = (head[3], head[4]);
-            let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
-            let mut payload = vec![0u8; len];
-            self.tcp.read_exact(&mut payload).await.unwrap();
-            match kind {
-                0x4 if flags & 0x1 == 0 => {
-                    self.tcp.write_all(b"\0\0\0\x04\x01\0\0\0\0").await.unwrap();
-                }
-                0x3 | 0x7 => panic!("the server reset or closed: {payload:?}"),
-                0x0 if stream == id => body.extend_from_slice(&payload),
+            let f = self.frame().await.expect("the response");
+            match f.kind {
+                0x4 if f.flags & 0x1 == 0 => self.send(0x4, 0x1, 0, &[]).await,
+                0x3 | 0x7 => panic!("the server reset or closed: {:?}", f.payload),
+                0x0 if f.stream == id => body.extend_from_slice(&f.payload),
                 _ => {}
             }
-            if stream == id && matches!(kind, 0x0 | 0x1) && flags & 0x1 != 0 {
+            if f.stream == id && matches!(f.kind, 0x0 | 0x1) && f.flags & 0x1 != 0 {
                 return body;
             }
         }
     }
+
+    /// Writes one frame. A write after the server closed is ignored (a
+    /// PING acknowledged while it shuts down).
+    async fn send(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        let mut frame = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        frame.extend_from_slice(&[kind, flags]);
+        frame.extend_from_slice(&stream.to_be_bytes());
+        frame.extend_from_slice(payload);
+        let _ = self.tcp.write_all(&frame).await;
+    }
+
+    /// The next frame, or `None` once the server closed.
+    async fn frame(&mut self) -> Option<Frame> {
+        use tokio::io::AsyncReadExt;
+        let mut head = [0u8; 9];
+        self.tcp.read_exact(&mut head).await.ok()?;
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0u8; len];
+        self.tcp.read_exact(&mut payload).await.ok()?;
+        Some(Frame {
+            kind: head[3],
+            flags: head[4],
+            stream: u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff,
+            payload,
+        })
+    }
+}
+
+/// One HTTP/2 frame as `RawH2` read it.
+struct Frame {
+    kind: u8,
+    flags: u8,
+    stream: u32,
+    payload: Vec<u8>,
 }
