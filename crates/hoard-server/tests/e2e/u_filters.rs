@@ -1033,8 +1033,10 @@ filters = ["root"]
         .send()
         .await
         .expect_body("page")
-        .expect_header("x-list", "allow-list")
-        .expect_no_header("x-event");
+        .expect_header("x-list", "allow-list");
+    // (Whether this first response already shows the event depends on
+    // whether the plugin's thread consumed the queue before the origin
+    // answered: a race, not asserted.)
     proxy.wait_counter("filter_root_callbacks", 3).await;
     proxy.wait_counter("objects_stored", 1).await;
     t.client(&proxy)
