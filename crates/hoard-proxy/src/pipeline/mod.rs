@@ -47,6 +47,7 @@ pub mod purge_log;
 mod range;
 mod rewrite_memo;
 pub mod running;
+mod serving;
 mod slice;
 pub mod slice_body;
 pub mod trace;
@@ -84,6 +85,8 @@ pub(crate) use self::noted::{note_outcome, note_owner, note_tries, Noted};
 pub(crate) use self::prepare::edge_vars;
 pub use self::prepare::select_site;
 use self::prepare::{Prepared, Recv};
+pub use self::serving::Serving;
+use self::serving::Work;
 
 /// The store type the pipeline uses.
 pub type StoreHandle = Store;
@@ -225,11 +228,18 @@ impl Pipeline {
     /// Serves one client request (or a `PURGE`); errors become responses;
     /// then its outcome and time to first byte go to the metrics and its
     /// body is counted and logged as it is sent.
-    pub async fn serve(
+    ///
+    /// The future is written out by hand ([`Serving`]) rather than as an
+    /// `async fn`: one would keep the request and the connection (328
+    /// bytes) beside the phases' future that took them, and hyper moves
+    /// every byte of this future when a request starts (see
+    /// `future_sizes`).
+    pub fn serve(
         self: Arc<Self>,
         req: Request<RequestBody>,
         conn: Conn,
-    ) -> Response<Tallied> {
+    ) -> Serving<impl std::future::Future<Output = Result<Response<ProxyBody>, ProxyError>> + Send>
+    {
         let (peer, tls) = (conn.peer, conn.tls);
         let started = Instant::now();
         let c = &self.counters;
@@ -291,30 +301,50 @@ impl Pipeline {
                 "intercepted"
             );
         }
-        let (resp, noted) = match claimed {
-            Some(phases::Intercept::Now(i)) => return self.answer_now(i, &req, &conn),
-            Some(phases::Intercept::Logged(i)) => (
-                Box::pin(self.intercept(i, req, peer, tls)).await,
-                Noted::default(),
-            ),
+        let work = match claimed {
+            Some(phases::Intercept::Now(i)) => Work::Now {
+                resp: Some(self.answer_now(i, &req, &conn)),
+            },
+            Some(phases::Intercept::Logged(i)) => {
+                let p = self.clone();
+                Work::Intercept {
+                    fut: Box::pin(async move { p.intercept(i, req, peer, tls).await }),
+                }
+            }
             None => {
                 self.counters.inc(&self.counters.requests_total);
-                OUTCOME
-                    .scope(std::cell::Cell::new(Noted::default()), async {
-                        // The log line's id goes to the origin too.
-                        let id = line.as_deref().and_then(|l| l.record.request_id.as_ref());
-                        // recv, key, fetch, store and deliver.
-                        let resp = match self.recv(req, conn, id).await {
-                            Ok(resp) => resp,
-                            Err(e) => self.error_response(&e, None),
-                        };
-                        (resp, OUTCOME.with(std::cell::Cell::take))
-                    })
-                    .await
+                // The log line's id goes to the origin too.
+                let id = line.as_ref().and_then(|l| l.record.request_id.clone());
+                // recv, key, fetch, store and deliver.
+                Work::Route {
+                    fut: OUTCOME.scope(
+                        std::cell::Cell::new(Noted::default()),
+                        self.clone().recv(req, conn, id),
+                    ),
+                }
             }
         };
+        Serving {
+            pipeline: self,
+            started,
+            line,
+            watched,
+            work,
+        }
+    }
+
+    /// The `log` phase of a request its phases answered with `resp`
+    /// (see [`Pipeline::serve`]).
+    fn log(
+        &self,
+        resp: Response<ProxyBody>,
+        noted: Noted,
+        purge: bool,
+        started: Instant,
+        line: Option<Box<Pending>>,
+        watched: Option<Box<trace::Traced>>,
+    ) -> Response<Tallied> {
         // log: the metrics now, the access log's line when the body is sent.
-        let purge = claimed.is_some();
         let outcome = noted.outcome;
         let ttfb = started.elapsed();
         if !purge {
@@ -406,13 +436,14 @@ impl Pipeline {
     /// the route's steps), `key`, `fetch` and `store` (the cache, or a pass,
     /// or a tunnel), then the route's `deliver` steps on the response.
     async fn recv(
-        self: &Arc<Self>,
+        self: Arc<Self>,
         req: Request<RequestBody>,
         conn: Conn,
-        request_id: Option<&RequestId>,
+        request_id: Option<RequestId>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let tls = conn.tls;
         let run = self.snapshot();
+        let request_id = request_id.as_ref();
         let Recv {
             mut ctx,
             body,
