@@ -56,10 +56,19 @@ impl InterimQueue {
     /// Waits until every queued interim response is written, then closes
     /// the request to them. Call before handing the final response over.
     pub async fn finish(&self) {
-        self.answering.store(0, SeqCst);
+        if self.close() {
+            return;
+        }
         while self.queued.load(SeqCst) > 0 {
             self.done.notified().await;
         }
+    }
+
+    /// Closes the request to interim responses; true when none is left to
+    /// write (else [`InterimQueue::finish`] waits for them).
+    pub fn close(&self) -> bool {
+        self.answering.store(0, SeqCst);
+        self.queued.load(SeqCst) == 0
     }
 
     /// True when something is queued (checked on every flush).

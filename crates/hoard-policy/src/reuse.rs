@@ -116,15 +116,24 @@ pub fn reuse(
     req: &CacheControl,
     now: SystemTime,
 ) -> Reuse {
+    reuse_aged(times, rules, req, times.current_age(now))
+}
+
+/// [`reuse`] for a response whose `current_age` (§4.2.3) at the time of
+/// the request is `age`: a hit computes it once, for this decision and
+/// for its `Age` field.
+pub fn reuse_aged(
+    times: &StoredTimes,
+    rules: &StoredRules,
+    req: &CacheControl,
+    age: Duration,
+) -> Reuse {
     if req.no_cache {
         return Reuse::Revalidate(RevalidateReason::RequestNoCache);
     }
     if rules.no_cache {
         return Reuse::Revalidate(RevalidateReason::ResponseNoCache);
     }
-    // One age for every check below (§4.2.3 is a few subtractions, but
-    // this runs on every hit).
-    let age = times.current_age(now);
     if let Some(max_age) = req.max_age {
         if age > Duration::from_secs(max_age.secs_or_zero()) {
             return Reuse::Revalidate(RevalidateReason::RequestFreshness);

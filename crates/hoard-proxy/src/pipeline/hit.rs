@@ -55,10 +55,23 @@ impl Pipeline {
         ctx: &Ctx<'_>,
         key: &CacheKey,
         obj: Arc<StoredObject>,
-        mut status: CacheStatus,
+        status: CacheStatus,
         now: SystemTime,
     ) -> Response<ProxyBody> {
-        let current_age = obj.times.current_age(now);
+        let age = obj.times.current_age(now);
+        self.serve_stored_aged(ctx, key, obj, status, age)
+    }
+
+    /// [`Pipeline::serve_stored`] for an object whose `current_age` at the
+    /// request's time is known (computed once for the reuse decision).
+    pub(crate) fn serve_stored_aged(
+        &self,
+        ctx: &Ctx<'_>,
+        key: &CacheKey,
+        obj: Arc<StoredObject>,
+        mut status: CacheStatus,
+        current_age: std::time::Duration,
+    ) -> Response<ProxyBody> {
         status.ttl = Some(ttl_secs(obj.times.ttl_millis_at(current_age)));
         // Only on a route that shows them (`$cache_hits`): a response
         // extension, read when the route's fields are made.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use hoard_policy::cache_status::{CacheStatus, Fwd};
 use hoard_policy::encoding::served_as_stored;
-use hoard_policy::reuse::{request_cache_control_for, reuse, Reuse};
+use hoard_policy::reuse::{request_cache_control_for, reuse_aged, Reuse};
 use hoard_store::Lookup;
 use http::header::{self};
 use http::{Method, Response};
@@ -52,46 +52,52 @@ impl Pipeline {
                 self.counters.inc(&self.counters.cache_miss);
                 return Box::pin(self.pass(ctx, None, None)).await;
             }
-            Lookup::Hit(obj) => match self.reuse_here(&obj, &req_cc, now) {
-                Reuse::Fresh | Reuse::StaleAllowed => {
-                    self.counters.inc(&self.counters.cache_hit);
-                    let mut status = CacheStatus {
-                        hit: true,
-                        ..Default::default()
-                    };
-                    if obj.near {
-                        // A copy of an object another member owns.
-                        self.counters.inc(&self.counters.cluster_near_hits);
-                        status.detail = Some("near");
+            Lookup::Hit(obj) => {
+                // One age (§4.2.3) for the decision and the hit's `Age`.
+                let age = obj.times.current_age(now);
+                match self.reuse_here(&obj, &req_cc, age) {
+                    Reuse::Fresh | Reuse::StaleAllowed => {
+                        self.counters.inc(&self.counters.cache_hit);
+                        let mut status = CacheStatus {
+                            hit: true,
+                            ..Default::default()
+                        };
+                        if obj.near {
+                            // A copy of an object another member owns.
+                            self.counters.inc(&self.counters.cluster_near_hits);
+                            status.detail = Some("near");
+                        }
+                        return Ok(self.serve_stored_aged(ctx, &key, obj, status, age));
                     }
-                    return Ok(self.serve_stored(ctx, &key, obj, status, now));
+                    // A no-store request takes only what may be served as it is:
+                    // a refresh in its name (with its cookies) must not be stored.
+                    _ if matches!(applied, Applied::NoStore(_)) => (None, Fwd::Stale),
+                    Reuse::StaleWhileRevalidate => {
+                        // RFC 5861 §3: serve the stale copy now; one background refresh
+                        // (a fill nobody waits for) runs unless one is in flight.
+                        self.counters
+                            .inc(&self.counters.stale_while_revalidate_served);
+                        let job = self.fill_job(ctx, &key, &req_cc, Some(obj.clone()), false);
+                        self.fills.spawn_refresh(job, ctx.route.fill_max_age);
+                        let status = CacheStatus {
+                            hit: true,
+                            detail: Some("stale-while-revalidate"),
+                            ..Default::default()
+                        };
+                        return Ok(self.serve_stored_aged(ctx, &key, obj, status, age));
+                    }
+                    Reuse::Revalidate(reason) => {
+                        let fwd = match reason {
+                            hoard_policy::reuse::RevalidateReason::RequestNoCache
+                            | hoard_policy::reuse::RevalidateReason::RequestFreshness => {
+                                Fwd::Request
+                            }
+                            _ => Fwd::Stale,
+                        };
+                        (Some(obj), fwd)
+                    }
                 }
-                // A no-store request takes only what may be served as it is:
-                // a refresh in its name (with its cookies) must not be stored.
-                _ if matches!(applied, Applied::NoStore(_)) => (None, Fwd::Stale),
-                Reuse::StaleWhileRevalidate => {
-                    // RFC 5861 §3: serve the stale copy now; one background refresh
-                    // (a fill nobody waits for) runs unless one is in flight.
-                    self.counters
-                        .inc(&self.counters.stale_while_revalidate_served);
-                    let job = self.fill_job(ctx, &key, &req_cc, Some(obj.clone()), false);
-                    self.fills.spawn_refresh(job, ctx.route.fill_max_age);
-                    let status = CacheStatus {
-                        hit: true,
-                        detail: Some("stale-while-revalidate"),
-                        ..Default::default()
-                    };
-                    return Ok(self.serve_stored(ctx, &key, obj, status, now));
-                }
-                Reuse::Revalidate(reason) => {
-                    let fwd = match reason {
-                        hoard_policy::reuse::RevalidateReason::RequestNoCache
-                        | hoard_policy::reuse::RevalidateReason::RequestFreshness => Fwd::Request,
-                        _ => Fwd::Stale,
-                    };
-                    (Some(obj), fwd)
-                }
-            },
+            }
             Lookup::VaryMiss(names) => {
                 // Fills of this variant share a slot of their own.
                 variant = Some(names.variant(&ctx.headers));
@@ -185,13 +191,13 @@ impl Pipeline {
         &self,
         obj: &hoard_store::object::StoredObject,
         req_cc: &hoard_policy::cache_control::CacheControl,
-        now: std::time::SystemTime,
+        age: std::time::Duration,
     ) -> Reuse {
         match &self.cluster {
             Some(c) if c.fenced(obj.times.response_time) => {
                 Reuse::Revalidate(hoard_policy::reuse::RevalidateReason::Stale)
             }
-            _ => reuse(&obj.times, &obj.rules, req_cc, now),
+            _ => reuse_aged(&obj.times, &obj.rules, req_cc, age),
         }
     }
 }

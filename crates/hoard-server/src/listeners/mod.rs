@@ -44,6 +44,7 @@
 //! HTTP/2 connections get a GOAWAY. The loop ends when every connection is closed or after
 //! `server.shutdown_timeout`, whichever comes first.
 
+mod answer;
 pub mod cork;
 mod gate;
 pub mod h3;
@@ -56,7 +57,6 @@ mod ticks;
 pub mod tls;
 pub mod watch;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,7 +72,7 @@ use hoard_config::ServerConfig;
 use hoard_proxy::pipeline::Pipeline;
 use hoard_proxy::sendfile::{SendQueue, SendfileStream};
 use inline_exec::InlineExec;
-use watch::{Activity, Limits, Tracked, Verdict, Watched};
+use watch::{Activity, Limits, Verdict, Watched};
 
 /// How long a draining connection with nothing in flight waits for a
 /// request before it is closed (see the module docs).
@@ -536,24 +536,13 @@ async fn serve_connection(
             listener: u16::try_from(listener.load(std::sync::atomic::Ordering::Relaxed))
                 .unwrap_or(u16::MAX),
         };
-        async move {
-            let mut resp = p
-                .serve(req.map(hoard_proxy::request_body::RequestBody::Hyper), conn)
-                .await;
-            if let Some(q) = finish_interim {
-                q.finish().await;
-            }
-            if let Some(v) = alt_svc {
-                resp.headers_mut().insert(hyper::header::ALT_SVC, v);
-            }
-            if last {
-                resp.headers_mut().insert(
-                    hyper::header::CONNECTION,
-                    hyper::header::HeaderValue::from_static("close"),
-                );
-            }
-            Ok::<_, Infallible>(resp.map(|b| Tracked::new(b, token)))
-        }
+        answer::Answer::new(
+            p.serve(req.map(hoard_proxy::request_body::RequestBody::Hyper), conn),
+            finish_interim,
+            alt_svc,
+            last,
+            token,
+        )
     });
     // Serves the connection until it ends, closing it gracefully on
     // shutdown or when the watchdog finds it idle or flooding resets, and
