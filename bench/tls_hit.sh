@@ -12,6 +12,9 @@
 # PIN=1 gives each proxy CPU 0 alone (nginx: 1 worker; hoard: 1 thread) and
 # h2load CPU 1: the proxy, not the client, is then what runs out of CPU, so
 # req/s compare the proxies (shared, h2load -t1 can be the limit of both).
+# CLIENT=wrk drives the HTTP/1.1 rows with wrk (OpenSSL, -t1 -c16) instead:
+# a client that spends less CPU per request, for when h2load on its one CPU
+# is what runs out (the proxies' CPU columns say whether they were busy).
 #
 # Environment knobs (all optional):
 #   DURATION=10        seconds per h2load run
@@ -20,6 +23,7 @@
 #   MODES="h2 h1"      protocols
 #   PROXIES="nginx hoard"
 #   PIN=0              1: proxy on CPU 0 alone, h2load on CPU 1
+#   CLIENT=h2load      wrk: HTTP/1.1 rows driven by wrk -t1 -c16
 #   HOARD_BIN, SKIP_BUILD=1, KEEP=1, BASE_PORT=18600
 set -euo pipefail
 
@@ -33,6 +37,7 @@ OBJECTS="${OBJECTS:-1k}"
 MODES="${MODES:-h2 h1}"
 PROXIES="${PROXIES:-nginx hoard}"
 PIN="${PIN:-0}"
+CLIENT="${CLIENT:-h2load}"
 KEEP="${KEEP:-0}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
 HOARD_BIN="${HOARD_BIN:-$ROOT/target/release/hoard}"
@@ -43,6 +48,11 @@ require_whole RUNS
 require_positive DURATION RUNS
 
 ensure_tools nginx:nginx-light h2load:nghttp2-client openssl:openssl curl:curl
+case "$CLIENT" in
+    h2load) ;;
+    wrk) ensure_tools wrk:wrk ;;
+    *) die "CLIENT must be h2load or wrk, not $CLIENT" ;;
+esac
 NCPU="$(nproc)"
 if [ "$PIN" = 1 ]; then
     [ "$NCPU" -ge 2 ] || die "PIN=1 needs 2 CPUs"
@@ -166,15 +176,24 @@ for run in $(seq "$RUNS"); do
             for p in $PROXIES; do
                 url="https://localhost:${PORT[$p]}/$o"
                 if [ "$m" = h2 ]; then args=(-c16 -m10); else args=(--h1 -c16); fi
+                out="$RUN/client.$p.$o.$m.$run"
                 before=$(busy_ticks "${PID[$p]}")
-                "${CLIENT_CPU[@]}" h2load "${args[@]}" -t1 -D "$DURATION" "$url" >"$RUN/h2load.$p.$o.$m.$run" 2>&1 \
-                    || die "h2load failed against $p ($m, $o): $(tail -3 "$RUN/h2load.$p.$o.$m.$run")"
-                after=$(busy_ticks "${PID[$p]}")
-                out="$RUN/h2load.$p.$o.$m.$run"
-                rps=$(awk '/^finished in/ { gsub(",", "", $4); print int($4) }' "$out")
-                ok=$(awk '/^requests:/ { print $8 }' "$out")
-                total=$(awk '/^requests:/ { print $2 }' "$out")
-                [ "$ok" = "$total" ] || die "$p ($m, $o): $ok of $total requests succeeded"
+                if [ "$m" = h1 ] && [ "$CLIENT" = wrk ]; then
+                    "${CLIENT_CPU[@]}" wrk -t1 -c16 -d "${DURATION}s" "$url" >"$out" 2>&1 \
+                        || die "wrk failed against $p ($o): $(tail -3 "$out")"
+                    after=$(busy_ticks "${PID[$p]}")
+                    rps=$(awk '/^Requests\/sec:/ { print int($2) }' "$out")
+                    total=$(awk '/ requests in / { print $1 }' "$out")
+                    ! grep -q "Non-2xx\|Socket errors" "$out" || die "$p ($o): wrk saw errors: $(grep 'Non-2xx\|Socket errors' "$out")"
+                else
+                    "${CLIENT_CPU[@]}" h2load "${args[@]}" -t1 -D "$DURATION" "$url" >"$out" 2>&1 \
+                        || die "h2load failed against $p ($m, $o): $(tail -3 "$out")"
+                    after=$(busy_ticks "${PID[$p]}")
+                    rps=$(awk '/^finished in/ { gsub(",", "", $4); print int($4) }' "$out")
+                    ok=$(awk '/^requests:/ { print $8 }' "$out")
+                    total=$(awk '/^requests:/ { print $2 }' "$out")
+                    [ "$ok" = "$total" ] || die "$p ($m, $o): $ok of $total requests succeeded"
+                fi
                 cpu=$(awk -v t=$((after - before)) -v hz="$CLK_TCK" -v n="$total" \
                     'BEGIN { printf "%.1f", (n > 0 ? t / hz * 1e6 / n : 0) }')
                 RESULT[$p,$o,$m]="${RESULT[$p,$o,$m]:-} $rps:$cpu"
@@ -195,7 +214,7 @@ report_start tls_hit
     echo
     machine_line
     echo "- hoard $git_rev ($WORKERS threads), nginx $(nginx -v 2>&1 | cut -d/ -f2) ($WORKERS workers, keepalive_requests 10000000)$([ "$PIN" = 1 ] && echo "; PIN=1: each proxy on CPU 0 alone, h2load on CPU 1")"
-    echo "- h2load -t1 -D $DURATION: h2 = -c16 -m10, h1 = --h1 -c16; $RUNS runs per cell, median shown"
+    echo "- h2load -t1 -D $DURATION: h2 = -c16 -m10, h1 = $([ "$CLIENT" = wrk ] && echo "wrk -t1 -c16 (OpenSSL)" || echo "--h1 -c16"); $RUNS runs per cell, median shown"
     echo
     echo "| object | protocol | proxy | req/s | req/s range | cpu µs/req |"
     echo "|---|---|---|---|---|---|"
