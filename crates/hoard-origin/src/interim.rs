@@ -147,6 +147,21 @@ impl Interim {
 mod tests {
     use super::*;
 
+    #[test]
+    fn close_says_whether_something_is_left_to_write() {
+        let q = Arc::new(InterimQueue::default());
+        q.open(1);
+        assert!(q.close());
+        let i = q.open(2);
+        i.early_hints(&HeaderMap::new());
+        assert!(!q.close());
+        // Closed: a later hint is dropped, the queued one stays.
+        i.early_hints(&HeaderMap::new());
+        assert!(q.pending());
+        let _ = q.write_with(|b| Poll::Ready(Ok(b.len())));
+        assert!(q.close());
+    }
+
     #[tokio::test]
     async fn interim_after_finish_is_dropped() {
         let q = Arc::new(InterimQueue::default());

@@ -105,3 +105,64 @@ where
         Poll::Ready(Ok(resp.map(|b| Tracked::new(b, token))))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::watch::{Activity, Limits};
+    use super::*;
+    use std::time::Duration;
+
+    fn activity() -> Arc<Activity> {
+        Activity::new(Limits {
+            keep_alive_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
+            max_resets: 100,
+            header_read_timeout: None,
+        })
+    }
+
+    /// Polls `f` once with a waker that does nothing.
+    fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
+        f.poll(&mut Context::from_waker(std::task::Waker::noop()))
+    }
+
+    #[tokio::test]
+    async fn a_served_response_gets_the_connections_fields() {
+        let a = activity();
+        let answer = Answer::new(
+            std::future::ready(Response::new(())),
+            Some(Arc::new(InterimQueue::default())),
+            Some(HeaderValue::from_static("h3=\":443\"")),
+            true,
+            a.request(),
+        );
+        let resp = answer.await.unwrap();
+        assert_eq!(resp.headers()[http::header::ALT_SVC], "h3=\":443\"");
+        assert_eq!(resp.headers()[http::header::CONNECTION], "close");
+    }
+
+    #[tokio::test]
+    async fn the_answer_waits_until_a_queued_interim_response_is_written() {
+        let a = activity();
+        let q = Arc::new(InterimQueue::default());
+        q.open(1).early_hints(&http::HeaderMap::new());
+        let mut answer = std::pin::pin!(Answer::new(
+            std::future::ready(Response::new(())),
+            Some(q.clone()),
+            None,
+            false,
+            a.request(),
+        ));
+        assert!(poll_once(answer.as_mut()).is_pending());
+        assert!(poll_once(answer.as_mut()).is_pending());
+        let mut written = Vec::new();
+        let flushed = q.write_with(|b| {
+            written.extend_from_slice(b);
+            Poll::Ready(Ok(b.len()))
+        });
+        assert!(matches!(flushed, Poll::Ready(Ok(()))));
+        assert!(written.starts_with(b"HTTP/1.1 103 Early Hints\r\n"));
+        let resp = answer.await.unwrap();
+        assert!(!resp.headers().contains_key(http::header::CONNECTION));
+    }
+}
