@@ -149,6 +149,42 @@ async fn o00012_access_log_line_for_each_outcome() {
     origin.finish().await;
 }
 
+// o00018: a request refused before any route step (two Host fields, RFC
+// 9112 §3.2) is answered 400 and logged and counted as an error: the
+// phases end in an error, which is answered after the request's noted
+// state is read (`pipeline/serving.rs`).
+#[tokio::test]
+async fn o00018_a_refused_request_is_logged_as_an_error() {
+    let t = Test::new("o00018");
+    let origin = t.origin().start().await;
+    let log = t.dir().join("access.log");
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| c.access_log.target = hoard_config::LogTarget::File(log.clone()))
+        .start()
+        .await;
+    let mut c = t.client(&proxy).connect().await;
+    c.send_raw("GET /x HTTP/1.1\r\nHost: localhost\r\nHost: other\r\n\r\n")
+        .await;
+    c.read_response()
+        .await
+        .expect_status(400)
+        .expect_cache_status("detail=bad-request");
+    proxy.wait_counter("access_log_lines", 1).await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert_eq!(lines[0]["cache"], "error");
+    assert_eq!(lines[0]["status"], 400);
+    assert_eq!(lines[0]["path"], "/x");
+    proxy.expect_counter("client_errors", 1);
+    origin.finish().await;
+}
+
 // o00016: a writer that falls behind never holds a request: with the log
 // going into a pipe nobody reads, requests are answered as usual and the
 // lines that do not fit are dropped and counted.
