@@ -3,7 +3,8 @@
 //! Each listener has an accept loop task; each accepted connection gets a task
 //! that serves it with hyper (HTTP/1.1, and HTTP/2 by prior knowledge on plain
 //! sockets or by ALPN over TLS). A request is handed to the
-//! [`hoard_proxy::pipeline::Pipeline`]; limits (head size, header count) are
+//! [`hoard_proxy::pipeline::Pipeline`], and its response gets the
+//! connection's fields on the way back (`answer`); limits (head size, header count) are
 //! enforced by hyper, which answers 431/400 itself; the head read timeout by
 //! the connection's watchdog (`watch`).
 //!
