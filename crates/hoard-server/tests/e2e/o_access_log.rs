@@ -2,9 +2,31 @@
 //! outcome, reopened on demand, and a writer that falls behind drops lines
 //! rather than hold a request.
 
-use hoard_testkit::Test;
+use hoard_testkit::{Origin, Test, TestProxy};
 
 use crate::secs;
+
+/// A proxy in front of `origin` whose access log (JSON lines) goes to a
+/// file of the test's own, and that file.
+async fn logged_proxy(t: &Test, origin: &Origin) -> (TestProxy, std::path::PathBuf) {
+    let log = t.dir().join("access.log");
+    let proxy = t
+        .proxy()
+        .origin(origin)
+        .config(|c| c.access_log.target = hoard_config::LogTarget::File(log.clone()))
+        .start()
+        .await;
+    (proxy, log)
+}
+
+/// The access log's lines, parsed.
+fn log_lines(log: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
 
 // o00012: the access log has one JSON line per request with the outcome of
 // each: miss, hit, stale, revalidated, pass, error; and reopens its file.
@@ -48,13 +70,7 @@ async fn o00012_access_log_line_for_each_outcome() {
         })
         .start()
         .await;
-    let log = t.dir().join("access.log");
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .config(|c| c.access_log.target = hoard_config::LogTarget::File(log.clone()))
-        .start()
-        .await;
+    let (proxy, log) = logged_proxy(&t, &origin).await;
     // Each line is written when its response body is done: wait for it, so
     // the order of lines is the order of requests.
     let mut lines = 0;
@@ -98,11 +114,7 @@ async fn o00012_access_log_line_for_each_outcome() {
         .await
         .expect_status(504); // error
     logged().await;
-    let text = std::fs::read_to_string(&log).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = log_lines(&log);
     let outcomes: Vec<&str> = lines.iter().map(|l| l["cache"].as_str().unwrap()).collect();
     assert_eq!(
         outcomes,
@@ -157,13 +169,7 @@ async fn o00012_access_log_line_for_each_outcome() {
 async fn o00018_a_refused_request_is_logged_as_an_error() {
     let t = Test::new("o00018");
     let origin = t.origin().start().await;
-    let log = t.dir().join("access.log");
-    let proxy = t
-        .proxy()
-        .origin(&origin)
-        .config(|c| c.access_log.target = hoard_config::LogTarget::File(log.clone()))
-        .start()
-        .await;
+    let (proxy, log) = logged_proxy(&t, &origin).await;
     let mut c = t.client(&proxy).connect().await;
     c.send_raw("GET /x HTTP/1.1\r\nHost: localhost\r\nHost: other\r\n\r\n")
         .await;
@@ -172,12 +178,8 @@ async fn o00018_a_refused_request_is_logged_as_an_error() {
         .expect_status(400)
         .expect_cache_status("detail=bad-request");
     proxy.wait_counter("access_log_lines", 1).await;
-    let text = std::fs::read_to_string(&log).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(lines.len(), 1, "{text}");
+    let lines = log_lines(&log);
+    assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["cache"], "error");
     assert_eq!(lines[0]["status"], 400);
     assert_eq!(lines[0]["path"], "/x");
