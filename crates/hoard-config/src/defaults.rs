@@ -61,6 +61,7 @@ impl Default for ServerConfig {
             http3_max_streams: 100,
             keep_alive_timeout: Duration::from_secs(75),
             send_timeout: Duration::from_secs(60),
+            ignore_client_abort: false,
             tunnel_idle_timeout: Duration::from_secs(3600),
             body_read_timeout: Duration::from_secs(60),
             max_resets: 200,

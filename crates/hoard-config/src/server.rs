@@ -51,6 +51,13 @@ pub struct ServerConfig {
     /// A response write blocked this long (the client stopped reading)
     /// closes the connection. Default: 60s.
     pub send_timeout: Duration,
+    /// HTTP/1.x: a client that closes its connection (or only its sending
+    /// side) while its request is being answered is noticed when the
+    /// response is written to it, not at once; meanwhile its request goes
+    /// on (as Varnish does, and nginx with `proxy_ignore_client_abort
+    /// on`). Fills go on without their clients either way. Default: false
+    /// (as nginx: the request is dropped as soon as the client goes).
+    pub ignore_client_abort: bool,
     /// An upgrade tunnel with no byte either way this long is closed.
     /// Default: 1h.
     pub tunnel_idle_timeout: Duration,
@@ -94,6 +101,7 @@ impl Resolver<'_> {
             http3_max_streams: s.http3_max_streams.unwrap_or(d.http3_max_streams).max(1),
             keep_alive_timeout: s.keep_alive_timeout.map_or(d.keep_alive_timeout, |x| x.0),
             send_timeout: s.send_timeout.map_or(d.send_timeout, |x| x.0),
+            ignore_client_abort: s.ignore_client_abort.unwrap_or(d.ignore_client_abort),
             tunnel_idle_timeout: s.tunnel_idle_timeout.map_or(d.tunnel_idle_timeout, |x| x.0),
             body_read_timeout: s.body_read_timeout.map_or(d.body_read_timeout, |x| x.0),
             max_resets: s.max_resets.unwrap_or(d.max_resets).max(1),

@@ -59,6 +59,7 @@ pub struct RawServer {
     pub http3_max_streams: Option<u32>,
     pub keep_alive_timeout: Option<Dur>,
     pub send_timeout: Option<Dur>,
+    pub ignore_client_abort: Option<bool>,
     pub tunnel_idle_timeout: Option<Dur>,
     pub body_read_timeout: Option<Dur>,
     pub max_resets: Option<u64>,

@@ -133,7 +133,11 @@ fn builder(server: &ServerConfig, http2: bool) -> Builders {
         // Queue body chunks, never copy them into one buffer: sendfile
         // placeholders must reach the stream as they are.
         .writev(true)
-        .keep_alive(true);
+        .keep_alive(true)
+        // Unless set, hyper reads while a request is being answered, to
+        // notice a client that closes (into 64 bytes of its own since
+        // hoard's patch, vendor/README.md, not a fresh 8 KiB buffer).
+        .half_close(server.ignore_client_abort);
     if server.max_headers != 100 {
         h1.max_headers(server.max_headers);
     }

@@ -283,3 +283,116 @@ async fn f00012_silent_connections_make_room() {
     proxy.expect_counter("connections_refused", 0);
     origin.finish().await;
 }
+
+/// The origin takes a request, waits until the client has closed its
+/// sending side, then answers; `answered` says what the client must see.
+async fn half_closed_client(name: &str, ignore_client_abort: bool) {
+    let t = Test::new(name);
+    let has_it = t.barrier(2);
+    let closed = t.barrier(2);
+    let (o_has_it, o_closed) = (has_it.clone(), closed.clone());
+    let origin = t
+        .origin()
+        .script(move |mut s| async move {
+            s.rxreq().await.expect_url("/slow");
+            o_has_it.sync().await;
+            o_closed.sync().await;
+            // Dropped by the proxy or not: a failed write is logged, not fatal.
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .body("late")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(move |c| c.server.ignore_client_abort = ignore_client_abort)
+        .start()
+        .await;
+    let mut c = t.client(&proxy).connect().await;
+    c.send_raw("GET /slow HTTP/1.1\r\nHost: a\r\n\r\n").await;
+    has_it.sync().await;
+    c.shutdown_write().await;
+    if ignore_client_abort {
+        closed.sync().await;
+        let r = c.read_response().await;
+        r.expect_status(200).expect_body("late");
+        c.expect_closed().await;
+    } else {
+        c.expect_closed().await;
+        closed.sync().await;
+    }
+    origin.finish().await;
+}
+
+// f00063: by default (as nginx), a client that closes its sending side while
+// its request waits for the origin is taken to have gone: the connection is
+// closed without an answer, as soon as the close arrives.
+#[tokio::test]
+async fn f00063_a_client_that_closes_mid_request_is_dropped() {
+    half_closed_client("f00063", false).await;
+}
+
+// f00064: with `ignore_client_abort` (as Varnish, nginx's
+// `proxy_ignore_client_abort on`), the same client gets its answer, and the
+// connection closes after it.
+#[tokio::test]
+async fn f00064_ignore_client_abort_answers_a_half_closed_client() {
+    half_closed_client("f00064", true).await;
+}
+
+// f00065: a request pipelined behind one that waits for the origin, sent
+// while it waits and longer than what hyper's read in flight takes at once
+// (64 bytes, see vendor/README.md), is read whole and answered after it.
+#[tokio::test]
+async fn f00065_a_request_sent_while_the_previous_one_waits_is_answered_next() {
+    let t = Test::new("f00065");
+    let has_it = t.barrier(2);
+    let sent = t.barrier(2);
+    let (o_has_it, o_sent) = (has_it.clone(), sent.clone());
+    let origin = t
+        .origin()
+        .script(move |mut s| async move {
+            s.rxreq().await.expect_url("/first");
+            o_has_it.sync().await;
+            o_sent.sync().await;
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .body("one")
+                .send()
+                .await;
+            let second = s.rxreq().await;
+            second
+                .expect_url("/second")
+                .expect_header("x-long", &"l".repeat(300));
+            s.txresp(200)
+                .hdr("Cache-Control", "no-store")
+                .body("two")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    let mut c = t.client(&proxy).connect().await;
+    c.send_raw("GET /first HTTP/1.1\r\nHost: a\r\n\r\n").await;
+    has_it.sync().await;
+    let long = "l".repeat(300);
+    c.send_raw(format!(
+        "GET /second HTTP/1.1\r\nHost: a\r\nX-Long: {long}\r\n\r\n"
+    ))
+    .await;
+    sent.sync().await;
+    c.read_response()
+        .await
+        .expect_status(200)
+        .expect_body("one");
+    c.read_response()
+        .await
+        .expect_status(200)
+        .expect_body("two");
+    origin.finish().await;
+}
