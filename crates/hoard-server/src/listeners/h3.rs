@@ -210,15 +210,25 @@ async fn connection(
         };
         let p = pipeline.clone();
         let at = listener.load(std::sync::atomic::Ordering::Relaxed);
-        // Boxed: the request's state (the whole pipeline's) is kilobytes,
-        // and tokio moves a task's future by value when it spawns it and
-        // when it finishes (about 5,000 instructions of copying per hit).
-        requests.spawn(Box::pin(async move {
+        // Polled once here, in the connection's task: a hit from memory
+        // is answered in that poll and never becomes a task (as HTTP/2's
+        // streams, see `inline_exec`); a request still waiting is spawned.
+        // Boxed either way: the request's state (the whole pipeline's) is
+        // kilobytes, and tokio moves a task's future by value when it
+        // spawns it and when it finishes.
+        let serve = async move {
             match resolver.resolve_request().await {
                 Ok((req, stream)) => request(p, (peer, at), req, stream).await,
                 Err(e) => tracing::debug!(%peer, error = %e, "HTTP/3 request refused"),
             }
-        }));
+        };
+        super::inline_exec::run_inline(
+            serve,
+            |f| {
+                requests.spawn(f);
+            },
+            "an HTTP/3 request stream",
+        );
     }
     requests.close();
     requests.wait().await;

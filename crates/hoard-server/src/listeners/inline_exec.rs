@@ -23,6 +23,7 @@
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 /// Polls each future once in place; spawns it on the tokio runtime only if
@@ -35,16 +36,31 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     fn execute(&self, fut: F) {
-        let mut fut = Box::pin(fut);
-        let mut cx = Context::from_waker(Waker::noop());
-        match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
-            Ok(Poll::Ready(())) => {}
-            Ok(Poll::Pending) => {
-                tokio::spawn(fut);
-            }
-            Err(_) => {
-                tracing::error!("an HTTP/2 stream panicked; it was reset, the connection goes on");
-            }
+        run_inline(
+            fut,
+            |f| {
+                tokio::spawn(f);
+            },
+            "an HTTP/2 stream",
+        );
+    }
+}
+
+/// Polls `fut` once, here, and hands it to `spawn` only if it is not done:
+/// what [`InlineExec`] does with hyper's HTTP/2 streams, and the HTTP/3
+/// listener with each request stream (`super::h3`). A panic in that poll
+/// is caught and logged (`what` panicked); the future is dropped.
+pub fn run_inline<F>(fut: F, spawn: impl FnOnce(Pin<Box<F>>), what: &str)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let mut fut = Box::pin(fut);
+    let mut cx = Context::from_waker(Waker::noop());
+    match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
+        Ok(Poll::Ready(())) => {}
+        Ok(Poll::Pending) => spawn(fut),
+        Err(_) => {
+            tracing::error!("{what} panicked; it was reset, the connection goes on");
         }
     }
 }
