@@ -51,12 +51,16 @@ pub struct ServerConfig {
     /// A response write blocked this long (the client stopped reading)
     /// closes the connection. Default: 60s.
     pub send_timeout: Duration,
-    /// HTTP/1.x: a client that closes its connection (or only its sending
-    /// side) while its request is being answered is noticed when the
-    /// response is written to it, not at once; meanwhile its request goes
-    /// on (as Varnish does, and nginx with `proxy_ignore_client_abort
-    /// on`). Fills go on without their clients either way. Default: false
-    /// (as nginx: the request is dropped as soon as the client goes).
+    /// HTTP/1.x, once a request (head and body) has been read: a client
+    /// that then closes its connection, or only its sending side, is not
+    /// looked for while the request is answered. Its request goes on (as
+    /// Varnish does, and nginx with `proxy_ignore_client_abort on`); a
+    /// half-closed client gets its answer, then the connection closes; a
+    /// closed one is found out by a later write or read (a short response
+    /// usually still leaves), and so is one that goes away during a long
+    /// streamed response. Fills go on without their clients either way.
+    /// Default: false (as nginx: the request is dropped as soon as the
+    /// client's close arrives).
     pub ignore_client_abort: bool,
     /// An upgrade tunnel with no byte either way this long is closed.
     /// Default: 1h.

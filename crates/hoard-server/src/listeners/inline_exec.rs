@@ -49,7 +49,9 @@ where
 /// Polls `fut` once, here, and hands it to `spawn` only if it is not done:
 /// what [`InlineExec`] does with hyper's HTTP/2 streams, and the HTTP/3
 /// listener with each request stream (`super::h3`). A panic in that poll
-/// is caught and logged (`what` panicked); the future is dropped.
+/// is caught and logged (`what` panicked); the future is dropped, as a
+/// task's would be (h2 resets the stream; quinn finishes an HTTP/3 one,
+/// so a response without a length may look complete to its client).
 pub fn run_inline<F>(fut: F, spawn: impl FnOnce(Pin<Box<F>>), what: &str)
 where
     F: Future<Output = ()> + Send + 'static,
@@ -60,7 +62,7 @@ where
         Ok(Poll::Ready(())) => {}
         Ok(Poll::Pending) => spawn(fut),
         Err(_) => {
-            tracing::error!("{what} panicked; it was reset, the connection goes on");
+            tracing::error!("{what} panicked; it was dropped, the connection goes on");
         }
     }
 }
