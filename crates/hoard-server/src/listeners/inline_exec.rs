@@ -1,4 +1,5 @@
-//! The executor hyper's HTTP/2 server runs each stream on.
+//! The executor hyper's HTTP/2 server runs each stream on (and
+//! [`run_inline`], the same for each HTTP/3 request stream, `super::h3`).
 //!
 //! hyper hands every accepted HTTP/2 stream to an executor as a future
 //! (the request's service future plus the sending of its response). Spawned

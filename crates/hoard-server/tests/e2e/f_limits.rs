@@ -285,7 +285,8 @@ async fn f00012_silent_connections_make_room() {
 }
 
 /// The origin takes a request, waits until the client has closed its
-/// sending side, then answers; `answered` says what the client must see.
+/// sending side, then answers; with `ignore_client_abort` the client must
+/// get that answer, without it only the connection's close.
 async fn half_closed_client(name: &str, ignore_client_abort: bool) {
     let t = Test::new(name);
     let has_it = t.barrier(2);
