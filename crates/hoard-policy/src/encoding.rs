@@ -85,6 +85,9 @@ impl Accept {
     /// Parses `Accept-Encoding` from request fields (all lines).
     pub fn from_request(headers: &HeaderMap) -> Accept {
         let mut a = Accept::default();
+        if !crate::headers::has_any(headers, &[ACCEPT_ENCODING]) {
+            return a;
+        }
         for v in headers.get_all(ACCEPT_ENCODING) {
             a.present = true;
             let Ok(s) = v.to_str() else { continue };

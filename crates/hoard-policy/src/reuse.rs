@@ -75,6 +75,9 @@ impl StoredRules {
 /// The request's cache directives, with `Pragma: no-cache` read as
 /// `Cache-Control: no-cache` when there is no `Cache-Control` (§5.4).
 pub fn request_cache_control(headers: &HeaderMap) -> CacheControl {
+    if !crate::headers::has_any(headers, &[header::CACHE_CONTROL, header::PRAGMA]) {
+        return CacheControl::default();
+    }
     match CacheControl::from_headers(headers, &header::CACHE_CONTROL) {
         Some(cc) => cc,
         None => {

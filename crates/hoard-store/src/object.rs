@@ -131,6 +131,11 @@ pub struct StoredObject {
     /// object's life (an ESI page's parsed template, see
     /// `hoard_proxy::esi`); set at most once.
     pub derived: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
+    /// What a layer above works out once from the stored fields and keeps
+    /// for the object's life (the field lines an HTTP/1.1 hit writes as
+    /// they are, see `hoard_proxy::pipeline::hit`); set at most once,
+    /// counted in the weight whether it is set or not.
+    pub fields_derived: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 /// The body in another content coding.
@@ -187,6 +192,7 @@ impl StoredObject {
             weight,
             hits: std::sync::atomic::AtomicU64::new(0),
             derived: std::sync::OnceLock::new(),
+            fields_derived: std::sync::OnceLock::new(),
         }
     }
 
@@ -287,9 +293,11 @@ fn owned(headers: HeaderMap) -> HeaderMap {
 
 /// The weight of an object with this key, headers and body length.
 pub fn weigh(key: &str, headers: &HeaderMap, body_len: u64) -> u64 {
+    // Each field as the map holds it, and once more as the field line an
+    // HTTP/1.1 hit may encode it into (`StoredObject::fields_derived`).
     let header_bytes: usize = headers
         .iter()
-        .map(|(n, v)| n.as_str().len() + v.len() + 32)
+        .map(|(n, v)| n.as_str().len() + v.len() + 32 + (n.as_str().len() + v.len() + 4))
         .sum();
     OBJECT_OVERHEAD + key.len() as u64 + header_bytes as u64 + body_len
 }

@@ -10,6 +10,7 @@ use hoard_policy::key::CacheKey;
 use hoard_store::object::StoredObject;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
+use hyper::ext::PreparedFields;
 
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
@@ -86,6 +87,19 @@ impl Pipeline {
         }
         let age = age_value(current_age.as_secs());
         let stored_status = obj.status;
+        if let Some(encoded) = self.as_encoded(ctx, &obj) {
+            // The stored fields go out as encoded on the first such hit;
+            // the map holds only what this hit adds.
+            let fields = encoded.clone();
+            let mut resp = Response::new(ProxyBody::stored(obj, ctx.send.as_ref()));
+            resp.headers_mut().insert(header::AGE, age);
+            resp.extensions_mut().insert(fields);
+            if let Some(h) = hits {
+                resp.extensions_mut().insert(h);
+            }
+            self.add_cache_status(&mut resp, &status);
+            return resp;
+        }
         let mut headers = obj.headers.clone();
         let body = match self.choose_coding(ctx, &obj, &mut headers) {
             Some(chosen) => {
@@ -108,6 +122,31 @@ impl Pipeline {
         }
         self.add_cache_status(&mut resp, &status);
         resp
+    }
+
+    /// `obj`'s fields encoded for this hit to send as they are, when the
+    /// answer is the whole stored `200` with the fields the full path
+    /// would give it: an HTTP/1.x GET with nothing to change them later
+    /// ([`Ctx::fields_final`]), no precondition that holds it back, no
+    /// `Range`, no other coding to choose, tag fields kept back.
+    fn as_encoded<'o>(&self, ctx: &Ctx<'_>, obj: &'o StoredObject) -> Option<&'o PreparedFields> {
+        if !ctx.fields_final
+            || obj.status != StatusCode::OK
+            || !obj.parts.is_empty()
+            || ctx.run.cfg.admin.forward_tags
+            // `Range` or a precondition: the full path answers them (one
+            // pass over the request's names finds neither, commonly).
+            || ctx
+                .headers
+                .keys()
+                .any(|k| k == header::RANGE || k.as_str().starts_with("if-"))
+        {
+            return None;
+        }
+        obj.fields_derived
+            .get_or_init(|| Box::new(encoded(&obj.headers)))
+            .downcast_ref::<Option<PreparedFields>>()?
+            .as_ref()
     }
 
     /// The representation of `obj` this request gets when it is not the
@@ -203,5 +242,71 @@ impl Pipeline {
             // Range after the preconditions (RFC 9110 §13.2.2 step 6).
             Precondition::Pass => self.ranged(ctx, status, headers, body),
         }
+    }
+}
+
+/// A stored `200`'s fields as an HTTP/1.1 hit sends them, encoded once on
+/// the first such hit and kept with the object
+/// (`StoredObject::fields_derived`, counted in its weight): every stored
+/// field but `Age` (each hit's own), `Content-Length` (hyper's, from the
+/// body) and the tag fields (this cache's), then `Accept-Ranges: bytes`
+/// unless the origin sent its own.
+///
+/// `None` (the full path, every hit) for fields a later layer replaces
+/// (`Alt-Svc`) or that hyper must see (see [`PreparedFields::encode`]).
+fn encoded(stored: &HeaderMap) -> Option<PreparedFields> {
+    if stored.contains_key(header::ALT_SVC) {
+        return None;
+    }
+    let ranges = (header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    let add_ranges = !stored.contains_key(header::ACCEPT_RANGES);
+    let kept = stored.iter().filter(|(name, _)| {
+        *name != header::AGE
+            && *name != header::CONTENT_LENGTH
+            && *name != hoard_policy::tags::SURROGATE_KEY
+            && *name != hoard_policy::tags::CACHE_TAG
+    });
+    let ranges = add_ranges.then_some((&ranges.0, &ranges.1));
+    PreparedFields::encode(kept.chain(ranges))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(fields: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (n, v) in fields {
+            h.append(*n, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn encoded_keeps_back_what_each_hit_sets() {
+        let e = encoded(&map(&[
+            ("content-type", "text/plain"),
+            ("age", "7"),
+            ("content-length", "10"),
+            ("surrogate-key", "a b"),
+            ("cache-tag", "c"),
+            ("x-multi", "1"),
+            ("x-multi", "2"),
+        ]))
+        .expect("encodable");
+        assert_eq!(
+            e.as_bytes(),
+            b"content-type: text/plain\r\nx-multi: 1\r\nx-multi: 2\r\naccept-ranges: bytes\r\n"
+        );
+        // The origin's own `Accept-Ranges` stands.
+        let e = encoded(&map(&[("accept-ranges", "none")])).expect("encodable");
+        assert_eq!(e.as_bytes(), b"accept-ranges: none\r\n");
+    }
+
+    #[test]
+    fn fields_a_later_layer_sets_take_the_full_path() {
+        assert!(encoded(&map(&[("alt-svc", "h3=\":443\"")])).is_none());
+        assert!(encoded(&map(&[("connection", "x")])).is_none());
+        assert!(encoded(&map(&[("transfer-encoding", "chunked")])).is_none());
     }
 }

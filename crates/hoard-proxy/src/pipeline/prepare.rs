@@ -3,7 +3,7 @@
 //! normal form, site and route, body limit, upgrades, hop-by-hop fields,
 //! `Expect`), and the site choice it rests on.
 
-use hoard_policy::headers::strip_hop_by_hop;
+use hoard_policy::headers::{has_any, strip_hop_by_hop};
 use hoard_policy::target::{normalise_authority, normalise_path_and_query, TargetError};
 use http::header::{self};
 use http::{Method, Request, Response, Uri, Version};
@@ -293,7 +293,10 @@ impl Pipeline {
         // the body is first read, i.e. when it goes to the origin), so the
         // origin gets a plain request; any other expectation is refused
         // (RFC 9110 §10.1.1).
-        if let Some(expect) = headers.remove(header::EXPECT) {
+        let expect = has_any(&headers, &[header::EXPECT])
+            .then(|| headers.remove(header::EXPECT))
+            .flatten();
+        if let Some(expect) = expect {
             if !expect.as_bytes().eq_ignore_ascii_case(b"100-continue") {
                 let e = ProxyError::client(ErrorKind::ExpectationFailed, "unsupported expectation");
                 return refuse(e, &parts.uri);
@@ -311,6 +314,12 @@ impl Pipeline {
         } else {
             (None, None)
         };
+        let fields_final = parts.method == Method::GET
+            && matches!(parts.version, Version::HTTP_11 | Version::HTTP_10)
+            && run.steps[site_idx][route_idx].deliver.is_empty()
+            && route.filters.is_empty()
+            && route.esi.is_none()
+            && esi.is_none();
         let ctx = Ctx {
             route,
             site,
@@ -339,6 +348,7 @@ impl Pipeline {
             filtered: None,
             esi,
             listener,
+            fields_final,
         };
         Ok(Prepared::Go(Recv {
             ctx,

@@ -134,13 +134,14 @@ pub(crate) fn check(
         }
         return refused_unless(allowed).map(|()| Some(Asked::WebSocketOverHttp2));
     }
-    let asks = parts
-        .headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    let asks = hoard_policy::headers::has_any(&parts.headers, &[header::CONNECTION])
+        && parts
+            .headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
     if !asks {
         return Ok(None);
     }

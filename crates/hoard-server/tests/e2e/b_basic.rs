@@ -248,3 +248,139 @@ async fn b00007_missing_or_duplicate_host_is_400() {
     proxy.expect_counter("client_errors", 2);
     origin.finish().await;
 }
+
+/// The fields of a response, names lower-cased, sorted: what a client may
+/// rely on (the order of different names carries no meaning).
+fn field_set(r: &hoard_testkit::Response) -> Vec<(String, String)> {
+    let mut f: Vec<_> = r
+        .headers
+        .iter()
+        .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+        .collect();
+    f.sort();
+    f
+}
+
+// b00102: an HTTP/1.1 GET hit (whose stored fields go out as encoded once)
+// sends each stored field once, the repeated one in order, its own Age and
+// Cache-Status, the origin's Date, no tag field: the same fields as a HEAD
+// of the same object, which takes the full path.
+#[tokio::test]
+async fn b00102_a_hit_sends_the_stored_fields_once_each() {
+    let t = Test::new("b00102");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_method("GET");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=60")
+                .hdr("Content-Type", "text/plain")
+                .hdr("ETag", "\"e1\"")
+                .hdr("X-Multi", "a")
+                .hdr("X-Multi", "b")
+                .hdr("Age", "3")
+                .hdr("Date", crate::http_date(0))
+                .hdr("Surrogate-Key", "t1 t2")
+                .body("0123456789")
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy)
+        .get("/f")
+        .send()
+        .await
+        .expect_body("0123456789");
+    proxy.wait_counter("objects_stored", 1).await;
+
+    let mut c = t.client(&proxy).connect().await;
+    let hit = c.get("/f").send().await;
+    hit.expect_status(200)
+        .expect_body("0123456789")
+        .expect_header("age", "3")
+        .expect_header("accept-ranges", "bytes")
+        .expect_header("content-length", "10")
+        .expect_header("date", &crate::http_date(0))
+        .expect_no_header("surrogate-key")
+        .expect_cache_status("hit");
+    assert_eq!(hit.header_all("x-multi"), ["a", "b"], "{}", hit.dump());
+    for name in [
+        "cache-control",
+        "content-type",
+        "etag",
+        "age",
+        "date",
+        "content-length",
+        "accept-ranges",
+        "cache-status",
+    ] {
+        assert_eq!(hit.header_all(name).len(), 1, "{name} once: {}", hit.dump());
+    }
+    // A second hit on the same connection: the same fields.
+    let again = c.get("/f").send().await;
+    assert_eq!(field_set(&again), field_set(&hit), "{}", again.dump());
+    let head = c.head("/f").send().await;
+    head.expect_status(200).expect_cache_status("hit");
+    assert_eq!(field_set(&head), field_set(&hit), "{}", head.dump());
+    proxy.expect_counter("cache_hit", 3);
+    origin.finish().await;
+}
+
+// b00103: the fields a 304 brings are what the next hits send, also when a
+// hit had encoded the fields stored before it.
+#[tokio::test]
+async fn b00103_a_hit_after_a_304_sends_the_new_fields() {
+    let t = Test::new("b00103");
+    let origin = t
+        .origin()
+        .script(|mut s| async move {
+            s.rxreq().await.expect_no_header("if-none-match");
+            s.txresp(200)
+                .hdr("Cache-Control", "max-age=10")
+                .hdr("ETag", "\"v1\"")
+                .hdr("X-Version", "old")
+                .body("body-v1")
+                .send()
+                .await;
+            s.rxreq().await.expect_header("if-none-match", "\"v1\"");
+            s.txresp(304)
+                .hdr("Cache-Control", "max-age=20")
+                .hdr("ETag", "\"v1\"")
+                .hdr("X-Version", "new")
+                .no_body()
+                .send()
+                .await;
+        })
+        .start()
+        .await;
+    let proxy = t.proxy().origin(&origin).start().await;
+    t.client(&proxy)
+        .get("/v")
+        .send()
+        .await
+        .expect_body("body-v1");
+    proxy.wait_counter("objects_stored", 1).await;
+    t.client(&proxy)
+        .get("/v")
+        .send()
+        .await
+        .expect_header("x-version", "old")
+        .expect_cache_status("hit");
+    t.clock.advance(crate::secs(11));
+    t.client(&proxy)
+        .get("/v")
+        .send()
+        .await
+        .expect_header("x-version", "new")
+        .expect_cache_status("fwd=stale; fwd-status=304");
+    let r = t.client(&proxy).get("/v").send().await;
+    r.expect_body("body-v1")
+        .expect_header("cache-control", "max-age=20")
+        .expect_cache_status("hit");
+    assert_eq!(r.header_all("x-version"), ["new"], "{}", r.dump());
+    assert_eq!(r.header_all("cache-control").len(), 1, "{}", r.dump());
+    proxy.expect_counter("cache_revalidated_304", 1);
+    origin.finish().await;
+}

@@ -49,6 +49,10 @@ use std::collections::HashMap;
 #[cfg(feature = "http2")]
 use std::fmt;
 
+#[cfg(all(feature = "http1", feature = "server"))]
+mod h1_prepared_fields;
+#[cfg(all(feature = "http1", feature = "server"))]
+pub use h1_prepared_fields::PreparedFields;
 #[cfg(any(feature = "http1", feature = "ffi"))]
 mod h1_reason_phrase;
 #[cfg(any(feature = "http1", feature = "ffi"))]

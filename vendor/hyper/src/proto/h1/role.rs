@@ -467,6 +467,14 @@ impl Http1Transaction for Server {
 
         let orig_headers;
         let extensions = std::mem::take(&mut msg.head.extensions);
+        // Fields encoded once by the caller (vendor/README.md): written
+        // first, as they are; the `HeaderMap` follows.
+        if let Some(prepared) = extensions.get::<crate::ext::PreparedFields>() {
+            extend(dst, prepared.as_bytes());
+            if prepared.has_date() {
+                msg.date_header = false;
+            }
+        }
         let orig_headers = match extensions.get::<HeaderCaseMap>() {
             None if msg.title_case_headers => {
                 orig_headers = HeaderCaseMap::default();
