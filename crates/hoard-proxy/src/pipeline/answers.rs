@@ -24,8 +24,18 @@ impl Pipeline {
     /// Adds `Cache-Status` (RFC 9211), appended after any upstream cache's
     /// entry, and notes the request's [`Outcome`] for metrics and the log.
     pub(crate) fn add_cache_status(&self, resp: &mut Response<ProxyBody>, status: &CacheStatus) {
-        let run = self.run();
-        let via = &run.cfg.server.via;
+        self.add_cache_status_as(&self.run().cfg.server.via, resp, status);
+    }
+
+    /// [`Pipeline::add_cache_status`] with the entry's name `via` taken
+    /// from the request's own snapshot of the configuration (a hit's: no
+    /// second load of the running one).
+    pub(crate) fn add_cache_status_as(
+        &self,
+        via: &str,
+        resp: &mut Response<ProxyBody>,
+        status: &CacheStatus,
+    ) {
         // The hits of one object within a second share one entry: the
         // thread's last one is reused when nothing in it differs.
         let value = LAST_STATUS.with(|last| {

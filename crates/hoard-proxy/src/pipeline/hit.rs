@@ -8,7 +8,7 @@ use hoard_policy::cache_status::{ttl_secs, CacheStatus};
 use hoard_policy::conditional::{evaluate, Precondition};
 use hoard_policy::key::CacheKey;
 use hoard_store::object::StoredObject;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Response, StatusCode};
 use hyper::ext::PreparedFields;
 
@@ -97,7 +97,7 @@ impl Pipeline {
             if let Some(h) = hits {
                 resp.extensions_mut().insert(h);
             }
-            self.add_cache_status(&mut resp, &status);
+            self.add_cache_status_as(&ctx.run.cfg.server.via, &mut resp, &status);
             return resp;
         }
         let mut headers = obj.headers.clone();
@@ -120,7 +120,7 @@ impl Pipeline {
         if let Some(p) = page {
             resp.extensions_mut().insert(p);
         }
-        self.add_cache_status(&mut resp, &status);
+        self.add_cache_status_as(&ctx.run.cfg.server.via, &mut resp, &status);
         resp
     }
 
@@ -245,9 +245,11 @@ impl Pipeline {
     }
 }
 
-/// A stored `200`'s fields as an HTTP/1.1 hit sends them, encoded once on
-/// the first such hit and kept with the object
-/// (`StoredObject::fields_derived`, counted in its weight): every stored
+/// A stored `200`'s fields as an HTTP/1.1 hit sends them, encoded on the
+/// first such hit and kept with the object
+/// (`StoredObject::fields_derived`, counted in its weight; a disk zone's
+/// hit reads its object afresh each time, so it encodes them each time,
+/// in one sized buffer, for about what the map's clone cost): every stored
 /// field but `Age` (each hit's own), `Content-Length` (hyper's, from the
 /// body) and the tag fields (this cache's), then `Accept-Ranges: bytes`
 /// unless the origin sent its own.
@@ -260,14 +262,16 @@ fn encoded(stored: &HeaderMap) -> Option<PreparedFields> {
     }
     let ranges = (header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     let add_ranges = !stored.contains_key(header::ACCEPT_RANGES);
-    let kept = stored.iter().filter(|(name, _)| {
-        *name != header::AGE
-            && *name != header::CONTENT_LENGTH
-            && *name != hoard_policy::tags::SURROGATE_KEY
-            && *name != hoard_policy::tags::CACHE_TAG
-    });
+    let keep = |name: &HeaderName| {
+        name != header::AGE
+            && name != header::CONTENT_LENGTH
+            && name != hoard_policy::tags::SURROGATE_KEY
+            && name != hoard_policy::tags::CACHE_TAG
+    };
     let ranges = add_ranges.then_some((&ranges.0, &ranges.1));
-    PreparedFields::encode(kept.chain(ranges))
+    let kept = || stored.iter().filter(|(name, _)| keep(name)).chain(ranges);
+    let len = kept().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
+    PreparedFields::encode(len, kept())
 }
 
 #[cfg(test)]

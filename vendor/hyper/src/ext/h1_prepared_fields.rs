@@ -12,7 +12,8 @@ use http::header::{self, HeaderName, HeaderValue};
 /// between responses.
 ///
 /// The lines are lower-case and written whatever the connection's case
-/// settings. HTTP/2 ignores this extension.
+/// settings, on any response that carries them (HEAD, 204 and 304
+/// included: the caller decides). HTTP/2 ignores this extension.
 #[derive(Clone, Debug)]
 pub struct PreparedFields {
     lines: Bytes,
@@ -25,12 +26,15 @@ impl PreparedFields {
     /// `None` when a field is one hyper must see to frame the message
     /// (`Content-Length`, `Transfer-Encoding`, `Connection`, `Trailer`):
     /// those belong in the response's `HeaderMap`. A `Date` among the
-    /// fields keeps hyper from adding its own.
-    pub fn encode<'a, I>(fields: I) -> Option<PreparedFields>
+    /// fields keeps hyper from adding its own (the response's map must
+    /// then have none). `capacity` is the lines' length when the caller
+    /// knows it (each field's name and value, plus 4): one allocation,
+    /// no spare room.
+    pub fn encode<'a, I>(capacity: usize, fields: I) -> Option<PreparedFields>
     where
         I: IntoIterator<Item = (&'a HeaderName, &'a HeaderValue)>,
     {
-        let mut lines = BytesMut::new();
+        let mut lines = BytesMut::with_capacity(capacity);
         let mut has_date = false;
         for (name, value) in fields {
             if name == header::CONTENT_LENGTH
@@ -73,12 +77,12 @@ mod tests {
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
         h.append(header::VARY, HeaderValue::from_static("a"));
         h.append(header::VARY, HeaderValue::from_static("b"));
-        let p = PreparedFields::encode(&h).unwrap();
+        let p = PreparedFields::encode(0, &h).unwrap();
         assert_eq!(p.as_bytes(), b"content-type: text/plain\r\nvary: a\r\nvary: b\r\n");
         assert!(!p.has_date());
         h.insert(header::DATE, HeaderValue::from_static("x"));
-        assert!(PreparedFields::encode(&h).unwrap().has_date());
+        assert!(PreparedFields::encode(0, &h).unwrap().has_date());
         h.insert(header::CONTENT_LENGTH, HeaderValue::from_static("1"));
-        assert!(PreparedFields::encode(&h).is_none());
+        assert!(PreparedFields::encode(0, &h).is_none());
     }
 }
