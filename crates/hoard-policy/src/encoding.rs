@@ -229,7 +229,8 @@ pub fn content_coding(headers: &HeaderMap) -> Option<Coding> {
 /// the origin says its answer does not depend on the field (RFC 9111
 /// §4.1): it is served to every request, as sent.
 pub fn served_as_stored(response: &HeaderMap, field: Option<&HeaderValue>) -> bool {
-    if response.get(CONTENT_ENCODING).is_none() || content_coding(response).is_some() {
+    if !crate::headers::has_any(response, &[CONTENT_ENCODING]) || content_coding(response).is_some()
+    {
         return true;
     }
     let varies = response

@@ -272,8 +272,13 @@ pub fn normalize_host(host: &str, scheme: &str) -> String {
 
 fn push_host(text: &mut String, host: &str, scheme: &str) {
     let host = host.trim_end_matches('.');
-    let host = match (scheme, host.rsplit_once(':')) {
-        ("http", Some((h, "80"))) | ("https", Some((h, "443"))) => h,
+    let default_port = match scheme {
+        "http" => ":80",
+        "https" => ":443",
+        _ => "",
+    };
+    let host = match host.strip_suffix(default_port) {
+        Some(h) if !default_port.is_empty() => h,
         _ => host,
     };
     let start = text.len();

@@ -88,6 +88,30 @@ pub fn select_site(
         .or_else(|| sites.iter().position(here))
 }
 
+/// The first two values of `name`: for a request's handful of fields, one
+/// pass over them (cheaper than hashing the name), else a look-up.
+fn first_two<'a>(
+    headers: &'a http::HeaderMap,
+    name: &header::HeaderName,
+) -> (Option<&'a http::HeaderValue>, Option<&'a http::HeaderValue>) {
+    let mut found = (None, None);
+    if headers.keys_len() > 12 {
+        let mut all = headers.get_all(name).iter();
+        return (all.next(), all.next());
+    }
+    for (n, v) in headers {
+        if n == name {
+            if found.0.is_none() {
+                found.0 = Some(v);
+            } else {
+                found.1 = Some(v);
+                break;
+            }
+        }
+    }
+    found
+}
+
 /// The request's authority in normal form (see `hoard_policy::target`): from
 /// an absolute-form target or `:authority`, which must agree with a Host field
 /// if one is sent too (RFC 9112 §3.2.2, RFC 9113 §8.3.1), else from the one
@@ -95,8 +119,7 @@ pub fn select_site(
 fn request_authority(parts: &http::request::Parts, tls: bool) -> Result<String, ProxyError> {
     let scheme = if tls { "https" } else { "http" };
     let bad = |e: TargetError| ProxyError::client(ErrorKind::BadRequest, e.to_string());
-    let mut hosts = parts.headers.get_all(header::HOST).iter();
-    let host = match (hosts.next(), hosts.next()) {
+    let host = match first_two(&parts.headers, &header::HOST) {
         (Some(_), Some(_)) => {
             return Err(ProxyError::client(
                 ErrorKind::BadRequest,
@@ -248,9 +271,9 @@ impl Pipeline {
         };
         // A declared body over the route's limit: 413 before anything is
         // sent on (a streamed one is cut in `route_request`).
-        if let Some(len) = parts
-            .headers
-            .get(header::CONTENT_LENGTH)
+        if let Some(len) = has_any(&parts.headers, &[header::CONTENT_LENGTH])
+            .then(|| parts.headers.get(header::CONTENT_LENGTH))
+            .flatten()
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
         {
