@@ -38,6 +38,9 @@ counters! {
     requests_total,
     /// Requests answered from cache without contacting the origin.
     cache_hit,
+    /// HTTP/1.x hits that sent the object's stored fields as they were encoded on its first
+    /// such hit (see `pipeline::hit`), without copying or encoding them again.
+    cache_hit_fields_encoded,
     /// Cacheable requests with nothing usable stored (uri-miss or vary-miss).
     cache_miss,
     /// Stored responses that had to be validated with the origin.

@@ -223,25 +223,34 @@ pub fn content_coding(headers: &HeaderMap) -> Option<Coding> {
 /// `Accept-Encoding` was `field` (the client's own, before fills asked
 /// for identity), as far as its coding goes. Only a response in a coding
 /// hoard cannot decode (unknown, or stacked) that varies on
-/// `Accept-Encoding` is refused, to a request that does not accept each of
-/// its codings (RFC 9110 §12.5.3: named with q > 0, or by a `*` with q > 0;
-/// no field accepts none, as for the codings hoard knows). Without `Vary`
+/// `Accept-Encoding` ([`coding_varies`]) is refused, to a request that does
+/// not accept each of its codings ([`codings_accepted`]). Without `Vary`
 /// the origin says its answer does not depend on the field (RFC 9111
 /// §4.1): it is served to every request, as sent.
 pub fn served_as_stored(response: &HeaderMap, field: Option<&HeaderValue>) -> bool {
+    !coding_varies(response) || codings_accepted(response, field)
+}
+
+/// The part of [`served_as_stored`] a response decides alone, worked out
+/// once for a stored object: its coding is one hoard cannot decode
+/// (unknown, or stacked) and it varies on `Accept-Encoding`.
+pub fn coding_varies(response: &HeaderMap) -> bool {
     if !crate::headers::has_any(response, &[CONTENT_ENCODING]) || content_coding(response).is_some()
     {
-        return true;
+        return false;
     }
-    let varies = response
+    response
         .get_all(VARY)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|s| s.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case("accept-encoding"));
-    if !varies {
-        return true;
-    }
+        .any(|t| t.trim().eq_ignore_ascii_case("accept-encoding"))
+}
+
+/// The request's part of [`served_as_stored`]: `field` accepts each of
+/// the response's codings (RFC 9110 §12.5.3: named with q > 0, or by a
+/// `*` with q > 0; no field accepts none).
+pub fn codings_accepted(response: &HeaderMap, field: Option<&HeaderValue>) -> bool {
     let field = field.and_then(|f| f.to_str().ok());
     response
         .get_all(CONTENT_ENCODING)
@@ -450,6 +459,11 @@ mod tests {
         let stacked = resp("gzip, x-custom", Some("Accept-Encoding"));
         assert!(ok(&stacked, Some("gzip, x-custom")));
         assert!(!ok(&stacked, Some("x-custom")));
+        // The response's own part, kept with a stored object.
+        assert!(coding_varies(&v) && coding_varies(&stacked));
+        assert!(!coding_varies(&resp("x-custom", None)));
+        assert!(!coding_varies(&resp("gzip", Some("Accept-Encoding"))));
+        assert!(!coding_varies(&HeaderMap::new()));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Hop-by-hop header fields (RFC 9110 §7.6.1) and proxy bookkeeping fields.
 
-use http::header::{self, HeaderMap, HeaderName};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 /// The fields that are hop-by-hop whether or not `Connection` names them.
 pub fn is_hop_by_hop(name: &HeaderName) -> bool {
@@ -15,15 +15,43 @@ pub fn is_hop_by_hop(name: &HeaderName) -> bool {
         || name.as_str() == "proxy-connection"
 }
 
-/// Whether `headers` hold a field named one of `names`. A request has a
-/// handful of fields and most of the look-ups made for it find nothing:
-/// one pass comparing names costs less than hashing each name (a hashed
-/// miss is about 90 instructions). A large map is looked up.
+/// Up to this many names, a map is scanned rather than looked up: a
+/// request has a handful of fields and most of the look-ups made for it
+/// find nothing, and one pass comparing names costs less than hashing
+/// each name (a hashed miss is about 90 instructions).
+const SCANNED: usize = 12;
+
+/// Whether `headers` hold a field named one of `names` (see [`SCANNED`]).
 pub fn has_any(headers: &HeaderMap, names: &[HeaderName]) -> bool {
-    if headers.keys_len() > 12 {
+    if headers.keys_len() > SCANNED {
         return names.iter().any(|n| headers.contains_key(n));
     }
     headers.keys().any(|k| names.contains(k))
+}
+
+/// The first two values of the field `name`, in order (a field that must
+/// appear once is refused when the second is there); one pass over a
+/// small map (see [`SCANNED`]).
+pub fn first_two<'a>(
+    headers: &'a HeaderMap,
+    name: &HeaderName,
+) -> (Option<&'a HeaderValue>, Option<&'a HeaderValue>) {
+    if headers.keys_len() > SCANNED {
+        let mut all = headers.get_all(name).iter();
+        return (all.next(), all.next());
+    }
+    let mut found = (None, None);
+    for (n, v) in headers {
+        if n == name {
+            if found.0.is_none() {
+                found.0 = Some(v);
+            } else {
+                found.1 = Some(v);
+                break;
+            }
+        }
+    }
+    found
 }
 
 /// Removes the fields hoard never stores: those a cache must not store
@@ -112,6 +140,31 @@ mod tests {
         assert!(has_any(&h, &[header::PRAGMA, header::HOST]));
         assert!(has_any(&h, &[HeaderName::from_static("x-19")]));
         assert!(!has_any(&h, &[header::PRAGMA]));
+    }
+
+    #[test]
+    fn first_two_small_and_large_maps() {
+        let mut h = HeaderMap::new();
+        h.insert(header::ACCEPT, "x".parse().unwrap());
+        assert_eq!(first_two(&h, &header::HOST), (None, None));
+        h.append(header::HOST, "a".parse().unwrap());
+        assert_eq!(first_two(&h, &header::HOST).0.unwrap(), "a");
+        assert_eq!(first_two(&h, &header::HOST).1, None);
+        h.append(header::HOST, "b".parse().unwrap());
+        h.append(header::HOST, "c".parse().unwrap());
+        let two = |h: &HeaderMap| {
+            let (a, b) = first_two(h, &header::HOST);
+            (a.unwrap().clone(), b.unwrap().clone())
+        };
+        assert_eq!(two(&h), ("a".parse().unwrap(), "b".parse().unwrap()));
+        // Past the scanned size: looked up, the same answers.
+        for i in 0..20 {
+            h.insert(
+                HeaderName::from_bytes(format!("x-{i}").as_bytes()).unwrap(),
+                "v".parse().unwrap(),
+            );
+        }
+        assert_eq!(two(&h), ("a".parse().unwrap(), "b".parse().unwrap()));
     }
 
     #[test]

@@ -124,6 +124,11 @@ pub struct StoredObject {
     /// the object was stored (see `hoard_proxy::encode`): parts of this
     /// object, counted in its weight, purged and evicted with it.
     pub parts: Arc<[Part]>,
+    /// Its coding is one hoard cannot decode and it varies on
+    /// `Accept-Encoding` (`hoard_policy::encoding::coding_varies`): served
+    /// only to a request that accepts that coding. Worked out once, from
+    /// the stored fields, so that a hit need not look for the field.
+    pub coding_varies: bool,
     weight: u64,
     /// Hits counted (routes whose headers show `$cache_hits`).
     hits: std::sync::atomic::AtomicU64,
@@ -177,6 +182,7 @@ impl StoredObject {
     ) -> StoredObject {
         let headers = owned(headers);
         let weight = weigh(&key, &headers, body.len());
+        let coding_varies = hoard_policy::encoding::coding_varies(&headers);
         StoredObject {
             key,
             vary,
@@ -189,6 +195,7 @@ impl StoredObject {
             disk: None,
             near: false,
             parts: Arc::from(Vec::new()),
+            coding_varies,
             weight,
             hits: std::sync::atomic::AtomicU64::new(0),
             derived: std::sync::OnceLock::new(),

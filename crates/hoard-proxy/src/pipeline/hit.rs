@@ -91,6 +91,7 @@ impl Pipeline {
             // The stored fields go out as encoded on the first such hit;
             // the map holds only what this hit adds.
             let fields = encoded.clone();
+            self.counters.inc(&self.counters.cache_hit_fields_encoded);
             let mut resp = Response::new(ProxyBody::stored(obj, ctx.send.as_ref()));
             resp.headers_mut().insert(header::AGE, age);
             resp.extensions_mut().insert(fields);

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use hoard_policy::cache_status::{CacheStatus, Fwd};
-use hoard_policy::encoding::served_as_stored;
+use hoard_policy::encoding::codings_accepted;
 use hoard_policy::reuse::{request_cache_control_for, reuse_aged, Reuse};
 use hoard_store::Lookup;
 use http::header::{self};
@@ -47,7 +47,8 @@ impl Pipeline {
             // that this request does not accept: the origin's own answer.
             Lookup::Hit(obj)
                 if ctx.accept.is_some()
-                    && !served_as_stored(&obj.headers, ctx.accept_field.as_ref()) =>
+                    && obj.coding_varies
+                    && !codings_accepted(&obj.headers, ctx.accept_field.as_ref()) =>
             {
                 self.counters.inc(&self.counters.cache_miss);
                 return Box::pin(self.pass(ctx, None, None)).await;

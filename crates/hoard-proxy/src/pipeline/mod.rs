@@ -475,11 +475,8 @@ impl Pipeline {
         };
         // deliver: ESI, then the route's filters and steps on every
         // response.
-        if steps.deliver.is_empty()
-            && held.is_none()
-            && ctx.filtered.is_none()
-            && ctx.route.esi.is_none()
-        {
+        // (A route with filters always has their state: `route_filtered`.)
+        if steps.deliver_is_empty(ctx.route) && held.is_none() {
             return result;
         }
         let mut resp = result.unwrap_or_else(|e| self.error_response(&e, None));

@@ -209,6 +209,16 @@ pub(crate) struct RouteSteps {
 }
 
 impl RouteSteps {
+    /// True when the route's `deliver` phase leaves a response as the
+    /// pipeline made it: no `deliver` steps, no filters (their response
+    /// callbacks), no ESI. One test for its two users: `recv` returns such
+    /// a route's response as it is (unless a limit's guard rides on it),
+    /// and a hit on it may send the stored fields as encoded once
+    /// (`Ctx::fields_final`).
+    pub(crate) fn deliver_is_empty(&self, route: &hoard_config::RouteConfig) -> bool {
+        self.deliver.is_empty() && route.filters.is_empty() && route.esi.is_none()
+    }
+
     /// The steps of a route with these edge rules, in nginx's order:
     /// redirect (`return`), limits, access, credentials, the link's
     /// signature, then the fixed answer and the request's edits.

@@ -3,7 +3,7 @@
 //! normal form, site and route, body limit, upgrades, hop-by-hop fields,
 //! `Expect`), and the site choice it rests on.
 
-use hoard_policy::headers::{has_any, strip_hop_by_hop};
+use hoard_policy::headers::{first_two, has_any, strip_hop_by_hop};
 use hoard_policy::target::{normalise_authority, normalise_path_and_query, TargetError};
 use http::header::{self};
 use http::{Method, Request, Response, Uri, Version};
@@ -86,30 +86,6 @@ pub fn select_site(
         .or_else(|| sites.iter().position(|s| here(s) && s.bind.default))
         .or_else(|| sites.iter().position(|s| here(s) && s.hosts.is_empty()))
         .or_else(|| sites.iter().position(here))
-}
-
-/// The first two values of `name`: for a request's handful of fields, one
-/// pass over them (cheaper than hashing the name), else a look-up.
-fn first_two<'a>(
-    headers: &'a http::HeaderMap,
-    name: &header::HeaderName,
-) -> (Option<&'a http::HeaderValue>, Option<&'a http::HeaderValue>) {
-    let mut found = (None, None);
-    if headers.keys_len() > 12 {
-        let mut all = headers.get_all(name).iter();
-        return (all.next(), all.next());
-    }
-    for (n, v) in headers {
-        if n == name {
-            if found.0.is_none() {
-                found.0 = Some(v);
-            } else {
-                found.1 = Some(v);
-                break;
-            }
-        }
-    }
-    found
 }
 
 /// The request's authority in normal form (see `hoard_policy::target`): from
@@ -339,9 +315,7 @@ impl Pipeline {
         };
         let fields_final = parts.method == Method::GET
             && matches!(parts.version, Version::HTTP_11 | Version::HTTP_10)
-            && run.steps[site_idx][route_idx].deliver.is_empty()
-            && route.filters.is_empty()
-            && route.esi.is_none()
+            && run.steps[site_idx][route_idx].deliver_is_empty(route)
             && esi.is_none();
         let ctx = Ctx {
             route,

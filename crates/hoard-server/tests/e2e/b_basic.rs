@@ -261,10 +261,10 @@ fn field_set(r: &hoard_testkit::Response) -> Vec<(String, String)> {
     f
 }
 
-// b00102: an HTTP/1.1 GET hit (whose stored fields go out as encoded once)
-// sends each stored field once, the repeated one in order, its own Age and
-// Cache-Status, the origin's Date, no tag field: the same fields as a HEAD
-// of the same object, which takes the full path.
+// b00102: an HTTP/1.1 GET hit (whose stored fields go out as encoded once,
+// counted) sends each stored field once, the repeated one in order, its own
+// Age and Cache-Status, the origin's Date, no tag field: the same fields as
+// a HEAD of the same object, which takes the full path.
 #[tokio::test]
 async fn b00102_a_hit_sends_the_stored_fields_once_each() {
     let t = Test::new("b00102");
@@ -325,6 +325,8 @@ async fn b00102_a_hit_sends_the_stored_fields_once_each() {
     head.expect_status(200).expect_cache_status("hit");
     assert_eq!(field_set(&head), field_set(&hit), "{}", head.dump());
     proxy.expect_counter("cache_hit", 3);
+    // The two GETs sent the fields as encoded; the HEAD took the full path.
+    proxy.expect_counter("cache_hit_fields_encoded", 2);
     origin.finish().await;
 }
 
@@ -382,5 +384,8 @@ async fn b00103_a_hit_after_a_304_sends_the_new_fields() {
     assert_eq!(r.header_all("x-version"), ["new"], "{}", r.dump());
     assert_eq!(r.header_all("cache-control").len(), 1, "{}", r.dump());
     proxy.expect_counter("cache_revalidated_304", 1);
+    // The hit before, the answer from the object the 304 refreshed and the
+    // hit after all sent the fields as encoded, each from its own object.
+    proxy.expect_counter("cache_hit_fields_encoded", 3);
     origin.finish().await;
 }

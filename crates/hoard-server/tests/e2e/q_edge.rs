@@ -97,6 +97,10 @@ request_headers = { set = { "X-Real-IP" = "$remote_addr", "X-Site" = "$host" }, 
             .expect_no_header("x-powered-by")
             .expect_no_header("server-timing");
     }
+    // The edits apply to the stored fields: the hit took the full path,
+    // not the fields as encoded once.
+    proxy.expect_counter("cache_hit", 1);
+    proxy.expect_counter("cache_hit_fields_encoded", 0);
     // hoard's own answer carries them too.
     t.client(&proxy)
         .get("/down")
