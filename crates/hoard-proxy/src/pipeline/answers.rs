@@ -11,13 +11,38 @@ use crate::body::ProxyBody;
 use hoard_origin::error::{ErrorKind, ProxyError};
 
 /// The field's name, checked once rather than on every response.
-static CACHE_STATUS: header::HeaderName = header::HeaderName::from_static("cache-status");
+pub(crate) static CACHE_STATUS: header::HeaderName =
+    header::HeaderName::from_static("cache-status");
 
 thread_local! {
     /// The thread's last `Cache-Status` entry: what it said and the field
     /// value made of it (which begins with the name it was made under).
     static LAST_STATUS: std::cell::RefCell<Option<(CacheStatus, HeaderValue)>> =
         const { std::cell::RefCell::new(None) };
+}
+
+/// hoard's `Cache-Status` entry (RFC 9211) named `via`. The hits of one
+/// object within a second share one entry: the thread's last one is
+/// reused when nothing in it differs.
+pub(crate) fn cache_status_value(via: &str, status: &CacheStatus) -> Option<HeaderValue> {
+    LAST_STATUS.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((s, v)) = last.as_ref() {
+            // The same entry under the same name (a reload may rename
+            // hoard): the value begins with the name, then `;` or ends.
+            let b = v.as_bytes();
+            if s == status
+                && b.starts_with(via.as_bytes())
+                && b.get(via.len()).is_none_or(|&c| c == b';')
+            {
+                return Some(v.clone());
+            }
+        }
+        // The String's buffer becomes the value's: no copy.
+        let v = HeaderValue::from_maybe_shared(Bytes::from(status.to_header(via))).ok()?;
+        *last = Some((status.clone(), v.clone()));
+        Some(v)
+    })
 }
 
 impl Pipeline {
@@ -36,27 +61,7 @@ impl Pipeline {
         resp: &mut Response<ProxyBody>,
         status: &CacheStatus,
     ) {
-        // The hits of one object within a second share one entry: the
-        // thread's last one is reused when nothing in it differs.
-        let value = LAST_STATUS.with(|last| {
-            let mut last = last.borrow_mut();
-            if let Some((s, v)) = last.as_ref() {
-                // The same entry under the same name (a reload may rename
-                // hoard): the value begins with the name, then `;` or ends.
-                let b = v.as_bytes();
-                if s == status
-                    && b.starts_with(via.as_bytes())
-                    && b.get(via.len()).is_none_or(|&c| c == b';')
-                {
-                    return Some(v.clone());
-                }
-            }
-            // The String's buffer becomes the value's: no copy.
-            let v = HeaderValue::from_maybe_shared(Bytes::from(status.to_header(via))).ok()?;
-            *last = Some((status.clone(), v.clone()));
-            Some(v)
-        });
-        if let Some(v) = value {
+        if let Some(v) = cache_status_value(via, status) {
             resp.headers_mut().append(&CACHE_STATUS, v);
         }
         note_outcome(status.outcome());

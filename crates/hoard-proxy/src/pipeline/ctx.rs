@@ -79,10 +79,11 @@ pub(crate) struct Ctx<'a> {
     pub esi: Option<Arc<super::esi::Level>>,
     /// The listener it came in on (its index; see [`super::Conn`]).
     pub listener: u16,
-    /// An HTTP/1.x GET whose response's fields nothing changes once the
-    /// pipeline has made them (its route has no `deliver` steps, filters
-    /// or ESI; not an ESI include): a hit may send the stored fields as
-    /// encoded once (see `hit`).
+    /// An HTTP/1.x GET whose response's fields nothing changes or reads
+    /// once the pipeline has made them (its route has no `deliver` steps,
+    /// filters or ESI; not an ESI include; nobody watches `GET /trace`): a
+    /// hit may send the stored fields as encoded once, and its own with
+    /// them (see `hit`).
     pub fields_final: bool,
 }
 

@@ -12,6 +12,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Response, StatusCode};
 use hyper::ext::PreparedFields;
 
+use super::answers::{cache_status_value, CACHE_STATUS};
 use super::{Ctx, Pipeline};
 use crate::body::ProxyBody;
 
@@ -85,22 +86,25 @@ impl Pipeline {
         if ctx.run.cfg.server.debug_headers {
             status.key = Some(key.text.clone());
         }
-        let age = age_value(current_age.as_secs());
         let stored_status = obj.status;
         if let Some(encoded) = self.as_encoded(ctx, &obj) {
-            // The stored fields go out as encoded on the first such hit;
-            // the map holds only what this hit adds.
-            let fields = encoded.clone();
-            self.counters.inc(&self.counters.cache_hit_fields_encoded);
-            let mut resp = Response::new(ProxyBody::stored(obj, ctx.send.as_ref()));
-            resp.headers_mut().insert(header::AGE, age);
-            resp.extensions_mut().insert(fields);
-            if let Some(h) = hits {
-                resp.extensions_mut().insert(h);
+            // The stored fields go out as encoded on the first such hit,
+            // followed by this hit's own (`Age`, `Cache-Status`), encoded
+            // once for the hits that repeat them: the map stays empty.
+            let via = &ctx.run.cfg.server.via;
+            if let Some(own) = own_fields(current_age.as_secs(), cache_status_value(via, &status)) {
+                self.counters.inc(&self.counters.cache_hit_fields_encoded);
+                let fields = encoded.followed_by(&own);
+                let mut resp = Response::new(ProxyBody::stored(obj, ctx.send.as_ref()));
+                resp.extensions_mut().insert(fields);
+                if let Some(h) = hits {
+                    resp.extensions_mut().insert(h);
+                }
+                super::note_outcome(status.outcome());
+                return resp;
             }
-            self.add_cache_status_as(&ctx.run.cfg.server.via, &mut resp, &status);
-            return resp;
         }
+        let age = age_value(current_age.as_secs());
         let mut headers = obj.headers.clone();
         let body = match self.choose_coding(ctx, &obj, &mut headers) {
             Some(chosen) => {
@@ -246,6 +250,35 @@ impl Pipeline {
     }
 }
 
+thread_local! {
+    /// The thread's last hit's own fields, encoded: its age in seconds and
+    /// cache status, and their lines.
+    static LAST_OWN: std::cell::RefCell<Option<(u64, Option<HeaderValue>, PreparedFields)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A hit's own fields (`Age`, then `Cache-Status` when it has one) as the
+/// lines that follow the stored ones: the hits of one object within a
+/// second repeat them, so the thread's last lines are reused when both
+/// are the same (two reference counts; making them is one allocation).
+fn own_fields(age: u64, status: Option<HeaderValue>) -> Option<PreparedFields> {
+    LAST_OWN.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((a, s, lines)) = last.as_ref() {
+            if *a == age && *s == status {
+                return Some(lines.clone());
+            }
+        }
+        let age_v = age_value(age);
+        let named = status.as_ref().map(|v| (&CACHE_STATUS, v));
+        let fields = || std::iter::once((&header::AGE, &age_v)).chain(named);
+        let len = fields().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
+        let lines = PreparedFields::encode(len, fields())?;
+        *last = Some((age, status, lines.clone()));
+        Some(lines)
+    })
+}
+
 /// A stored `200`'s fields as an HTTP/1.1 hit sends them, encoded on the
 /// first such hit and kept with the object
 /// (`StoredObject::fields_derived`, counted in its weight; a disk zone's
@@ -285,6 +318,23 @@ mod tests {
             h.append(*n, HeaderValue::from_static(v));
         }
         h
+    }
+
+    #[test]
+    fn a_hits_own_fields_are_reused_while_they_repeat() {
+        let lines = |f: &PreparedFields| String::from_utf8(f.as_bytes().to_vec()).unwrap();
+        let hit = HeaderValue::from_static("hoard; hit; ttl=60");
+        let a = own_fields(3, Some(hit.clone())).unwrap();
+        assert_eq!(lines(&a), "age: 3\r\ncache-status: hoard; hit; ttl=60\r\n");
+        // The same age and status: the same lines (one buffer).
+        let b = own_fields(3, Some(hit.clone())).unwrap();
+        assert_eq!(a.as_bytes().as_ptr(), b.as_bytes().as_ptr());
+        // Either differs: new lines.
+        let c = own_fields(4, Some(hit)).unwrap();
+        assert_eq!(lines(&c), "age: 4\r\ncache-status: hoard; hit; ttl=60\r\n");
+        let d = own_fields(4, Some(HeaderValue::from_static("hoard; hit; ttl=59"))).unwrap();
+        assert_eq!(lines(&d), "age: 4\r\ncache-status: hoard; hit; ttl=59\r\n");
+        assert_eq!(lines(&own_fields(4, None).unwrap()), "age: 4\r\n");
     }
 
     #[test]

@@ -316,7 +316,9 @@ impl Pipeline {
         let fields_final = parts.method == Method::GET
             && matches!(parts.version, Version::HTTP_11 | Version::HTTP_10)
             && run.steps[site_idx][route_idx].deliver_is_empty(route)
-            && esi.is_none();
+            && esi.is_none()
+            // A watcher's record reads `Cache-Status` from the map.
+            && !self.trace.on();
         let ctx = Ctx {
             route,
             site,

@@ -11,12 +11,19 @@ use http::header::{self, HeaderName, HeaderValue};
 /// response's own `HeaderMap` as usual, which holds only what differs
 /// between responses.
 ///
+/// Fields that differ between responses but repeat across many of them
+/// (a hit's `Age` and cache status) may be encoded the same way and
+/// joined on with [`PreparedFields::followed_by`]: a response whose fields
+/// are all prepared needs no `HeaderMap` entry at all.
+///
 /// The lines are lower-case and written whatever the connection's case
 /// settings, on any response that carries them (HEAD, 204 and 304
 /// included: the caller decides). HTTP/2 ignores this extension.
 #[derive(Clone, Debug)]
 pub struct PreparedFields {
     lines: Bytes,
+    /// Lines written after `lines` (see `followed_by`); empty when none.
+    more: Bytes,
     has_date: bool,
 }
 
@@ -53,13 +60,30 @@ impl PreparedFields {
         }
         Some(PreparedFields {
             lines: lines.freeze(),
+            more: Bytes::new(),
             has_date,
         })
     }
 
-    /// The encoded lines.
+    /// These lines, then `more`'s: two reference counts, no copy. `more`'s
+    /// own followers are not kept (join encoded fields, not joins).
+    pub fn followed_by(&self, more: &PreparedFields) -> PreparedFields {
+        PreparedFields {
+            lines: self.lines.clone(),
+            more: more.lines.clone(),
+            has_date: self.has_date || more.has_date,
+        }
+    }
+
+    /// The encoded lines (without those joined by `followed_by`).
     pub fn as_bytes(&self) -> &[u8] {
         &self.lines
+    }
+
+    /// Writes every line: these, then the joined ones.
+    pub(crate) fn write_to(&self, dst: &mut Vec<u8>) {
+        dst.extend_from_slice(&self.lines);
+        dst.extend_from_slice(&self.more);
     }
 
     pub(crate) fn has_date(&self) -> bool {
@@ -84,5 +108,25 @@ mod tests {
         assert!(PreparedFields::encode(0, &h).unwrap().has_date());
         h.insert(header::CONTENT_LENGTH, HeaderValue::from_static("1"));
         assert!(PreparedFields::encode(0, &h).is_none());
+    }
+
+    #[test]
+    fn joined_lines() {
+        let mut a = http::HeaderMap::new();
+        a.insert(header::ETAG, HeaderValue::from_static("\"e\""));
+        let mut b = http::HeaderMap::new();
+        b.insert(header::AGE, HeaderValue::from_static("3"));
+        b.insert(header::DATE, HeaderValue::from_static("x"));
+        let a = PreparedFields::encode(0, &a).unwrap();
+        let b = PreparedFields::encode(0, &b).unwrap();
+        let j = a.followed_by(&b);
+        let mut out = Vec::new();
+        j.write_to(&mut out);
+        assert_eq!(out, b"etag: \"e\"\r\nage: 3\r\ndate: x\r\n");
+        assert!(j.has_date() && !a.has_date());
+        // A join of a join keeps only the second's own lines.
+        let mut out = Vec::new();
+        b.followed_by(&j).write_to(&mut out);
+        assert_eq!(out, b"age: 3\r\ndate: x\r\netag: \"e\"\r\n");
     }
 }

@@ -470,7 +470,7 @@ impl Http1Transaction for Server {
         // Fields encoded once by the caller (vendor/README.md): written
         // first, as they are; the `HeaderMap` follows.
         if let Some(prepared) = extensions.get::<crate::ext::PreparedFields>() {
-            extend(dst, prepared.as_bytes());
+            prepared.write_to(dst);
             if prepared.has_date() {
                 msg.date_header = false;
             }
