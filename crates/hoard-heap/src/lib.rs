@@ -28,9 +28,20 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering::Relaxed};
 const SLOTS: usize = 64;
 
 #[repr(align(128))]
-struct Slot(AtomicI64);
+struct Slot {
+    /// Bytes allocated less bytes freed.
+    live: AtomicI64,
+    /// Allocations made (reallocations included): counted with the
+    /// `count` feature only (the e2e tests', see [`allocations`]).
+    made: AtomicI64,
+}
 
-static LIVE: [Slot; SLOTS] = [const { Slot(AtomicI64::new(0)) }; SLOTS];
+static LIVE: [Slot; SLOTS] = [const {
+    Slot {
+        live: AtomicI64::new(0),
+        made: AtomicI64::new(0),
+    }
+}; SLOTS];
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 static IN_USE: AtomicBool = AtomicBool::new(false);
 
@@ -40,7 +51,7 @@ thread_local! {
     static SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
-fn slot() -> &'static AtomicI64 {
+fn slot() -> &'static Slot {
     let i = SLOT
         .try_with(|s| {
             let mut i = s.get();
@@ -53,7 +64,18 @@ fn slot() -> &'static AtomicI64 {
         })
         // A thread being torn down: any slot will do.
         .unwrap_or(0);
-    &LIVE[i].0
+    &LIVE[i]
+}
+
+/// Adds `bytes` to this thread's count of the live heap; with the `count`
+/// feature, counts an allocation too when `allocated`.
+#[inline]
+fn note(bytes: i64, allocated: bool) {
+    let s = slot();
+    s.live.fetch_add(bytes, Relaxed);
+    if cfg!(feature = "count") && allocated {
+        s.made.fetch_add(1, Relaxed);
+    }
 }
 
 /// mimalloc, with the live heap counted.
@@ -66,7 +88,7 @@ unsafe impl GlobalAlloc for Accounted {
         // SAFETY: the caller's contract, passed on.
         let p = unsafe { mimalloc::MiMalloc.alloc(layout) };
         if !p.is_null() {
-            slot().fetch_add(layout.size() as i64, Relaxed);
+            note(layout.size() as i64, true);
         }
         p
     }
@@ -75,13 +97,13 @@ unsafe impl GlobalAlloc for Accounted {
         // SAFETY: the caller's contract, passed on.
         let p = unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) };
         if !p.is_null() {
-            slot().fetch_add(layout.size() as i64, Relaxed);
+            note(layout.size() as i64, true);
         }
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        slot().fetch_sub(layout.size() as i64, Relaxed);
+        note(-(layout.size() as i64), false);
         // SAFETY: the caller's contract, passed on.
         unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
     }
@@ -90,7 +112,7 @@ unsafe impl GlobalAlloc for Accounted {
         // SAFETY: the caller's contract, passed on.
         let p = unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            slot().fetch_add(new_size as i64 - layout.size() as i64, Relaxed);
+            note(new_size as i64 - layout.size() as i64, true);
         }
         p
     }
@@ -144,6 +166,15 @@ pub fn on_idle() {
     unsafe { mi_collect(true) }
 }
 
+/// Allocations made so far in this process (reallocations included), with
+/// the `count` feature and [`Accounted`] installed; else `None`.
+pub fn allocations() -> Option<u64> {
+    if !cfg!(feature = "count") || !IN_USE.load(Relaxed) {
+        return None;
+    }
+    Some(LIVE.iter().map(|s| s.made.load(Relaxed)).sum::<i64>() as u64)
+}
+
 /// The heap as the allocator counts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeapReading {
@@ -156,7 +187,7 @@ pub fn reading() -> Option<HeapReading> {
     if !IN_USE.load(Relaxed) {
         return None;
     }
-    let live: i64 = LIVE.iter().map(|s| s.0.load(Relaxed)).sum();
+    let live: i64 = LIVE.iter().map(|s| s.live.load(Relaxed)).sum();
     Some(HeapReading {
         live: live.max(0) as u64,
     })

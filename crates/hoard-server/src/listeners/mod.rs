@@ -24,8 +24,8 @@
 //! watchdog (`watch`) closes it when idle past `keep_alive_timeout`, when
 //! the client stops reading for `send_timeout`, or when it resets more than
 //! `max_resets` requests. An HTTP/1.x connection quiet between two requests
-//! is parked: hyper hands the socket back and its buffers are freed until
-//! the next byte (`park`). A quiet HTTP/2 connection stays with hyper; it
+//! is parked: hyper hands the socket back and its buffers go to the
+//! thread's few spares until a connection comes back (`park`). A quiet HTTP/2 connection stays with hyper; it
 //! frees its write batching buffer (`cork`), and is polled once inside
 //! `h2::release_idle` (a patch, vendor/README.md), where the `h2` crate
 //! frees its frame and HPACK buffers and its emptied stream slots, to
@@ -671,7 +671,11 @@ async fn serve_connection(
             let mut svc = svc;
             loop {
                 let (r, back) = Box::pin(async {
-                    let mut conn = builder.h1.serve_connection(TokioIo::new(io), svc).with_upgrades();
+                    let buffers = park::take_spare();
+                    let mut conn = builder
+                        .h1
+                        .serve_connection_with_buffers(TokioIo::new(io), svc, buffers)
+                        .with_upgrades();
                     let r = drive!(
                         &mut conn,
                         true,
@@ -683,9 +687,10 @@ async fn serve_connection(
                         return (r, None);
                     }
                     // hyper ended because the watchdog parked it: take the
-                    // socket and the service back, drop hyper's buffers.
-                    // (An empty `read_buf` still holds hyper's whole buffer.)
-                    let back = conn.into_parts().map(|p| {
+                    // socket and the service back; hyper's buffers go to
+                    // the thread's spares (see `park`).
+                    let back = conn.into_parts_with_buffers().map(|(p, buffers)| {
+                        park::spare(buffers);
                         (p.io.into_inner(), p.service, (!p.read_buf.is_empty()).then_some(p.read_buf))
                     });
                     (r, back)

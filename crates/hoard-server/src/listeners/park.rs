@@ -25,15 +25,26 @@
 //!    the keep-alive limit is reached (closed, as an idle connection), or
 //!    when the server drains (closed).
 //!
-//! A connection that comes back costs hyper's two buffers and the box of
-//! its state: what a busy connection never pays, since it is never quiet
-//! for a tick.
+//! hyper's read and write buffers are not freed but kept spare by the
+//! thread ([`spare`], at most [`SPARES`] pairs, bounded whatever the number
+//! of connections): the next connection to come back on the thread takes
+//! a pair ([`take_spare`]) instead of allocating two 8 KiB buffers, whose
+//! pages the allocator may have handed back to the system meanwhile. A
+//! connection that comes back still costs five allocations more than a
+//! busy one, which is never quiet for a tick: the box of its serving
+//! state, and hyper's per-connection state (the boxes it keeps for the
+//! request's future and the response body, its write queue, its head
+//! timer), typed by the service and freed with the rest; two more when
+//! more connections come back at once than the thread has spares.
 //!
 //! HTTP/2 connections are not parked: hyper cannot hand their state back
 //! (stream ids, HPACK tables), so they keep it; their buffers are freed
 //! where they are instead (`h2::release_idle`, see the module above).
 
+use std::cell::RefCell;
 use std::time::Duration;
+
+use hyper::server::conn::http1::Buffers;
 
 use tokio::net::TcpStream;
 use tokio::sync::watch as signal;
@@ -108,5 +119,67 @@ pub async fn wait<S: Socket>(
         },
         _ = super::drained(shutdown) => Woken::Draining,
         _ = tokio::time::sleep(left) => Woken::Idle,
+    }
+}
+
+/// Spare buffer pairs a thread keeps (about 16 KiB each): enough for the
+/// connections that come back within one moment on a busy thread, a
+/// fixed amount however many connections are parked.
+pub const SPARES: usize = 8;
+
+thread_local! {
+    /// The thread's spare buffers, taken from parked connections.
+    static SPARE: RefCell<Vec<Buffers>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Keeps a parked connection's buffers for the next one to come back on
+/// this thread, or frees them when the thread has [`SPARES`] already.
+pub fn spare(buffers: Buffers) {
+    if buffers.capacity() == 0 {
+        return;
+    }
+    let _ = SPARE.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < SPARES {
+            s.push(buffers);
+        }
+    });
+}
+
+/// Buffers for a connection that comes back: a spare pair when the thread
+/// has one, else none (hyper allocates its own).
+pub fn take_spare() -> Buffers {
+    SPARE
+        .try_with(|s| s.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spares_are_bounded_and_taken_back() {
+        assert_eq!(take_spare().capacity(), 0, "none to begin with");
+        spare(Buffers::default());
+        assert_eq!(
+            SPARE.with(|s| s.borrow().len()),
+            0,
+            "empty buffers are not kept"
+        );
+        for _ in 0..SPARES + 3 {
+            spare(Buffers::with_capacity(8192, 8192));
+        }
+        assert_eq!(
+            SPARE.with(|s| s.borrow().len()),
+            SPARES,
+            "at most SPARES kept"
+        );
+        for _ in 0..SPARES {
+            assert_eq!(take_spare().capacity(), 16384);
+        }
+        assert_eq!(take_spare().capacity(), 0, "then none");
     }
 }

@@ -126,6 +126,55 @@ async fn x00003_a_parked_connection_is_closed_when_idle_too_long() {
     origin.finish().await;
 }
 
+// x00007: a parked plain connection that comes back takes hyper's read and
+// write buffers from the thread's spares, which its parking gave them to:
+// it makes five allocations more than a request on a connection that
+// stayed busy (eight without the spares): the box of its serving state,
+// and hyper's per-connection state (the boxes of the request's future and
+// of the response body, the write queue, the head timer). Counted on this
+// process's heap (client and proxy alike, the same hit each time): the
+// fewest allocations of three returning requests against the fewest of
+// three busy ones, so that a stray allocation elsewhere cannot decide it.
+#[tokio::test]
+async fn x00007_a_returning_connection_takes_spare_buffers() {
+    let t = Test::new("x00007");
+    let origin = t.origin().script_fresh("/a", 600, "aaa").start().await;
+    // Ticks of 100 ms: two requests sent back to back stay on one serving
+    // phase, and a quiet connection parks within about 200 ms.
+    let proxy = t
+        .proxy()
+        .origin(&origin)
+        .config(|c| c.server.header_read_timeout = Duration::from_millis(400))
+        .start()
+        .await;
+    let made = || hoard_heap::allocations().expect("the e2e tests count allocations");
+    let mut conn = t.client(&proxy).connect().await;
+    conn.get("/a").send().await.expect_body("aaa");
+    conn.get("/a").send().await.expect_cache_status("hit");
+    let (mut back, mut busy) = (u64::MAX, u64::MAX);
+    let mut parked = proxy.counter("connections_parked");
+    for _ in 0..3 {
+        parked += 1;
+        proxy.wait_counter("connections_parked", parked).await;
+        let before = made();
+        conn.get("/a").send().await.expect_cache_status("hit");
+        back = back.min(made() - before);
+        let before = made();
+        conn.get("/a").send().await.expect_cache_status("hit");
+        let spent = made() - before;
+        // Busy only if it did not park in between (a slow machine).
+        if proxy.counter("connections_parked") == parked {
+            busy = busy.min(spent);
+        }
+    }
+    assert!(busy < u64::MAX, "no request found the connection busy");
+    assert!(
+        back <= busy + 5,
+        "a returning request made {back} allocations, a busy one {busy}"
+    );
+    origin.finish().await;
+}
+
 // x00004: an HTTP/2 connection (prior knowledge) that answered a 300 KiB
 // response and went quiet is parked: its batching buffer, grown by that
 // response, is released. Its next stream (a hit) gets the whole body, it

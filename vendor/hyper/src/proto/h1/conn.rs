@@ -48,8 +48,17 @@ where
     T: Http1Transaction,
 {
     pub(crate) fn new(io: I) -> Conn<I, B, T> {
+        Conn::with_io(Buffered::new(io))
+    }
+
+    /// A connection reading into `read` and writing heads into `write`.
+    pub(crate) fn with_buffers(io: I, read: bytes::BytesMut, write: Vec<u8>) -> Conn<I, B, T> {
+        Conn::with_io(Buffered::with_buffers(io, read, write))
+    }
+
+    fn with_io(io: Buffered<I, EncodedBuf<B>>) -> Conn<I, B, T> {
         Conn {
-            io: Buffered::new(io),
+            io,
             state: State {
                 allow_half_close: false,
                 cached_headers: None,
@@ -165,6 +174,10 @@ where
         self.io.into_inner()
     }
 
+    pub(crate) fn into_inner_with_buffers(self) -> (I, Bytes, bytes::BytesMut, Vec<u8>) {
+        self.io.into_inner_with_buffers()
+    }
+
     pub(crate) fn pending_upgrade(&mut self) -> Option<crate::upgrade::Pending> {
         self.state.upgrade.take()
     }
@@ -276,10 +289,13 @@ where
             }
         };
 
+        // The timer stops counting but is kept, to be reset for the next
+        // head rather than boxed and registered anew on every request
+        // (vendor/README.md). Should it fire meanwhile, a wake finds it
+        // not running and does nothing.
         #[cfg(feature = "server")]
         {
             self.state.h1_header_read_timeout_running = false;
-            self.state.h1_header_read_timeout_fut = None;
         }
 
         // Note: don't deconstruct `msg` into local variables, it appears

@@ -104,6 +104,11 @@ where
         (io, buf, self.dispatch)
     }
 
+    pub(crate) fn into_inner_with_buffers(self) -> (I, Bytes, bytes::BytesMut, Vec<u8>, D) {
+        let (io, buf, read, write) = self.conn.into_inner_with_buffers();
+        (io, buf, read, write, self.dispatch)
+    }
+
     /// Run this dispatcher until HTTP says this connection is done,
     /// but don't call `Write::shutdown` on the underlying IO.
     ///

@@ -57,18 +57,29 @@ where
     B: Buf,
 {
     pub(crate) fn new(io: T) -> Buffered<T, B> {
+        Buffered::with_buffers(io, BytesMut::with_capacity(0), Vec::new())
+    }
+
+    /// A connection reading into `read` and writing heads into `write`
+    /// (emptied first; an unallocated `write` is allocated as `new` does).
+    pub(crate) fn with_buffers(io: T, mut read: BytesMut, mut write: Vec<u8>) -> Buffered<T, B> {
         let strategy = if io.is_write_vectored() {
             WriteStrategy::Queue
         } else {
             WriteStrategy::Flatten
         };
-        let write_buf = WriteBuf::new(strategy);
+        read.clear();
+        write.clear();
+        if write.capacity() == 0 {
+            write.reserve_exact(INIT_BUFFER_SIZE);
+        }
+        let write_buf = WriteBuf::with_headers(strategy, write);
         Buffered {
             flush_pipeline: false,
             io,
             partial_len: None,
             read_blocked: false,
-            read_buf: BytesMut::with_capacity(0),
+            read_buf: read,
             read_buf_strategy: ReadStrategy::default(),
             write_buf,
         }
@@ -293,6 +304,21 @@ where
 
     pub(crate) fn into_inner(self) -> (T, Bytes) {
         (self.io, self.read_buf.freeze())
+    }
+
+    /// The io, the bytes read and not parsed, and the read and head
+    /// buffers to serve the same io again with (the read buffer only when
+    /// it holds nothing unparsed; both emptied).
+    pub(crate) fn into_inner_with_buffers(self) -> (T, Bytes, BytesMut, Vec<u8>) {
+        let mut read = self.read_buf;
+        let unread = if read.is_empty() {
+            Bytes::new()
+        } else {
+            std::mem::take(&mut read).freeze()
+        };
+        let mut write = self.write_buf.headers.bytes;
+        write.clear();
+        (self.io, unread, read, write)
     }
 
     pub(crate) fn is_read_blocked(&self) -> bool {
@@ -557,9 +583,14 @@ pub(super) struct WriteBuf<B> {
 }
 
 impl<B: Buf> WriteBuf<B> {
+    #[cfg(test)]
     fn new(strategy: WriteStrategy) -> WriteBuf<B> {
+        WriteBuf::with_headers(strategy, Vec::with_capacity(INIT_BUFFER_SIZE))
+    }
+
+    fn with_headers(strategy: WriteStrategy, headers: Vec<u8>) -> WriteBuf<B> {
         WriteBuf {
-            headers: Cursor::new(Vec::with_capacity(INIT_BUFFER_SIZE)),
+            headers: Cursor::new(headers),
             max_buf_size: DEFAULT_MAX_BUFFER_SIZE,
             queue: BufList::new(),
             strategy,

@@ -263,7 +263,12 @@ impl Http1Transaction for Server {
         let mut headers = ctx.cached_headers.take().unwrap_or_default();
         let mut saw_connection_close = false;
 
-        headers.reserve(headers_len);
+        // Room for a few fields more than were read, as the map a response
+        // leaves behind has (a `HeaderMap`'s first insert makes room for
+        // 6): a proxy adds fields to the request it forwards, and a map
+        // sized to the fields read grows (reallocates and rehashes) at
+        // each of them (vendor/README.md).
+        headers.reserve(headers_len.max(6));
 
         for header in &headers_indices[..headers_len] {
             // SAFETY: array is valid up to `headers_len`

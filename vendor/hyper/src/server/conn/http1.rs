@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::rt::{Read, Write};
 use crate::upgrade::Upgraded;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_core::ready;
 use httparse::ParserConfig;
 
@@ -107,6 +107,38 @@ pub struct Parts<T, S> {
     pub service: S,
 }
 
+/// An HTTP/1 connection's read buffer and response head buffer, kept for
+/// the next connection on a client's socket.
+///
+/// A server that takes an idle keep-alive connection back from hyper
+/// ([`Connection::into_parts_with_buffers`]) and serves the socket again
+/// when the client speaks ([`Builder::serve_connection_with_buffers`]) can
+/// hand the buffers over, or keep a few spare for whichever connection
+/// comes back next, instead of freeing and allocating them. The default
+/// holds none: hyper allocates them on first use, as
+/// [`Builder::serve_connection`] does.
+#[derive(Debug, Default)]
+pub struct Buffers {
+    read: BytesMut,
+    write: Vec<u8>,
+}
+
+impl Buffers {
+    /// Buffers with room for `read` bytes read and `write` bytes of
+    /// response heads.
+    pub fn with_capacity(read: usize, write: usize) -> Buffers {
+        Buffers {
+            read: BytesMut::with_capacity(read),
+            write: Vec::with_capacity(write),
+        }
+    }
+
+    /// The bytes the buffers hold room for.
+    pub fn capacity(&self) -> usize {
+        self.read.capacity() + self.write.capacity()
+    }
+}
+
 // ===== impl Connection =====
 
 impl<I, S> fmt::Debug for Connection<I, S>
@@ -156,6 +188,20 @@ where
             read_buf,
             service: dispatch.into_service(),
         }
+    }
+
+    /// [`Connection::into_parts`], and the connection's buffers, emptied,
+    /// for serving the same io again (see [`Buffers`]). The read buffer
+    /// comes back only when it holds no unparsed bytes (those are in
+    /// `Parts::read_buf`, as with `into_parts`).
+    pub fn into_parts_with_buffers(self) -> (Parts<I, S>, Buffers) {
+        let (io, read_buf, read, write, dispatch) = self.conn.into_inner_with_buffers();
+        let parts = Parts {
+            io,
+            read_buf,
+            service: dispatch.into_service(),
+        };
+        (parts, Buffers { read, write })
     }
 
     /// Poll the connection for completion, but without calling `shutdown`
@@ -475,7 +521,26 @@ impl Builder {
         <S::ResBody as Body>::Error: Into<Box<dyn StdError + Send + Sync>>,
         I: Read + Write + Unpin,
     {
-        let mut conn = proto::Conn::new(io);
+        self.serve_connection_with_buffers(io, service, Buffers::default())
+    }
+
+    /// [`Builder::serve_connection`], reading into and writing response
+    /// heads into `buffers` (kept from an earlier connection, see
+    /// [`Buffers`]) rather than allocating its own.
+    pub fn serve_connection_with_buffers<I, S>(
+        &self,
+        io: I,
+        service: S,
+        buffers: Buffers,
+    ) -> Connection<I, S>
+    where
+        S: HttpService<IncomingBody>,
+        S::Error: Into<Box<dyn StdError + Send + Sync>>,
+        S::ResBody: 'static,
+        <S::ResBody as Body>::Error: Into<Box<dyn StdError + Send + Sync>>,
+        I: Read + Write + Unpin,
+    {
+        let mut conn = proto::Conn::with_buffers(io, buffers.read, buffers.write);
         conn.set_h1_parser_config(self.h1_parser_config.clone());
         conn.set_timer(self.timer.clone());
         if !self.h1_keep_alive {
@@ -556,6 +621,12 @@ where
     /// has not yet been upgraded.
     pub fn into_parts(self) -> Option<Parts<I, S>> {
         self.inner.map(|conn| conn.into_parts())
+    }
+
+    /// [`Connection::into_parts_with_buffers`], provided the connection
+    /// has not been upgraded.
+    pub fn into_parts_with_buffers(self) -> Option<(Parts<I, S>, Buffers)> {
+        self.inner.map(|conn| conn.into_parts_with_buffers())
     }
 }
 
