@@ -38,8 +38,10 @@ counters! {
     requests_total,
     /// Requests answered from cache without contacting the origin.
     cache_hit,
-    /// HTTP/1.x hits that sent the object's stored fields as they were encoded on its first
-    /// such hit (see `pipeline::hit`), without copying or encoding them again.
+    /// HTTP/1.x answers from a stored object (hits, and answers after a revalidation or from
+    /// a stale copy) that sent its stored fields as lines encoded once per object (per answer
+    /// in a disk zone, whose objects are read afresh) instead of copying the stored map (see
+    /// `pipeline::hit`).
     cache_hit_fields_encoded,
     /// Cacheable requests with nothing usable stored (uri-miss or vary-miss).
     cache_miss,

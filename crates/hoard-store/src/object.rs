@@ -127,7 +127,10 @@ pub struct StoredObject {
     /// Its coding is one hoard cannot decode and it varies on
     /// `Accept-Encoding` (`hoard_policy::encoding::coding_varies`): served
     /// only to a request that accepts that coding. Worked out once, from
-    /// the stored fields, so that a hit need not look for the field.
+    /// the stored fields, so that a hit need not look for the field: every
+    /// object is made by [`StoredObject::new`] (new fields make a new
+    /// object, see [`StoredObject::with_headers`]), and `headers` is not
+    /// changed after it.
     pub coding_varies: bool,
     weight: u64,
     /// Hits counted (routes whose headers show `$cache_hits`).

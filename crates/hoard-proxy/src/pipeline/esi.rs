@@ -441,7 +441,7 @@ impl SubRequest {
             let p = &self.pipeline;
             let (resp, noted) = OUTCOME
                 .scope(std::cell::Cell::new(Noted::default()), async {
-                    let resp = match p.clone().recv(req, conn, None).await {
+                    let resp = match p.clone().recv(req, conn, None, false).await {
                         Ok(r) => r,
                         Err(e) => p.error_response(&e, None),
                     };

@@ -36,7 +36,7 @@ pub(crate) fn sizes() -> Vec<(&'static str, usize)> {
         ),
         (
             "recv",
-            size(|p: P, r: Request<RequestBody>| p.clone().recv(r, unreachable!(), None)),
+            size(|p: P, r: Request<RequestBody>| p.clone().recv(r, unreachable!(), None, false)),
         ),
         (
             "route_request",

@@ -319,7 +319,7 @@ impl Pipeline {
                 Work::Route {
                     fut: OUTCOME.scope(
                         std::cell::Cell::new(Noted::default()),
-                        self.clone().recv(req, conn, id),
+                        self.clone().recv(req, conn, id, watched.is_some()),
                     ),
                 }
             }
@@ -440,6 +440,7 @@ impl Pipeline {
         req: Request<RequestBody>,
         conn: Conn,
         request_id: Option<RequestId>,
+        watched: bool,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let tls = conn.tls;
         let run = self.snapshot();
@@ -449,7 +450,7 @@ impl Pipeline {
             body,
             upgrade,
             at,
-        } = match self.prepare(&run, req, conn, request_id)? {
+        } = match self.prepare(&run, req, conn, request_id, watched)? {
             Prepared::Go(r) => r,
             Prepared::Answered(resp) => return Ok(resp),
         };

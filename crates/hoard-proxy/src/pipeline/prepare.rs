@@ -171,6 +171,7 @@ impl Pipeline {
         req: Request<RequestBody>,
         conn: Conn,
         request_id: Option<&'r RequestId>,
+        watched: bool,
     ) -> Result<Prepared<'r>, ProxyError> {
         let Conn {
             peer,
@@ -318,7 +319,7 @@ impl Pipeline {
             && run.steps[site_idx][route_idx].deliver_is_empty(route)
             && esi.is_none()
             // A watcher's record reads `Cache-Status` from the map.
-            && !self.trace.on();
+            && !watched;
         let ctx = Ctx {
             route,
             site,

@@ -1,5 +1,5 @@
-//! Parking an idle HTTP/1.x connection: its buffers go back to the
-//! allocator while it waits for the next request.
+//! Parking an idle HTTP/1.x connection: it holds no buffer while it waits
+//! for the next request.
 //!
 //! ## Model
 //!
@@ -15,7 +15,8 @@
 //!    closes at once: it flushes what it holds and calls `poll_shutdown`,
 //!    which [`Watched`] answers without touching the socket.
 //! 2. The task takes the stream and the service back from hyper
-//!    (`into_parts`) and drops the rest: hyper's buffers and state. Bytes
+//!    (`into_parts_with_buffers`) and drops the rest of hyper's state; its
+//!    read and write buffers go to the thread's spares (below). Bytes
 //!    hyper had read and not parsed (part of a head that arrived in the
 //!    same instant) come back too and are handed to the next connection
 //!    first, so nothing the client sent is lost.
@@ -26,16 +27,18 @@
 //!    when the server drains (closed).
 //!
 //! hyper's read and write buffers are not freed but kept spare by the
-//! thread ([`spare`], at most [`SPARES`] pairs, bounded whatever the number
-//! of connections): the next connection to come back on the thread takes
-//! a pair ([`take_spare`]) instead of allocating two 8 KiB buffers, whose
-//! pages the allocator may have handed back to the system meanwhile. A
+//! thread ([`spare`]: at most [`SPARES`] pairs of at most
+//! [`SPARE_BYTES`], whatever the number of connections): the next
+//! connection the thread serves, new or back from parking, takes a pair
+//! ([`take_spare`]) instead of allocating two 8 KiB buffers, whose pages
+//! the allocator may have handed back to the system meanwhile. A
 //! connection that comes back still costs five allocations more than a
-//! busy one, which is never quiet for a tick: the box of its serving
-//! state, and hyper's per-connection state (the boxes it keeps for the
-//! request's future and the response body, its write queue, its head
-//! timer), typed by the service and freed with the rest; two more when
-//! more connections come back at once than the thread has spares.
+//! busy one's request (e2e x00007): the box of its serving state and
+//! hyper's own per-connection state (among them the boxes it keeps for
+//! the request's future and the response body, and its write queue),
+//! typed by the service and freed with the rest; two more when the thread
+//! it wakes on has no spare (more connections came back at once, or the
+//! runtime moved the task to a worker that parked none).
 //!
 //! HTTP/2 connections are not parked: hyper cannot hand their state back
 //! (stream ids, HPACK tables), so they keep it; their buffers are freed
@@ -127,15 +130,20 @@ pub async fn wait<S: Socket>(
 /// fixed amount however many connections are parked.
 pub const SPARES: usize = 8;
 
+/// The most a spare pair may hold: a pair grown past hyper's first sizes
+/// (8 KiB each) by a large head is freed, not kept.
+pub const SPARE_BYTES: usize = 16 << 10;
+
 thread_local! {
     /// The thread's spare buffers, taken from parked connections.
     static SPARE: RefCell<Vec<Buffers>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Keeps a parked connection's buffers for the next one to come back on
-/// this thread, or frees them when the thread has [`SPARES`] already.
+/// Keeps a parked connection's buffers for the next connection on this
+/// thread; frees them when the thread has [`SPARES`] already or they grew
+/// past [`SPARE_BYTES`].
 pub fn spare(buffers: Buffers) {
-    if buffers.capacity() == 0 {
+    if buffers.capacity() == 0 || buffers.capacity() > SPARE_BYTES {
         return;
     }
     let _ = SPARE.try_with(|s| {
@@ -146,8 +154,8 @@ pub fn spare(buffers: Buffers) {
     });
 }
 
-/// Buffers for a connection that comes back: a spare pair when the thread
-/// has one, else none (hyper allocates its own).
+/// Buffers for a connection to serve: a spare pair when the thread has
+/// one, else none (hyper allocates its own).
 pub fn take_spare() -> Buffers {
     SPARE
         .try_with(|s| s.borrow_mut().pop())

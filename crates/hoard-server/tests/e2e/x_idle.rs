@@ -130,8 +130,8 @@ async fn x00003_a_parked_connection_is_closed_when_idle_too_long() {
 // write buffers from the thread's spares, which its parking gave them to:
 // it makes five allocations more than a request on a connection that
 // stayed busy (eight without the spares): the box of its serving state,
-// and hyper's per-connection state (the boxes of the request's future and
-// of the response body, the write queue, the head timer). Counted on this
+// and hyper's per-connection state (among them the boxes of the request's
+// future and of the response body, and the write queue). Counted on this
 // process's heap (client and proxy alike, the same hit each time): the
 // fewest allocations of three returning requests against the fewest of
 // three busy ones, so that a stray allocation elsewhere cannot decide it.

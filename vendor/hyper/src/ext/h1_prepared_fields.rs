@@ -65,8 +65,9 @@ impl PreparedFields {
         })
     }
 
-    /// These lines, then `more`'s: two reference counts, no copy. `more`'s
-    /// own followers are not kept (join encoded fields, not joins).
+    /// These lines, then `more`'s: two reference counts, no copy. Lines
+    /// joined before, to these or to `more`, are not kept (join encoded
+    /// fields, not joins).
     pub fn followed_by(&self, more: &PreparedFields) -> PreparedFields {
         PreparedFields {
             lines: self.lines.clone(),

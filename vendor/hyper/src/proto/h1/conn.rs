@@ -289,13 +289,10 @@ where
             }
         };
 
-        // The timer stops counting but is kept, to be reset for the next
-        // head rather than boxed and registered anew on every request
-        // (vendor/README.md). Should it fire meanwhile, a wake finds it
-        // not running and does nothing.
         #[cfg(feature = "server")]
         {
             self.state.h1_header_read_timeout_running = false;
+            self.state.h1_header_read_timeout_fut = None;
         }
 
         // Note: don't deconstruct `msg` into local variables, it appears
