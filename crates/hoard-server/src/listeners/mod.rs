@@ -19,14 +19,15 @@
 //! life; when none is left, a new connection is closed at once (never
 //! queued), except that the oldest connection that has not sent a byte yet
 //! is closed to make room for it. A plain connection that sends no byte within
-//! `header_read_timeout` is closed (hyper's own timer starts only with the
-//! first byte of a head); a TLS handshake gets as long. Afterwards a
-//! watchdog (`watch`) closes it when idle past `keep_alive_timeout`, when
-//! the client stops reading for `send_timeout`, or when it resets more than
-//! `max_resets` requests. An HTTP/1.x connection quiet between two requests
-//! is parked: hyper hands the socket back and its buffers go to the
-//! thread's few spares until a connection comes back (`park`). A quiet HTTP/2 connection stays with hyper; it
-//! frees its write batching buffer (`cork`), and is polled once inside
+//! `header_read_timeout` is closed; a TLS handshake gets as long.
+//! Afterwards a watchdog (`watch`, which also times request heads: hyper
+//! runs no head timer of its own) closes it when idle past
+//! `keep_alive_timeout`, when the client stops reading for `send_timeout`,
+//! or when it resets more than `max_resets` requests. An HTTP/1.x
+//! connection quiet between two requests is parked: hyper hands the socket
+//! back and its buffers and slots go to the thread's few spares until a
+//! connection comes back (`park`). A quiet HTTP/2 connection stays with
+//! hyper; it frees its write batching buffer (`cork`), and is polled once inside
 //! `h2::release_idle` (a patch, vendor/README.md), where the `h2` crate
 //! frees its frame and HPACK buffers and its emptied stream slots, to
 //! allocate them again when the client next speaks; its watchdog stops
@@ -553,13 +554,13 @@ async fn serve_connection(
     // shutdown or when the watchdog finds it idle or flooding resets, and
     // at once when the client stopped reading (see `watch`).
     macro_rules! drive {
-        // The connection future, whether it is HTTP/1.x, how to begin its
-        // graceful shutdown, and what to release when it is quiet (HTTP/2;
-        // HTTP/1.x is parked, see `park`).
-        ($conn:expr, $h1:expr, |$c:ident| $graceful:expr, |$q:ident| $quiet:expr) => {{
+        // The connection future, whether it is HTTP/1.x, its watchdog's
+        // pinned `Ticks`, how to begin its graceful shutdown, and what to
+        // release when it is quiet (HTTP/2; HTTP/1.x is parked, see `park`).
+        ($conn:expr, $h1:expr, $ticks:expr, |$c:ident| $graceful:expr, |$q:ident| $quiet:expr) => {{
             let conn = $conn;
             tokio::pin!(conn);
-            let mut ticks = ticks::Ticks::new(limits.tick());
+            let mut ticks = $ticks;
             let mut dog = activity.watchdog($h1);
             // One waiter on the wake-up for as long as it does not fire
             // (a new one per poll would be queued and unqueued each time).
@@ -600,7 +601,7 @@ async fn serve_connection(
                         woken.set(activity.wake().notified());
                         activity.verdict(&mut dog)
                     }
-                    _ = std::future::poll_fn(|cx| ticks.poll_tick(cx, activity.progress())) => {
+                    _ = std::future::poll_fn(|cx| ticks.as_mut().poll_tick(cx, activity.progress())) => {
                         activity.verdict(&mut dog)
                     }
                 };
@@ -633,7 +634,7 @@ async fn serve_connection(
                             break r;
                         }
                         // Nothing to watch until a byte moves (see `ticks`).
-                        ticks.park(activity.progress(), activity.idle_deadline(&dog));
+                        ticks.as_mut().park(activity.progress(), activity.idle_deadline(&dog));
                         counters.inc(&counters.connections_parked);
                         hoard_heap::gave_back();
                     }
@@ -676,9 +677,12 @@ async fn serve_connection(
                         .h1
                         .serve_connection_with_buffers(TokioIo::new(io), svc, buffers)
                         .with_upgrades();
+                    // The timer in the serving phase's box: a connection
+                    // back from parking allocates none.
                     let r = drive!(
                         &mut conn,
                         true,
+                        std::pin::pin!(ticks::Ticks::new(limits.tick())),
                         |c| std::pin::Pin::new(&mut **c.get_mut()).graceful_shutdown(),
                         |_q| ()
                     );
@@ -687,8 +691,8 @@ async fn serve_connection(
                         return (r, None);
                     }
                     // hyper ended because the watchdog parked it: take the
-                    // socket and the service back; hyper's buffers go to
-                    // the thread's spares (see `park`).
+                    // socket and the service back; hyper's buffers and
+                    // slots go to the thread's spares (see `park`).
                     let back = conn.into_parts_with_buffers().map(|(p, buffers)| {
                         park::spare(buffers);
                         (p.io.into_inner(), p.service, (!p.read_buf.is_empty()).then_some(p.read_buf))
@@ -739,6 +743,9 @@ async fn serve_connection(
                     handle
                 ),
                 false,
+                // A box of its own: an HTTP/2 connection's state lives as
+                // long as it does, and stays smaller without the timer.
+                Box::pin(ticks::Ticks::new(limits.tick())),
                 |c| c.inner().graceful_shutdown(),
                 |q| q.release()
             )

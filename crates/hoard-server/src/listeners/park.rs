@@ -16,7 +16,7 @@
 //!    which [`Watched`] answers without touching the socket.
 //! 2. The task takes the stream and the service back from hyper
 //!    (`into_parts_with_buffers`) and drops the rest of hyper's state; its
-//!    read and write buffers go to the thread's spares (below). Bytes
+//!    buffers and slots go to the thread's spares (below). Bytes
 //!    hyper had read and not parsed (part of a head that arrived in the
 //!    same instant) come back too and are handed to the next connection
 //!    first, so nothing the client sent is lost.
@@ -26,28 +26,33 @@
 //!    the keep-alive limit is reached (closed, as an idle connection), or
 //!    when the server drains (closed).
 //!
-//! hyper's read and write buffers are not freed but kept spare by the
-//! thread ([`spare`]: at most [`SPARES`] pairs of at most
-//! [`SPARE_BYTES`], whatever the number of connections): the next
-//! connection the thread serves, new or back from parking, takes a pair
-//! ([`take_spare`]) instead of allocating two 8 KiB buffers, whose pages
-//! the allocator may have handed back to the system meanwhile. A
-//! connection that comes back still costs five allocations more than a
-//! busy one's request (e2e x00007): the box of its serving state and
-//! hyper's own per-connection state (among them the boxes it keeps for
-//! the request's future and the response body, and its write queue),
-//! typed by the service and freed with the rest; two more when the thread
-//! it wakes on has no spare (more connections came back at once, or the
-//! runtime moved the task to a worker that parked none).
+//! hyper's buffers and slots are not freed but kept spare by the thread
+//! ([`spare`]: at most [`SPARES`] sets of at most [`SPARE_BYTES`] of
+//! buffers, whatever the number of connections): its read buffer, its
+//! response head buffer, its queue of body buffers, and the two boxes it
+//! keeps a request's future and a response's body in (`Buffers`, typed by
+//! the service, so the thread keeps a list per service type). The next
+//! connection the thread serves, new or back from parking, takes a set
+//! ([`take_spare`]) instead of allocating them, often on pages the
+//! allocator had handed back to the system meanwhile. A connection that
+//! comes back costs one allocation more than a busy one's request (e2e
+//! x00007): the box of its serving state (hyper's connection and the
+//! watchdog's state, whose timer lives in it, `ticks`), freed while it is
+//! parked; six more when the thread it wakes on has no spare (more
+//! connections came back at once, or the runtime moved the task to a
+//! worker that parked none).
 //!
 //! HTTP/2 connections are not parked: hyper cannot hand their state back
 //! (stream ids, HPACK tables), so they keep it; their buffers are freed
 //! where they are instead (`h2::release_idle`, see the module above).
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::time::Duration;
 
+use hyper::body::Incoming;
 use hyper::server::conn::http1::Buffers;
+use hyper::service::HttpService;
 
 use tokio::net::TcpStream;
 use tokio::sync::watch as signal;
@@ -125,69 +130,116 @@ pub async fn wait<S: Socket>(
     }
 }
 
-/// Spare buffer pairs a thread keeps (about 16 KiB each): enough for the
-/// connections that come back within one moment on a busy thread, a
-/// fixed amount however many connections are parked.
+/// Spare sets a thread keeps (about 18 KiB each: 16 KiB of buffers and
+/// the two slots, about 2 KiB for hoard's service): enough for the
+/// connections that come back within one moment on a busy thread, a fixed
+/// amount however many connections are parked.
 pub const SPARES: usize = 8;
 
-/// The most a spare pair may hold: a pair grown past hyper's first sizes
-/// (8 KiB each) by a large head is freed, not kept.
+/// The most a spare set's buffers may hold: buffers grown past hyper's
+/// first sizes (8 KiB each) by a large head are freed, not kept.
 pub const SPARE_BYTES: usize = 16 << 10;
 
 thread_local! {
-    /// The thread's spare buffers, taken from parked connections.
-    static SPARE: RefCell<Vec<Buffers>> = const { RefCell::new(Vec::new()) };
+    /// The thread's spares, taken from parked connections: a list for
+    /// each service type (hyper's slots are typed by it; one per kind of
+    /// listener, so in practice one or two), each of at most [`SPARES`].
+    static SPARE: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Keeps a parked connection's buffers for the next connection on this
-/// thread; frees them when the thread has [`SPARES`] already or they grew
-/// past [`SPARE_BYTES`].
-pub fn spare(buffers: Buffers) {
+/// Runs `f` on this thread's spares for the service type `S` (a list made
+/// the first time, once per thread and type); `None` while the thread is
+/// torn down.
+fn with_spares<S, R>(f: impl FnOnce(&mut Vec<Buffers<S>>) -> R) -> Option<R>
+where
+    S: HttpService<Incoming> + 'static,
+{
+    SPARE
+        .try_with(|lists| {
+            let mut lists = lists.borrow_mut();
+            let at = match lists.iter().position(|l| l.is::<Vec<Buffers<S>>>()) {
+                Some(at) => at,
+                None => {
+                    lists.push(Box::new(Vec::<Buffers<S>>::with_capacity(SPARES)));
+                    lists.len() - 1
+                }
+            };
+            let list = lists[at]
+                .downcast_mut::<Vec<Buffers<S>>>()
+                .expect("invariant: found by its type");
+            f(list)
+        })
+        .ok()
+}
+
+/// Keeps a parked connection's buffers and slots for the next connection
+/// on this thread; frees them when the thread has [`SPARES`] already or
+/// its buffers grew past [`SPARE_BYTES`].
+pub fn spare<S: HttpService<Incoming> + 'static>(buffers: Buffers<S>) {
     if buffers.capacity() == 0 || buffers.capacity() > SPARE_BYTES {
         return;
     }
-    let _ = SPARE.try_with(|s| {
-        let mut s = s.borrow_mut();
-        if s.len() < SPARES {
-            s.push(buffers);
+    with_spares(|list| {
+        if list.len() < SPARES {
+            list.push(buffers);
         }
     });
 }
 
-/// Buffers for a connection to serve: a spare pair when the thread has
-/// one, else none (hyper allocates its own).
-pub fn take_spare() -> Buffers {
-    SPARE
-        .try_with(|s| s.borrow_mut().pop())
-        .ok()
-        .flatten()
-        .unwrap_or_default()
+/// Buffers and slots for a connection to serve: a spare set when the
+/// thread has one, else none (hyper allocates its own).
+pub fn take_spare<S: HttpService<Incoming> + 'static>() -> Buffers<S> {
+    with_spares(Vec::pop).flatten().unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
+    use std::convert::Infallible;
+    use std::future::{ready, Ready};
+    use std::marker::PhantomData;
+
+    use hyper::service::Service;
+    use hyper::{Request, Response};
+
     use super::*;
 
+    /// A service answering with an empty body of type `B`.
+    struct Empty<B>(PhantomData<B>);
+
+    impl<B: Default> Service<Request<Incoming>> for Empty<B> {
+        type Response = Response<B>;
+        type Error = Infallible;
+        type Future = Ready<Result<Response<B>, Infallible>>;
+        fn call(&self, _: Request<Incoming>) -> Self::Future {
+            ready(Ok(Response::new(B::default())))
+        }
+    }
+
+    type Text = Empty<String>;
+    type Bytes = Empty<http_body_util::Empty<bytes::Bytes>>;
+
+    fn kept<S: HttpService<Incoming> + 'static>() -> usize {
+        with_spares(|l: &mut Vec<Buffers<S>>| l.len()).unwrap()
+    }
+
     #[test]
-    fn spares_are_bounded_and_taken_back() {
-        assert_eq!(take_spare().capacity(), 0, "none to begin with");
-        spare(Buffers::default());
-        assert_eq!(
-            SPARE.with(|s| s.borrow().len()),
-            0,
-            "empty buffers are not kept"
-        );
+    fn spares_are_bounded_and_taken_back_by_service_type() {
+        assert_eq!(take_spare::<Text>().capacity(), 0, "none to begin with");
+        spare(Buffers::<Text>::default());
+        assert_eq!(kept::<Text>(), 0, "empty buffers are not kept");
+        spare(Buffers::<Text>::with_capacity(SPARE_BYTES, 1));
+        assert_eq!(kept::<Text>(), 0, "grown buffers are not kept");
         for _ in 0..SPARES + 3 {
-            spare(Buffers::with_capacity(8192, 8192));
+            spare(Buffers::<Text>::with_capacity(8192, 8192));
         }
-        assert_eq!(
-            SPARE.with(|s| s.borrow().len()),
-            SPARES,
-            "at most SPARES kept"
-        );
+        assert_eq!(kept::<Text>(), SPARES, "at most SPARES kept");
+        spare(Buffers::<Bytes>::with_capacity(8192, 8192));
+        assert_eq!(kept::<Bytes>(), 1, "another service's spares are its own");
+        assert_eq!(kept::<Text>(), SPARES);
         for _ in 0..SPARES {
-            assert_eq!(take_spare().capacity(), 16384);
+            assert_eq!(take_spare::<Text>().capacity(), 16384);
         }
-        assert_eq!(take_spare().capacity(), 0, "then none");
+        assert_eq!(take_spare::<Text>().capacity(), 0, "then none");
+        assert_eq!(take_spare::<Bytes>().capacity(), 16384);
     }
 }

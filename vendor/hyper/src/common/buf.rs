@@ -8,10 +8,25 @@ pub(crate) struct BufList<T> {
 }
 
 impl<T: Buf> BufList<T> {
+    #[cfg(test)]
     pub(crate) fn new() -> BufList<T> {
         BufList {
             bufs: VecDeque::new(),
         }
+    }
+
+    /// A list keeping its buffers in `bufs` (emptied first): its room,
+    /// kept from an earlier list.
+    pub(crate) fn with_deque(mut bufs: VecDeque<T>) -> BufList<T> {
+        bufs.clear();
+        BufList { bufs }
+    }
+
+    /// The list's deque, emptied, for [`BufList::with_deque`].
+    pub(crate) fn into_deque(self) -> VecDeque<T> {
+        let mut bufs = self.bufs;
+        bufs.clear();
+        bufs
     }
 
     #[inline]

@@ -51,9 +51,15 @@ where
         Conn::with_io(Buffered::new(io))
     }
 
-    /// A connection reading into `read` and writing heads into `write`.
-    pub(crate) fn with_buffers(io: I, read: bytes::BytesMut, write: Vec<u8>) -> Conn<I, B, T> {
-        Conn::with_io(Buffered::with_buffers(io, read, write))
+    /// A connection reading into `read`, writing heads into `write` and
+    /// queueing bodies' buffers in `queue`.
+    pub(crate) fn with_buffers(
+        io: I,
+        read: bytes::BytesMut,
+        write: Vec<u8>,
+        queue: std::collections::VecDeque<EncodedBuf<B>>,
+    ) -> Conn<I, B, T> {
+        Conn::with_io(Buffered::with_buffers(io, read, write, queue))
     }
 
     fn with_io(io: Buffered<I, EncodedBuf<B>>) -> Conn<I, B, T> {
@@ -174,7 +180,16 @@ where
         self.io.into_inner()
     }
 
-    pub(crate) fn into_inner_with_buffers(self) -> (I, Bytes, bytes::BytesMut, Vec<u8>) {
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_inner_with_buffers(
+        self,
+    ) -> (
+        I,
+        Bytes,
+        bytes::BytesMut,
+        Vec<u8>,
+        std::collections::VecDeque<EncodedBuf<B>>,
+    ) {
         self.io.into_inner_with_buffers()
     }
 

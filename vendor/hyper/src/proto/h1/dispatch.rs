@@ -78,11 +78,28 @@ where
     Bs::Error: Into<Box<dyn StdError + Send + Sync>>,
 {
     pub(crate) fn new(dispatch: D, conn: Conn<I, Bs::Data, T>) -> Self {
+        Dispatcher::with_body_slot(dispatch, conn, None)
+    }
+
+    /// A dispatcher keeping the body it writes in `body_rx` (emptied
+    /// first), the slot of an earlier dispatcher, or in a new one.
+    pub(crate) fn with_body_slot(
+        dispatch: D,
+        conn: Conn<I, Bs::Data, T>,
+        body_rx: Option<Pin<Box<Option<Bs>>>>,
+    ) -> Self {
+        let body_rx = match body_rx {
+            Some(mut slot) => {
+                slot.set(None);
+                slot
+            }
+            None => Box::pin(None),
+        };
         Dispatcher {
             conn,
             dispatch,
             body_tx: SenderDropGuard::none(),
-            body_rx: Box::pin(None),
+            body_rx,
             is_closing: false,
         }
     }
@@ -104,9 +121,22 @@ where
         (io, buf, self.dispatch)
     }
 
-    pub(crate) fn into_inner_with_buffers(self) -> (I, Bytes, bytes::BytesMut, Vec<u8>, D) {
-        let (io, buf, read, write) = self.conn.into_inner_with_buffers();
-        (io, buf, read, write, self.dispatch)
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_inner_with_buffers(
+        self,
+    ) -> (
+        I,
+        Bytes,
+        bytes::BytesMut,
+        Vec<u8>,
+        std::collections::VecDeque<crate::proto::h1::EncodedBuf<Bs::Data>>,
+        Pin<Box<Option<Bs>>>,
+        D,
+    ) {
+        let (io, buf, read, write, queue) = self.conn.into_inner_with_buffers();
+        let mut body_rx = self.body_rx;
+        body_rx.set(None);
+        (io, buf, read, write, queue, body_rx, self.dispatch)
     }
 
     /// Run this dispatcher until HTTP says this connection is done,
@@ -573,15 +603,28 @@ cfg_server! {
     where
         S: HttpService<B>,
     {
-        pub(crate) fn new(service: S) -> Server<S, B> {
-            Server {
-                in_flight: Box::pin(None),
-                service,
-            }
+        /// A server keeping its request's future in `in_flight` (emptied
+        /// first), the slot of an earlier server, or in a new one.
+        pub(crate) fn with_slot(service: S, in_flight: Option<Pin<Box<Option<S::Future>>>>) -> Server<S, B> {
+            let in_flight = match in_flight {
+                Some(mut slot) => {
+                    slot.set(None);
+                    slot
+                }
+                None => Box::pin(None),
+            };
+            Server { in_flight, service }
         }
 
         pub(crate) fn into_service(self) -> S {
             self.service
+        }
+
+        /// The service, and the slot of the request's future, emptied.
+        pub(crate) fn into_service_and_slot(self) -> (S, Pin<Box<Option<S::Future>>>) {
+            let mut in_flight = self.in_flight;
+            in_flight.set(None);
+            (self.service, in_flight)
         }
     }
 

@@ -1,4 +1,5 @@
 use std::cmp;
+use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
@@ -57,12 +58,18 @@ where
     B: Buf,
 {
     pub(crate) fn new(io: T) -> Buffered<T, B> {
-        Buffered::with_buffers(io, BytesMut::with_capacity(0), Vec::new())
+        Buffered::with_buffers(io, BytesMut::with_capacity(0), Vec::new(), VecDeque::new())
     }
 
-    /// A connection reading into `read` and writing heads into `write`
-    /// (emptied first; an unallocated `write` is allocated as `new` does).
-    pub(crate) fn with_buffers(io: T, mut read: BytesMut, mut write: Vec<u8>) -> Buffered<T, B> {
+    /// A connection reading into `read`, writing heads into `write` and
+    /// queueing bodies' buffers in `queue` (each emptied first; an
+    /// unallocated `write` is allocated as `new` does).
+    pub(crate) fn with_buffers(
+        io: T,
+        mut read: BytesMut,
+        mut write: Vec<u8>,
+        queue: VecDeque<B>,
+    ) -> Buffered<T, B> {
         let strategy = if io.is_write_vectored() {
             WriteStrategy::Queue
         } else {
@@ -73,7 +80,7 @@ where
         if write.capacity() == 0 {
             write.reserve_exact(INIT_BUFFER_SIZE);
         }
-        let write_buf = WriteBuf::with_headers(strategy, write);
+        let write_buf = WriteBuf::with_buffers(strategy, write, BufList::with_deque(queue));
         Buffered {
             flush_pipeline: false,
             io,
@@ -306,10 +313,11 @@ where
         (self.io, self.read_buf.freeze())
     }
 
-    /// The io, the bytes read and not parsed, and the read and head
+    /// The io, the bytes read and not parsed, and the read, head and queue
     /// buffers to serve the same io again with (the read buffer only when
-    /// it holds nothing unparsed; both emptied).
-    pub(crate) fn into_inner_with_buffers(self) -> (T, Bytes, BytesMut, Vec<u8>) {
+    /// it holds nothing unparsed; all emptied).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_inner_with_buffers(self) -> (T, Bytes, BytesMut, Vec<u8>, VecDeque<B>) {
         let mut read = self.read_buf;
         let unread = if read.is_empty() {
             Bytes::new()
@@ -318,7 +326,8 @@ where
         };
         let mut write = self.write_buf.headers.bytes;
         write.clear();
-        (self.io, unread, read, write)
+        let queue = self.write_buf.queue.into_deque();
+        (self.io, unread, read, write, queue)
     }
 
     pub(crate) fn is_read_blocked(&self) -> bool {
@@ -585,14 +594,18 @@ pub(super) struct WriteBuf<B> {
 impl<B: Buf> WriteBuf<B> {
     #[cfg(test)]
     fn new(strategy: WriteStrategy) -> WriteBuf<B> {
-        WriteBuf::with_headers(strategy, Vec::with_capacity(INIT_BUFFER_SIZE))
+        WriteBuf::with_buffers(
+            strategy,
+            Vec::with_capacity(INIT_BUFFER_SIZE),
+            BufList::new(),
+        )
     }
 
-    fn with_headers(strategy: WriteStrategy, headers: Vec<u8>) -> WriteBuf<B> {
+    fn with_buffers(strategy: WriteStrategy, headers: Vec<u8>, queue: BufList<B>) -> WriteBuf<B> {
         WriteBuf {
             headers: Cursor::new(headers),
             max_buf_size: DEFAULT_MAX_BUFFER_SIZE,
-            queue: BufList::new(),
+            queue,
             strategy,
         }
     }

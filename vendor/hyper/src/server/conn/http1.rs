@@ -1,5 +1,6 @@
 //! HTTP/1 Server Connections.
 
+use std::collections::VecDeque;
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
@@ -16,6 +17,7 @@ use httparse::ParserConfig;
 
 use crate::body::{Body, Incoming as IncomingBody};
 use crate::proto;
+use crate::proto::h1::EncodedBuf;
 use crate::service::HttpService;
 use crate::{
     common::time::{Dur, Time},
@@ -107,33 +109,64 @@ pub struct Parts<T, S> {
     pub service: S,
 }
 
-/// An HTTP/1 connection's read buffer and response head buffer, kept for
-/// the next connection on a client's socket.
+/// An HTTP/1 connection's buffers and slots, kept for the next connection
+/// on a client's socket: its read buffer, its response head buffer, its
+/// queue of body buffers, and the boxes that hold a request's future and
+/// a response's body while they are served (typed by the service `S`).
 ///
 /// A server that takes an idle keep-alive connection back from hyper
 /// ([`Connection::into_parts_with_buffers`]) and serves the socket again
 /// when the client speaks ([`Builder::serve_connection_with_buffers`]) can
-/// hand the buffers over, or keep a few spare for whichever connection
-/// comes back next, instead of freeing and allocating them. The default
-/// holds none: hyper allocates them on first use, as
+/// hand them over, or keep a few spare for whichever connection comes
+/// back next, instead of freeing and allocating them. The default holds
+/// none: hyper allocates them on first use, as
 /// [`Builder::serve_connection`] does.
-#[derive(Debug, Default)]
-pub struct Buffers {
+pub struct Buffers<S: HttpService<IncomingBody>> {
     read: BytesMut,
     write: Vec<u8>,
+    queue: VecDeque<EncodedBuf<<S::ResBody as Body>::Data>>,
+    in_flight: Option<Pin<Box<Option<S::Future>>>>,
+    body: Option<Pin<Box<Option<S::ResBody>>>>,
 }
 
-impl Buffers {
+impl<S: HttpService<IncomingBody>> Default for Buffers<S> {
+    fn default() -> Self {
+        Buffers {
+            read: BytesMut::new(),
+            write: Vec::new(),
+            queue: VecDeque::new(),
+            in_flight: None,
+            body: None,
+        }
+    }
+}
+
+impl<S: HttpService<IncomingBody>> fmt::Debug for Buffers<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buffers")
+            .field("read", &self.read.capacity())
+            .field("write", &self.write.capacity())
+            .field("queue", &self.queue.capacity())
+            .field("slots", &self.in_flight.is_some())
+            .finish()
+    }
+}
+
+impl<S: HttpService<IncomingBody>> Buffers<S> {
     /// Buffers with room for `read` bytes read and `write` bytes of
-    /// response heads.
-    pub fn with_capacity(read: usize, write: usize) -> Buffers {
+    /// response heads (the queue and the slots are allocated on first
+    /// use).
+    pub fn with_capacity(read: usize, write: usize) -> Buffers<S> {
         Buffers {
             read: BytesMut::with_capacity(read),
             write: Vec::with_capacity(write),
+            ..Buffers::default()
         }
     }
 
-    /// The bytes the buffers hold room for.
+    /// The bytes the read and head buffers hold room for (the queue's
+    /// room is a few dozen bytes per body buffer, at most 16 of them; a
+    /// slot is the size of the service's future or of its body).
     pub fn capacity(&self) -> usize {
         self.read.capacity() + self.write.capacity()
     }
@@ -194,14 +227,23 @@ where
     /// for serving the same io again (see [`Buffers`]). The read buffer
     /// comes back only when it holds no unparsed bytes (those are in
     /// `Parts::read_buf`, as with `into_parts`).
-    pub fn into_parts_with_buffers(self) -> (Parts<I, S>, Buffers) {
-        let (io, read_buf, read, write, dispatch) = self.conn.into_inner_with_buffers();
+    pub fn into_parts_with_buffers(self) -> (Parts<I, S>, Buffers<S>) {
+        let (io, read_buf, read, write, queue, body, dispatch) =
+            self.conn.into_inner_with_buffers();
+        let (service, in_flight) = dispatch.into_service_and_slot();
         let parts = Parts {
             io,
             read_buf,
-            service: dispatch.into_service(),
+            service,
         };
-        (parts, Buffers { read, write })
+        let buffers = Buffers {
+            read,
+            write,
+            queue,
+            in_flight: Some(in_flight),
+            body: Some(body),
+        };
+        (parts, buffers)
     }
 
     /// Poll the connection for completion, but without calling `shutdown`
@@ -531,7 +573,7 @@ impl Builder {
         &self,
         io: I,
         service: S,
-        buffers: Buffers,
+        buffers: Buffers<S>,
     ) -> Connection<I, S>
     where
         S: HttpService<IncomingBody>,
@@ -540,7 +582,7 @@ impl Builder {
         <S::ResBody as Body>::Error: Into<Box<dyn StdError + Send + Sync>>,
         I: Read + Write + Unpin,
     {
-        let mut conn = proto::Conn::with_buffers(io, buffers.read, buffers.write);
+        let mut conn = proto::Conn::with_buffers(io, buffers.read, buffers.write, buffers.queue);
         conn.set_h1_parser_config(self.h1_parser_config.clone());
         conn.set_timer(self.timer.clone());
         if !self.h1_keep_alive {
@@ -581,8 +623,8 @@ impl Builder {
         if !self.date_header {
             conn.disable_date_header();
         }
-        let sd = proto::h1::dispatch::Server::new(service);
-        let proto = proto::h1::Dispatcher::new(sd, conn);
+        let sd = proto::h1::dispatch::Server::with_slot(service, buffers.in_flight);
+        let proto = proto::h1::Dispatcher::with_body_slot(sd, conn, buffers.body);
         Connection { conn: proto }
     }
 }
@@ -625,7 +667,8 @@ where
 
     /// [`Connection::into_parts_with_buffers`], provided the connection
     /// has not been upgraded.
-    pub fn into_parts_with_buffers(self) -> Option<(Parts<I, S>, Buffers)> {
+    #[allow(clippy::type_complexity)]
+    pub fn into_parts_with_buffers(self) -> Option<(Parts<I, S>, Buffers<S>)> {
         self.inner.map(|conn| conn.into_parts_with_buffers())
     }
 }
