@@ -160,13 +160,14 @@ for p in $PROXIES; do
 done
 
 # ------------------------------------------------------------------ runs ----
-busy_ticks() { # pid: utime+stime of a process and its children threads
-    local t=0 pids="$1" c
+busy_ticks() { # pid: "utime stime" of a process (all its threads) and its children
+    local u=0 s=0 pids="$1" c cu cs
     for c in $(pgrep -P "$1" || true); do pids="$pids $c"; done
     for c in $pids; do
-        t=$((t + $(awk '{ print $14 + $15 }' "/proc/$c/stat" 2>/dev/null || echo 0)))
+        read -r cu cs < <(awk '{ print $14, $15 }' "/proc/$c/stat" 2>/dev/null || echo 0 0)
+        u=$((u + cu)); s=$((s + cs))
     done
-    echo "$t"
+    echo "$u $s"
 }
 
 declare -A RESULT
@@ -194,16 +195,17 @@ for run in $(seq "$RUNS"); do
                     total=$(awk '/^requests:/ { print $2 }' "$out")
                     [ "$ok" = "$total" ] || die "$p ($m, $o): $ok of $total requests succeeded"
                 fi
-                cpu=$(awk -v t=$((after - before)) -v hz="$CLK_TCK" -v n="$total" \
-                    'BEGIN { printf "%.1f", (n > 0 ? t / hz * 1e6 / n : 0) }')
+                read -r bu bs <<<"$before"; read -r au as <<<"$after"
+                cpu=$(awk -v u=$((au - bu)) -v s=$((as - bs)) -v hz="$CLK_TCK" -v n="$total" \
+                    'BEGIN { printf "%.1f:%.1f", (n > 0 ? (u + s) / hz * 1e6 / n : 0), (n > 0 ? s / hz * 1e6 / n : 0) }')
                 RESULT[$p,$o,$m]="${RESULT[$p,$o,$m]:-} $rps:$cpu"
-                log "run $run $o $m $p: $rps req/s, $cpu cpu µs/req"
+                log "run $run $o $m $p: $rps req/s, ${cpu%%:*} cpu µs/req (${cpu##*:} in the kernel)"
             done
         done
     done
 done
 
-median() { # "rps:cpu ...": the entry with the median rps
+median() { # "rps:cpu:sys ...": the entry with the median rps
     tr ' ' '\n' <<<"$1" | grep . | sort -t: -k1,1n | awk '{ a[NR] = $0 } END { print a[int((NR + 1) / 2)] }'
 }
 span() { tr ' ' '\n' <<<"$1" | grep . | cut -d: -f1 | sort -n | awk 'NR == 1 { lo = $0 } { hi = $0 } END { print lo "-" hi }'; }
@@ -216,18 +218,19 @@ report_start tls_hit
     echo "- hoard $git_rev ($WORKERS threads), nginx $(nginx -v 2>&1 | cut -d/ -f2) ($WORKERS workers, keepalive_requests 10000000)$([ "$PIN" = 1 ] && echo "; PIN=1: each proxy on CPU 0 alone, h2load on CPU 1")"
     echo "- h2load -t1 -D $DURATION: h2 = -c16 -m10, h1 = $([ "$CLIENT" = wrk ] && echo "wrk -t1 -c16 (OpenSSL)" || echo "--h1 -c16"); $RUNS runs per cell, median shown"
     echo
-    echo "| object | protocol | proxy | req/s | req/s range | cpu µs/req |"
-    echo "|---|---|---|---|---|---|"
+    echo "| object | protocol | proxy | req/s | req/s range | cpu µs/req | of which kernel |"
+    echo "|---|---|---|---|---|---|---|"
     for o in $OBJECTS; do
         for m in $MODES; do
             for p in $PROXIES; do
-                r=$(median "${RESULT[$p,$o,$m]}")
-                echo "| $o | $m | $p | ${r%%:*} | $(span "${RESULT[$p,$o,$m]}") | ${r##*:} |"
+                IFS=: read -r rps cpu sys <<<"$(median "${RESULT[$p,$o,$m]}")"
+                echo "| $o | $m | $p | $rps | $(span "${RESULT[$p,$o,$m]}") | $cpu | $sys |"
             done
             if has "$PROXIES" nginx && has "$PROXIES" hoard; then
-                h=$(median "${RESULT[hoard,$o,$m]}"); n=$(median "${RESULT[nginx,$o,$m]}")
-                awk -v o="$o" -v m="$m" -v hr="${h%%:*}" -v nr="${n%%:*}" -v hc="${h##*:}" -v nc="${n##*:}" \
-                    'BEGIN { printf "| %s | %s | **hoard/nginx** | **%.2fx** | | %.2fx |\n", o, m, hr / nr, hc / nc }'
+                IFS=: read -r hr hc hs <<<"$(median "${RESULT[hoard,$o,$m]}")"
+                IFS=: read -r nr nc ns <<<"$(median "${RESULT[nginx,$o,$m]}")"
+                awk -v o="$o" -v m="$m" -v hr="$hr" -v nr="$nr" -v hc="$hc" -v nc="$nc" -v hs="$hs" -v ns="$ns" \
+                    'BEGIN { printf "| %s | %s | **hoard/nginx** | **%.2fx** | | %.2fx | %.2fx |\n", o, m, hr / nr, hc / nc, (ns > 0 ? hs / ns : 0) }'
             fi
         done
     done
