@@ -607,12 +607,16 @@ async fn serve_connection(
                 };
                 match verdict {
                     Verdict::Fine => {}
+                    // Either drops the connection, even after a park began
+                    // (it is not taken back for parking).
                     Verdict::SendStalled => {
+                        activity.parking.store(false, std::sync::atomic::Ordering::Relaxed);
                         counters.inc(&counters.connections_send_timeout);
                         tracing::debug!(%peer, "client stopped reading; connection dropped");
                         break Ok(());
                     }
                     Verdict::HeadTimeout => {
+                        activity.parking.store(false, std::sync::atomic::Ordering::Relaxed);
                         counters.inc(&counters.connections_head_timeout);
                         tracing::debug!(%peer, "request head unfinished within the head timeout; connection dropped");
                         break Ok(());

@@ -38,7 +38,7 @@
 //! comes back costs one allocation more than a busy one's request (e2e
 //! x00007): the box of its serving state (hyper's connection and the
 //! watchdog's state, whose timer lives in it, `ticks`), freed while it is
-//! parked; six more when the thread it wakes on has no spare (more
+//! parked; seven in all when the thread it wakes on has no spare (more
 //! connections came back at once, or the runtime moved the task to a
 //! worker that parked none).
 //!
@@ -142,8 +142,9 @@ pub const SPARE_BYTES: usize = 16 << 10;
 
 thread_local! {
     /// The thread's spares, taken from parked connections: a list for
-    /// each service type (hyper's slots are typed by it; one per kind of
-    /// listener, so in practice one or two), each of at most [`SPARES`].
+    /// each service type (hyper's slots are typed by it; every HTTP/1.x
+    /// listener serves the same one, so in practice one list), each of at
+    /// most [`SPARES`].
     static SPARE: RefCell<Vec<Box<dyn Any>>> = const { RefCell::new(Vec::new()) };
 }
 

@@ -132,7 +132,7 @@ async fn x00003_a_parked_connection_is_closed_when_idle_too_long() {
 // spares, which its parking gave them to, and its watchdog's timer is
 // part of its serving state: it makes one allocation more than a request
 // on a connection that stayed busy (the box of that serving state; seven
-// more without the spares). Counted on this process's heap (client and
+// in all without the spares). Counted on this process's heap (client and
 // proxy alike, the same hit each time): the fewest allocations of four
 // returning requests against the fewest of four busy ones, so that a
 // stray allocation elsewhere (the client's transcript growing, the proxy's

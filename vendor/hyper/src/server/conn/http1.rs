@@ -147,7 +147,8 @@ impl<S: HttpService<IncomingBody>> fmt::Debug for Buffers<S> {
             .field("read", &self.read.capacity())
             .field("write", &self.write.capacity())
             .field("queue", &self.queue.capacity())
-            .field("slots", &self.in_flight.is_some())
+            .field("future_slot", &self.in_flight.is_some())
+            .field("body_slot", &self.body.is_some())
             .finish()
     }
 }
@@ -566,9 +567,11 @@ impl Builder {
         self.serve_connection_with_buffers(io, service, Buffers::default())
     }
 
-    /// [`Builder::serve_connection`], reading into and writing response
-    /// heads into `buffers` (kept from an earlier connection, see
-    /// [`Buffers`]) rather than allocating its own.
+    /// [`Builder::serve_connection`], with the buffers and slots of
+    /// `buffers` (kept from an earlier connection, see [`Buffers`]): it
+    /// reads into them, writes response heads and queues body buffers into
+    /// them, and keeps its request's future and response's body in their
+    /// boxes, rather than allocating its own.
     pub fn serve_connection_with_buffers<I, S>(
         &self,
         io: I,
