@@ -3,7 +3,7 @@
 //! configuration's route or from a secret given on the command line; and
 //! `hoard check` naming a bad `signed_urls` key and its line.
 
-mod common;
+use crate::common;
 
 use common::run as hoard;
 use hoard_testkit::{Test, TestClock};

@@ -2,7 +2,7 @@
 //! then serves as that user; `hoard check` says what the user needs and
 //! names an unknown user or group with file, line and key.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;

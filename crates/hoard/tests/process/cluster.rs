@@ -2,7 +2,7 @@
 //! during a purge is named as not acknowledging it, and once resumed it
 //! does not serve what it stored before as fresh.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! running configuration stays; `/status` reports each reload. The admin
 //! API's `POST /reload` does the same.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -1,7 +1,7 @@
 //! The real `hoard` binary as a child process, and the lines it logs; or
 //! run to its end.
 
-// Each test file uses some of these.
+// Each module uses some of these.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};

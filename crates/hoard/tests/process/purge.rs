@@ -2,7 +2,7 @@
 //! `hoard upstream set`, `hoard trace`), and the admin flags of the quick
 //! start.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

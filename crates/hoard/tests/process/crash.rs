@@ -8,7 +8,7 @@ use std::path::Path;
 
 use hoard_testkit::Test;
 
-mod common;
+use crate::common;
 use common::Hoard;
 
 async fn start(origin: SocketAddr, dir: &Path) -> Hoard {

@@ -4,7 +4,7 @@
 //! failed request under a loop of new and keep-alive connections; a new
 //! process that cannot start leaves the old one serving.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
