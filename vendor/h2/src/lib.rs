@@ -129,6 +129,7 @@ pub mod frame;
 pub mod client;
 pub mod ext;
 mod quiet;
+mod spares;
 pub mod server;
 mod share;
 

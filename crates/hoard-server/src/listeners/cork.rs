@@ -20,8 +20,11 @@
 //! [`LIMIT`] first drains it and waits for the socket like any write.
 //!
 //! The buffer keeps the capacity of the largest poll's output; when the
-//! connection's watchdog finds it quiet (`Verdict::Park`) it is freed
-//! ([`Corked::release`]), so an idle connection holds none.
+//! connection's watchdog finds it quiet (`Verdict::Park`) it is given up
+//! ([`Corked::release`]), so an idle connection holds none. A buffer of at
+//! most [`SPARE_BYTES`] goes to the thread's spares (at most [`SPARES`] of
+//! them), where the next connection to write after a quiet spell takes it
+//! instead of allocating (and growing) one.
 //!
 //! [`Corked`] polls the connection only when something woke it (see
 //! `gate`): a watchdog tick alone does not reach hyper.
@@ -32,6 +35,7 @@
 //! is never split), so it is never contended; it is there because the
 //! connection future must be `Send`.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -45,6 +49,42 @@ use super::gate::Gate;
 
 /// Most bytes held back before a write waits for the socket.
 pub const LIMIT: usize = 256 * 1024;
+
+/// Most spare buffers a thread keeps.
+pub const SPARES: usize = 8;
+
+/// Largest buffer kept spare: a poll's answers of a page's worth of small
+/// responses. A larger one (a big body's poll) is freed.
+pub const SPARE_BYTES: usize = 32 * 1024;
+
+thread_local! {
+    /// Buffers of quiet connections, emptied.
+    static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Keeps an emptied buffer for the thread's next connection, if it is not
+/// grown past [`SPARE_BYTES`] and the thread has fewer than [`SPARES`].
+fn spare(mut buf: Vec<u8>) {
+    if buf.capacity() == 0 || buf.capacity() > SPARE_BYTES {
+        return;
+    }
+    buf.clear();
+    let _ = SPARE.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < SPARES {
+            s.push(buf);
+        }
+    });
+}
+
+/// A spare buffer, or none (an empty `Vec`, which allocates as it grows).
+fn take_spare() -> Vec<u8> {
+    SPARE
+        .try_with(|s| s.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
 
 /// What [`Corked`] and [`CorkIo`] share.
 struct Shared<S> {
@@ -143,6 +183,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for CorkIo<S> {
             // Outside a corked poll (shutdown, an upgrade): straight through.
             return Pin::new(&mut s.io).poll_write_vectored(cx, bufs);
         }
+        if s.buf.capacity() == 0 {
+            s.buf = take_spare();
+        }
         for b in bufs {
             s.buf.extend_from_slice(b);
         }
@@ -204,17 +247,19 @@ impl<F, S> Corked<F, S> {
         this.inner
     }
 
-    /// The connection is quiet: gives the buffer's memory back (it keeps
-    /// the capacity of its largest poll, up to [`LIMIT`], otherwise). The
-    /// next poll that writes allocates it again. Nothing is released while
-    /// bytes wait for the socket.
+    /// The connection is quiet: gives the buffer up (it keeps the capacity
+    /// of its largest poll, up to [`LIMIT`], otherwise), to the thread's
+    /// spares if it is small enough. The next poll that writes takes a
+    /// spare or allocates. Nothing is released while bytes wait for the
+    /// socket.
     pub fn release(&self) {
         // The poll that follows (inside `h2::release_idle`) must reach
         // the connection.
         self.gate.open();
         let mut s = self.shared.lock();
         if s.sent >= s.buf.len() {
-            s.buf = Vec::new();
+            s.sent = 0;
+            spare(std::mem::take(&mut s.buf));
         }
     }
 }

@@ -5,6 +5,7 @@ use crate::frame::{
 use crate::proto::Error;
 
 use crate::hpack;
+use crate::spares::{self, Spares};
 
 use futures_core::Stream;
 
@@ -21,6 +22,11 @@ use tokio_util::codec::{LengthDelimitedCodec, LengthDelimitedCodecError};
 /// The frame read buffer's size when allocated again after an idle spell
 /// (`tokio_util`'s `FramedRead` starts with 8 KiB).
 const READ_BUFFER_CAPACITY: usize = 8 * 1024;
+
+std::thread_local! {
+    /// Read buffers of released connections (see `crate::spares`).
+    static READ_BUFFERS: Spares<BytesMut> = const { Spares::new() };
+}
 
 // 16 MB "sane default" taken from golang http2
 const DEFAULT_SETTINGS_MAX_HEADER_LIST_SIZE: usize = 16 << 20;
@@ -88,9 +94,12 @@ impl<T> FramedRead<T> {
     /// decoder allocate them again when bytes arrive.
     pub fn release_idle(&mut self) {
         if self.decoder.partial.is_none() && self.inner.read_buffer().is_empty() {
-            *self.inner.read_buffer_mut() = BytesMut::new();
-            self.released = true;
+            // The decoder first: its table's entries stop pointing into the
+            // read buffer, which can then be kept whole.
             self.decoder.hpack.release_idle();
+            let buf = std::mem::take(self.inner.read_buffer_mut());
+            spares::put_bytes(&READ_BUFFERS, buf, READ_BUFFER_CAPACITY);
+            self.released = true;
         }
     }
 
@@ -446,15 +455,17 @@ where
         // take a read per doubling). A connection polled while nothing
         // arrives, as its owner's timers may do, frees it again, so it
         // holds it only once bytes come.
-        if self.released {
-            self.inner.read_buffer_mut().reserve(READ_BUFFER_CAPACITY);
+        if self.released && self.inner.read_buffer().capacity() == 0 {
+            *self.inner.read_buffer_mut() =
+                spares::take_bytes(&READ_BUFFERS, READ_BUFFER_CAPACITY);
         }
         loop {
             tracing::trace!("poll");
             let polled = Pin::new(&mut self.inner).poll_next(cx);
             if self.released {
                 if polled.is_pending() && self.inner.read_buffer().is_empty() {
-                    *self.inner.read_buffer_mut() = BytesMut::new();
+                    let buf = std::mem::take(self.inner.read_buffer_mut());
+                    spares::put_bytes(&READ_BUFFERS, buf, READ_BUFFER_CAPACITY);
                     return Poll::Pending;
                 }
                 self.released = false;

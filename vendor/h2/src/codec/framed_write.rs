@@ -2,6 +2,7 @@ use crate::codec::UserError;
 use crate::codec::UserError::*;
 use crate::frame::{self, Frame, FrameSize};
 use crate::hpack;
+use crate::spares::{self, Spares};
 
 use bytes::{Buf, BufMut, BytesMut};
 use std::pin::Pin;
@@ -10,6 +11,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::io::poll_write_buf;
 
 use std::io::{self, Cursor};
+use std::mem;
 
 // A macro to get around a method needing to borrow &mut self
 macro_rules! limited_write_buf {
@@ -65,6 +67,11 @@ enum Next<B> {
 /// The minimum MAX_FRAME_SIZE is 16kb, so always be able to send a HEADERS
 /// frame that big.
 const DEFAULT_BUFFER_CAPACITY: usize = 16 * 1_024;
+
+std::thread_local! {
+    /// Write buffers of released connections (see `crate::spares`).
+    static WRITE_BUFFERS: Spares<BytesMut> = const { Spares::new() };
+}
 
 /// Chain payloads bigger than this when vectored I/O is enabled. The remote
 /// will never advertise a max frame size less than this (well, the spec says
@@ -134,11 +141,12 @@ where
         self.encoder.buffer(item)
     }
 
-    /// Frees the write buffer when nothing is in it (see `crate::quiet`);
-    /// `buffer` allocates it again.
+    /// Gives up the write buffer when nothing is in it (see `crate::quiet`),
+    /// to the thread's spares; `buffer` takes one again.
     pub fn release_idle(&mut self) {
         if self.encoder.next.is_none() && !self.encoder.buf.has_remaining() {
-            self.encoder.buf = Cursor::new(BytesMut::new());
+            let buf = mem::replace(&mut self.encoder.buf, Cursor::new(BytesMut::new()));
+            spares::put_bytes(&WRITE_BUFFERS, buf.into_inner(), DEFAULT_BUFFER_CAPACITY);
             self.encoder.hpack.release_idle();
         }
     }
@@ -230,9 +238,10 @@ where
     }
 
     fn buffer(&mut self, item: Frame<B>) -> Result<(), UserError> {
-        // Released while idle (see `crate::quiet`): allocated again, once.
+        // Released while idle (see `crate::quiet`): a spare, or allocated
+        // again, once.
         if self.buf.get_ref().capacity() == 0 {
-            self.buf.get_mut().reserve(DEFAULT_BUFFER_CAPACITY);
+            self.buf = Cursor::new(spares::take_bytes(&WRITE_BUFFERS, DEFAULT_BUFFER_CAPACITY));
         }
         // Ensure that we have enough capacity to accept the write.
         assert!(self.has_capacity());

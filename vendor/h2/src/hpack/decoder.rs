@@ -1,5 +1,6 @@
 use super::{header::BytesStr, huffman, Header};
 use crate::frame;
+use crate::spares::{self, Spares};
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::header;
@@ -153,6 +154,11 @@ struct StringMarker {
 /// again after an idle spell.
 const BUFFER_CAPACITY: usize = 4096;
 
+std::thread_local! {
+    /// Decoding buffers of released connections (see `crate::spares`).
+    static HUFFMAN_BUFFERS: Spares<BytesMut> = const { Spares::new() };
+}
+
 // ===== impl Decoder =====
 
 impl Decoder {
@@ -166,15 +172,25 @@ impl Decoder {
         }
     }
 
-    /// Frees the decoding buffer (see `crate::quiet`); the next Huffman
-    /// coded string allocates it again. The dynamic table's entries stop
-    /// pointing into it, or into the frame read buffer, so that both go.
+    /// Gives up the decoding buffer (see `crate::quiet`) to the thread's
+    /// spares; the next Huffman coded string takes one again. The dynamic
+    /// table's entries stop pointing into it, or into the frame read
+    /// buffer, so that neither is held for them.
     pub fn release_idle(&mut self) {
-        self.buffer = BytesMut::new();
-        for entry in self.table.entries.iter_mut() {
-            entry.detach();
+        let len: usize = self.table.entries.iter().map(Header::detached_len).sum();
+        if len != 0 {
+            let mut copies = BytesMut::with_capacity(len);
+            for entry in self.table.entries.iter_mut() {
+                entry.detach(&mut copies);
+            }
         }
         self.table.entries.shrink_to_fit();
+        // Last: the entries no longer hold slices of it, so the whole of
+        // it can be kept.
+        if self.buffer.capacity() != 0 {
+            let buf = std::mem::take(&mut self.buffer);
+            spares::put_bytes(&HUFFMAN_BUFFERS, buf, BUFFER_CAPACITY);
+        }
     }
 
     /// Queues a potential size update
@@ -348,9 +364,10 @@ impl Decoder {
 
         let offset = (buf.position() - old_pos) as usize;
         if huff {
-            // Released while idle: allocated again at its usual size.
+            // Released while idle: a spare, or allocated again at its usual
+            // size.
             if self.buffer.capacity() == 0 {
-                self.buffer.reserve(BUFFER_CAPACITY);
+                self.buffer = spares::take_bytes(&HUFFMAN_BUFFERS, BUFFER_CAPACITY);
             }
             let ret = {
                 let raw = &buf.chunk()[..len];

@@ -62,7 +62,8 @@ impl Encoder {
         self.scratch = scratch;
     }
 
-    /// Frees the dynamic table of an idle connection (see `crate::quiet`).
+    /// Empties the dynamic table of an idle connection, its storage going
+    /// to the thread's spares (see `crate::quiet`).
     /// The peer's decoder empties its copy of the table when the next
     /// header block begins with a size update to 0 and then back to the
     /// table's size (RFC 7541 §4.2, §6.3); until then nothing is encoded,
@@ -77,7 +78,7 @@ impl Encoder {
             Some(SizeUpdate::One(v)) | Some(SizeUpdate::Two(_, v)) => v,
             None => self.table.max_size(),
         };
-        self.table = Table::new(self.table.max_size(), 0);
+        self.table.release();
         self.size_update = Some(SizeUpdate::Two(0, max));
     }
 

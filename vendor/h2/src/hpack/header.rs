@@ -1,7 +1,7 @@
 use super::{DecoderError, NeedMore};
 use crate::ext::Protocol;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use std::fmt;
@@ -102,18 +102,37 @@ impl Header {
         }
     }
 
-    /// Gives the pseudo-header values their own bytes. Decoded, they are
-    /// slices of the buffer their frame was read into (or of the Huffman
-    /// buffer), and one kept in the dynamic table would keep that whole
-    /// buffer allocated (see `crate::quiet`). Field names and values are
-    /// copies already.
-    pub fn detach(&mut self) {
+    /// Gives the pseudo-header values their own bytes, copied into `buf`
+    /// (sized by [`Header::detached_len`]). Decoded, they are slices of the
+    /// buffer their frame was read into (or of the Huffman buffer), and one
+    /// kept in the dynamic table would keep that whole buffer allocated
+    /// (see `crate::quiet`). Field names and values are copies already.
+    ///
+    /// The copies share `buf`'s one allocation and are shared already, so
+    /// the table's lookups clone them without allocating (a `Bytes` made
+    /// from a `Vec` allocates at its first clone).
+    pub fn detach(&mut self, buf: &mut BytesMut) {
+        let mut copy = |v: &str| {
+            buf.extend_from_slice(v.as_bytes());
+            buf.split().freeze()
+        };
         match self {
             Header::Authority(v) | Header::Scheme(v) | Header::Path(v) => {
-                *v = BytesStr::from(v.as_str());
+                *v = BytesStr::try_from(copy(v.as_str())).expect("a copy of a str");
             }
-            Header::Protocol(p) => *p = Protocol::from(p.as_str()),
+            Header::Protocol(p) => {
+                *p = Protocol::try_from(copy(p.as_str())).expect("a copy of a str");
+            }
             Header::Field { .. } | Header::Method(_) | Header::Status(_) => {}
+        }
+    }
+
+    /// The bytes [`Header::detach`] copies.
+    pub fn detached_len(&self) -> usize {
+        match self {
+            Header::Authority(v) | Header::Scheme(v) | Header::Path(v) => v.len(),
+            Header::Protocol(p) => p.as_str().len(),
+            Header::Field { .. } | Header::Method(_) | Header::Status(_) => 0,
         }
     }
 

@@ -1,4 +1,5 @@
 use super::Header;
+use crate::spares::{self, Spares};
 
 use fnv::FnvHasher;
 use http::header;
@@ -71,7 +72,32 @@ macro_rules! probe_loop {
     };
 }
 
+/// Most index slots a spare table keeps: the first allocation's eight
+/// and two doublings.
+const SPARE_INDICES: usize = 32;
+
+std::thread_local! {
+    /// The emptied storage of released tables (see `crate::spares`).
+    static TABLES: Spares<(VecDeque<Slot>, Vec<Option<Pos>>)> = const { Spares::new() };
+}
+
 impl Table {
+    /// Empties the table; its storage goes to the thread's spares, for the
+    /// next table of the thread that needs some (see `crate::quiet`).
+    pub fn release(&mut self) {
+        let max_size = self.max_size;
+        let Table {
+            mut slots,
+            mut indices,
+            ..
+        } = mem::replace(self, Table::new(max_size, 0));
+        if !indices.is_empty() && indices.len() <= SPARE_INDICES {
+            slots.clear();
+            indices.fill(None);
+            spares::put(&TABLES, (slots, indices));
+        }
+    }
+
     pub fn new(max_size: usize, capacity: usize) -> Table {
         if capacity == 0 {
             Table {
@@ -455,6 +481,12 @@ impl Table {
 
         if len == self.capacity() {
             if len == 0 {
+                if let Some((slots, indices)) = spares::take(&TABLES) {
+                    self.mask = indices.len() - 1;
+                    self.slots = slots;
+                    self.indices = indices;
+                    return;
+                }
                 let new_raw_cap = 8;
                 self.mask = 8 - 1;
                 self.indices = vec![None; new_raw_cap];

@@ -1,9 +1,26 @@
 use slab::Slab;
 
+use super::recv::Event;
+use crate::spares::{self, Spares};
+
 /// Buffers frames for multiple streams.
 #[derive(Debug)]
 pub struct Buffer<T> {
     slab: Slab<Slot<T>>,
+    /// Where a released buffer's slots go and its next slots come from
+    /// (see `crate::spares`); without, they are freed and allocated anew.
+    spares: Option<SpareSlots<T>>,
+}
+
+/// A kind's spare lists: take one, give one.
+type SpareSlots<T> = (fn() -> Option<Slab<Slot<T>>>, fn(Slab<Slot<T>>));
+
+/// Most slots a spare buffer keeps.
+const SPARE_SLOTS: usize = 64;
+
+std::thread_local! {
+    /// The received-frame queues of released connections.
+    static EVENT_SLOTS: Spares<Slab<Slot<Event>>> = const { Spares::new() };
 }
 
 /// A sequence of frames in a `Buffer`
@@ -27,18 +44,50 @@ struct Slot<T> {
 
 impl<T> Buffer<T> {
     pub fn new() -> Self {
-        Buffer { slab: Slab::new() }
+        Buffer {
+            slab: Slab::new(),
+            spares: None,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
         self.slab.is_empty()
     }
 
-    /// Frees the slots when none is used (see `crate::quiet`): no `Deque`
-    /// points into an empty buffer.
+    /// Gives up the slots when none is used (see `crate::quiet`), to the
+    /// thread's spares if the buffer has some: no `Deque` points into an
+    /// empty buffer.
     pub fn release_idle(&mut self) {
-        if self.slab.is_empty() {
-            self.slab = Slab::new();
+        if self.slab.is_empty() && self.slab.capacity() != 0 {
+            let slab = std::mem::take(&mut self.slab);
+            if let Some((_, put)) = self.spares {
+                if slab.capacity() <= SPARE_SLOTS {
+                    put(slab);
+                }
+            }
+        }
+    }
+
+    /// Takes spare slots for a released buffer's next frame.
+    fn refill(&mut self) {
+        if self.slab.capacity() == 0 {
+            if let Some(slab) = self.spares.and_then(|(take, _)| take()) {
+                self.slab = slab;
+            }
+        }
+    }
+}
+
+impl Buffer<Event> {
+    /// A received-frame queue whose slots go to the thread's spares when
+    /// it is released, and come from there when it is used again.
+    pub fn with_spares() -> Self {
+        Buffer {
+            slab: Slab::new(),
+            spares: Some((
+                || spares::take(&EVENT_SLOTS),
+                |slab| spares::put(&EVENT_SLOTS, slab),
+            )),
         }
     }
 }
@@ -53,6 +102,7 @@ impl Deque {
     }
 
     pub fn push_back<T>(&mut self, buf: &mut Buffer<T>, value: T) {
+        buf.refill();
         let key = buf.slab.insert(Slot { value, next: None });
 
         match self.indices {
@@ -70,6 +120,7 @@ impl Deque {
     }
 
     pub fn push_front<T>(&mut self, buf: &mut Buffer<T>, value: T) {
+        buf.refill();
         let key = buf.slab.insert(Slot { value, next: None });
 
         match self.indices {

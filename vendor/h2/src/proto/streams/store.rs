@@ -2,6 +2,8 @@ use super::*;
 
 use indexmap::{self, IndexMap};
 
+use crate::spares::{self, Spares};
+
 use std::convert::Infallible;
 use std::fmt;
 use std::marker::PhantomData;
@@ -78,6 +80,17 @@ pub(super) trait Resolve {
 
 // ===== impl Store =====
 
+/// Most stream slots a spare store keeps: more than a browser's page
+/// opens at once, so a grown store is freed rather than kept.
+const SPARE_SLOTS: usize = 64;
+
+std::thread_local! {
+    /// The emptied stream slots and id maps of released connections (see
+    /// `crate::spares`).
+    static STORES: Spares<(slab::Slab<Stream>, IndexMap<StreamId, SlabIndex>)> =
+        const { Spares::new() };
+}
+
 impl Store {
     pub fn new() -> Self {
         Store {
@@ -86,11 +99,25 @@ impl Store {
         }
     }
 
-    /// Frees the slots of streams that are gone when none is left (see
-    /// `crate::quiet`); no `Key` refers to an empty store.
+    /// Gives up the slots of streams that are gone when none is left (see
+    /// `crate::quiet`), to the thread's spares; no `Key` refers to an empty
+    /// store.
     pub fn release_idle(&mut self) {
-        if self.slab.is_empty() && self.ids.is_empty() {
-            *self = Store::new();
+        if self.slab.is_empty() && self.ids.is_empty() && self.slab.capacity() != 0 {
+            let Store { slab, ids } = std::mem::replace(self, Store::new());
+            if slab.capacity() <= SPARE_SLOTS && ids.capacity() <= SPARE_SLOTS {
+                spares::put(&STORES, (slab, ids));
+            }
+        }
+    }
+
+    /// Takes spare slots for a released store's next stream.
+    fn refill(&mut self) {
+        if self.slab.capacity() == 0 && self.ids.capacity() == 0 {
+            if let Some((slab, ids)) = spares::take(&STORES) {
+                self.slab = slab;
+                self.ids = ids;
+            }
         }
     }
 
@@ -110,6 +137,7 @@ impl Store {
     }
 
     pub fn insert(&mut self, id: StreamId, val: Stream) -> Ptr<'_> {
+        self.refill();
         let index = SlabIndex(self.slab.insert(val) as u32);
         assert!(self.ids.insert(id, index).is_none());
 
@@ -124,6 +152,8 @@ impl Store {
 
     pub fn find_entry(&mut self, id: StreamId) -> Entry<'_> {
         use self::indexmap::map::Entry::*;
+
+        self.refill();
 
         match self.ids.entry(id) {
             Occupied(e) => Entry::Occupied(OccupiedEntry { ids: e }),
