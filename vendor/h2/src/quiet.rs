@@ -6,10 +6,12 @@
 //! unpatched, keeps them for its whole life, whether it is busy or has
 //! been silent for an hour. [`release_idle`] lets the caller say when a
 //! connection is idle: a connection polled inside it that then has nothing
-//! to write, no frame half read and nothing to decode frees those three
-//! buffers, and allocates each again (once, at its usual size) when it
-//! next needs it. Outside `release_idle` nothing changes, so a busy
-//! connection never pays for it.
+//! to write, no frame half read and nothing to decode gives up those three
+//! buffers, its emptied stream slots and queues and its HPACK encoder's
+//! table, to its thread's spares (`crate::spares`), and takes each back
+//! from there (or allocates it, once, at its usual size) when it next
+//! needs it. A connection never polled inside `release_idle` keeps its
+//! buffers as before, so a busy connection never pays for it.
 //!
 //! The leave is a flag of the calling thread, set for the length of the
 //! call: a poll is synchronous, so only the connection the caller polls

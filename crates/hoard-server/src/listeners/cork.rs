@@ -21,7 +21,9 @@
 //!
 //! The buffer keeps the capacity of the largest poll's output; when the
 //! connection's watchdog finds it quiet (`Verdict::Park`) it is given up
-//! ([`Corked::release`]), so an idle connection holds none. A buffer of at
+//! ([`Corked::release`]), so an idle connection holds none (unless the
+//! `h2::release_idle` poll right after writes something, a PING's
+//! answer, say: then it holds a buffer until its next quiet tick). A buffer of at
 //! most [`SPARE_BYTES`] goes to the thread's spares (at most [`SPARES`] of
 //! them), where the next connection to write after a quiet spell takes it
 //! instead of allocating (and growing) one.

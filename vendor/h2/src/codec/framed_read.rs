@@ -37,7 +37,7 @@ pub struct FramedRead<T> {
 
     decoder: FrameDecoder,
 
-    /// The read buffer was freed while idle and no byte has come since.
+    /// The read buffer was given up while idle and no byte has come since.
     released: bool,
 }
 
@@ -89,9 +89,9 @@ impl<T> FramedRead<T> {
         self.inner.get_mut()
     }
 
-    /// Frees the frame read buffer and the HPACK decoding buffer when no
-    /// frame is half read (see `crate::quiet`); `poll_next` and the HPACK
-    /// decoder allocate them again when bytes arrive.
+    /// Gives up the frame read buffer and the HPACK decoding buffer when no
+    /// frame is half read, to the thread's spares (see `crate::quiet`);
+    /// `poll_next` and the HPACK decoder take them back when bytes arrive.
     pub fn release_idle(&mut self) {
         if self.decoder.partial.is_none() && self.inner.read_buffer().is_empty() {
             // The decoder first: its table's entries stop pointing into the
@@ -452,9 +452,9 @@ where
         let _e = span.enter();
         // Released while idle (see `crate::quiet`): a read needs the buffer
         // at the size `tokio_util` starts with (grown from nothing, it would
-        // take a read per doubling). A connection polled while nothing
-        // arrives, as its owner's timers may do, frees it again, so it
-        // holds it only once bytes come.
+        // take a read per doubling), a spare or a new one. A connection
+        // polled while nothing arrives, as its owner's timers may do, gives
+        // it back to the spares, so it holds it only once bytes come.
         if self.released && self.inner.read_buffer().capacity() == 0 {
             *self.inner.read_buffer_mut() =
                 spares::take_bytes(&READ_BUFFERS, READ_BUFFER_CAPACITY);

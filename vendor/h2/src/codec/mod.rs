@@ -136,8 +136,8 @@ where
         self.framed_write().poll_ready(cx)
     }
 
-    /// Frees the frame buffers and the HPACK decoding buffer that are
-    /// empty (see `crate::quiet`).
+    /// Gives up the frame buffers and the HPACK decoding buffer that are
+    /// empty, to the thread's spares (see `crate::quiet`).
     pub(crate) fn release_idle(&mut self) {
         self.inner.release_idle();
         self.framed_write().release_idle();

@@ -85,8 +85,8 @@ pub(crate) enum Open {
 }
 
 impl Recv {
-    /// Frees the received frames' buffer when it is empty (see
-    /// `crate::quiet`).
+    /// Gives up the received frames' buffer when it is empty, to the
+    /// thread's spares (see `crate::quiet`).
     pub(super) fn release_idle(&mut self) {
         self.buffer.release_idle();
     }

@@ -1139,8 +1139,10 @@ where
         me.store.num_active_streams()
     }
 
-    /// Frees the stream slots and frame queues none of which is in use
-    /// (see `crate::quiet`).
+    /// Gives up the stream slots and frame queues none of which is in use
+    /// (see `crate::quiet`): the slots and the received-frame queue to the
+    /// thread's spares, the queue of frames to send (generic over the
+    /// caller's buffer type) freed.
     pub fn release_idle(&self) {
         let mut me = self.inner.lock().unwrap();
         me.store.release_idle();
