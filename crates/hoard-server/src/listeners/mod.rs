@@ -430,24 +430,24 @@ async fn serve(
     }
     // The connection proper is a task of its own: what this one holds to
     // wait for the first byte (timers, room for a PROXY header) is given
-    // back, and an idle connection costs only the smaller task.
-    tracker.spawn(async move {
-        let _open = open;
-        serve_connection(
-            stream,
-            (alt_svc, redirect_https, listener),
-            peer,
-            builder,
-            pipeline,
-            tls,
-            shutdown,
-            handshake_timeout,
-            sendfile,
-            limits,
-            h2c,
-        )
-        .await
-    });
+    // back, and an idle connection costs only the smaller task. (Its
+    // future is `serve_connection`'s own: an `async move` block around it
+    // would keep a second copy of every argument for the connection's life.)
+    let fut = serve_connection(
+        open,
+        stream,
+        (alt_svc, redirect_https, listener),
+        peer,
+        builder,
+        pipeline,
+        tls,
+        shutdown,
+        handshake_timeout,
+        sendfile,
+        limits,
+        h2c,
+    );
+    tracker.spawn(fut);
 }
 
 /// What a TLS client chose by ALPN, as far as serving it goes.
@@ -488,6 +488,7 @@ async fn tls_handshake(
 /// Serves a connection that has spoken (or a TLS one) until it ends.
 #[allow(clippy::too_many_arguments)]
 async fn serve_connection(
+    _open: Open,
     stream: TcpStream,
     (alt_svc, redirect_https, listener): (
         Option<http::HeaderValue>,
@@ -675,39 +676,51 @@ async fn serve_connection(
             let mut io = Watched::new($io, activity.clone());
             let mut svc = svc;
             loop {
-                let (r, back) = Box::pin(async {
-                    let buffers = park::take_spare();
-                    let mut conn = builder
-                        .h1
-                        .serve_connection_with_buffers(TokioIo::new(io), svc, buffers)
-                        .with_upgrades();
-                    // The timer in the serving phase's box: a connection
-                    // back from parking allocates none.
-                    let r = drive!(
-                        &mut conn,
-                        true,
-                        std::pin::pin!(ticks::Ticks::new(limits.tick())),
-                        |c| std::pin::Pin::new(&mut **c.get_mut()).graceful_shutdown(),
-                        |_q| ()
-                    );
-                    let r = r.map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { e.into() });
-                    if !activity.parking.swap(false, std::sync::atomic::Ordering::Relaxed) || r.is_err() {
-                        return (r, None);
-                    }
-                    // hyper ended because the watchdog parked it: take the
-                    // socket and the service back; hyper's buffers and
-                    // slots go to the thread's spares (see `park`).
-                    let back = conn.into_parts_with_buffers().map(|(p, buffers)| {
-                        park::spare(buffers);
-                        (p.io.into_inner(), p.service, (!p.read_buf.is_empty()).then_some(p.read_buf))
-                    });
-                    (r, back)
-                })
-                .await;
-                let Some((back_io, back_svc, unread)) = back else {
-                    break r;
+                // A block of its own: what it binds is gone before the
+                // parked wait (a binding's room stays in the loop's state
+                // until its scope ends, moved out or not).
+                let unread = {
+                    let (r, back) = Box::pin(async {
+                        let buffers = park::take_spare();
+                        let mut conn = builder
+                            .h1
+                            .serve_connection_with_buffers(TokioIo::new(io), svc, buffers)
+                            .with_upgrades();
+                        // The timer in the serving phase's box: a connection
+                        // back from parking allocates none.
+                        let r = drive!(
+                            &mut conn,
+                            true,
+                            std::pin::pin!(ticks::Ticks::new(limits.tick())),
+                            |c| std::pin::Pin::new(&mut **c.get_mut()).graceful_shutdown(),
+                            |_q| ()
+                        );
+                        let r = r.map_err(|e| -> Box<dyn std::error::Error + Send + Sync> {
+                            e.into()
+                        });
+                        let parked = activity
+                            .parking
+                            .swap(false, std::sync::atomic::Ordering::Relaxed);
+                        if !parked || r.is_err() {
+                            return (r, None);
+                        }
+                        // hyper ended because the watchdog parked it: take the
+                        // socket and the service back; hyper's buffers and
+                        // slots go to the thread's spares (see `park`).
+                        let back = conn.into_parts_with_buffers().map(|(p, buffers)| {
+                            park::spare(buffers);
+                            let unread = (!p.read_buf.is_empty()).then_some(p.read_buf);
+                            (p.io.into_inner(), p.service, unread)
+                        });
+                        (r, back)
+                    })
+                    .await;
+                    let Some((back_io, back_svc, unread)) = back else {
+                        break r;
+                    };
+                    (io, svc) = (back_io, back_svc);
+                    unread
                 };
-                (io, svc) = (back_io, back_svc);
                 counters.inc(&counters.connections_parked);
                 hoard_heap::gave_back();
                 if let Some(bytes) = unread {
