@@ -266,6 +266,14 @@ impl<F, S> Corked<F, S> {
     }
 }
 
+impl<F, S: super::park::Socket> Corked<F, S> {
+    /// After the quiet connection's last poll: gives up what the transport
+    /// buffers for reading (TLS, see `park::Socket::release_idle`).
+    pub fn release_transport(&self) {
+        self.shared.lock().io.release_idle();
+    }
+}
+
 impl<F, S, T, E> Future for Corked<F, S>
 where
     F: Future<Output = Result<T, E>>,

@@ -558,7 +558,7 @@ async fn serve_connection(
         // The connection future, whether it is HTTP/1.x, its watchdog's
         // pinned `Ticks`, how to begin its graceful shutdown, and what to
         // release when it is quiet (HTTP/2; HTTP/1.x is parked, see `park`).
-        ($conn:expr, $h1:expr, $ticks:expr, |$c:ident| $graceful:expr, |$q:ident| $quiet:expr) => {{
+        ($conn:expr, $h1:expr, $ticks:expr, |$c:ident| $graceful:expr, |$q:ident| $quiet:expr, |$t:ident| $tls:expr) => {{
             let conn = $conn;
             tokio::pin!(conn);
             let mut ticks = $ticks;
@@ -638,6 +638,10 @@ async fn serve_connection(
                         if let std::task::Poll::Ready(r) = polled {
                             break r;
                         }
+                        // After that poll, which read until nothing was
+                        // left: the transport's read buffer (TLS).
+                        let $t = conn.as_mut();
+                        $tls;
                         // Nothing to watch until a byte moves (see `ticks`).
                         ticks.as_mut().park(activity.progress(), activity.idle_deadline(&dog));
                         counters.inc(&counters.connections_parked);
@@ -693,7 +697,8 @@ async fn serve_connection(
                             true,
                             std::pin::pin!(ticks::Ticks::new(limits.tick())),
                             |c| std::pin::Pin::new(&mut **c.get_mut()).graceful_shutdown(),
-                            |_q| ()
+                            |_q| (),
+                            |_t| ()
                         );
                         let r = r.map_err(|e| -> Box<dyn std::error::Error + Send + Sync> {
                             e.into()
@@ -722,6 +727,9 @@ async fn serve_connection(
                     unread
                 };
                 counters.inc(&counters.connections_parked);
+                if unread.is_none() {
+                    park::Socket::release_idle(&mut io);
+                }
                 hoard_heap::gave_back();
                 if let Some(bytes) = unread {
                     io.unread(bytes);
@@ -764,7 +772,8 @@ async fn serve_connection(
                 // long as it does, and stays smaller without the timer.
                 Box::pin(ticks::Ticks::new(limits.tick())),
                 |c| c.inner().graceful_shutdown(),
-                |q| q.release()
+                |q| q.release(),
+                |t| t.release_transport()
             )
         }};
     }

@@ -70,17 +70,34 @@ use tokio::sync::watch as signal;
 use hoard_proxy::sendfile::SendfileStream;
 
 #[cfg(doc)]
-use super::watch::{Activity, Watched};
+use super::watch::Activity;
+use super::watch::Watched;
 
 /// A client stream whose socket can be waited on while it is parked.
 pub trait Socket {
     /// The TCP socket under the stream.
     fn socket(&self) -> &TcpStream;
+
+    /// The connection is quiet: gives up what the stream buffers for
+    /// reading (TLS: rustls's 4 KiB buffer of received bytes, when it holds
+    /// none, to the thread's spares; the patched `vendor/rustls`). The next
+    /// read takes one again.
+    fn release_idle(&mut self) {}
 }
 
 impl Socket for TcpStream {
     fn socket(&self) -> &TcpStream {
         self
+    }
+}
+
+impl<S: Socket> Socket for Watched<S> {
+    fn socket(&self) -> &TcpStream {
+        self.get_ref().socket()
+    }
+
+    fn release_idle(&mut self) {
+        self.get_mut().release_idle();
     }
 }
 
@@ -97,6 +114,10 @@ impl Socket for SendfileStream {
 impl Socket for tokio_rustls::server::TlsStream<TcpStream> {
     fn socket(&self) -> &TcpStream {
         self.get_ref().0
+    }
+
+    fn release_idle(&mut self) {
+        self.get_mut().1.release_idle_buffers();
     }
 }
 

@@ -412,6 +412,11 @@ impl<S> Watched<S> {
         }
     }
 
+    /// The stream, to change.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
     /// The stream.
     pub fn get_ref(&self) -> &S {
         &self.inner
