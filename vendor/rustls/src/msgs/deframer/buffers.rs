@@ -282,8 +282,9 @@ impl DeframerVecBuffer {
         // Also, reduce the buffer size if there are neither full nor partial messages in it,
         // which usually means that the other side suspended sending data.
         let need_capacity = Ord::min(allow_max, self.used + READ_SIZE);
-        // Given up while idle (`release_idle`): a spare, if the thread has
-        // one (emptied; `resize` below zeroes what is read into).
+        // No buffer (given up while idle, `release_idle`, or a new
+        // connection's first read): a spare, if the thread has one
+        // (emptied; `resize` below zeroes what is read into).
         if self.buf.capacity() == 0 {
             if let Ok(Some(spare)) = SPARES.try_with(|s| s.borrow_mut().pop()) {
                 self.buf = spare;
